@@ -1,0 +1,233 @@
+//! What the CLI commands do, as library functions (the binary only parses arguments).
+//!
+//! Contract: each function either completes or returns a [`DriverError`] without leaving partial
+//! files behind: outputs are computed first, then each file is written to a temporary name in the
+//! target directory and renamed into place.
+
+use crate::interp::{InterpError, evaluate};
+use crate::ir::shape::dims_str;
+use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
+use crate::spec::weights::io_reason;
+use crate::spec::{SpecError, load_spec};
+use crate::util::npy::{read_npy, write_npy};
+use crate::util::suggest::nearest;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Errors of a command; all are user errors (exit code 1).
+#[derive(Debug, Error)]
+pub enum DriverError {
+    /// The spec is invalid.
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+    /// A `--input` argument is wrong.
+    #[error("error: {0}")]
+    Input(String),
+    /// Evaluation failed.
+    #[error("error: {0}")]
+    Interp(#[from] InterpError),
+    /// Writing outputs failed.
+    #[error("error: cannot write {path}: {reason}")]
+    Write { path: String, reason: String },
+}
+
+/// `xla-aot inspect`: the HLO text of a spec.
+pub fn inspect(spec: &Path, full_constants: bool) -> Result<String, DriverError> {
+    let model = load_spec(spec)?;
+    let opts = if full_constants {
+        PrintOptions::default()
+    } else {
+        PrintOptions::readable()
+    };
+    Ok(print_module_with(&model.module, &opts))
+}
+
+/// One output of `run`, with its summary line.
+pub struct RunOutput {
+    pub name: String,
+    pub value: Literal,
+}
+
+/// The result of `run`: outputs and notes for the user (e.g. which inputs were random).
+pub struct RunReport {
+    pub outputs: Vec<RunOutput>,
+    pub notes: Vec<String>,
+}
+
+/// A small deterministic generator (SplitMix64) for seeded random inputs: reproducible on every
+/// machine, no dependency.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+/// Range of seeded random i32 inputs (indices): [0, RANDOM_INDEX_RANGE). Small so that it is a
+/// valid index for any realistic embedding table; out-of-range ids would be clamped anyway.
+pub const RANDOM_INDEX_RANGE: u64 = 16;
+
+/// Random input for a parameter: standard normal f32 or small non-negative i32.
+pub fn random_input(dtype: DType, dims: &[usize], seed: u64) -> Literal {
+    let mut g = SplitMix(seed);
+    let n: usize = dims.iter().product();
+    match dtype {
+        DType::I32 => Literal::from_i32(
+            dims.to_vec(),
+            &(0..n).map(|_| (g.next() % RANDOM_INDEX_RANGE) as i32).collect::<Vec<_>>(),
+        ),
+        _ => Literal::from_f32(
+            dims.to_vec(),
+            &(0..n).map(|_| g.normal() as f32).collect::<Vec<_>>(),
+        ),
+    }
+}
+
+/// Resolves `NAME=FILE` arguments against the module's parameters; unnamed inputs get seeded
+/// random values (the seed mixed with the input's position, so inputs differ).
+pub fn gather_inputs(m: &Module, args: &[String], seed: u64) -> Result<(Vec<Literal>, Vec<String>), DriverError> {
+    let c = &m.entry;
+    let params = c.parameters();
+    let names: Vec<&str> = params.iter().map(|&p| c.inst(p).name.as_str()).collect();
+    let mut given: Vec<Option<Literal>> = vec![None; params.len()];
+    for a in args {
+        let Some((name, file)) = a.split_once('=') else {
+            return Err(DriverError::Input(format!(
+                "`--input {a}` is not NAME=FILE.npy (inputs: {})",
+                names.join(", ")
+            )));
+        };
+        let idx = match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => match name.parse::<usize>() {
+                Ok(i) if i < names.len() => i,
+                _ => {
+                    let hint = nearest(name, names.iter().copied())
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    return Err(DriverError::Input(format!(
+                        "the model has no input `{name}` (inputs: {}){hint}",
+                        names.join(", ")
+                    )));
+                }
+            },
+        };
+        if given[idx].is_some() {
+            return Err(DriverError::Input(format!("input `{}` is given twice", names[idx])));
+        }
+        let bytes = std::fs::read(file)
+            .map_err(|e| DriverError::Input(format!("cannot read `{file}` for input `{}`: {}", names[idx], io_reason(&e))))?;
+        let lit = read_npy(&bytes).map_err(|e| DriverError::Input(format!("`{file}` (input `{}`): {e}", names[idx])))?;
+        let shape = &c.inst(params[idx]).shape;
+        if lit.dtype != shape.dtype || lit.dims != shape.dims {
+            return Err(DriverError::Input(format!(
+                "input `{}` must be {}{}, but `{file}` holds {}{}",
+                names[idx],
+                shape.dtype,
+                dims_str(&shape.dims),
+                lit.dtype,
+                dims_str(&lit.dims)
+            )));
+        }
+        given[idx] = Some(lit);
+    }
+    let mut notes = Vec::new();
+    let inputs = given
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            g.unwrap_or_else(|| {
+                let shape = &c.inst(params[i]).shape;
+                let s = seed.wrapping_add(i as u64);
+                let what = if shape.dtype == DType::I32 {
+                    format!("uniform integers in [0, {RANDOM_INDEX_RANGE})")
+                } else {
+                    "standard normal values".to_string()
+                };
+                notes.push(format!(
+                    "input `{}` not given: using seeded random {what} (seed {s}); pass --input {}=FILE.npy",
+                    names[i], names[i]
+                ));
+                random_input(shape.dtype, &shape.dims, s)
+            })
+        })
+        .collect();
+    Ok((inputs, notes))
+}
+
+/// `xla-aot run --reference`: evaluates the spec with the reference interpreter.
+pub fn run_reference(spec: &Path, inputs: &[String], seed: u64) -> Result<RunReport, DriverError> {
+    let model = load_spec(spec)?;
+    let (lits, notes) = gather_inputs(&model.module, inputs, seed)?;
+    let values = evaluate(&model.module, &lits)?;
+    let outputs = model
+        .module
+        .entry
+        .outputs
+        .iter()
+        .zip(values)
+        .map(|(o, value)| RunOutput {
+            name: o.name.clone(),
+            value,
+        })
+        .collect();
+    Ok(RunReport { outputs, notes })
+}
+
+/// Writes each output as `<dir>/<name>.npy`, atomically per file.
+pub fn write_outputs(dir: &Path, outputs: &[RunOutput]) -> Result<Vec<PathBuf>, DriverError> {
+    let werr = |p: &Path, e: std::io::Error| DriverError::Write {
+        path: p.display().to_string(),
+        reason: io_reason(&e),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| werr(dir, e))?;
+    let mut written = Vec::new();
+    for o in outputs {
+        let path = dir.join(format!("{}.npy", o.name));
+        let tmp = dir.join(format!(".{}.npy.tmp{}", o.name, std::process::id()));
+        let result = std::fs::write(&tmp, write_npy(&o.value)).and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(werr(&path, e));
+        }
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// `name  f32[1,10]  min … max … mean …`
+pub fn summary(o: &RunOutput) -> String {
+    let v: Vec<f64> = match o.value.dtype {
+        DType::F32 => o.value.to_f32_vec().unwrap_or_default().into_iter().map(f64::from).collect(),
+        DType::I32 => o.value.to_i32_vec().unwrap_or_default().into_iter().map(f64::from).collect(),
+        _ => Vec::new(),
+    };
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    format!(
+        "{:<12} {}{:<16} min {:>12.6}  max {:>12.6}  mean {:>12.6}",
+        o.name,
+        o.value.dtype,
+        dims_str(&o.value.dims),
+        min,
+        max,
+        mean
+    )
+}

@@ -1,0 +1,374 @@
+//! HLO instructions: the primitive vocabulary every pass and backend sees.
+//!
+//! Contract: an [`Instruction`] is one SSA value: a unique name, an [`Op`] (opcode plus its
+//! attributes), operands that refer to *earlier* instructions of the same computation by [`InstId`],
+//! and the [`Shape`] of its result. The vocabulary is deliberately small (XLA-like): every spec op
+//! lowers to these primitives, so passes and backends handle one set of opcodes. Operand order and the
+//! meaning of each attribute are documented on each variant; `docs/hlo.md` gives the text form.
+
+use super::literal::Literal;
+use super::shape::Shape;
+use std::fmt;
+
+/// Index of an instruction inside its computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstId(pub u32);
+
+impl InstId {
+    /// The index as `usize`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Elementwise functions of one operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Negate,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    /// 1 / (1 + e^-x).
+    Logistic,
+    /// The Gauss error function.
+    Erf,
+}
+
+/// Elementwise functions of two operands of the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Maximum,
+    Minimum,
+    Power,
+}
+
+/// Comparison of `compare`; the result is `pred`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareDir {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Combiner of `reduce` and `reduce-window`; its identity is the initial value
+/// (0 for `add`, -inf for `max`, +inf for `min`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Add,
+    Max,
+    Min,
+}
+
+/// A sliding window, one entry per windowed dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Window {
+    /// Window extent per dimension.
+    pub size: Vec<usize>,
+    /// Step between window positions.
+    pub stride: Vec<usize>,
+    /// Padding before the first element.
+    pub pad_low: Vec<usize>,
+    /// Padding after the last element.
+    pub pad_high: Vec<usize>,
+    /// Spacing between window taps (1 = dense).
+    pub dilation: Vec<usize>,
+}
+
+impl Window {
+    /// A dense window with unit stride, no padding.
+    pub fn new(size: Vec<usize>) -> Window {
+        let n = size.len();
+        Window {
+            size,
+            stride: vec![1; n],
+            pad_low: vec![0; n],
+            pad_high: vec![0; n],
+            dilation: vec![1; n],
+        }
+    }
+
+    /// Number of windowed dimensions.
+    pub fn rank(&self) -> usize {
+        self.size.len()
+    }
+
+    /// Whether all per-dimension lists have the same length.
+    pub fn is_consistent(&self) -> bool {
+        let n = self.size.len();
+        self.stride.len() == n
+            && self.pad_low.len() == n
+            && self.pad_high.len() == n
+            && self.dilation.len() == n
+    }
+
+    /// Output extent along dimension `i` for an input extent `input`, or `None` when the dilated
+    /// window does not fit in the padded input or a field is zero.
+    pub fn output_extent(&self, i: usize, input: usize) -> Option<usize> {
+        if self.size[i] == 0 || self.stride[i] == 0 || self.dilation[i] == 0 {
+            return None;
+        }
+        let padded = input.checked_add(self.pad_low[i])?.checked_add(self.pad_high[i])?;
+        let span = self.dilation[i].checked_mul(self.size[i] - 1)?.checked_add(1)?;
+        if span > padded {
+            return None;
+        }
+        Some((padded - span) / self.stride[i] + 1)
+    }
+}
+
+/// Dimension numbers of a `dot` (XLA's DotGeneral). The result dims are the batch dims, then the
+/// lhs dims that are neither batch nor contracting, then the same for the rhs, each in order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DotDims {
+    pub lhs_batch: Vec<usize>,
+    pub lhs_contracting: Vec<usize>,
+    pub rhs_batch: Vec<usize>,
+    pub rhs_contracting: Vec<usize>,
+}
+
+/// An opcode with its attributes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Entry parameter number `index` (a model input, in spec order). No operands.
+    Parameter { index: usize },
+    /// A literal constant (weights, inline constants). No operands.
+    Constant(Literal),
+    /// `f(x)` elementwise. Operands: `[x]`.
+    Unary(UnaryOp),
+    /// `f(a, b)` elementwise, same shapes. Operands: `[a, b]`.
+    Binary(BinaryOp),
+    /// Elementwise comparison giving `pred`. Operands: `[a, b]`.
+    Compare(CompareDir),
+    /// `pred ? on_true : on_false` elementwise. Operands: `[pred, on_true, on_false]`.
+    Select,
+    /// `min(max(x, lo), hi)` elementwise; `lo`/`hi` scalars or the shape of `x`.
+    /// Operands: `[lo, x, hi]` (XLA order).
+    Clamp,
+    /// Operand dim `i` becomes result dim `dimensions[i]` (strictly increasing); the other result
+    /// dims replicate, and an operand dim of extent 1 stretches to any extent (numpy-style).
+    /// Operands: `[x]`.
+    Broadcast { dimensions: Vec<usize> },
+    /// Same elements in row-major order, new dims. Operands: `[x]`.
+    Reshape,
+    /// Result dim `i` is operand dim `permutation[i]`. Operands: `[x]`.
+    Transpose { permutation: Vec<usize> },
+    /// `x[start:limit:stride]` per dim (`stride > 0`, `start <= limit <= dim`). Operands: `[x]`.
+    Slice {
+        starts: Vec<usize>,
+        limits: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    /// Edge padding with a scalar value. Operands: `[x, value]`.
+    Pad { low: Vec<usize>, high: Vec<usize> },
+    /// Joins operands along `dimension`; other dims equal. Operands: one or more.
+    Concatenate { dimension: usize },
+    /// Reduces away `dimensions` (sorted, unique) with `kind`. Operands: `[x]`.
+    Reduce {
+        kind: ReduceKind,
+        dimensions: Vec<usize>,
+    },
+    /// Sliding-window reduction over every dim of the operand; padded cells hold the identity
+    /// of `kind`. Operands: `[x]`.
+    ReduceWindow { kind: ReduceKind, window: Window },
+    /// General matrix product (see [`DotDims`]). Operands: `[lhs, rhs]`.
+    Dot(DotDims),
+    /// 2-D (or N-D) convolution, input `[N, C, spatial...]`, kernel `[O, C/groups, window...]`,
+    /// result `[N, O, spatial...]` (`dim_labels=bf01_oi01->bf01`). Operands: `[input, kernel]`.
+    Convolution {
+        window: Window,
+        feature_group_count: usize,
+    },
+    /// Index (i32) of the first maximum along `dimension`, which is removed. Operands: `[x]`.
+    Argmax { dimension: usize },
+    /// Rows of a table: result = `indices.dims ++ table.dims[1..]`; indices (i32) are clamped into
+    /// `[0, table.dims[0])`. Operands: `[table, indices]`.
+    Gather,
+}
+
+impl Op {
+    /// The opcode as printed in HLO text.
+    pub fn opcode(&self) -> &'static str {
+        match self {
+            Op::Parameter { .. } => "parameter",
+            Op::Constant(_) => "constant",
+            Op::Unary(u) => match u {
+                UnaryOp::Negate => "negate",
+                UnaryOp::Abs => "abs",
+                UnaryOp::Exp => "exponential",
+                UnaryOp::Log => "log",
+                UnaryOp::Sqrt => "sqrt",
+                UnaryOp::Rsqrt => "rsqrt",
+                UnaryOp::Tanh => "tanh",
+                UnaryOp::Logistic => "logistic",
+                UnaryOp::Erf => "erf",
+            },
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "add",
+                BinaryOp::Subtract => "subtract",
+                BinaryOp::Multiply => "multiply",
+                BinaryOp::Divide => "divide",
+                BinaryOp::Maximum => "maximum",
+                BinaryOp::Minimum => "minimum",
+                BinaryOp::Power => "power",
+            },
+            Op::Compare(_) => "compare",
+            Op::Select => "select",
+            Op::Clamp => "clamp",
+            Op::Broadcast { .. } => "broadcast",
+            Op::Reshape => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Pad { .. } => "pad",
+            Op::Concatenate { .. } => "concatenate",
+            Op::Reduce { .. } => "reduce",
+            Op::ReduceWindow { .. } => "reduce-window",
+            Op::Dot(_) => "dot",
+            Op::Convolution { .. } => "convolution",
+            Op::Argmax { .. } => "argmax",
+            Op::Gather => "gather",
+        }
+    }
+
+    /// Whether this op is applied independently to each element.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp
+        )
+    }
+
+    /// The number of operands the op takes, or `None` when variadic (`concatenate`).
+    pub fn arity(&self) -> Option<usize> {
+        Some(match self {
+            Op::Parameter { .. } | Op::Constant(_) => 0,
+            Op::Unary(_)
+            | Op::Broadcast { .. }
+            | Op::Reshape
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Reduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::Argmax { .. } => 1,
+            Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Pad { .. }
+            | Op::Dot(_)
+            | Op::Convolution { .. }
+            | Op::Gather => 2,
+            Op::Select | Op::Clamp => 3,
+            Op::Concatenate { .. } => return None,
+        })
+    }
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 9] = [
+        UnaryOp::Negate,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+        UnaryOp::Erf,
+    ];
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 7] = [
+        BinaryOp::Add,
+        BinaryOp::Subtract,
+        BinaryOp::Multiply,
+        BinaryOp::Divide,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Power,
+    ];
+}
+
+impl CompareDir {
+    /// Every direction.
+    pub const ALL: [CompareDir; 6] = [
+        CompareDir::Eq,
+        CompareDir::Ne,
+        CompareDir::Lt,
+        CompareDir::Le,
+        CompareDir::Gt,
+        CompareDir::Ge,
+    ];
+
+    /// The name printed in `direction=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareDir::Eq => "EQ",
+            CompareDir::Ne => "NE",
+            CompareDir::Lt => "LT",
+            CompareDir::Le => "LE",
+            CompareDir::Gt => "GT",
+            CompareDir::Ge => "GE",
+        }
+    }
+}
+
+impl ReduceKind {
+    /// Every kind.
+    pub const ALL: [ReduceKind; 3] = [ReduceKind::Add, ReduceKind::Max, ReduceKind::Min];
+
+    /// The name printed in `kind=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Add => "add",
+            ReduceKind::Max => "max",
+            ReduceKind::Min => "min",
+        }
+    }
+}
+
+/// One SSA value of a computation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Instruction {
+    /// Unique within the computation; printed as `%name`.
+    pub name: String,
+    /// Opcode and attributes.
+    pub op: Op,
+    /// Earlier instructions this one reads.
+    pub operands: Vec<InstId>,
+    /// Result type.
+    pub shape: Shape,
+}
+
+impl fmt::Display for InstId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_extent_matches_the_conv_formula() {
+        let mut w = Window::new(vec![3]);
+        w.pad_low = vec![1];
+        w.pad_high = vec![1];
+        assert_eq!(w.output_extent(0, 32), Some(32));
+        w.stride = vec![2];
+        assert_eq!(w.output_extent(0, 64), Some(32));
+        w.dilation = vec![20];
+        assert_eq!(w.output_extent(0, 8), None);
+    }
+}

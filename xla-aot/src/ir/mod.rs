@@ -1,0 +1,25 @@
+//! The HLO intermediate representation: typed SSA instructions in one entry computation.
+//!
+//! The IR knows no input format, no pass and no backend. Files, one concept each:
+//! `shape` (dtype, dims, layout), `literal` (constant data), `inst` (opcodes and attributes),
+//! `module` (computations), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
+//! form), `verify` (invariants).
+
+pub mod builder;
+pub mod inst;
+pub mod literal;
+pub mod module;
+pub mod parse;
+pub mod print;
+pub mod shape;
+pub mod shape_inference;
+pub mod verify;
+
+pub use builder::Builder;
+pub use inst::{BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window};
+pub use literal::{Literal, LiteralData};
+pub use module::{Computation, Module, Output};
+pub use parse::{HloParseError, parse_module};
+pub use print::{PrintOptions, print_module, print_module_with};
+pub use shape::{DType, Layout, Shape};
+pub use verify::{VerifyError, verify};

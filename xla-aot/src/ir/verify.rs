@@ -1,0 +1,155 @@
+//! The HLO verifier: every invariant a pass or backend may rely on.
+//!
+//! Invariants checked, in order, for the entry computation:
+//! 1. The module name is a C identifier; instruction names are unique and non-empty.
+//! 2. Operands refer to earlier instructions (so the order is topological and acyclic).
+//! 3. Every dtype is one the compiler supports end to end (`pred`, `i32`, `f32`).
+//! 4. Each layout is a permutation of `0..rank`; element counts fit `MAX_ELEMENTS`.
+//! 5. Parameters: indices are exactly `0..n`, each once, no operands.
+//! 6. Constants: literal dtype/dims equal the instruction's shape and the data length fits.
+//! 7. The declared shape equals the shape inferred from the op's typing rule
+//!    (`shape_inference.rs`), broadcast and reshape included (their result dims are declared).
+//! 8. Outputs: at least one, names unique C-identifier-like, values in range.
+//!
+//! A failure is a compiler bug (or bad hand-written HLO): the message names the failing
+//! instruction in its text form, so it can be pasted into a test.
+
+use super::inst::Op;
+use super::module::Module;
+use super::print::{PrintOptions, print_instruction};
+use super::shape::{Shape, checked_element_count};
+use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
+use std::collections::HashSet;
+use thiserror::Error;
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("HLO verifier: {message}\n  in: {instruction}")]
+pub struct VerifyError {
+    /// Which invariant failed.
+    pub message: String,
+    /// The failing instruction as HLO text (or the module header / ROOT line).
+    pub instruction: String,
+}
+
+/// Checks every invariant listed in the module docs.
+pub fn verify(m: &Module) -> Result<(), VerifyError> {
+    let c = &m.entry;
+    if !is_c_identifier(&m.name) {
+        return Err(VerifyError {
+            message: format!("module name `{}` is not a C identifier", m.name),
+            instruction: format!("HloModule {}", m.name),
+        });
+    }
+    let opts = PrintOptions::readable();
+    let mut names = HashSet::new();
+    let mut params = Vec::new();
+    for (i, inst) in c.instructions.iter().enumerate() {
+        let fail = |message: String| VerifyError {
+            message,
+            instruction: print_instruction(c, inst, &opts),
+        };
+        if inst.name.is_empty() || !names.insert(inst.name.as_str()) {
+            return Err(fail(format!("instruction name `{}` is empty or not unique", inst.name)));
+        }
+        if let Some(&bad) = inst.operands.iter().find(|o| o.index() >= i) {
+            return Err(fail(format!(
+                "operand {} is not defined before its use (instruction #{})",
+                bad, i
+            )));
+        }
+        if !inst.shape.dtype.is_supported() {
+            return Err(fail(format!("dtype {} is not supported yet", inst.shape.dtype)));
+        }
+        if !inst.shape.layout.is_valid_for_rank(inst.shape.rank()) {
+            return Err(fail("layout is not a permutation of the dims".into()));
+        }
+        if checked_element_count(&inst.shape.dims).is_none() {
+            return Err(fail("element count overflows".into()));
+        }
+        let operand_shapes: Vec<&Shape> = inst
+            .operands
+            .iter()
+            .map(|&o| &c.inst(o).shape)
+            .collect();
+        let expected = match &inst.op {
+            Op::Parameter { index } => {
+                if !inst.operands.is_empty() {
+                    return Err(fail("parameter takes no operands".into()));
+                }
+                params.push(*index);
+                continue;
+            }
+            Op::Constant(lit) => {
+                if !inst.operands.is_empty() || !lit.is_well_formed() {
+                    return Err(fail("constant data does not match its dtype and dims".into()));
+                }
+                infer_shape(&inst.op, &operand_shapes)
+            }
+            Op::Broadcast { dimensions } => {
+                if operand_shapes.len() != 1 {
+                    return Err(fail("broadcast takes 1 operand".into()));
+                }
+                check_broadcast(dimensions, operand_shapes[0], &inst.shape.dims).map(|_| {
+                    Shape::new(operand_shapes[0].dtype, inst.shape.dims.clone())
+                })
+            }
+            Op::Reshape => {
+                if operand_shapes.len() != 1 {
+                    return Err(fail("reshape takes 1 operand".into()));
+                }
+                check_reshape(operand_shapes[0], &inst.shape.dims)
+                    .map(|_| Shape::new(operand_shapes[0].dtype, inst.shape.dims.clone()))
+            }
+            _ => infer_shape(&inst.op, &operand_shapes),
+        };
+        let expected = expected.map_err(fail)?;
+        if !expected.same_type(&inst.shape) {
+            return Err(fail(format!(
+                "declared shape {} differs from the inferred shape {}",
+                inst.shape, expected
+            )));
+        }
+    }
+    params.sort();
+    if params.iter().enumerate().any(|(i, &p)| i != p) {
+        return Err(VerifyError {
+            message: format!(
+                "parameter indices {:?} are not exactly 0..{}",
+                params,
+                params.len()
+            ),
+            instruction: format!("ENTRY %{}", c.name),
+        });
+    }
+    let root = || format!("ROOT of %{}", c.name);
+    if c.outputs.is_empty() {
+        return Err(VerifyError {
+            message: "the computation has no outputs".into(),
+            instruction: root(),
+        });
+    }
+    let mut out_names = HashSet::new();
+    for o in &c.outputs {
+        if o.value.index() >= c.instructions.len() {
+            return Err(VerifyError {
+                message: format!("output `{}` refers to a missing instruction", o.name),
+                instruction: root(),
+            });
+        }
+        if o.name.is_empty() || !out_names.insert(o.name.as_str()) {
+            return Err(VerifyError {
+                message: format!("output name `{}` is empty or not unique", o.name),
+                instruction: root(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `s` is `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

@@ -1,0 +1,11 @@
+//! xla-aot: an ahead-of-time compiler from a model spec to a standalone C-ABI library.
+//!
+//! Pipeline (see DESIGN.md): `spec` (YAML + weights) → `ir` (HLO) → passes → codegen → emit.
+//! This crate currently holds the front end, the IR with its text form and verifier, and the
+//! reference interpreter (`interp`) that every later stage is tested against.
+
+pub mod ir;
+pub mod spec;
+pub mod util;
+pub mod interp;
+pub mod driver;

@@ -1,0 +1,119 @@
+//! The `xla-aot` command line: argument parsing only; the work is in `xla_aot::driver`.
+//!
+//! Exit codes (DESIGN.md): 0 success, 1 user error (message on stderr, no partial outputs),
+//! 2 usage error.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use xla_aot::driver;
+
+#[derive(Parser)]
+#[command(name = "xla-aot", version, about = "Ahead-of-time compiler for neural-network model specs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Stage {
+    /// The HLO straight from the spec, before any pass.
+    Parsed,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the HLO text of a model spec.
+    Inspect {
+        /// The model spec (YAML).
+        spec: PathBuf,
+        /// Pipeline stage to print.
+        #[arg(long, value_enum, default_value = "parsed")]
+        stage: Stage,
+        /// Print every constant in full (weights included) instead of `{...}`.
+        #[arg(long)]
+        print_large_constants: bool,
+    },
+    /// Run a model on this machine and write its outputs as .npy files.
+    Run {
+        /// The model spec (YAML).
+        spec: PathBuf,
+        /// Use the reference interpreter (required until the compiled path lands).
+        #[arg(long)]
+        reference: bool,
+        /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Directory for `<output>.npy` files.
+        #[arg(long, default_value = ".")]
+        output_dir: PathBuf,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    match cli.command {
+        Command::Inspect {
+            spec,
+            stage: Stage::Parsed,
+            print_large_constants,
+        } => match driver::inspect(&spec, print_large_constants) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
+        Command::Run {
+            spec,
+            reference,
+            inputs,
+            output_dir,
+            seed,
+        } => {
+            if !reference {
+                eprintln!(
+                    "error: `xla-aot run` needs --reference for now: the compiled path arrives with the CPU backend"
+                );
+                return ExitCode::from(2);
+            }
+            let report = match driver::run_reference(&spec, &inputs, seed) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            for n in &report.notes {
+                eprintln!("note: {n}");
+            }
+            if let Err(e) = driver::write_outputs(&output_dir, &report.outputs) {
+                return fail(&e);
+            }
+            for o in &report.outputs {
+                println!("{}", driver::summary(o));
+            }
+            println!(
+                "wrote {} output(s) to {}",
+                report.outputs.len(),
+                output_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn fail(e: &driver::DriverError) -> ExitCode {
+    let text = e.to_string();
+    eprint!("{text}");
+    if !text.ends_with('\n') {
+        eprintln!();
+    }
+    ExitCode::from(1)
+}

@@ -1,0 +1,87 @@
+//! The spec file's structure as serde sees it, before any checking of names, shapes or ops.
+//!
+//! Contract: [`parse_raw`] turns YAML text into a [`RawSpec`] or a syntax/type error positioned by
+//! serde_yaml. Ops keep their attributes as untyped YAML values; `lower.rs` decodes them per op so
+//! that each attribute error can point at its own node.
+
+use super::error::{Pos, SpecError, SpecErrorKind};
+use crate::util::suggest::nearest;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The top level of a spec file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<serde_yaml::Value>,
+    pub inputs: Vec<RawInput>,
+    pub outputs: Vec<String>,
+    #[serde(default)]
+    pub params: Option<String>,
+    #[serde(default)]
+    pub constants: Vec<RawConstant>,
+    pub ops: Vec<serde_yaml::Mapping>,
+}
+
+/// Top-level keys, for hints.
+pub const TOP_LEVEL_KEYS: &[&str] = &["name", "description", "inputs", "outputs", "params", "constants", "ops"];
+
+/// One entry of `inputs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInput {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<i64>,
+}
+
+/// One entry of `constants`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConstant {
+    pub name: String,
+    #[serde(default)]
+    pub dtype: Option<String>,
+    #[serde(default)]
+    pub shape: Option<Vec<i64>>,
+    pub value: serde_yaml::Value,
+}
+
+/// Extracts the field name from serde's "unknown field `x`, expected ..." message.
+fn unknown_field(msg: &str) -> Option<&str> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// Parses the YAML text of a spec.
+pub fn parse_raw(file: &Path, source: &str) -> Result<RawSpec, SpecError> {
+    if source.trim().is_empty() {
+        return Err(SpecError::new(file, SpecErrorKind::Invalid("the spec file is empty".into()))
+            .expected("a YAML mapping with `name`, `inputs`, `outputs` and `ops`")
+            .hint("see docs/spec.md for a complete example"));
+    }
+    serde_yaml::from_str::<RawSpec>(source).map_err(|e| {
+        let pos = e.location().map(|l| Pos {
+            line: l.line(),
+            column: l.column(),
+        });
+        let msg = e.to_string();
+        // serde_yaml appends " at line L column C"; the position is printed separately.
+        let msg = match msg.find(" at line ") {
+            Some(i) => msg[..i].to_string(),
+            None => msg,
+        };
+        let mut err = SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source);
+        if let Some(field) = unknown_field(&msg) {
+            let keys = ["name", "description", "inputs", "outputs", "params", "constants", "ops", "dtype", "shape", "value"];
+            if let Some(s) = nearest(field, keys) {
+                err = err.hint(format!("did you mean `{s}`?"));
+            }
+        } else if msg.starts_with("missing field") {
+            err = err.hint("see docs/spec.md for the keys every spec needs");
+        }
+        err
+    })
+}
