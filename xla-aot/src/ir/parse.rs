@@ -57,6 +57,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Skips blanks and returns the position of the next token (for error columns).
+    fn mark(&mut self) -> usize {
+        self.ws();
+        self.pos
+    }
+
     fn peek(&mut self) -> Option<u8> {
         self.ws();
         self.s.get(self.pos).copied()
@@ -210,7 +216,7 @@ impl<'a> Cursor<'a> {
 }
 
 fn parse_shape(c: &mut Cursor) -> PResult<Shape> {
-    let at = c.pos;
+    let at = c.mark();
     let dt = c.word("a dtype")?;
     let Some(dtype) = DType::from_name(&dt) else {
         c.pos = at;
@@ -229,7 +235,7 @@ fn parse_shape(c: &mut Cursor) -> PResult<Shape> {
         }
     }
     let layout = if c.peek() == Some(b'{') {
-        let at = c.pos;
+        let at = c.mark();
         let m2m = c.int_list()?;
         let layout = Layout {
             minor_to_major: m2m,
@@ -257,7 +263,7 @@ fn parse_window(c: &mut Cursor) -> PResult<Window> {
     let mut w: Option<Window> = None;
     let mut fields: Vec<(String, usize)> = Vec::new();
     while !c.eat("}") {
-        let at = c.pos;
+        let at = c.mark();
         let key = c.word("a window field (size, stride, pad, rhs_dilate)")?;
         c.expect("=")?;
         fields.push((key.clone(), at));
@@ -351,7 +357,7 @@ pub fn parse_module(text: &str) -> PResult<Module> {
             outputs = Some(parse_root(&mut c, &instructions, &ids)?);
             continue;
         }
-        let at = c.pos;
+        let at = c.mark();
         let inst = parse_instruction(&mut c, &instructions, &ids)?;
         if ids.contains_key(&inst.name) {
             c.pos = at;
@@ -389,7 +395,7 @@ fn operand_list(c: &mut Cursor, ids: &HashMap<String, InstId>) -> PResult<Vec<In
         return Ok(v);
     }
     loop {
-        let at = c.pos;
+        let at = c.mark();
         let n = c.name()?;
         match ids.get(&n) {
             Some(&id) => v.push(id),
@@ -591,7 +597,7 @@ fn parse_instruction(
     let name = c.name()?;
     c.expect("=")?;
     let shape = parse_shape(c)?;
-    let op_at = c.pos;
+    let op_at = c.mark();
     let opcode = c.word("an opcode")?;
     c.expect("(")?;
     let mut operands = Vec::new();
@@ -629,7 +635,7 @@ fn parse_instruction(
     let mut dot = DotDims::default();
     let mut groups: usize = 1;
     while c.eat(",") {
-        let at = c.pos;
+        let at = c.mark();
         let key = c.word("an attribute name")?;
         if attrs.insert(key.clone(), at).is_some() {
             c.pos = at;
@@ -639,7 +645,7 @@ fn parse_instruction(
         match key.as_str() {
             "dimensions" => dims = Some(c.int_list()?),
             "kind" => {
-                let k_at = c.pos;
+                let k_at = c.mark();
                 let k = c.word("a reduction kind")?;
                 kind = ReduceKind::ALL.into_iter().find(|r| r.name() == k);
                 if kind.is_none() {
@@ -649,7 +655,7 @@ fn parse_instruction(
             }
             "window" => window = Some(parse_window(c)?),
             "direction" => {
-                let d_at = c.pos;
+                let d_at = c.mark();
                 let d = c.word("a comparison direction")?;
                 direction = CompareDir::ALL.into_iter().find(|x| x.name() == d);
                 if direction.is_none() {
@@ -693,7 +699,7 @@ fn parse_instruction(
             "rhs_contracting_dims" => dot.rhs_contracting = c.int_list()?,
             "feature_group_count" => groups = c.usize()?,
             "dim_labels" => {
-                let l_at = c.pos;
+                let l_at = c.mark();
                 let labels = c.word("dim labels")?;
                 c.expect(">")?;
                 let out = c.word("dim labels")?;

@@ -216,6 +216,8 @@ pub fn check_broadcast(dimensions: &[usize], operand: &Shape, result: &[usize]) 
                 dims_str(result)
             ));
         }
+    }
+    for (i, &d) in dimensions.iter().enumerate() {
         if operand.dims[i] != result[d] && operand.dims[i] != 1 {
             return Err(format!(
                 "operand dim {} (extent {}) cannot broadcast to result dim {} (extent {})",

@@ -135,9 +135,10 @@ impl<'a> Lowerer<'a> {
         SpecError::new(self.file, kind).at(self.spans.find_key(path, key), self.source)
     }
 
+    /// A shape error of the op as a whole points at its input list.
     fn shape_err(&self, d: &OpDecl, detail: String) -> SpecError {
         self.err(
-            &d.path(),
+            &format!("{}.inputs", d.path()),
             SpecErrorKind::Shape {
                 op: d.name.clone(),
                 kind: d.kind.clone(),
@@ -387,14 +388,19 @@ impl<'a> Lowerer<'a> {
         if have == want {
             return Ok(());
         }
-        Err(self.err(
-            &format!("{}.inputs[{}]", d.path(), j),
-            SpecErrorKind::Shape {
+        let path = format!("{}.inputs[{}]", d.path(), j);
+        Err(match self.origin(d, j) {
+            Origin::Weight => self.err(&path, SpecErrorKind::Weight(format!(
+                "weight `{}` has dtype {have}, but op `{}` ({}) needs {want}",
+                d.inputs[j], d.name, d.kind
+            )))
+            .hint("store the weight as float32"),
+            _ => self.err(&path, SpecErrorKind::Shape {
                 op: d.name.clone(),
                 kind: d.kind.clone(),
                 detail: format!("`{}` has dtype {have}, expected {want}", d.inputs[j]),
-            },
-        ))
+            }),
+        })
     }
 
     // ---- building helpers ---------------------------------------------------------------------

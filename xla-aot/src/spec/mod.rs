@@ -53,7 +53,7 @@ pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
         };
         SpecError::new(path, SpecErrorKind::Io { path: path.display().to_string(), reason })
     })?;
-    load_spec_from_str(path, &source)
+    spec_from_str(path, &source)
 }
 
 fn is_tensor_name(s: &str) -> bool {
@@ -74,7 +74,7 @@ fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
 }
 
 /// Like [`load_spec`], with the text already read (`path` is used for messages and to find weights).
-pub fn load_spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
+pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
     let raw = raw::parse_raw(path, source)?;
     let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);

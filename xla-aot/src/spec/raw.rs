@@ -75,10 +75,13 @@ pub fn parse_raw(file: &Path, source: &str) -> Result<RawSpec, SpecError> {
         };
         let mut err = SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source);
         if let Some(field) = unknown_field(&msg) {
-            let keys = ["name", "description", "inputs", "outputs", "params", "constants", "ops", "dtype", "shape", "value"];
+            // Keys of the top level and of `inputs`/`constants` entries.
+            let keys = TOP_LEVEL_KEYS.iter().chain(&["dtype", "shape", "value"]).copied();
             if let Some(s) = nearest(field, keys) {
                 err = err.hint(format!("did you mean `{s}`?"));
             }
+        } else if msg.contains("did not find expected") || msg.contains("mapping values are not allowed") {
+            err = err.hint("the YAML is malformed here or on the lines just above: check brackets, quotes and indentation");
         } else if msg.starts_with("missing field") {
             err = err.hint("see docs/spec.md for the keys every spec needs");
         }
