@@ -90,7 +90,9 @@ pub fn random_input(dtype: DType, dims: &[usize], seed: u64) -> Literal {
     match dtype {
         DType::I32 => Literal::from_i32(
             dims.to_vec(),
-            &(0..n).map(|_| (g.next() % RANDOM_INDEX_RANGE) as i32).collect::<Vec<_>>(),
+            &(0..n)
+                .map(|_| (g.next() % RANDOM_INDEX_RANGE) as i32)
+                .collect::<Vec<_>>(),
         ),
         _ => Literal::from_f32(
             dims.to_vec(),
@@ -101,7 +103,11 @@ pub fn random_input(dtype: DType, dims: &[usize], seed: u64) -> Literal {
 
 /// Resolves `NAME=FILE` arguments against the module's parameters; unnamed inputs get seeded
 /// random values (the seed mixed with the input's position, so inputs differ).
-pub fn gather_inputs(m: &Module, args: &[String], seed: u64) -> Result<(Vec<Literal>, Vec<String>), DriverError> {
+pub fn gather_inputs(
+    m: &Module,
+    args: &[String],
+    seed: u64,
+) -> Result<(Vec<Literal>, Vec<String>), DriverError> {
     let c = &m.entry;
     let params = c.parameters();
     let names: Vec<&str> = params.iter().map(|&p| c.inst(p).name.as_str()).collect();
@@ -129,11 +135,20 @@ pub fn gather_inputs(m: &Module, args: &[String], seed: u64) -> Result<(Vec<Lite
             },
         };
         if given[idx].is_some() {
-            return Err(DriverError::Input(format!("input `{}` is given twice", names[idx])));
+            return Err(DriverError::Input(format!(
+                "input `{}` is given twice",
+                names[idx]
+            )));
         }
-        let bytes = std::fs::read(file)
-            .map_err(|e| DriverError::Input(format!("cannot read `{file}` for input `{}`: {}", names[idx], io_reason(&e))))?;
-        let lit = read_npy(&bytes).map_err(|e| DriverError::Input(format!("`{file}` (input `{}`): {e}", names[idx])))?;
+        let bytes = std::fs::read(file).map_err(|e| {
+            DriverError::Input(format!(
+                "cannot read `{file}` for input `{}`: {}",
+                names[idx],
+                io_reason(&e)
+            ))
+        })?;
+        let lit = read_npy(&bytes)
+            .map_err(|e| DriverError::Input(format!("`{file}` (input `{}`): {e}", names[idx])))?;
         let shape = &c.inst(params[idx]).shape;
         if lit.dtype != shape.dtype || lit.dims != shape.dims {
             return Err(DriverError::Input(format!(
@@ -201,7 +216,8 @@ pub fn write_outputs(dir: &Path, outputs: &[RunOutput]) -> Result<Vec<PathBuf>, 
     for o in outputs {
         let path = dir.join(format!("{}.npy", o.name));
         let tmp = dir.join(format!(".{}.npy.tmp{}", o.name, std::process::id()));
-        let result = std::fs::write(&tmp, write_npy(&o.value)).and_then(|_| std::fs::rename(&tmp, &path));
+        let result =
+            std::fs::write(&tmp, write_npy(&o.value)).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = result {
             let _ = std::fs::remove_file(&tmp);
             return Err(werr(&path, e));
@@ -214,8 +230,20 @@ pub fn write_outputs(dir: &Path, outputs: &[RunOutput]) -> Result<Vec<PathBuf>, 
 /// `name  f32[1,10]  min … max … mean …`
 pub fn summary(o: &RunOutput) -> String {
     let v: Vec<f64> = match o.value.dtype {
-        DType::F32 => o.value.to_f32_vec().unwrap_or_default().into_iter().map(f64::from).collect(),
-        DType::I32 => o.value.to_i32_vec().unwrap_or_default().into_iter().map(f64::from).collect(),
+        DType::F32 => o
+            .value
+            .to_f32_vec()
+            .unwrap_or_default()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        DType::I32 => o
+            .value
+            .to_i32_vec()
+            .unwrap_or_default()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
         _ => Vec::new(),
     };
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);

@@ -4,8 +4,8 @@
 //! This crate currently holds the front end, the IR with its text form and verifier, and the
 //! reference interpreter (`interp`) that every later stage is tested against.
 
+pub mod driver;
+pub mod interp;
 pub mod ir;
 pub mod spec;
 pub mod util;
-pub mod interp;
-pub mod driver;

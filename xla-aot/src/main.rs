@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use xla_aot::driver;
 
 #[derive(Parser)]
-#[command(name = "xla-aot", version, about = "Ahead-of-time compiler for neural-network model specs")]
+#[command(
+    name = "xla-aot",
+    version,
+    about = "Ahead-of-time compiler for neural-network model specs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,7 +62,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match cli.command {

@@ -5,9 +5,22 @@ use std::path::{Path, PathBuf};
 use xla_aot::ir::{DType, Literal, Module};
 use xla_aot::util::npy::read_npy;
 
+/// Absolute tolerance: the numpy reference computes each case in f64 and rounds once to f32,
+/// while the interpreter rounds every instruction's result to f32 (as compiled code will). Values
+/// that cancel to ~0 (x - mean in a normalisation, sums of mixed-sign products) carry an absolute
+/// error of a few ulps of the *operands*: |x| ≲ 8 here, 8 · 2⁻²⁴ ≈ 5e-7 per rounding.
+pub const GOLDEN_ATOL: f64 = 1e-6;
+/// Relative tolerance: each rounding to f32 adds ≤ 2⁻²⁴ ≈ 6e-8 relative error; the deepest chain
+/// (tiny_transformer: ~80 instructions, two layer norms, softmax) rounds a few dozen times along
+/// any path. Measured worst case (2026-11-29): 0.18 of this tolerance, in tiny_transformer.
+pub const GOLDEN_RTOL: f64 = 1e-5;
+
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Every golden case: (case name, case directory, spec path). Op cases live in
@@ -28,7 +41,11 @@ pub fn golden_cases() -> Vec<(String, PathBuf, PathBuf)> {
     }
     for ex in EXAMPLES {
         let d = repo().join("examples").join(ex);
-        cases.push((format!("example:{ex}"), d.join("golden"), d.join("model.yaml")));
+        cases.push((
+            format!("example:{ex}"),
+            d.join("golden"),
+            d.join("model.yaml"),
+        ));
     }
     cases
 }
@@ -47,13 +64,22 @@ pub fn case_inputs(m: &Module, dir: &Path) -> Vec<Literal> {
     m.entry
         .parameters()
         .iter()
-        .map(|&p| npy(&dir.join("inputs").join(format!("{}.npy", m.entry.inst(p).name))))
+        .map(|&p| {
+            npy(&dir
+                .join("inputs")
+                .join(format!("{}.npy", m.entry.inst(p).name)))
+        })
         .collect()
 }
 
 /// Largest |a - e| / (atol + rtol |e|) over all elements (≤ 1 means within tolerance), with the
 /// index of the worst element. Shapes and dtypes must match exactly; integers must be equal.
-pub fn compare(actual: &Literal, expected: &Literal, atol: f64, rtol: f64) -> Result<(f64, usize), String> {
+pub fn compare(
+    actual: &Literal,
+    expected: &Literal,
+    atol: f64,
+    rtol: f64,
+) -> Result<(f64, usize), String> {
     if actual.dtype != expected.dtype || actual.dims != expected.dims {
         return Err(format!(
             "got {}{:?}, expected {}{:?}",

@@ -3,24 +3,18 @@
 
 mod common;
 
-use common::{case_inputs, compare, golden_cases, npy};
+use common::{GOLDEN_ATOL, GOLDEN_RTOL, case_inputs, compare, golden_cases, npy};
 use xla_aot::interp::evaluate;
 use xla_aot::spec::load_spec;
-
-/// Absolute tolerance: the numpy reference computes each case in f64 and rounds once to f32,
-/// while the interpreter rounds every instruction's result to f32 (as compiled code will). Values
-/// that cancel to ~0 (x - mean in a normalisation, sums of mixed-sign products) carry an absolute
-/// error of a few ulps of the *operands*: |x| ≲ 8 here, 8 · 2⁻²⁴ ≈ 5e-7 per rounding.
-const GOLDEN_ATOL: f64 = 1e-6;
-/// Relative tolerance: each rounding to f32 adds ≤ 2⁻²⁴ ≈ 6e-8 relative error; the deepest chain
-/// (tiny_transformer: ~80 instructions, two layer norms, softmax) rounds a few dozen times along
-/// any path. Measured worst case (2026-11-29): 0.18 of this tolerance, in tiny_transformer.
-const GOLDEN_RTOL: f64 = 1e-5;
 
 #[test]
 fn interpreter_matches_numpy_golden_vectors() {
     let cases = golden_cases();
-    assert!(cases.len() > 100, "expected the full golden set, found {}", cases.len());
+    assert!(
+        cases.len() > 100,
+        "expected the full golden set, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     let mut worst_overall = (0.0f64, String::new());
     for (name, dir, spec) in &cases {
@@ -35,7 +29,10 @@ fn interpreter_matches_numpy_golden_vectors() {
                         worst_overall = (r, format!("{name}/{} at {i}", o.name));
                     }
                     if r > 1.0 {
-                        failures.push(format!("{name}/{}: element {i} off by {r:.2}x the tolerance", o.name));
+                        failures.push(format!(
+                            "{name}/{}: element {i} off by {r:.2}x the tolerance",
+                            o.name
+                        ));
                     }
                 }
                 Err(e) => failures.push(format!("{name}/{}: {e}", o.name)),
@@ -48,5 +45,9 @@ fn interpreter_matches_numpy_golden_vectors() {
         worst_overall.0,
         worst_overall.1
     );
-    assert!(failures.is_empty(), "golden mismatches:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "golden mismatches:\n{}",
+        failures.join("\n")
+    );
 }

@@ -11,7 +11,9 @@ use xla_aot::spec::load_spec;
 #[test]
 fn print_then_parse_is_identity() {
     for (name, _, spec) in golden_cases() {
-        let m = load_spec(&spec).unwrap_or_else(|e| panic!("{name}: {e}")).module;
+        let m = load_spec(&spec)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .module;
         let text = print_module(&m);
         let back = parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
         assert!(back == m, "{name}: round trip changed the module");
@@ -20,7 +22,11 @@ fn print_then_parse_is_identity() {
         let short = print_module_with(&m, &PrintOptions::readable());
         let back = parse_module(&short).unwrap_or_else(|e| panic!("{name}: {e}\n{short}"));
         verify(&back).unwrap();
-        assert_eq!(print_module_with(&back, &PrintOptions::readable()), short, "{name}");
+        assert_eq!(
+            print_module_with(&back, &PrintOptions::readable()),
+            short,
+            "{name}"
+        );
     }
 }
 
@@ -33,12 +39,20 @@ fn inspect_prints_parseable_hlo_for_every_example() {
             cmd.arg("inspect").arg(&spec);
             cmd.args(flag);
             let out = cmd.output().unwrap();
-            assert_eq!(out.status.code(), Some(0), "{ex}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{ex}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let text = String::from_utf8(out.stdout).unwrap();
             let m = parse_module(&text).unwrap_or_else(|e| panic!("{ex}: {e}"));
             verify(&m).unwrap();
             if flag.is_some() {
-                assert!(m == load_spec(&spec).unwrap().module, "{ex}: full text differs from the module");
+                assert!(
+                    m == load_spec(&spec).unwrap().module,
+                    "{ex}: full text differs from the module"
+                );
             }
         }
     }
@@ -107,7 +121,10 @@ fn verifier_names_the_failing_instruction() {
         let m = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let err = verify(&m).expect_err(message).to_string();
         assert!(err.contains(message), "expected `{message}` in:\n{err}");
-        assert!(err.contains(quoted), "expected the instruction `{quoted}` in:\n{err}");
+        assert!(
+            err.contains(quoted),
+            "expected the instruction `{quoted}` in:\n{err}"
+        );
     }
 }
 
@@ -152,7 +169,12 @@ fn parse_errors_give_line_and_column() {
             30,
             "attribute `dimensions` does not apply to negate",
         ),
-        ("HloModule m\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n", 4, 1, "unexpected end of text"),
+        (
+            "HloModule m\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n",
+            4,
+            1,
+            "unexpected end of text",
+        ),
     ];
     for (text, line, column, msg) in cases {
         let e = parse_module(text).expect_err(msg);

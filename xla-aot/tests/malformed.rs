@@ -18,7 +18,11 @@ fn malformed_specs_fail_with_their_messages() {
         .filter(|n| n.ends_with(".yaml"))
         .collect();
     cases.sort();
-    assert!(cases.len() >= 25, "at least 25 malformed specs, found {}", cases.len());
+    assert!(
+        cases.len() >= 25,
+        "at least 25 malformed specs, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     for case in &cases {
         let out = Command::new(env!("CARGO_BIN_EXE_xla-aot"))
@@ -29,7 +33,11 @@ fn malformed_specs_fail_with_their_messages() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "{case} panicked:\n{stderr}");
         if out.status.code() != Some(1) || !out.stdout.is_empty() {
-            failures.push(format!("{case}: exit {:?}, stdout {} bytes\n{stderr}", out.status.code(), out.stdout.len()));
+            failures.push(format!(
+                "{case}: exit {:?}, stdout {} bytes\n{stderr}",
+                out.status.code(),
+                out.stdout.len()
+            ));
             continue;
         }
         let golden = dir.join(case.replace(".yaml", ".stderr"));
@@ -39,7 +47,9 @@ fn malformed_specs_fail_with_their_messages() {
         }
         let expected = std::fs::read_to_string(&golden).unwrap_or_default();
         if expected != stderr {
-            failures.push(format!("{case}: message differs\n--- expected\n{expected}--- actual\n{stderr}"));
+            failures.push(format!(
+                "{case}: message differs\n--- expected\n{expected}--- actual\n{stderr}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -36,9 +36,52 @@ impl Rng {
     }
 }
 
-const NUMBERS: &[&str] = &["0", "-1", "1", "2", "3", "7", "64", "-3", "1.5", "99999999999", "1e40", "-0.0", ".nan", "[]", "[1, 2]", "null", "abc"];
-const JUNK: &[&str] = &["[", "]", "{", "}", ":", ",", "-", "\"", "'", " ", "\n", "\t", "#", "&a", "*a", "!!str", "%", "@", "\u{feff}", "é"];
-const KEYS: &[&str] = &["name", "op", "inputs", "axis", "axes", "shape", "strides", "padding", "groups", "keepdims", "epsilon", "kernel_size", "perm", "starts", "ends", "pads", "transpose_b", "dtype", "value", "params", "outputs"];
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "2",
+    "3",
+    "7",
+    "64",
+    "-3",
+    "1.5",
+    "99999999999",
+    "1e40",
+    "-0.0",
+    ".nan",
+    "[]",
+    "[1, 2]",
+    "null",
+    "abc",
+];
+const JUNK: &[&str] = &[
+    "[", "]", "{", "}", ":", ",", "-", "\"", "'", " ", "\n", "\t", "#", "&a", "*a", "!!str", "%",
+    "@", "\u{feff}", "é",
+];
+const KEYS: &[&str] = &[
+    "name",
+    "op",
+    "inputs",
+    "axis",
+    "axes",
+    "shape",
+    "strides",
+    "padding",
+    "groups",
+    "keepdims",
+    "epsilon",
+    "kernel_size",
+    "perm",
+    "starts",
+    "ends",
+    "pads",
+    "transpose_b",
+    "dtype",
+    "value",
+    "params",
+    "outputs",
+];
 
 fn mutate(text: &str, rng: &mut Rng) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
@@ -65,12 +108,17 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
                 let l = &lines[li];
                 let starts: Vec<usize> = l
                     .char_indices()
-                    .filter(|(i, c)| (c.is_ascii_digit() || *c == '-') && (*i == 0 || !l.as_bytes()[i - 1].is_ascii_alphanumeric()))
+                    .filter(|(i, c)| {
+                        (c.is_ascii_digit() || *c == '-')
+                            && (*i == 0 || !l.as_bytes()[i - 1].is_ascii_alphanumeric())
+                    })
                     .map(|(i, _)| i)
                     .collect();
                 if !starts.is_empty() {
                     let s = *rng.pick(&starts);
-                    let e = l[s + 1..].find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e')).map_or(l.len(), |x| s + 1 + x);
+                    let e = l[s + 1..]
+                        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e'))
+                        .map_or(l.len(), |x| s + 1 + x);
                     lines[li] = format!("{}{}{}", &l[..s], rng.pick(NUMBERS), &l[e..]);
                 }
             }
@@ -78,7 +126,9 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
                 // Swap an identifier for another one of the file (tensor names, op kinds).
                 let words: Vec<String> = text
                     .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-                    .filter(|w| w.len() > 1 && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
+                    .filter(|w| {
+                        w.len() > 1 && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                    })
                     .map(str::to_string)
                     .collect();
                 if !words.is_empty() {
@@ -141,13 +191,19 @@ fn work(m: &Module) -> usize {
         .map(|i| {
             let n = i.shape.element_count();
             let per = match &i.op {
-                Op::Dot(d) => d.lhs_contracting.iter().map(|&k| m.entry.inst(i.operands[0]).shape.dims[k]).product(),
+                Op::Dot(d) => d
+                    .lhs_contracting
+                    .iter()
+                    .map(|&k| m.entry.inst(i.operands[0]).shape.dims[k])
+                    .product(),
                 Op::Convolution { .. } => {
                     let k = &m.entry.inst(i.operands[1]).shape.dims;
                     k[1..].iter().product()
                 }
                 Op::ReduceWindow { window, .. } => window.size.iter().product(),
-                Op::Reduce { .. } => m.entry.inst(i.operands[0]).shape.element_count().max(1) / n.max(1),
+                Op::Reduce { .. } => {
+                    m.entry.inst(i.operands[0]).shape.element_count().max(1) / n.max(1)
+                }
                 _ => 1,
             };
             n.saturating_mul(per)
@@ -157,7 +213,10 @@ fn work(m: &Module) -> usize {
 
 #[test]
 fn random_mutations_never_panic() {
-    let per = std::env::var("XLA_AOT_MUTATION_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CASES_PER_EXAMPLE);
+    let per = std::env::var("XLA_AOT_MUTATION_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_CASES_PER_EXAMPLE);
     let mut stats = [0usize; 3]; // rejected, loaded, evaluated
     for (e, ex) in EXAMPLES.iter().enumerate() {
         let path = repo().join("examples").join(ex).join("model.yaml");
@@ -190,10 +249,16 @@ fn random_mutations_never_panic() {
                 Err(_) => panic!("{ex} case {case} (seed {seed:#x}) panicked on:\n{text}"),
                 Ok((Err(err), _)) => {
                     if let SpecErrorKind::Invalid(m) = err.kind() {
-                        assert!(!m.contains("internal compiler error"), "{ex} case {case}: {err}\n{text}");
+                        assert!(
+                            !m.contains("internal compiler error"),
+                            "{ex} case {case}: {err}\n{text}"
+                        );
                     }
                     let shown = err.to_string();
-                    assert!(shown.starts_with("error: ") && shown.contains("-->"), "{ex} case {case}: unhelpful message {shown}");
+                    assert!(
+                        shown.starts_with("error: ") && shown.contains("-->"),
+                        "{ex} case {case}: unhelpful message {shown}"
+                    );
                     stats[0] += 1;
                 }
                 Ok((Ok(()), evaluated)) => {

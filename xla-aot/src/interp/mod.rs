@@ -9,8 +9,10 @@
 
 mod tensor;
 
-use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Module, Op, ReduceKind, UnaryOp, Window};
 use crate::ir::shape::dims_str;
+use crate::ir::{
+    BinaryOp, CompareDir, DType, InstId, Literal, Module, Op, ReduceKind, UnaryOp, Window,
+};
 use tensor::{Data, Tensor, strides, unravel};
 use thiserror::Error;
 
@@ -28,7 +30,9 @@ pub enum InterpError {
         found: String,
     },
     /// A constant whose data was elided in HLO text.
-    #[error("constant %{0} was elided (`{{...}}`) in the HLO text; print it with --print-large-constants to evaluate it")]
+    #[error(
+        "constant %{0} was elided (`{{...}}`) in the HLO text; print it with --print-large-constants to evaluate it"
+    )]
     Elided(String),
     /// A dtype the interpreter does not evaluate.
     #[error("instruction %{name}: dtype {dtype} is not supported by the interpreter")]
@@ -57,7 +61,11 @@ pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpEr
         last_use[o.value.index()] = usize::MAX;
     }
     for (i, inst) in c.instructions.iter().enumerate() {
-        let get = |id: &InstId| values[id.index()].as_ref().expect("operands are evaluated first");
+        let get = |id: &InstId| {
+            values[id.index()]
+                .as_ref()
+                .expect("operands are evaluated first")
+        };
         let ops: Vec<&Tensor> = inst.operands.iter().map(get).collect();
         let out_dims = inst.shape.dims.clone();
         let t = match &inst.op {
@@ -95,7 +103,11 @@ pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpEr
                 data: ops[0].data.clone(),
             },
             Op::Transpose { permutation } => transpose(ops[0], permutation, &out_dims),
-            Op::Slice { starts, strides: st, .. } => slice(ops[0], starts, st, &out_dims),
+            Op::Slice {
+                starts,
+                strides: st,
+                ..
+            } => slice(ops[0], starts, st, &out_dims),
             Op::Pad { low, .. } => pad(ops[0], ops[1], low, &out_dims),
             Op::Concatenate { dimension } => concatenate(&ops, *dimension, &out_dims),
             Op::Reduce { kind, dimensions } => reduce(ops[0], *kind, dimensions, &out_dims),
@@ -115,8 +127,7 @@ pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpEr
             }
         }
     }
-    Ok(c
-        .outputs
+    Ok(c.outputs
         .iter()
         .map(|o| {
             values[o.value.index()]
@@ -213,12 +224,20 @@ fn select(p: &Tensor, t: &Tensor, f: &Tensor) -> Tensor {
     let idx: Vec<usize> = (0..t.len()).collect();
     Tensor {
         dims: t.dims.clone(),
-        data: t.data.gather_from(&idx, |i| if pv[i] { (t, i) } else { (f, i) }),
+        data: t
+            .data
+            .gather_from(&idx, |i| if pv[i] { (t, i) } else { (f, i) }),
     }
 }
 
 fn clamp(lo: &Tensor, x: &Tensor, hi: &Tensor) -> Tensor {
-    let bound = |b: &Tensor, i: usize| if b.dims.is_empty() { b.get_f64(0) } else { b.get_f64(i) };
+    let bound = |b: &Tensor, i: usize| {
+        if b.dims.is_empty() {
+            b.get_f64(0)
+        } else {
+            b.get_f64(i)
+        }
+    };
     let vals: Vec<f64> = (0..x.len())
         .map(|i| {
             let v = x.get_f64(i);
@@ -257,7 +276,10 @@ fn transpose(x: &Tensor, perm: &[usize], out: &[usize]) -> Tensor {
     let src: Vec<usize> = (0..n)
         .map(|i| {
             let coord = unravel(i, out);
-            perm.iter().enumerate().map(|(k, &p)| coord[k] * xs[p]).sum()
+            perm.iter()
+                .enumerate()
+                .map(|(k, &p)| coord[k] * xs[p])
+                .sum()
         })
         .collect();
     Tensor {
@@ -272,7 +294,9 @@ fn slice(x: &Tensor, starts: &[usize], st: &[usize], out: &[usize]) -> Tensor {
     let src: Vec<usize> = (0..n)
         .map(|i| {
             let coord = unravel(i, out);
-            (0..out.len()).map(|k| (starts[k] + coord[k] * st[k]) * xs[k]).sum()
+            (0..out.len())
+                .map(|k| (starts[k] + coord[k] * st[k]) * xs[k])
+                .sum()
         })
         .collect();
     Tensor {
@@ -367,7 +391,11 @@ fn reduce(x: &Tensor, kind: ReduceKind, dims: &[usize], out: &[usize]) -> Tensor
     let os = strides(out);
     for (i, &val) in v.iter().enumerate() {
         let coord = unravel(i, &x.dims);
-        let o: usize = kept.iter().enumerate().map(|(k, &d)| coord[d] * os[k]).sum();
+        let o: usize = kept
+            .iter()
+            .enumerate()
+            .map(|(k, &d)| coord[d] * os[k])
+            .sum();
         acc[o] = combine(kind, acc[o], val as f64);
     }
     Tensor::from_f64(DType::F32, out.to_vec(), &acc)
@@ -386,7 +414,8 @@ fn reduce_window(x: &Tensor, kind: ReduceKind, w: &Window, out: &[usize]) -> Ten
                 let tc = unravel(t, &w.size);
                 let mut off = 0;
                 for k in 0..out.len() {
-                    let pos = (oc[k] * w.stride[k] + tc[k] * w.dilation[k]) as isize - w.pad_low[k] as isize;
+                    let pos = (oc[k] * w.stride[k] + tc[k] * w.dilation[k]) as isize
+                        - w.pad_low[k] as isize;
                     if pos < 0 || pos as usize >= x.dims[k] {
                         continue 'tap; // padding holds the identity
                     }
@@ -466,7 +495,8 @@ fn convolution(x: &Tensor, k: &Tensor, w: &Window, groups: usize, out: &[usize])
                     let mut xo = b * xs[0] + c * xs[1];
                     let mut ko = o * ks[0] + ci * ks[1];
                     for s in 0..sp {
-                        let pos = (oc[2 + s] * w.stride[s] + tc[s] * w.dilation[s]) as isize - w.pad_low[s] as isize;
+                        let pos = (oc[2 + s] * w.stride[s] + tc[s] * w.dilation[s]) as isize
+                            - w.pad_low[s] as isize;
                         if pos < 0 || pos as usize >= x.dims[2 + s] {
                             continue 'tap;
                         }
@@ -489,15 +519,12 @@ fn argmax(x: &Tensor, dim: usize, out: &[usize]) -> Tensor {
     let idx: Vec<i32> = (0..n)
         .map(|i| {
             let oc = unravel(i, out);
-            let mut base = 0;
-            let mut k = 0;
-            for d in 0..x.dims.len() {
-                if d == dim {
-                    continue;
-                }
-                base += oc[k] * xs[d];
-                k += 1;
-            }
+            // Output coordinates are the input's with `dim` removed.
+            let base: usize = (0..x.dims.len())
+                .filter(|&d| d != dim)
+                .zip(&oc)
+                .map(|(d, &c)| c * xs[d])
+                .sum();
             // numpy semantics: the first maximum; a NaN counts as the maximum.
             let mut best = 0usize;
             let mut best_v = v[base];

@@ -41,7 +41,11 @@ pub fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
 impl Data {
     /// Builds data of this variant where element `j` is element `src(idx[j])` of some tensor of the
     /// same dtype (used by every data-movement op).
-    pub fn gather_from<'t>(&self, idx: &[usize], src: impl Fn(usize) -> (&'t Tensor, usize)) -> Data {
+    pub fn gather_from<'t>(
+        &self,
+        idx: &[usize],
+        src: impl Fn(usize) -> (&'t Tensor, usize),
+    ) -> Data {
         match self {
             Data::F32(_) => Data::F32(
                 idx.iter()

@@ -117,8 +117,12 @@ impl Window {
         if self.size[i] == 0 || self.stride[i] == 0 || self.dilation[i] == 0 {
             return None;
         }
-        let padded = input.checked_add(self.pad_low[i])?.checked_add(self.pad_high[i])?;
-        let span = self.dilation[i].checked_mul(self.size[i] - 1)?.checked_add(1)?;
+        let padded = input
+            .checked_add(self.pad_low[i])?
+            .checked_add(self.pad_high[i])?;
+        let span = self.dilation[i]
+            .checked_mul(self.size[i] - 1)?
+            .checked_add(1)?;
         if span > padded {
             return None;
         }

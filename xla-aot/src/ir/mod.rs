@@ -16,7 +16,9 @@ pub mod shape_inference;
 pub mod verify;
 
 pub use builder::Builder;
-pub use inst::{BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window};
+pub use inst::{
+    BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
+};
 pub use literal::{Literal, LiteralData};
 pub use module::{Computation, Module, Output};
 pub use parse::{HloParseError, parse_module};

@@ -6,7 +6,9 @@
 //! earlier line); typing is the verifier's job, so tests can parse ill-typed modules and check that
 //! the verifier names them. It never panics.
 
-use super::inst::{BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window};
+use super::inst::{
+    BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
+};
 use super::literal::{Literal, LiteralData};
 use super::module::{Computation, Module, Output};
 use super::shape::{DType, Layout, Shape};
@@ -167,7 +169,10 @@ impl<'a> Cursor<'a> {
             let found = self.found();
             return self.err(format!("expected a number, found {found}"));
         }
-        Ok((start, String::from_utf8_lossy(&self.s[start..self.pos]).into_owned()))
+        Ok((
+            start,
+            String::from_utf8_lossy(&self.s[start..self.pos]).into_owned(),
+        ))
     }
 
     /// `{1,2,3}` (possibly empty).
@@ -221,7 +226,10 @@ fn parse_shape(c: &mut Cursor) -> PResult<Shape> {
     let Some(dtype) = DType::from_name(&dt) else {
         c.pos = at;
         let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
-        return c.err(format!("unknown dtype `{dt}`; expected one of {}", names.join(", ")));
+        return c.err(format!(
+            "unknown dtype `{dt}`; expected one of {}",
+            names.join(", ")
+        ));
     };
     c.expect("[")?;
     let mut dims = Vec::new();
@@ -277,7 +285,9 @@ fn parse_window(c: &mut Cursor) -> PResult<Window> {
                 let n = win.rank();
                 let check = |c: &Cursor, len: usize| -> PResult<()> {
                     if len != n {
-                        c.err(format!("window field `{key}` has {len} entries, size has {n}"))
+                        c.err(format!(
+                            "window field `{key}` has {len} entries, size has {n}"
+                        ))
                     } else {
                         Ok(())
                     }
@@ -332,9 +342,13 @@ pub fn parse_module(text: &str) -> PResult<Module> {
     let name = c.word("a module name")?;
     if !c.at_end() {
         let found = c.found();
-        return c.err(format!("expected end of line after the module name, found {found}"));
+        return c.err(format!(
+            "expected end of line after the module name, found {found}"
+        ));
     }
-    let (ln, entry) = lines.next().ok_or_else(|| eof(last_line, "`ENTRY %main {`"))?;
+    let (ln, entry) = lines
+        .next()
+        .ok_or_else(|| eof(last_line, "`ENTRY %main {`"))?;
     let mut c = Cursor::new(entry, ln);
     c.expect("ENTRY")?;
     let comp_name = c.name()?;
@@ -361,7 +375,10 @@ pub fn parse_module(text: &str) -> PResult<Module> {
         let inst = parse_instruction(&mut c, &instructions, &ids)?;
         if ids.contains_key(&inst.name) {
             c.pos = at;
-            return c.err(format!("instruction name `%{}` is defined twice", inst.name));
+            return c.err(format!(
+                "instruction name `%{}` is defined twice",
+                inst.name
+            ));
         }
         ids.insert(inst.name.clone(), InstId(instructions.len() as u32));
         instructions.push(inst);
@@ -370,7 +387,10 @@ pub fn parse_module(text: &str) -> PResult<Module> {
         return Err(eof(last_line, "`}` closing the computation"));
     }
     let Some(outputs) = outputs else {
-        return Err(eof(last_line, "a `ROOT %outputs = (...) tuple(...), names={...}` line"));
+        return Err(eof(
+            last_line,
+            "a `ROOT %outputs = (...) tuple(...), names={...}` line",
+        ));
     };
     if let Some((ln, _)) = lines.next() {
         return Err(HloParseError {
@@ -488,7 +508,10 @@ fn parse_f32(tok: &str) -> Option<f32> {
         "NaN" => Some(f32::NAN),
         _ => {
             // Only plain decimal forms: Rust's parser also takes `infinity` and similar spellings.
-            if tok.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) {
+            if tok
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+            {
                 tok.parse().ok()
             } else {
                 None
@@ -539,10 +562,11 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
                 .ok()
                 .map(|v| bytes.extend_from_slice(&v.to_le_bytes())),
             DType::Pred => match t.as_str() {
-                "true" => Some(bytes.push(1)),
-                "false" => Some(bytes.push(0)),
+                "true" => Some(1u8),
+                "false" => Some(0u8),
                 _ => None,
-            },
+            }
+            .map(|b| bytes.push(b)),
             DType::I8 | DType::F16 | DType::BF16 => t
                 .strip_prefix("0x")
                 .and_then(|h| u32::from_str_radix(h, 16).ok())
@@ -583,10 +607,39 @@ fn simple_op(opcode: &str) -> Option<Op> {
 }
 
 const OPCODES: &[&str] = &[
-    "parameter", "constant", "negate", "abs", "exponential", "log", "sqrt", "rsqrt", "tanh",
-    "logistic", "erf", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power",
-    "compare", "select", "clamp", "broadcast", "reshape", "transpose", "slice", "pad",
-    "concatenate", "reduce", "reduce-window", "dot", "convolution", "argmax", "gather",
+    "parameter",
+    "constant",
+    "negate",
+    "abs",
+    "exponential",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "logistic",
+    "erf",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "power",
+    "compare",
+    "select",
+    "clamp",
+    "broadcast",
+    "reshape",
+    "transpose",
+    "slice",
+    "pad",
+    "concatenate",
+    "reduce",
+    "reduce-window",
+    "dot",
+    "convolution",
+    "argmax",
+    "gather",
 ];
 
 fn parse_instruction(
@@ -721,7 +774,9 @@ fn parse_instruction(
     }
     if !c.at_end() {
         let found = c.found();
-        return c.err(format!("expected `,` and an attribute or end of line, found {found}"));
+        return c.err(format!(
+            "expected `,` and an attribute or end of line, found {found}"
+        ));
     }
     let allowed: &[&str] = match opcode.as_str() {
         "compare" => &["direction"],
@@ -758,7 +813,9 @@ fn parse_instruction(
             Ok(d[0])
         } else {
             c.pos = op_at;
-            c.err(format!("{opcode} needs exactly one entry in dimensions={{...}}"))
+            c.err(format!(
+                "{opcode} needs exactly one entry in dimensions={{...}}"
+            ))
         }
     };
     if op.is_none() {

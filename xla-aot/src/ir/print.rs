@@ -135,7 +135,10 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
             ("kind", kind.name().to_string()),
         ],
         Op::ReduceWindow { kind, window } => {
-            vec![("window", print_window(window)), ("kind", kind.name().to_string())]
+            vec![
+                ("window", print_window(window)),
+                ("kind", kind.name().to_string()),
+            ]
         }
         Op::Dot(d) => {
             let mut v = Vec::new();
@@ -179,7 +182,10 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
 }
 
 fn x_join(v: &[usize]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 /// Prints a window as `{size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=2x2}`, leaving out fields at

@@ -80,7 +80,10 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
         } => {
             let x = operands[0];
             if starts.len() != x.rank() || limits.len() != x.rank() || strides.len() != x.rank() {
-                return Err(format!("slice needs one [start:limit:stride] per dim of {}", x));
+                return Err(format!(
+                    "slice needs one [start:limit:stride] per dim of {}",
+                    x
+                ));
             }
             let mut dims = Vec::with_capacity(x.rank());
             for i in 0..x.rank() {
@@ -113,7 +116,9 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             Shape::new(x.dtype, dims)
         }
         Op::Concatenate { dimension } => {
-            let first = operands.first().ok_or("concatenate needs at least one operand")?;
+            let first = operands
+                .first()
+                .ok_or("concatenate needs at least one operand")?;
             if *dimension >= first.rank() {
                 return Err(format!(
                     "dimension {} is out of range for {}",
@@ -199,7 +204,11 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
 }
 
 /// Checks a broadcast from `operand` to `result` dims (result dims are declared, like XLA).
-pub fn check_broadcast(dimensions: &[usize], operand: &Shape, result: &[usize]) -> Result<(), String> {
+pub fn check_broadcast(
+    dimensions: &[usize],
+    operand: &Shape,
+    result: &[usize],
+) -> Result<(), String> {
     if dimensions.len() != operand.rank() {
         return Err(format!(
             "broadcast maps {} operand dims but {} has {}",
@@ -315,11 +324,24 @@ fn window_dims(window: &Window, input: &[usize], x: &Shape) -> Result<Vec<usize>
 
 fn dot_shape(d: &DotDims, lhs: &Shape, rhs: &Shape) -> Result<Shape, String> {
     if lhs.dtype != rhs.dtype || !lhs.dtype.is_float() {
-        return Err(format!("dot needs float operands of one dtype, got {} and {}", lhs, rhs));
+        return Err(format!(
+            "dot needs float operands of one dtype, got {} and {}",
+            lhs, rhs
+        ));
     }
     let valid = |dims: &[usize], rank: usize| dims.iter().all(|&x| x < rank);
-    let mut all_l: Vec<usize> = d.lhs_batch.iter().chain(&d.lhs_contracting).copied().collect();
-    let mut all_r: Vec<usize> = d.rhs_batch.iter().chain(&d.rhs_contracting).copied().collect();
+    let mut all_l: Vec<usize> = d
+        .lhs_batch
+        .iter()
+        .chain(&d.lhs_contracting)
+        .copied()
+        .collect();
+    let mut all_r: Vec<usize> = d
+        .rhs_batch
+        .iter()
+        .chain(&d.rhs_contracting)
+        .copied()
+        .collect();
     all_l.sort();
     all_r.sort();
     if !valid(&all_l, lhs.rank())
@@ -353,14 +375,25 @@ fn dot_shape(d: &DotDims, lhs: &Shape, rhs: &Shape) -> Result<Shape, String> {
         }
     }
     let mut dims: Vec<usize> = d.lhs_batch.iter().map(|&i| lhs.dims[i]).collect();
-    dims.extend((0..lhs.rank()).filter(|i| !all_l.contains(i)).map(|i| lhs.dims[i]));
-    dims.extend((0..rhs.rank()).filter(|i| !all_r.contains(i)).map(|i| rhs.dims[i]));
+    dims.extend(
+        (0..lhs.rank())
+            .filter(|i| !all_l.contains(i))
+            .map(|i| lhs.dims[i]),
+    );
+    dims.extend(
+        (0..rhs.rank())
+            .filter(|i| !all_r.contains(i))
+            .map(|i| rhs.dims[i]),
+    );
     Ok(Shape::new(lhs.dtype, dims))
 }
 
 fn conv_shape(window: &Window, groups: usize, x: &Shape, k: &Shape) -> Result<Shape, String> {
     if x.dtype != k.dtype || !x.dtype.is_float() {
-        return Err(format!("convolution needs float operands of one dtype, got {} and {}", x, k));
+        return Err(format!(
+            "convolution needs float operands of one dtype, got {} and {}",
+            x, k
+        ));
     }
     if x.rank() < 3 || k.rank() != x.rank() || window.rank() != x.rank() - 2 {
         return Err(format!(
@@ -368,7 +401,11 @@ fn conv_shape(window: &Window, groups: usize, x: &Shape, k: &Shape) -> Result<Sh
             x, k
         ));
     }
-    if groups == 0 || x.dims[1] % groups != 0 || k.dims[0] % groups != 0 || k.dims[1] * groups != x.dims[1] {
+    if groups == 0
+        || x.dims[1] % groups != 0
+        || k.dims[0] % groups != 0
+        || k.dims[1] * groups != x.dims[1]
+    {
         return Err(format!(
             "feature_group_count={} does not fit input channels {} and kernel {}",
             groups, x.dims[1], k

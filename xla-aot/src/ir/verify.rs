@@ -50,7 +50,10 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
             instruction: print_instruction(c, inst, &opts),
         };
         if inst.name.is_empty() || !names.insert(inst.name.as_str()) {
-            return Err(fail(format!("instruction name `{}` is empty or not unique", inst.name)));
+            return Err(fail(format!(
+                "instruction name `{}` is empty or not unique",
+                inst.name
+            )));
         }
         if let Some(&bad) = inst.operands.iter().find(|o| o.index() >= i) {
             return Err(fail(format!(
@@ -59,7 +62,10 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
             )));
         }
         if !inst.shape.dtype.is_supported() {
-            return Err(fail(format!("dtype {} is not supported yet", inst.shape.dtype)));
+            return Err(fail(format!(
+                "dtype {} is not supported yet",
+                inst.shape.dtype
+            )));
         }
         if !inst.shape.layout.is_valid_for_rank(inst.shape.rank()) {
             return Err(fail("layout is not a permutation of the dims".into()));
@@ -67,11 +73,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
         if checked_element_count(&inst.shape.dims).is_none() {
             return Err(fail("element count overflows".into()));
         }
-        let operand_shapes: Vec<&Shape> = inst
-            .operands
-            .iter()
-            .map(|&o| &c.inst(o).shape)
-            .collect();
+        let operand_shapes: Vec<&Shape> = inst.operands.iter().map(|&o| &c.inst(o).shape).collect();
         let expected = match &inst.op {
             Op::Parameter { index } => {
                 if !inst.operands.is_empty() {
@@ -82,7 +84,9 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
             }
             Op::Constant(lit) => {
                 if !inst.operands.is_empty() || !lit.is_well_formed() {
-                    return Err(fail("constant data does not match its dtype and dims".into()));
+                    return Err(fail(
+                        "constant data does not match its dtype and dims".into(),
+                    ));
                 }
                 infer_shape(&inst.op, &operand_shapes)
             }
@@ -90,9 +94,8 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
                 if operand_shapes.len() != 1 {
                     return Err(fail("broadcast takes 1 operand".into()));
                 }
-                check_broadcast(dimensions, operand_shapes[0], &inst.shape.dims).map(|_| {
-                    Shape::new(operand_shapes[0].dtype, inst.shape.dims.clone())
-                })
+                check_broadcast(dimensions, operand_shapes[0], &inst.shape.dims)
+                    .map(|_| Shape::new(operand_shapes[0].dtype, inst.shape.dims.clone()))
             }
             Op::Reshape => {
                 if operand_shapes.len() != 1 {

@@ -128,7 +128,12 @@ impl SpecError {
     /// Sets the position and the source text it points into (for the caret line).
     pub fn at(mut self, pos: Option<Pos>, source: &str) -> SpecError {
         self.0.pos = pos;
-        self.0.source_line = pos.and_then(|p| source.lines().nth(p.line.wrapping_sub(1)).map(str::to_string));
+        self.0.source_line = pos.and_then(|p| {
+            source
+                .lines()
+                .nth(p.line.wrapping_sub(1))
+                .map(str::to_string)
+        });
         self
     }
 
@@ -220,10 +225,19 @@ mod tests {
     fn renders_caret_under_the_column() {
         let src = "name: m\nops:\n  - {name: y, op: rleu}\n";
         let e = SpecError::new(Path::new("m.yaml"), SpecErrorKind::UnknownOp("rleu".into()))
-            .at(Some(Pos { line: 3, column: 20 }), src)
+            .at(
+                Some(Pos {
+                    line: 3,
+                    column: 20,
+                }),
+                src,
+            )
             .hint("did you mean `relu`?");
         let text = e.to_string();
         assert!(text.contains("--> m.yaml:3:20"), "{text}");
-        assert!(text.contains(" 3 |   - {name: y, op: rleu}\n   |                    ^"), "{text}");
+        assert!(
+            text.contains(" 3 |   - {name: y, op: rleu}\n   |                    ^"),
+            "{text}"
+        );
     }
 }

@@ -10,7 +10,9 @@ use super::error::{SpecError, SpecErrorKind};
 use super::spans::SpanIndex;
 use super::weights::WeightStore;
 use crate::ir::shape::dims_str;
-use crate::ir::{BinaryOp, Builder, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, UnaryOp, Window};
+use crate::ir::{
+    BinaryOp, Builder, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, UnaryOp, Window,
+};
 use crate::util::suggest::nearest;
 use serde_yaml::Value;
 use std::collections::HashMap;
@@ -18,7 +20,12 @@ use std::path::Path;
 
 /// Every spec op, with the attributes it accepts and how many inputs it takes (min, max).
 pub const OPS: &[(&str, &[&str], usize, usize)] = &[
-    ("conv2d", &["strides", "padding", "dilations", "groups"], 2, 3),
+    (
+        "conv2d",
+        &["strides", "padding", "dilations", "groups"],
+        2,
+        3,
+    ),
     ("batch_norm", &["epsilon"], 5, 5),
     ("dense", &[], 2, 3),
     ("matmul", &["transpose_a", "transpose_b"], 2, 2),
@@ -44,7 +51,12 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     ("abs", &[], 1, 1),
     ("clamp", &["min", "max"], 1, 1),
     ("max_pool2d", &["kernel_size", "strides", "padding"], 1, 1),
-    ("avg_pool2d", &["kernel_size", "strides", "padding", "count_include_pad"], 1, 1),
+    (
+        "avg_pool2d",
+        &["kernel_size", "strides", "padding", "count_include_pad"],
+        1,
+        1,
+    ),
     ("global_avg_pool", &[], 1, 1),
     ("softmax", &["axis"], 1, 1),
     ("log_softmax", &["axis"], 1, 1),
@@ -161,20 +173,25 @@ impl<'a> Lowerer<'a> {
     // ---- attributes -------------------------------------------------------------------------
 
     fn int_of(&self, d: &OpDecl, attr: &str, v: &Value, what: &str) -> R<i64> {
-        v.as_i64()
-            .ok_or_else(|| self.attr_err(d, attr, format!("expected {what}, found {}", describe(v))))
+        v.as_i64().ok_or_else(|| {
+            self.attr_err(d, attr, format!("expected {what}, found {}", describe(v)))
+        })
     }
 
     fn attr_int(&self, d: &OpDecl, attr: &str) -> R<Option<i64>> {
-        d.attr(attr).map(|v| self.int_of(d, attr, v, "an integer")).transpose()
+        d.attr(attr)
+            .map(|v| self.int_of(d, attr, v, "an integer"))
+            .transpose()
     }
 
     fn attr_float(&self, d: &OpDecl, attr: &str) -> R<Option<f64>> {
         d.attr(attr)
             .map(|v| {
-                v.as_f64().filter(|x| x.is_finite() || v.is_f64()).ok_or_else(|| {
-                    self.attr_err(d, attr, format!("expected a number, found {}", describe(v)))
-                })
+                v.as_f64()
+                    .filter(|x| x.is_finite() || v.is_f64())
+                    .ok_or_else(|| {
+                        self.attr_err(d, attr, format!("expected a number, found {}", describe(v)))
+                    })
             })
             .transpose()
     }
@@ -183,7 +200,11 @@ impl<'a> Lowerer<'a> {
         d.attr(attr)
             .map(|v| {
                 v.as_bool().ok_or_else(|| {
-                    self.attr_err(d, attr, format!("expected true or false, found {}", describe(v)))
+                    self.attr_err(
+                        d,
+                        attr,
+                        format!("expected true or false, found {}", describe(v)),
+                    )
                 })
             })
             .transpose()
@@ -194,7 +215,11 @@ impl<'a> Lowerer<'a> {
             return Ok(None);
         };
         let Some(seq) = v.as_sequence() else {
-            return Err(self.attr_err(d, attr, format!("expected a list of integers, found {}", describe(v))));
+            return Err(self.attr_err(
+                d,
+                attr,
+                format!("expected a list of integers, found {}", describe(v)),
+            ));
         };
         seq.iter()
             .enumerate()
@@ -215,7 +240,13 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A list of non-negative (or, with `positive`, strictly positive) integers of a given length.
-    fn attr_sizes(&self, d: &OpDecl, attr: &str, lens: &[usize], positive: bool) -> R<Option<Vec<usize>>> {
+    fn attr_sizes(
+        &self,
+        d: &OpDecl,
+        attr: &str,
+        lens: &[usize],
+        positive: bool,
+    ) -> R<Option<Vec<usize>>> {
         let Some(v) = self.attr_ints(d, attr)? else {
             return Ok(None);
         };
@@ -229,11 +260,7 @@ impl<'a> Lowerer<'a> {
         }
         let min = i64::from(positive);
         if let Some(bad) = v.iter().find(|&&x| x < min) {
-            return Err(self.attr_err(
-                d,
-                attr,
-                format!("expected values >= {min}, found {bad}"),
-            ));
+            return Err(self.attr_err(d, attr, format!("expected values >= {min}, found {bad}")));
         }
         Ok(Some(v.into_iter().map(|x| x as usize).collect()))
     }
@@ -259,10 +286,18 @@ impl<'a> Lowerer<'a> {
             return Err(self.attr_err(
                 d,
                 attr,
-                format!("axis {axis} is out of range for a tensor of rank {rank} (valid: {} to {})", -r, r - 1),
+                format!(
+                    "axis {axis} is out of range for a tensor of rank {rank} (valid: {} to {})",
+                    -r,
+                    r - 1
+                ),
             ));
         }
-        Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+        Ok(if axis < 0 {
+            (axis + r) as usize
+        } else {
+            axis as usize
+        })
     }
 
     /// 2-D padding as (top, left, bottom, right).
@@ -285,25 +320,47 @@ impl<'a> Lowerer<'a> {
             return Ok(def.id);
         }
         if self.weights.contains(name) {
-            let lit = self.weights.load(name).map_err(|m| self.err(&path, SpecErrorKind::Weight(m)))?;
+            let lit = self
+                .weights
+                .load(name)
+                .map_err(|m| self.err(&path, SpecErrorKind::Weight(m)))?;
             if !lit.dtype.is_supported() || lit.dtype == DType::Pred {
-                return Err(self.err(&path, SpecErrorKind::Weight(format!(
-                    "weight `{name}` has dtype {}, which is not supported yet",
-                    lit.dtype
-                )))
-                .hint("store weights as float32"));
+                return Err(self
+                    .err(
+                        &path,
+                        SpecErrorKind::Weight(format!(
+                            "weight `{name}` has dtype {}, which is not supported yet",
+                            lit.dtype
+                        )),
+                    )
+                    .hint("store weights as float32"));
             }
             let line = self.spans.find(&path).map_or(0, |p| p.line);
             let id = self.b.constant(name, lit);
-            self.env.insert(name.clone(), Defined { id, origin: Origin::Weight, line });
+            self.env.insert(
+                name.clone(),
+                Defined {
+                    id,
+                    origin: Origin::Weight,
+                    line,
+                },
+            );
             return Ok(id);
         }
         if let Some(&idx) = self.later_ops.get(name) {
-            let line = self.spans.find(&format!("ops[{idx}]")).map_or(0, |p| p.line);
+            let line = self
+                .spans
+                .find(&format!("ops[{idx}]"))
+                .map_or(0, |p| p.line);
             let kind = if idx == d.index {
-                SpecErrorKind::Invalid(format!("op `{name}` uses its own result as an input (a cycle)"))
+                SpecErrorKind::Invalid(format!(
+                    "op `{name}` uses its own result as an input (a cycle)"
+                ))
             } else {
-                SpecErrorKind::UseBeforeDefinition { name: name.clone(), line }
+                SpecErrorKind::UseBeforeDefinition {
+                    name: name.clone(),
+                    line,
+                }
             };
             return Err(self.err(&path, kind)
                 .hint("list ops in dependency order: an op may only use inputs, constants, weights and earlier ops; a cycle cannot be computed"));
@@ -325,7 +382,8 @@ impl<'a> Lowerer<'a> {
                 self.weights.path().display()
             )
         };
-        Err(self.err(&path, SpecErrorKind::UnknownTensor(name.clone()))
+        Err(self
+            .err(&path, SpecErrorKind::UnknownTensor(name.clone()))
             .expected(expected)
             .maybe_hint(hint))
     }
@@ -356,7 +414,14 @@ impl<'a> Lowerer<'a> {
         );
         Err(match self.origin(d, j) {
             Origin::Weight => self.err(&path, SpecErrorKind::Weight(format!("weight {msg}"))),
-            _ => self.err(&path, SpecErrorKind::Shape { op: d.name.clone(), kind: d.kind.clone(), detail: msg }),
+            _ => self.err(
+                &path,
+                SpecErrorKind::Shape {
+                    op: d.name.clone(),
+                    kind: d.kind.clone(),
+                    detail: msg,
+                },
+            ),
         })
     }
 
@@ -390,31 +455,51 @@ impl<'a> Lowerer<'a> {
         }
         let path = format!("{}.inputs[{}]", d.path(), j);
         Err(match self.origin(d, j) {
-            Origin::Weight => self.err(&path, SpecErrorKind::Weight(format!(
-                "weight `{}` has dtype {have}, but op `{}` ({}) needs {want}",
-                d.inputs[j], d.name, d.kind
-            )))
-            .hint("store the weight as float32"),
-            _ => self.err(&path, SpecErrorKind::Shape {
-                op: d.name.clone(),
-                kind: d.kind.clone(),
-                detail: format!("`{}` has dtype {have}, expected {want}", d.inputs[j]),
-            }),
+            Origin::Weight => self
+                .err(
+                    &path,
+                    SpecErrorKind::Weight(format!(
+                        "weight `{}` has dtype {have}, but op `{}` ({}) needs {want}",
+                        d.inputs[j], d.name, d.kind
+                    )),
+                )
+                .hint("store the weight as float32"),
+            _ => self.err(
+                &path,
+                SpecErrorKind::Shape {
+                    op: d.name.clone(),
+                    kind: d.kind.clone(),
+                    detail: format!("`{}` has dtype {have}, expected {want}", d.inputs[j]),
+                },
+            ),
         })
     }
 
     // ---- building helpers ---------------------------------------------------------------------
 
     fn add(&mut self, d: &OpDecl, name: &str, op: Op, operands: &[InstId]) -> R<InstId> {
-        self.b.add(name, op, operands).map_err(|m| self.shape_err(d, m))
+        self.b
+            .add(name, op, operands)
+            .map_err(|m| self.shape_err(d, m))
     }
 
-    fn bcast(&mut self, d: &OpDecl, name: &str, x: InstId, dims: Vec<usize>, result: Vec<usize>) -> R<InstId> {
-        self.b.broadcast(name, x, dims, result).map_err(|m| self.shape_err(d, m))
+    fn bcast(
+        &mut self,
+        d: &OpDecl,
+        name: &str,
+        x: InstId,
+        dims: Vec<usize>,
+        result: Vec<usize>,
+    ) -> R<InstId> {
+        self.b
+            .broadcast(name, x, dims, result)
+            .map_err(|m| self.shape_err(d, m))
     }
 
     fn reshape(&mut self, d: &OpDecl, name: &str, x: InstId, result: Vec<usize>) -> R<InstId> {
-        self.b.reshape(name, x, result).map_err(|m| self.shape_err(d, m))
+        self.b
+            .reshape(name, x, result)
+            .map_err(|m| self.shape_err(d, m))
     }
 
     /// A scalar constant broadcast to `dims`.
@@ -435,7 +520,14 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Broadcasts `x` of shape `x_dims` (reduced over `axes`, without keepdims) back to `full`.
-    fn unreduce(&mut self, d: &OpDecl, name: &str, x: InstId, axes: &[usize], full: &[usize]) -> R<InstId> {
+    fn unreduce(
+        &mut self,
+        d: &OpDecl,
+        name: &str,
+        x: InstId,
+        axes: &[usize],
+        full: &[usize],
+    ) -> R<InstId> {
         let kept: Vec<usize> = (0..full.len()).filter(|i| !axes.contains(i)).collect();
         self.bcast(d, name, x, kept, full.to_vec())
     }
@@ -449,8 +541,16 @@ impl<'a> Lowerer<'a> {
         let rank = da.len().max(db.len());
         let mut out = vec![0; rank];
         for i in 0..rank {
-            let x = if i + da.len() >= rank { da[i + da.len() - rank] } else { 1 };
-            let y = if i + db.len() >= rank { db[i + db.len() - rank] } else { 1 };
+            let x = if i + da.len() >= rank {
+                da[i + da.len() - rank]
+            } else {
+                1
+            };
+            let y = if i + db.len() >= rank {
+                db[i + db.len() - rank]
+            } else {
+                1
+            };
             out[i] = if x == y || y == 1 {
                 x
             } else if x == 1 {
@@ -488,9 +588,13 @@ impl<'a> Lowerer<'a> {
     /// Checks and lowers one op; returns the id of its result.
     pub fn lower_op(&mut self, d: &OpDecl) -> R<InstId> {
         let Some(&(_, allowed, min, max)) = OPS.iter().find(|o| o.0 == d.kind) else {
-            let hint = nearest(&d.kind, OPS.iter().map(|o| o.0)).map(|s| format!("did you mean `{s}`?"));
+            let hint =
+                nearest(&d.kind, OPS.iter().map(|o| o.0)).map(|s| format!("did you mean `{s}`?"));
             return Err(self
-                .err(&format!("{}.op", d.path()), SpecErrorKind::UnknownOp(d.kind.clone()))
+                .err(
+                    &format!("{}.op", d.path()),
+                    SpecErrorKind::UnknownOp(d.kind.clone()),
+                )
                 .expected("one of the ops listed in docs/spec.md")
                 .maybe_hint(hint));
         };
@@ -502,11 +606,15 @@ impl<'a> Lowerer<'a> {
                     None => Some(format!("`{}` takes: {}", d.kind, allowed.join(", "))),
                 };
                 return Err(self
-                    .err_key(&d.path(), k, SpecErrorKind::UnknownAttribute {
-                        op: d.name.clone(),
-                        kind: d.kind.clone(),
-                        attr: k.clone(),
-                    })
+                    .err_key(
+                        &d.path(),
+                        k,
+                        SpecErrorKind::UnknownAttribute {
+                            op: d.name.clone(),
+                            kind: d.kind.clone(),
+                            attr: k.clone(),
+                        },
+                    )
                     .maybe_hint(hint));
             }
         }
@@ -519,13 +627,18 @@ impl<'a> Lowerer<'a> {
             } else {
                 format!("{min} to {max}")
             };
-            return Err(self.err_key(&d.path(), "inputs", SpecErrorKind::Arity {
-                op: d.name.clone(),
-                kind: d.kind.clone(),
-                expected,
-                found: n,
-            })
-            .hint(arity_hint(&d.kind)));
+            return Err(self
+                .err_key(
+                    &d.path(),
+                    "inputs",
+                    SpecErrorKind::Arity {
+                        op: d.name.clone(),
+                        kind: d.kind.clone(),
+                        expected,
+                        found: n,
+                    },
+                )
+                .hint(arity_hint(&d.kind)));
         }
         let ins: Vec<InstId> = (0..n).map(|j| self.input(d, j)).collect::<R<_>>()?;
         // Every op takes f32 tensors except the indices of `embedding`.
@@ -567,7 +680,12 @@ impl<'a> Lowerer<'a> {
             "leaky_relu" => {
                 let alpha = self.attr_float(d, "alpha")?.unwrap_or(DEFAULT_LEAKY_ALPHA) as f32;
                 let zero = self.splat(d, &format!("{name}.zero"), 0.0, &xd)?;
-                let pos = self.add(d, &format!("{name}.positive"), Op::Compare(CompareDir::Gt), &[x, zero])?;
+                let pos = self.add(
+                    d,
+                    &format!("{name}.positive"),
+                    Op::Compare(CompareDir::Gt),
+                    &[x, zero],
+                )?;
                 let a = self.splat(d, &format!("{name}.alpha"), alpha, &xd)?;
                 let scaled = self.binary(d, &format!("{name}.scaled"), BinaryOp::Multiply, x, a)?;
                 self.add(d, name, Op::Select, &[pos, x, scaled])
@@ -589,22 +707,48 @@ impl<'a> Lowerer<'a> {
                 let lo = self.attr_float(d, "min")?;
                 let hi = self.attr_float(d, "max")?;
                 if lo.is_none() && hi.is_none() {
-                    return Err(self.required(d, "min", None::<()>).unwrap_err().hint("clamp needs `min`, `max` or both"));
+                    return Err(self
+                        .required(d, "min", None::<()>)
+                        .unwrap_err()
+                        .hint("clamp needs `min`, `max` or both"));
                 }
                 if let (Some(l), Some(h)) = (lo, hi) {
                     if l > h {
-                        return Err(self.attr_err(d, "min", format!("min {l} is greater than max {h}")));
+                        return Err(self.attr_err(
+                            d,
+                            "min",
+                            format!("min {l} is greater than max {h}"),
+                        ));
                     }
                 }
-                let lo = self.b.scalar(&format!("{name}.min"), lo.map_or(f32::NEG_INFINITY, |v| v as f32));
-                let hi = self.b.scalar(&format!("{name}.max"), hi.map_or(f32::INFINITY, |v| v as f32));
+                let lo = self.b.scalar(
+                    &format!("{name}.min"),
+                    lo.map_or(f32::NEG_INFINITY, |v| v as f32),
+                );
+                let hi = self.b.scalar(
+                    &format!("{name}.max"),
+                    hi.map_or(f32::INFINITY, |v| v as f32),
+                );
                 self.add(d, name, Op::Clamp, &[lo, x, hi])
             }
             "max_pool2d" | "avg_pool2d" => self.pool2d(d, x),
             "global_avg_pool" => {
                 self.expect_rank(d, 0, x, &[4], "input")?;
-                let sum = self.add(d, &format!("{name}.sum"), Op::Reduce { kind: ReduceKind::Add, dimensions: vec![2, 3] }, &[x])?;
-                let count = self.splat(d, &format!("{name}.count"), (xd[2] * xd[3]) as f32, &xd[..2])?;
+                let sum = self.add(
+                    d,
+                    &format!("{name}.sum"),
+                    Op::Reduce {
+                        kind: ReduceKind::Add,
+                        dimensions: vec![2, 3],
+                    },
+                    &[x],
+                )?;
+                let count = self.splat(
+                    d,
+                    &format!("{name}.count"),
+                    (xd[2] * xd[3]) as f32,
+                    &xd[..2],
+                )?;
                 let mean = self.binary(d, &format!("{name}.mean"), BinaryOp::Divide, sum, count)?;
                 self.reshape(d, name, mean, vec![xd[0], xd[1], 1, 1])
             }
@@ -620,7 +764,14 @@ impl<'a> Lowerer<'a> {
                 let axis = self.attr_int(d, "axis")?.unwrap_or(1);
                 let r = xd.len() as i64;
                 if axis < -r || axis > r {
-                    return Err(self.attr_err(d, "axis", format!("axis {axis} is out of range for rank {r} (valid: {} to {r})", -r)));
+                    return Err(self.attr_err(
+                        d,
+                        "axis",
+                        format!(
+                            "axis {axis} is out of range for rank {r} (valid: {} to {r})",
+                            -r
+                        ),
+                    ));
                 }
                 let axis = if axis < 0 { axis + r } else { axis } as usize;
                 let outer = xd[..axis].iter().product();
@@ -634,12 +785,23 @@ impl<'a> Lowerer<'a> {
                         let mut seen = vec![false; xd.len()];
                         let mut out = Vec::new();
                         for &a in &p {
-                            let ax = if p.len() == xd.len() { self.axis(d, "perm", a, xd.len())? } else { usize::MAX };
+                            let ax = if p.len() == xd.len() {
+                                self.axis(d, "perm", a, xd.len())?
+                            } else {
+                                usize::MAX
+                            };
                             if ax == usize::MAX || seen[ax] {
-                                return Err(self.attr_err(d, "perm", format!(
-                                    "{:?} is not a permutation of the {} axes of `{}` {}",
-                                    p, xd.len(), d.inputs[0], dims_str(&xd)
-                                )));
+                                return Err(self.attr_err(
+                                    d,
+                                    "perm",
+                                    format!(
+                                        "{:?} is not a permutation of the {} axes of `{}` {}",
+                                        p,
+                                        xd.len(),
+                                        d.inputs[0],
+                                        dims_str(&xd)
+                                    ),
+                                ));
                             }
                             seen[ax] = true;
                             out.push(ax);
@@ -654,7 +816,8 @@ impl<'a> Lowerer<'a> {
                 let axis = self.axis(d, "axis", axis, xd.len())?;
                 for (j, &id) in ins.iter().enumerate().skip(1) {
                     let dj = self.dims(id);
-                    let ok = dj.len() == xd.len() && (0..xd.len()).all(|i| i == axis || dj[i] == xd[i]);
+                    let ok =
+                        dj.len() == xd.len() && (0..xd.len()).all(|i| i == axis || dj[i] == xd[i]);
                     if !ok {
                         return Err(self.err(&format!("{}.inputs[{}]", d.path(), j), SpecErrorKind::Shape {
                             op: d.name.clone(),
@@ -670,11 +833,23 @@ impl<'a> Lowerer<'a> {
             }
             "slice" => self.slice(d, x),
             "pad" => {
-                let pads = self.required(d, "pads", self.attr_sizes(d, "pads", &[2 * xd.len()], false)?)?;
+                let pads = self.required(
+                    d,
+                    "pads",
+                    self.attr_sizes(d, "pads", &[2 * xd.len()], false)?,
+                )?;
                 let value = self.attr_float(d, "value")?.unwrap_or(0.0) as f32;
                 let v = self.b.scalar(&format!("{name}.value"), value);
                 let r = xd.len();
-                self.add(d, name, Op::Pad { low: pads[..r].to_vec(), high: pads[r..].to_vec() }, &[x, v])
+                self.add(
+                    d,
+                    name,
+                    Op::Pad {
+                        low: pads[..r].to_vec(),
+                        high: pads[r..].to_vec(),
+                    },
+                    &[x, v],
+                )
             }
             "argmax" => {
                 let axis = self.attr_int(d, "axis")?.unwrap_or(-1);
@@ -684,7 +859,12 @@ impl<'a> Lowerer<'a> {
                 let axis = self.axis(d, "axis", axis, xd.len())?;
                 let keep = self.attr_bool(d, "keepdims")?.unwrap_or(false);
                 if keep {
-                    let am = self.add(d, &format!("{name}.index"), Op::Argmax { dimension: axis }, &[x])?;
+                    let am = self.add(
+                        d,
+                        &format!("{name}.index"),
+                        Op::Argmax { dimension: axis },
+                        &[x],
+                    )?;
                     let mut kd = xd.clone();
                     kd[axis] = 1;
                     self.reshape(d, name, am, kd)
@@ -706,11 +886,19 @@ impl<'a> Lowerer<'a> {
         self.expect_rank(d, 0, x, &[4], "input [N, C, H, W]")?;
         self.expect_rank(d, 1, w, &[4], "weight [O, C/groups, kH, kW]")?;
         let (xd, wd) = (self.dims(x), self.dims(w));
-        let strides = self.attr_sizes(d, "strides", &[2], true)?.unwrap_or(vec![1, 1]);
-        let dil = self.attr_sizes(d, "dilations", &[2], true)?.unwrap_or(vec![1, 1]);
+        let strides = self
+            .attr_sizes(d, "strides", &[2], true)?
+            .unwrap_or(vec![1, 1]);
+        let dil = self
+            .attr_sizes(d, "dilations", &[2], true)?
+            .unwrap_or(vec![1, 1]);
         let groups = self.attr_int(d, "groups")?.unwrap_or(1);
         if groups < 1 {
-            return Err(self.attr_err(d, "groups", format!("expected a positive integer, found {groups}")));
+            return Err(self.attr_err(
+                d,
+                "groups",
+                format!("expected a positive integer, found {groups}"),
+            ));
         }
         let groups = groups as usize;
         let c = xd[1];
@@ -721,7 +909,13 @@ impl<'a> Lowerer<'a> {
             )));
         }
         let want = [wd[0], c / groups, wd[2], wd[3]];
-        self.expect_dims(d, 1, w, &want, &format!("weight (input has {c} channels, groups = {groups})"))?;
+        self.expect_dims(
+            d,
+            1,
+            w,
+            &want,
+            &format!("weight (input has {c} channels, groups = {groups})"),
+        )?;
         let [top, left, bottom, right] = self.padding2d(d)?;
         let window = Window {
             size: vec![wd[2], wd[3]],
@@ -732,16 +926,35 @@ impl<'a> Lowerer<'a> {
         };
         for i in 0..2 {
             if window.output_extent(i, xd[2 + i]).is_none() {
-                return Err(self.shape_err(d, format!(
-                    "the {}x{} kernel (dilation {:?}) does not fit the padded {}x{} input",
-                    wd[2], wd[3], window.dilation, xd[2] + top + bottom, xd[3] + left + right
-                )));
+                return Err(self.shape_err(
+                    d,
+                    format!(
+                        "the {}x{} kernel (dilation {:?}) does not fit the padded {}x{} input",
+                        wd[2],
+                        wd[3],
+                        window.dilation,
+                        xd[2] + top + bottom,
+                        xd[3] + left + right
+                    ),
+                ));
             }
         }
         let name = &d.name;
         let has_bias = ins.len() == 3;
-        let conv_name = if has_bias { format!("{name}.conv") } else { name.clone() };
-        let conv = self.add(d, &conv_name, Op::Convolution { window, feature_group_count: groups }, &[x, w])?;
+        let conv_name = if has_bias {
+            format!("{name}.conv")
+        } else {
+            name.clone()
+        };
+        let conv = self.add(
+            d,
+            &conv_name,
+            Op::Convolution {
+                window,
+                feature_group_count: groups,
+            },
+            &[x, w],
+        )?;
         if !has_bias {
             return Ok(conv);
         }
@@ -755,15 +968,32 @@ impl<'a> Lowerer<'a> {
         let x = ins[0];
         let xd = self.dims(x);
         if xd.len() < 2 {
-            return Err(self.shape_err(d, format!("input `{}` has shape {}; batch_norm needs [N, C, ...]", d.inputs[0], dims_str(&xd))));
+            return Err(self.shape_err(
+                d,
+                format!(
+                    "input `{}` has shape {}; batch_norm needs [N, C, ...]",
+                    d.inputs[0],
+                    dims_str(&xd)
+                ),
+            ));
         }
         let c = xd[1];
         for (j, role) in [(1, "gamma"), (2, "beta"), (3, "mean"), (4, "var")] {
-            self.expect_dims(d, j, ins[j], &[c], &format!("{role} (one per channel, C = {c})"))?;
+            self.expect_dims(
+                d,
+                j,
+                ins[j],
+                &[c],
+                &format!("{role} (one per channel, C = {c})"),
+            )?;
         }
         let eps = self.attr_float(d, "epsilon")?.unwrap_or(DEFAULT_EPSILON);
         if eps < 0.0 {
-            return Err(self.attr_err(d, "epsilon", format!("expected a non-negative number, found {eps}")));
+            return Err(self.attr_err(
+                d,
+                "epsilon",
+                format!("expected a non-negative number, found {eps}"),
+            ));
         }
         let name = &d.name;
         // y = x * scale + shift, scale = gamma / sqrt(var + eps), shift = beta - mean * scale:
@@ -772,7 +1002,13 @@ impl<'a> Lowerer<'a> {
         let ve = self.binary(d, &format!("{name}.var_eps"), BinaryOp::Add, ins[4], e)?;
         let inv = self.unary(d, &format!("{name}.inv_std"), UnaryOp::Rsqrt, ve)?;
         let scale = self.binary(d, &format!("{name}.scale"), BinaryOp::Multiply, ins[1], inv)?;
-        let ms = self.binary(d, &format!("{name}.mean_scale"), BinaryOp::Multiply, ins[3], scale)?;
+        let ms = self.binary(
+            d,
+            &format!("{name}.mean_scale"),
+            BinaryOp::Multiply,
+            ins[3],
+            scale,
+        )?;
         let shift = self.binary(d, &format!("{name}.shift"), BinaryOp::Subtract, ins[2], ms)?;
         let sb = self.bcast(d, &format!("{name}.scale_b"), scale, vec![1], xd.clone())?;
         let hb = self.bcast(d, &format!("{name}.shift_b"), shift, vec![1], xd)?;
@@ -784,20 +1020,41 @@ impl<'a> Lowerer<'a> {
         let (x, w) = (ins[0], ins[1]);
         let xd = self.dims(x);
         if xd.is_empty() {
-            return Err(self.shape_err(d, format!("input `{}` is a scalar; dense needs [..., in_features]", d.inputs[0])));
+            return Err(self.shape_err(
+                d,
+                format!(
+                    "input `{}` is a scalar; dense needs [..., in_features]",
+                    d.inputs[0]
+                ),
+            ));
         }
         self.expect_rank(d, 1, w, &[2], "weight [out_features, in_features]")?;
         let wd = self.dims(w);
         let k = xd[xd.len() - 1];
-        self.expect_dims(d, 1, w, &[wd[0], k], &format!("weight [out_features, in_features] (the input's last dim is {k})"))?;
+        self.expect_dims(
+            d,
+            1,
+            w,
+            &[wd[0], k],
+            &format!("weight [out_features, in_features] (the input's last dim is {k})"),
+        )?;
         let name = &d.name;
         let has_bias = ins.len() == 3;
-        let dot_name = if has_bias { format!("{name}.dot") } else { name.clone() };
-        let dot = self.add(d, &dot_name, Op::Dot(DotDims {
-            lhs_contracting: vec![xd.len() - 1],
-            rhs_contracting: vec![1],
-            ..DotDims::default()
-        }), &[x, w])?;
+        let dot_name = if has_bias {
+            format!("{name}.dot")
+        } else {
+            name.clone()
+        };
+        let dot = self.add(
+            d,
+            &dot_name,
+            Op::Dot(DotDims {
+                lhs_contracting: vec![xd.len() - 1],
+                rhs_contracting: vec![1],
+                ..DotDims::default()
+            }),
+            &[x, w],
+        )?;
         if !has_bias {
             return Ok(dot);
         }
@@ -815,8 +1072,16 @@ impl<'a> Lowerer<'a> {
         let tb = self.attr_bool(d, "transpose_b")?.unwrap_or(false);
         let (ad, bd) = (self.dims(a), self.dims(b));
         let (ra, rb) = (ad.len(), bd.len());
-        let (m, ka) = if ta { (ad[ra - 1], ad[ra - 2]) } else { (ad[ra - 2], ad[ra - 1]) };
-        let (kb, n) = if tb { (bd[rb - 1], bd[rb - 2]) } else { (bd[rb - 2], bd[rb - 1]) };
+        let (m, ka) = if ta {
+            (ad[ra - 1], ad[ra - 2])
+        } else {
+            (ad[ra - 2], ad[ra - 1])
+        };
+        let (kb, n) = if tb {
+            (bd[rb - 1], bd[rb - 2])
+        } else {
+            (bd[rb - 2], bd[rb - 1])
+        };
         if ka != kb {
             return Err(self.shape_err(d, format!(
                 "inner dimensions differ: `{}` {} gives [{m}, {ka}]{} and `{}` {} gives [{kb}, {n}]{}",
@@ -829,13 +1094,31 @@ impl<'a> Lowerer<'a> {
         let nb = ba.len().max(bb.len());
         let mut batch = vec![0; nb];
         for i in 0..nb {
-            let x = if i + ba.len() >= nb { ba[i + ba.len() - nb] } else { 1 };
-            let y = if i + bb.len() >= nb { bb[i + bb.len() - nb] } else { 1 };
-            batch[i] = if x == y || y == 1 { x } else if x == 1 { y } else {
-                return Err(self.shape_err(d, format!(
-                    "batch dimensions of `{}` {} and `{}` {} do not broadcast ({x} vs {y})",
-                    d.inputs[0], dims_str(&ad), d.inputs[1], dims_str(&bd)
-                )));
+            let x = if i + ba.len() >= nb {
+                ba[i + ba.len() - nb]
+            } else {
+                1
+            };
+            let y = if i + bb.len() >= nb {
+                bb[i + bb.len() - nb]
+            } else {
+                1
+            };
+            batch[i] = if x == y || y == 1 {
+                x
+            } else if x == 1 {
+                y
+            } else {
+                return Err(self.shape_err(
+                    d,
+                    format!(
+                        "batch dimensions of `{}` {} and `{}` {} do not broadcast ({x} vs {y})",
+                        d.inputs[0],
+                        dims_str(&ad),
+                        d.inputs[1],
+                        dims_str(&bd)
+                    ),
+                ));
             };
         }
         let name = d.name.clone();
@@ -864,14 +1147,23 @@ impl<'a> Lowerer<'a> {
         let approx = match d.attr("approximate") {
             None => "none".to_string(),
             Some(v) => v.as_str().map(str::to_string).ok_or_else(|| {
-                self.attr_err(d, "approximate", format!("expected `none` or `tanh`, found {}", describe(v)))
+                self.attr_err(
+                    d,
+                    "approximate",
+                    format!("expected `none` or `tanh`, found {}", describe(v)),
+                )
             })?,
         };
         let name = &d.name;
         let xd = self.dims(x);
         let inner = match approx.as_str() {
             "none" => {
-                let c = self.splat(d, &format!("{name}.rsqrt2"), std::f32::consts::FRAC_1_SQRT_2, &xd)?;
+                let c = self.splat(
+                    d,
+                    &format!("{name}.rsqrt2"),
+                    std::f32::consts::FRAC_1_SQRT_2,
+                    &xd,
+                )?;
                 let s = self.binary(d, &format!("{name}.scaled"), BinaryOp::Multiply, x, c)?;
                 self.unary(d, &format!("{name}.erf"), UnaryOp::Erf, s)?
             }
@@ -882,12 +1174,21 @@ impl<'a> Lowerer<'a> {
                 let cx3 = self.binary(d, &format!("{name}.cx3"), BinaryOp::Multiply, x3, c)?;
                 let sum = self.binary(d, &format!("{name}.poly"), BinaryOp::Add, x, cx3)?;
                 // sqrt(2/pi)
-                let k = self.splat(d, &format!("{name}.sqrt_2_pi"), (2.0f64 / std::f64::consts::PI).sqrt() as f32, &xd)?;
+                let k = self.splat(
+                    d,
+                    &format!("{name}.sqrt_2_pi"),
+                    (2.0f64 / std::f64::consts::PI).sqrt() as f32,
+                    &xd,
+                )?;
                 let arg = self.binary(d, &format!("{name}.arg"), BinaryOp::Multiply, sum, k)?;
                 self.unary(d, &format!("{name}.tanh"), UnaryOp::Tanh, arg)?
             }
             other => {
-                return Err(self.attr_err(d, "approximate", format!("expected `none` or `tanh`, found `{other}`")));
+                return Err(self.attr_err(
+                    d,
+                    "approximate",
+                    format!("expected `none` or `tanh`, found `{other}`"),
+                ));
             }
         };
         let one = self.splat(d, &format!("{name}.one"), 1.0, &xd)?;
@@ -902,7 +1203,9 @@ impl<'a> Lowerer<'a> {
         let xd = self.dims(x);
         let k = self.attr_sizes(d, "kernel_size", &[2], true)?;
         let k = self.required(d, "kernel_size", k)?;
-        let s = self.attr_sizes(d, "strides", &[2], true)?.unwrap_or(k.clone());
+        let s = self
+            .attr_sizes(d, "strides", &[2], true)?
+            .unwrap_or(k.clone());
         let [top, left, bottom, right] = self.padding2d(d)?;
         if top >= k[0] || bottom >= k[0] || left >= k[1] || right >= k[1] {
             return Err(self.attr_err(d, "padding", format!(
@@ -919,18 +1222,40 @@ impl<'a> Lowerer<'a> {
         };
         for i in 2..4 {
             if window.output_extent(i, xd[i]).is_none() {
-                return Err(self.shape_err(d, format!(
-                    "the {}x{} window does not fit the padded {}x{} input",
-                    k[0], k[1], xd[2] + top + bottom, xd[3] + left + right
-                )));
+                return Err(self.shape_err(
+                    d,
+                    format!(
+                        "the {}x{} window does not fit the padded {}x{} input",
+                        k[0],
+                        k[1],
+                        xd[2] + top + bottom,
+                        xd[3] + left + right
+                    ),
+                ));
             }
         }
         let name = d.name.clone();
         if d.kind == "max_pool2d" {
-            return self.add(d, &name, Op::ReduceWindow { kind: ReduceKind::Max, window }, &[x]);
+            return self.add(
+                d,
+                &name,
+                Op::ReduceWindow {
+                    kind: ReduceKind::Max,
+                    window,
+                },
+                &[x],
+            );
         }
         let include = self.attr_bool(d, "count_include_pad")?.unwrap_or(false);
-        let sum = self.add(d, &format!("{name}.sum"), Op::ReduceWindow { kind: ReduceKind::Add, window: window.clone() }, &[x])?;
+        let sum = self.add(
+            d,
+            &format!("{name}.sum"),
+            Op::ReduceWindow {
+                kind: ReduceKind::Add,
+                window: window.clone(),
+            },
+            &[x],
+        )?;
         let od = self.dims(sum);
         let padded = top + left + bottom + right > 0;
         let count = if include || !padded {
@@ -939,7 +1264,15 @@ impl<'a> Lowerer<'a> {
             // Cells per window that are not padding: the same window summed over ones. A constant
             // subgraph, folded at compile time.
             let ones = self.splat(d, &format!("{name}.ones"), 1.0, &xd)?;
-            self.add(d, &format!("{name}.count"), Op::ReduceWindow { kind: ReduceKind::Add, window }, &[ones])?
+            self.add(
+                d,
+                &format!("{name}.count"),
+                Op::ReduceWindow {
+                    kind: ReduceKind::Add,
+                    window,
+                },
+                &[ones],
+            )?
         };
         self.binary(d, &name, BinaryOp::Divide, sum, count)
     }
@@ -952,7 +1285,10 @@ impl<'a> Lowerer<'a> {
         let axis = self.attr_int(d, "axis")?.unwrap_or(-1);
         let axis = self.axis(d, "axis", axis, xd.len())?;
         let name = d.name.clone();
-        let red = |kind| Op::Reduce { kind, dimensions: vec![axis] };
+        let red = |kind| Op::Reduce {
+            kind,
+            dimensions: vec![axis],
+        };
         let m = self.add(d, &format!("{name}.max"), red(ReduceKind::Max), &[x])?;
         let mb = self.unreduce(d, &format!("{name}.max_b"), m, &[axis], &xd)?;
         let sh = self.binary(d, &format!("{name}.shifted"), BinaryOp::Subtract, x, mb)?;
@@ -977,18 +1313,31 @@ impl<'a> Lowerer<'a> {
         let axis = self.axis(d, "axis", axis, xd.len())?;
         let eps = self.attr_float(d, "epsilon")?.unwrap_or(DEFAULT_EPSILON);
         if eps < 0.0 {
-            return Err(self.attr_err(d, "epsilon", format!("expected a non-negative number, found {eps}")));
+            return Err(self.attr_err(
+                d,
+                "epsilon",
+                format!("expected a non-negative number, found {eps}"),
+            ));
         }
         let axes: Vec<usize> = (axis..xd.len()).collect();
         let normalized = &xd[axis..];
         for (j, role) in [(1usize, "gamma"), (2, "beta")] {
             if j < ins.len() {
-                self.expect_dims(d, j, ins[j], normalized, &format!("{role} (the normalised dims x.shape[{axis}:])"))?;
+                self.expect_dims(
+                    d,
+                    j,
+                    ins[j],
+                    normalized,
+                    &format!("{role} (the normalised dims x.shape[{axis}:])"),
+                )?;
             }
         }
         let name = d.name.clone();
         let count: usize = normalized.iter().product();
-        let red = Op::Reduce { kind: ReduceKind::Add, dimensions: axes.clone() };
+        let red = Op::Reduce {
+            kind: ReduceKind::Add,
+            dimensions: axes.clone(),
+        };
         let kept: Vec<usize> = xd[..axis].to_vec();
         let n = self.splat(d, &format!("{name}.count"), count as f32, &kept)?;
         let sum = self.add(d, &format!("{name}.sum"), red.clone(), &[x])?;
@@ -1003,11 +1352,31 @@ impl<'a> Lowerer<'a> {
         let inv = self.unary(d, &format!("{name}.inv_std"), UnaryOp::Rsqrt, ve)?;
         let ib = self.unreduce(d, &format!("{name}.inv_std_b"), inv, &axes, &xd)?;
         let last = ins.len() == 1;
-        let mut y = self.binary(d, &if last { name.clone() } else { format!("{name}.normalized") }, BinaryOp::Multiply, xc, ib)?;
+        let mut y = self.binary(
+            d,
+            &if last {
+                name.clone()
+            } else {
+                format!("{name}.normalized")
+            },
+            BinaryOp::Multiply,
+            xc,
+            ib,
+        )?;
         let map: Vec<usize> = axes.clone();
         if ins.len() >= 2 {
-            let g = self.bcast(d, &format!("{name}.gamma_b"), ins[1], map.clone(), xd.clone())?;
-            let nm = if ins.len() == 2 { name.clone() } else { format!("{name}.scaled") };
+            let g = self.bcast(
+                d,
+                &format!("{name}.gamma_b"),
+                ins[1],
+                map.clone(),
+                xd.clone(),
+            )?;
+            let nm = if ins.len() == 2 {
+                name.clone()
+            } else {
+                format!("{name}.scaled")
+            };
             y = self.binary(d, &nm, BinaryOp::Multiply, y, g)?;
         }
         if ins.len() == 3 {
@@ -1021,7 +1390,10 @@ impl<'a> Lowerer<'a> {
         let xd = self.dims(x);
         let mut axes: Vec<usize> = match self.attr_ints(d, "axes")? {
             None => (0..xd.len()).collect(),
-            Some(list) => list.iter().map(|&a| self.axis(d, "axes", a, xd.len())).collect::<R<_>>()?,
+            Some(list) => list
+                .iter()
+                .map(|&a| self.axis(d, "axes", a, xd.len()))
+                .collect::<R<_>>()?,
         };
         axes.sort();
         if axes.windows(2).any(|w| w[0] == w[1]) {
@@ -1029,20 +1401,42 @@ impl<'a> Lowerer<'a> {
         }
         let keep = self.attr_bool(d, "keepdims")?.unwrap_or(false);
         let name = d.name.clone();
-        let kind = if d.kind == "reduce_max" { ReduceKind::Max } else { ReduceKind::Add };
+        let kind = if d.kind == "reduce_max" {
+            ReduceKind::Max
+        } else {
+            ReduceKind::Add
+        };
         let mean = d.kind == "reduce_mean";
         let last_is_reduce = !mean && !keep;
-        let rname = if last_is_reduce { name.clone() } else { format!("{name}.reduce") };
-        let mut r = self.add(d, &rname, Op::Reduce { kind, dimensions: axes.clone() }, &[x])?;
+        let rname = if last_is_reduce {
+            name.clone()
+        } else {
+            format!("{name}.reduce")
+        };
+        let mut r = self.add(
+            d,
+            &rname,
+            Op::Reduce {
+                kind,
+                dimensions: axes.clone(),
+            },
+            &[x],
+        )?;
         if mean {
             let count: usize = axes.iter().map(|&a| xd[a]).product();
             let rd = self.dims(r);
             let c = self.splat(d, &format!("{name}.count"), count as f32, &rd)?;
-            let mname = if keep { format!("{name}.mean") } else { name.clone() };
+            let mname = if keep {
+                format!("{name}.mean")
+            } else {
+                name.clone()
+            };
             r = self.binary(d, &mname, BinaryOp::Divide, r, c)?;
         }
         if keep {
-            let kd: Vec<usize> = (0..xd.len()).map(|i| if axes.contains(&i) { 1 } else { xd[i] }).collect();
+            let kd: Vec<usize> = (0..xd.len())
+                .map(|i| if axes.contains(&i) { 1 } else { xd[i] })
+                .collect();
             r = self.reshape(d, &name, r, kd)?;
         }
         Ok(r)
@@ -1059,27 +1453,46 @@ impl<'a> Lowerer<'a> {
                 }
                 infer = Some(i);
             } else if s <= 0 {
-                return Err(self.attr_err(d, "shape", format!("dimension {s} is not positive (use -1 for one inferred dimension)")));
+                return Err(self.attr_err(
+                    d,
+                    "shape",
+                    format!("dimension {s} is not positive (use -1 for one inferred dimension)"),
+                ));
             } else {
                 known = known.checked_mul(s as usize).ok_or_else(|| {
-                    self.err(&format!("{}.shape", d.path()), SpecErrorKind::DimensionOverflow(format!("reshape target {shape:?} is too large")))
+                    self.err(
+                        &format!("{}.shape", d.path()),
+                        SpecErrorKind::DimensionOverflow(format!(
+                            "reshape target {shape:?} is too large"
+                        )),
+                    )
                 })?;
             }
         }
         let mut dims: Vec<usize> = shape.iter().map(|&s| s.max(0) as usize).collect();
         if let Some(i) = infer {
             if known == 0 || total % known != 0 {
-                return Err(self.attr_err(d, "shape", format!(
-                    "cannot infer -1: {} elements of {} are not a multiple of {known}",
-                    total, dims_str(xd)
-                )));
+                return Err(self.attr_err(
+                    d,
+                    "shape",
+                    format!(
+                        "cannot infer -1: {} elements of {} are not a multiple of {known}",
+                        total,
+                        dims_str(xd)
+                    ),
+                ));
             }
             dims[i] = total / known;
         } else if known != total {
-            return Err(self.attr_err(d, "shape", format!(
-                "{shape:?} holds {known} elements but `{}` {} holds {total}",
-                d.inputs[0], dims_str(xd)
-            )));
+            return Err(self.attr_err(
+                d,
+                "shape",
+                format!(
+                    "{shape:?} holds {known} elements but `{}` {} holds {total}",
+                    d.inputs[0],
+                    dims_str(xd)
+                ),
+            ));
         }
         Ok(dims)
     }
@@ -1090,30 +1503,52 @@ impl<'a> Lowerer<'a> {
         let ends = self.required(d, "ends", self.attr_ints(d, "ends")?)?;
         let n = starts.len();
         if ends.len() != n {
-            return Err(self.attr_err(d, "ends", format!("has {} entries but starts has {n}", ends.len())));
+            return Err(self.attr_err(
+                d,
+                "ends",
+                format!("has {} entries but starts has {n}", ends.len()),
+            ));
         }
         let axes: Vec<usize> = match self.attr_ints(d, "axes")? {
             None => {
                 if n > xd.len() {
-                    return Err(self.attr_err(d, "starts", format!("{n} entries for a tensor of rank {}", xd.len())));
+                    return Err(self.attr_err(
+                        d,
+                        "starts",
+                        format!("{n} entries for a tensor of rank {}", xd.len()),
+                    ));
                 }
                 (0..n).collect()
             }
             Some(a) => {
                 if a.len() != n {
-                    return Err(self.attr_err(d, "axes", format!("has {} entries but starts has {n}", a.len())));
+                    return Err(self.attr_err(
+                        d,
+                        "axes",
+                        format!("has {} entries but starts has {n}", a.len()),
+                    ));
                 }
-                a.iter().map(|&v| self.axis(d, "axes", v, xd.len())).collect::<R<_>>()?
+                a.iter()
+                    .map(|&v| self.axis(d, "axes", v, xd.len()))
+                    .collect::<R<_>>()?
             }
         };
         let steps = match self.attr_ints(d, "steps")? {
             None => vec![1; n],
             Some(s) => {
                 if s.len() != n {
-                    return Err(self.attr_err(d, "steps", format!("has {} entries but starts has {n}", s.len())));
+                    return Err(self.attr_err(
+                        d,
+                        "steps",
+                        format!("has {} entries but starts has {n}", s.len()),
+                    ));
                 }
                 if let Some(bad) = s.iter().find(|&&v| v <= 0) {
-                    return Err(self.attr_err(d, "steps", format!("step {bad} is not supported; steps must be positive")));
+                    return Err(self.attr_err(
+                        d,
+                        "steps",
+                        format!("step {bad} is not supported; steps must be positive"),
+                    ));
                 }
                 s
             }
@@ -1139,7 +1574,16 @@ impl<'a> Lowerer<'a> {
             hi[ax] = e as usize;
             st[ax] = steps[i] as usize;
         }
-        self.add(d, &d.name, Op::Slice { starts: lo, limits: hi, strides: st }, &[x])
+        self.add(
+            d,
+            &d.name,
+            Op::Slice {
+                starts: lo,
+                limits: hi,
+                strides: st,
+            },
+            &[x],
+        )
     }
 }
 
@@ -1173,7 +1617,9 @@ pub fn describe(v: &Value) -> String {
 /// A scalar literal helper used by the spec front end for inline constants.
 pub fn literal_from_values(dtype: DType, dims: Vec<usize>, values: &[f64]) -> Literal {
     match dtype {
-        DType::I32 => Literal::from_i32(dims, &values.iter().map(|&v| v as i32).collect::<Vec<_>>()),
+        DType::I32 => {
+            Literal::from_i32(dims, &values.iter().map(|&v| v as i32).collect::<Vec<_>>())
+        }
         _ => Literal::from_f32(dims, &values.iter().map(|&v| v as f32).collect::<Vec<_>>()),
     }
 }

@@ -51,7 +51,13 @@ pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
         } else {
             io_reason(&e)
         };
-        SpecError::new(path, SpecErrorKind::Io { path: path.display().to_string(), reason })
+        SpecError::new(
+            path,
+            SpecErrorKind::Io {
+                path: path.display().to_string(),
+                reason,
+            },
+        )
     })?;
     spec_from_str(path, &source)
 }
@@ -65,10 +71,16 @@ fn is_tensor_name(s: &str) -> bool {
 fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
     match DType::from_name(s) {
         Some(d @ (DType::F32 | DType::I32)) => Ok(d),
-        Some(d) => Err((SpecErrorKind::UnsupportedDtype(d.name().into()), Some("use f32 (or i32 for indices)".into()))),
+        Some(d) => Err((
+            SpecErrorKind::UnsupportedDtype(d.name().into()),
+            Some("use f32 (or i32 for indices)".into()),
+        )),
         None => {
             let hint = nearest(s, ["f32", "i32"]).map(|n| format!("did you mean `{n}`?"));
-            Err((SpecErrorKind::Invalid(format!("unknown dtype `{s}`")), hint.or(Some("dtypes: f32, i32".into()))))
+            Err((
+                SpecErrorKind::Invalid(format!("unknown dtype `{s}`")),
+                hint.or(Some("dtypes: f32, i32".into())),
+            ))
         }
     }
 }
@@ -85,7 +97,10 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
             .hint(format!("e.g. `{}`", sanitize(&raw.name))));
     }
 
-    let params_path = raw.params.as_ref().map(|p| path.parent().unwrap_or(Path::new(".")).join(p));
+    let params_path = raw
+        .params
+        .as_ref()
+        .map(|p| path.parent().unwrap_or(Path::new(".")).join(p));
     let weights = match &params_path {
         None => WeightStore::empty(),
         Some(p) => WeightStore::open(p).map_err(|m| {
@@ -103,12 +118,26 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         }
         let line = spans.find(p).map_or(0, |x| x.line);
         if let Some(&(first_line, _)) = first.get(name) {
-            return Err(at(p, SpecErrorKind::Duplicate { name: name.to_string(), first_line })
-                .hint("every input, constant and op needs its own name"));
+            return Err(at(
+                p,
+                SpecErrorKind::Duplicate {
+                    name: name.to_string(),
+                    first_line,
+                },
+            )
+            .hint("every input, constant and op needs its own name"));
         }
         if weights.contains(name) {
-            return Err(at(p, SpecErrorKind::Duplicate { name: name.to_string(), first_line: line })
-                .hint(format!("`{name}` is also a tensor in the params file; rename the {what}")));
+            return Err(at(
+                p,
+                SpecErrorKind::Duplicate {
+                    name: name.to_string(),
+                    first_line: line,
+                },
+            )
+            .hint(format!(
+                "`{name}` is also a tensor in the params file; rename the {what}"
+            )));
         }
         first.insert(name.to_string(), (line, what));
         Ok(())
@@ -125,17 +154,30 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
     };
 
     if raw.inputs.is_empty() {
-        return Err(at("inputs", SpecErrorKind::Invalid("the model has no inputs".into()))
-            .expected("at least one input {name, dtype, shape}"));
+        return Err(at(
+            "inputs",
+            SpecErrorKind::Invalid("the model has no inputs".into()),
+        )
+        .expected("at least one input {name, dtype, shape}"));
     }
     for (i, input) in raw.inputs.iter().enumerate() {
         let p = format!("inputs[{i}]");
         claim(&input.name, &format!("{p}.name"), "input")?;
-        let dtype = parse_dtype(&input.dtype).map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?;
+        let dtype = parse_dtype(&input.dtype)
+            .map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?;
         let dims = check_dims(&input.shape).map_err(|(j, k)| at(&format!("{p}.shape[{j}]"), k))?;
         let line = spans.find(&p).map_or(0, |x| x.line);
-        let id = lw.b.parameter(&input.name, Shape::new(dtype, dims)).map_err(|m| at(&p, SpecErrorKind::DimensionOverflow(m)))?;
-        lw.env.insert(input.name.clone(), Defined { id, origin: Origin::Input, line });
+        let id =
+            lw.b.parameter(&input.name, Shape::new(dtype, dims))
+                .map_err(|m| at(&p, SpecErrorKind::DimensionOverflow(m)))?;
+        lw.env.insert(
+            input.name.clone(),
+            Defined {
+                id,
+                origin: Origin::Input,
+                line,
+            },
+        );
     }
 
     for (i, c) in raw.constants.iter().enumerate() {
@@ -143,7 +185,9 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         claim(&c.name, &format!("{p}.name"), "constant")?;
         let dtype = match &c.dtype {
             None => DType::F32,
-            Some(s) => parse_dtype(s).map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?,
+            Some(s) => {
+                parse_dtype(s).map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?
+            }
         };
         let values: Vec<f64> = match &c.value {
             Value::Sequence(seq) => seq
@@ -151,14 +195,26 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
                 .enumerate()
                 .map(|(j, v)| {
                     v.as_f64().ok_or_else(|| {
-                        at(&format!("{p}.value[{j}]"), SpecErrorKind::Invalid(format!("constant value {} is not a number", describe(v))))
-                            .hint("inline constants are a number or a flat list of numbers (row-major)")
+                        at(
+                            &format!("{p}.value[{j}]"),
+                            SpecErrorKind::Invalid(format!(
+                                "constant value {} is not a number",
+                                describe(v)
+                            )),
+                        )
+                        .hint("inline constants are a number or a flat list of numbers (row-major)")
                     })
                 })
                 .collect::<Result<_, _>>()?,
             v => vec![v.as_f64().ok_or_else(|| {
-                at(&format!("{p}.value"), SpecErrorKind::Invalid(format!("constant value {} is not a number", describe(v))))
-                    .hint("inline constants are a number or a flat list of numbers (row-major)")
+                at(
+                    &format!("{p}.value"),
+                    SpecErrorKind::Invalid(format!(
+                        "constant value {} is not a number",
+                        describe(v)
+                    )),
+                )
+                .hint("inline constants are a number or a flat list of numbers (row-major)")
             })?],
         };
         if values.len() > MAX_INLINE_CONSTANT_ELEMENTS {
@@ -169,8 +225,18 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
             )))
             .hint("put large tensors in the `params` file"));
         }
-        if dtype == DType::I32 && values.iter().any(|v| v.fract() != 0.0 || *v < i32::MIN as f64 || *v > i32::MAX as f64) {
-            return Err(at(&format!("{p}.value"), SpecErrorKind::Invalid(format!("i32 constant `{}` holds a value that is not a 32-bit integer", c.name))));
+        if dtype == DType::I32
+            && values
+                .iter()
+                .any(|v| v.fract() != 0.0 || *v < i32::MIN as f64 || *v > i32::MAX as f64)
+        {
+            return Err(at(
+                &format!("{p}.value"),
+                SpecErrorKind::Invalid(format!(
+                    "i32 constant `{}` holds a value that is not a 32-bit integer",
+                    c.name
+                )),
+            ));
         }
         let is_list = matches!(c.value, Value::Sequence(_));
         let (dims, values) = match &c.shape {
@@ -192,22 +258,36 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
                 } else if values.len() == n {
                     (dims, values)
                 } else {
-                    return Err(at(&format!("{p}.value"), SpecErrorKind::Invalid(format!(
-                        "constant `{}` has {} value(s) but shape {} needs {n}",
-                        c.name,
-                        values.len(),
-                        dims_str(&dims)
-                    ))));
+                    return Err(at(
+                        &format!("{p}.value"),
+                        SpecErrorKind::Invalid(format!(
+                            "constant `{}` has {} value(s) but shape {} needs {n}",
+                            c.name,
+                            values.len(),
+                            dims_str(&dims)
+                        )),
+                    ));
                 }
             }
         };
         let line = spans.find(&p).map_or(0, |x| x.line);
-        let id = lw.b.constant(&c.name, literal_from_values(dtype, dims, &values));
-        lw.env.insert(c.name.clone(), Defined { id, origin: Origin::Constant, line });
+        let id =
+            lw.b.constant(&c.name, literal_from_values(dtype, dims, &values));
+        lw.env.insert(
+            c.name.clone(),
+            Defined {
+                id,
+                origin: Origin::Constant,
+                line,
+            },
+        );
     }
 
     if raw.ops.is_empty() {
-        return Err(at("ops", SpecErrorKind::Invalid("the model has no ops".into())).expected("at least one op"));
+        return Err(
+            at("ops", SpecErrorKind::Invalid("the model has no ops".into()))
+                .expected("at least one op"),
+        );
     }
     let mut decls = Vec::with_capacity(raw.ops.len());
     for (i, m) in raw.ops.iter().enumerate() {
@@ -218,19 +298,35 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
     }
     for d in &decls {
         let id = lw.lower_op(d)?;
-        let line = spans.find(&format!("ops[{}]", d.index)).map_or(0, |x| x.line);
-        lw.env.insert(d.name.clone(), Defined { id, origin: Origin::Op, line });
+        let line = spans
+            .find(&format!("ops[{}]", d.index))
+            .map_or(0, |x| x.line);
+        lw.env.insert(
+            d.name.clone(),
+            Defined {
+                id,
+                origin: Origin::Op,
+                line,
+            },
+        );
     }
 
     if raw.outputs.is_empty() {
-        return Err(at("outputs", SpecErrorKind::Invalid("the model has no outputs".into())).expected("a list of op names"));
+        return Err(at(
+            "outputs",
+            SpecErrorKind::Invalid("the model has no outputs".into()),
+        )
+        .expected("a list of op names"));
     }
     let mut seen = HashMap::new();
     let mut outputs = Vec::new();
     for (i, o) in raw.outputs.iter().enumerate() {
         let p = format!("outputs[{i}]");
         if seen.insert(o.clone(), i).is_some() {
-            return Err(at(&p, SpecErrorKind::Invalid(format!("output `{o}` is listed twice"))));
+            return Err(at(
+                &p,
+                SpecErrorKind::Invalid(format!("output `{o}` is listed twice")),
+            ));
         }
         match lw.env.get(o) {
             Some(def) if def.origin == Origin::Op => outputs.push((o.clone(), def.id)),
@@ -262,26 +358,44 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
             "internal compiler error: the lowered module fails verification (please report this): {e}"
         )))
     })?;
-    Ok(Model { module, spec_path: path.to_path_buf(), params_path })
+    Ok(Model {
+        module,
+        spec_path: path.to_path_buf(),
+        params_path,
+    })
 }
 
 /// Checks a shape list: every dim positive, the element count within bounds.
 fn check_dims(shape: &[i64]) -> Result<Vec<usize>, (usize, SpecErrorKind)> {
     for (j, &d) in shape.iter().enumerate() {
         if d <= 0 {
-            return Err((j, SpecErrorKind::Invalid(format!("dimension {d} is not positive; every dimension must be >= 1"))));
+            return Err((
+                j,
+                SpecErrorKind::Invalid(format!(
+                    "dimension {d} is not positive; every dimension must be >= 1"
+                )),
+            ));
         }
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     if checked_element_count(&dims).is_none() {
-        return Err((0, SpecErrorKind::DimensionOverflow(format!(
-            "shape {shape:?} has more than {MAX_ELEMENTS} elements"
-        ))));
+        return Err((
+            0,
+            SpecErrorKind::DimensionOverflow(format!(
+                "shape {shape:?} has more than {MAX_ELEMENTS} elements"
+            )),
+        ));
     }
     Ok(dims)
 }
 
-fn decode_op(path: &Path, source: &str, spans: &SpanIndex, i: usize, m: &serde_yaml::Mapping) -> Result<OpDecl, SpecError> {
+fn decode_op(
+    path: &Path,
+    source: &str,
+    spans: &SpanIndex,
+    i: usize,
+    m: &serde_yaml::Mapping,
+) -> Result<OpDecl, SpecError> {
     let p = format!("ops[{i}]");
     let at = |q: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(q), source);
     let mut name = None;
@@ -290,12 +404,21 @@ fn decode_op(path: &Path, source: &str, spans: &SpanIndex, i: usize, m: &serde_y
     let mut attrs = Vec::new();
     for (k, v) in m {
         let Some(key) = k.as_str() else {
-            return Err(at(&p, SpecErrorKind::Invalid(format!("op keys must be strings, found {}", describe(k)))));
+            return Err(at(
+                &p,
+                SpecErrorKind::Invalid(format!("op keys must be strings, found {}", describe(k))),
+            ));
         };
         let q = format!("{p}.{key}");
         let string = |v: &Value, what: &str| -> Result<String, SpecError> {
             v.as_str().map(str::to_string).ok_or_else(|| {
-                at(&q, SpecErrorKind::Invalid(format!("`{key}` must be {what}, found {}", describe(v))))
+                at(
+                    &q,
+                    SpecErrorKind::Invalid(format!(
+                        "`{key}` must be {what}, found {}",
+                        describe(v)
+                    )),
+                )
             })
         };
         match key {
@@ -303,18 +426,27 @@ fn decode_op(path: &Path, source: &str, spans: &SpanIndex, i: usize, m: &serde_y
             "op" => kind = Some(string(v, "a string (the op kind, e.g. conv2d)")?),
             "inputs" => {
                 let Some(seq) = v.as_sequence() else {
-                    return Err(at(&q, SpecErrorKind::Invalid(format!("`inputs` must be a list of tensor names, found {}", describe(v))))
-                        .hint("write inputs: [x] even for a single input"));
+                    return Err(at(
+                        &q,
+                        SpecErrorKind::Invalid(format!(
+                            "`inputs` must be a list of tensor names, found {}",
+                            describe(v)
+                        )),
+                    )
+                    .hint("write inputs: [x] even for a single input"));
                 };
                 let mut names = Vec::new();
                 for (j, item) in seq.iter().enumerate() {
                     match item.as_str() {
                         Some(s) => names.push(s.to_string()),
                         None => {
-                            return Err(at(&format!("{q}[{j}]"), SpecErrorKind::Invalid(format!(
-                                "an input must be a tensor name, found {}",
-                                describe(item)
-                            ))));
+                            return Err(at(
+                                &format!("{q}[{j}]"),
+                                SpecErrorKind::Invalid(format!(
+                                    "an input must be a tensor name, found {}",
+                                    describe(item)
+                                )),
+                            ));
                         }
                     }
                 }
@@ -324,8 +456,14 @@ fn decode_op(path: &Path, source: &str, spans: &SpanIndex, i: usize, m: &serde_y
         }
     }
     let missing = |key: &str| {
-        at(&p, SpecErrorKind::MissingKey { key: key.to_string(), context: format!("op #{}", i + 1) })
-            .expected("{name: ..., op: ..., inputs: [...], <attributes>}")
+        at(
+            &p,
+            SpecErrorKind::MissingKey {
+                key: key.to_string(),
+                context: format!("op #{}", i + 1),
+            },
+        )
+        .expected("{name: ..., op: ..., inputs: [...], <attributes>}")
     };
     Ok(OpDecl {
         index: i,
@@ -340,7 +478,13 @@ fn decode_op(path: &Path, source: &str, spans: &SpanIndex, i: usize, m: &serde_y
 pub fn sanitize(s: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(MAX_MODEL_NAME_LEN)
         .collect();
     if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {

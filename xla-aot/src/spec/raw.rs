@@ -26,7 +26,15 @@ pub struct RawSpec {
 }
 
 /// Top-level keys, for hints.
-pub const TOP_LEVEL_KEYS: &[&str] = &["name", "description", "inputs", "outputs", "params", "constants", "ops"];
+pub const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "inputs",
+    "outputs",
+    "params",
+    "constants",
+    "ops",
+];
 
 /// One entry of `inputs`.
 #[derive(Debug, Deserialize)]
@@ -58,9 +66,12 @@ fn unknown_field(msg: &str) -> Option<&str> {
 /// Parses the YAML text of a spec.
 pub fn parse_raw(file: &Path, source: &str) -> Result<RawSpec, SpecError> {
     if source.trim().is_empty() {
-        return Err(SpecError::new(file, SpecErrorKind::Invalid("the spec file is empty".into()))
-            .expected("a YAML mapping with `name`, `inputs`, `outputs` and `ops`")
-            .hint("see docs/spec.md for a complete example"));
+        return Err(SpecError::new(
+            file,
+            SpecErrorKind::Invalid("the spec file is empty".into()),
+        )
+        .expected("a YAML mapping with `name`, `inputs`, `outputs` and `ops`")
+        .hint("see docs/spec.md for a complete example"));
     }
     serde_yaml::from_str::<RawSpec>(source).map_err(|e| {
         let pos = e.location().map(|l| Pos {

@@ -19,14 +19,8 @@ pub struct SpanIndex {
 }
 
 enum Frame {
-    Map {
-        path: String,
-        key: Option<String>,
-    },
-    Seq {
-        path: String,
-        index: usize,
-    },
+    Map { path: String, key: Option<String> },
+    Seq { path: String, index: usize },
 }
 
 #[derive(Default)]
@@ -155,12 +149,31 @@ mod tests {
 
     #[test]
     fn records_block_and_flow_nodes() {
-        let src = "name: m\nops:\n  - {name: y, op: relu, inputs: [a, b]}\n  - name: z\n    op: exp\n";
+        let src =
+            "name: m\nops:\n  - {name: y, op: relu, inputs: [a, b]}\n  - name: z\n    op: exp\n";
         let idx = SpanIndex::build(src);
         assert_eq!(idx.find("name"), Some(Pos { line: 1, column: 7 }));
-        assert_eq!(idx.find("ops[0].op"), Some(Pos { line: 3, column: 19 }));
-        assert_eq!(idx.find("ops[0].inputs[1]"), Some(Pos { line: 3, column: 37 }));
-        assert_eq!(idx.find_key("ops[0]", "op"), Some(Pos { line: 3, column: 15 }));
+        assert_eq!(
+            idx.find("ops[0].op"),
+            Some(Pos {
+                line: 3,
+                column: 19
+            })
+        );
+        assert_eq!(
+            idx.find("ops[0].inputs[1]"),
+            Some(Pos {
+                line: 3,
+                column: 37
+            })
+        );
+        assert_eq!(
+            idx.find_key("ops[0]", "op"),
+            Some(Pos {
+                line: 3,
+                column: 15
+            })
+        );
         assert_eq!(idx.find("ops[1].op"), Some(Pos { line: 5, column: 9 }));
         // Unknown paths fall back to the nearest ancestor.
         assert_eq!(idx.find("ops[1].strides[0]").map(|p| p.line), Some(4));

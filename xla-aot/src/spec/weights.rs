@@ -5,8 +5,8 @@
 //! by name and checks its data. Errors are messages; the caller positions them in the spec. Only
 //! tensors an op uses are ever decoded.
 
-use crate::ir::{DType, Literal, LiteralData};
 use crate::ir::shape::checked_element_count;
+use crate::ir::{DType, Literal, LiteralData};
 use crate::util::npy::read_npy;
 use safetensors::SafeTensors;
 use std::collections::BTreeSet;
@@ -59,8 +59,13 @@ impl WeightStore {
         let meta = std::fs::metadata(path)
             .map_err(|e| format!("cannot read params `{}`: {}", path.display(), io_reason(&e)))?;
         if meta.is_dir() {
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| format!("cannot list params directory `{}`: {}", path.display(), io_reason(&e)))?;
+            let entries = std::fs::read_dir(path).map_err(|e| {
+                format!(
+                    "cannot list params directory `{}`: {}",
+                    path.display(),
+                    io_reason(&e)
+                )
+            })?;
             let mut names = BTreeSet::new();
             for entry in entries.flatten() {
                 let file_name = entry.file_name();

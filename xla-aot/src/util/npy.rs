@@ -5,8 +5,8 @@
 //! truncated data), saying how to re-save the array. [`write_npy`] writes version 1.0 with the
 //! header padded to 64 bytes, like `numpy.save`.
 
-use crate::ir::{DType, Literal, LiteralData};
 use crate::ir::shape::checked_element_count;
+use crate::ir::{DType, Literal, LiteralData};
 use thiserror::Error;
 
 /// Why an `.npy` file could not be used.
@@ -22,7 +22,9 @@ pub enum NpyError {
     #[error("unsupported .npy dtype `{descr}`{hint}")]
     UnsupportedDtype { descr: String, hint: String },
     /// Column-major data.
-    #[error("the array is stored in Fortran order; save it with np.save(f, np.ascontiguousarray(a))")]
+    #[error(
+        "the array is stored in Fortran order; save it with np.save(f, np.ascontiguousarray(a))"
+    )]
     FortranOrder,
     /// Shape too large.
     #[error("the array shape {0} has more elements than the compiler supports")]
@@ -45,7 +47,9 @@ fn descr_dtype(descr: &str) -> Result<DType, NpyError> {
         "<f2" => Ok(DType::F16),
         "<f8" => Err(hint(" (float64); convert it with a.astype(np.float32)")),
         "<i8" => Err(hint(" (int64); convert it with a.astype(np.int32)")),
-        d if d.starts_with('>') => Err(hint(" (big-endian); convert it with a.astype(a.dtype.newbyteorder('<'))")),
+        d if d.starts_with('>') => Err(hint(
+            " (big-endian); convert it with a.astype(a.dtype.newbyteorder('<'))",
+        )),
         _ => Err(hint("; expected float32 (<f4) or int32 (<i4)")),
     }
 }
@@ -96,7 +100,9 @@ pub fn read_npy(bytes: &[u8]) -> Result<Literal, NpyError> {
     if fortran.starts_with("True") {
         return Err(NpyError::FortranOrder);
     } else if !fortran.starts_with("False") {
-        return Err(NpyError::BadHeader("fortran_order is not True/False".into()));
+        return Err(NpyError::BadHeader(
+            "fortran_order is not True/False".into(),
+        ));
     }
 
     let shape_text = header_value(header, "shape")?;
@@ -127,7 +133,9 @@ pub fn read_npy(bytes: &[u8]) -> Result<Literal, NpyError> {
         data: LiteralData::Dense(data[..expected].to_vec()),
     };
     if !lit.is_well_formed() {
-        return Err(NpyError::BadHeader("boolean data holds values other than 0/1".into()));
+        return Err(NpyError::BadHeader(
+            "boolean data holds values other than 0/1".into(),
+        ));
     }
     Ok(lit)
 }
@@ -175,7 +183,8 @@ mod tests {
     fn round_trip() {
         let lit = Literal::from_f32(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, -6.5]);
         let bytes = write_npy(&lit);
-        assert_eq!(bytes.len() % 64, 24 % 64);
+        // 64-byte aligned header, then 6 × 4 data bytes.
+        assert_eq!(bytes.len() % 64, 24);
         assert_eq!(read_npy(&bytes).unwrap(), lit);
         let scalar = Literal::from_i32(vec![], &[7]);
         assert_eq!(read_npy(&write_npy(&scalar)).unwrap(), scalar);

@@ -1,0 +1,168 @@
+//! The `xla-aot` binary: outputs, notes, exit codes, and no partial files on errors.
+
+mod common;
+
+use common::{GOLDEN_ATOL, GOLDEN_RTOL, compare, npy, repo};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn xla_aot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A fresh, empty scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xla-aot-cli-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn s(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn run_reference_on_mobilenet_writes_the_golden_outputs() {
+    let ex = repo().join("examples/mobilenet_block");
+    let out = scratch("mobilenet");
+    let input = format!("x={}", s(&ex.join("golden/inputs/x.npy")));
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--reference",
+        "--input",
+        &input,
+        "--output-dir",
+        &s(&out),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        stdout.contains("probs") && stdout.contains("f32[1,10]"),
+        "{stdout}"
+    );
+    assert!(r.stderr.is_empty(), "no notes when every input is given");
+    let (worst, _) = compare(
+        &npy(&out.join("probs.npy")),
+        &npy(&ex.join("golden/expected/probs.npy")),
+        GOLDEN_ATOL,
+        GOLDEN_RTOL,
+    )
+    .unwrap();
+    assert!(
+        worst <= 1.0,
+        "probs differ from the golden output by {worst} of the tolerance"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn missing_inputs_are_seeded_random_and_said_so() {
+    let spec = s(&repo().join("examples/mlp/model.yaml"));
+    let mut outputs = Vec::new();
+    for run in 0..2 {
+        let out = scratch(&format!("random{run}"));
+        let r = xla_aot(&["run", &spec, "--reference", "--output-dir", &s(&out)]);
+        assert_eq!(r.status.code(), Some(0));
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            stderr.contains(
+                "note: input `x` not given: using seeded random standard normal values (seed 0)"
+            ),
+            "{stderr}"
+        );
+        outputs.push(std::fs::read(out.join("probs.npy")).unwrap());
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    assert_eq!(
+        outputs[0], outputs[1],
+        "seeded inputs give identical outputs"
+    );
+    let probs = xla_aot::util::npy::read_npy(&outputs[0])
+        .unwrap()
+        .to_f32_vec()
+        .unwrap();
+    assert!(
+        (probs.iter().sum::<f32>() - 1.0).abs() < 1e-5,
+        "softmax sums to 1"
+    );
+}
+
+#[test]
+fn bad_npy_input_is_a_user_error_and_writes_nothing() {
+    let out = scratch("badnpy");
+    let spec = s(&repo().join("examples/simplenet/model.yaml"));
+    // A valid .npy of the wrong shape, a file that is not .npy at all, and a missing file.
+    let wrong_shape = format!("x={}", s(&repo().join("examples/mlp/golden/inputs/x.npy")));
+    let not_npy = format!("x={spec}");
+    let missing = "x=/nonexistent/x.npy".to_string();
+    let cases = [
+        (
+            wrong_shape.as_str(),
+            "input `x` must be f32[1,3,32,32], but",
+        ),
+        (not_npy.as_str(), "not a .npy file"),
+        (
+            missing.as_str(),
+            "cannot read `/nonexistent/x.npy` for input `x`: no such file or directory",
+        ),
+        ("y=foo.npy", "the model has no input `y` (inputs: x)"),
+        ("nonsense", "is not NAME=FILE.npy"),
+    ];
+    for (arg, msg) in cases {
+        let r = xla_aot(&[
+            "run",
+            &spec,
+            "--reference",
+            "--input",
+            arg,
+            "--output-dir",
+            &s(&out),
+        ]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{arg}: {stderr}");
+        assert!(stderr.contains(msg), "{arg}: expected `{msg}` in {stderr}");
+        assert!(!out.exists(), "{arg}: nothing may be written on an error");
+    }
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    assert_eq!(xla_aot(&[]).status.code(), Some(2));
+    assert_eq!(xla_aot(&["frobnicate"]).status.code(), Some(2));
+    let spec = s(&repo().join("examples/simplenet/model.yaml"));
+    let r = xla_aot(&["run", &spec]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--reference"));
+    assert_eq!(
+        xla_aot(&["inspect", &spec, "--stage", "nope"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(xla_aot(&["--help"]).status.code(), Some(0));
+}
+
+#[test]
+fn spec_errors_exit_with_1_and_write_nothing() {
+    let out = scratch("specerr");
+    let spec = s(&repo().join("xla-aot/tests/malformed/unknown_op.yaml"));
+    let r = xla_aot(&["run", &spec, "--reference", "--output-dir", &s(&out)]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("did you mean `relu`?"));
+    assert!(!out.exists());
+    let r = xla_aot(&["inspect", "/nonexistent/model.yaml"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("cannot read /nonexistent/model.yaml: no such file or directory")
+    );
+}
