@@ -678,7 +678,8 @@ fn parse_instruction(
         }
     };
     // Attributes.
-    let mut attrs: HashMap<String, usize> = HashMap::new();
+    // Attribute names with their columns, in text order (so errors are deterministic).
+    let mut attrs: Vec<(String, usize)> = Vec::new();
     let mut dims: Option<Vec<usize>> = None;
     let mut kind: Option<ReduceKind> = None;
     let mut window: Option<Window> = None;
@@ -690,10 +691,11 @@ fn parse_instruction(
     while c.eat(",") {
         let at = c.mark();
         let key = c.word("an attribute name")?;
-        if attrs.insert(key.clone(), at).is_some() {
+        if attrs.iter().any(|(k, _)| *k == key) {
             c.pos = at;
             return c.err(format!("attribute `{key}` is given twice"));
         }
+        attrs.push((key.clone(), at));
         c.expect("=")?;
         match key.as_str() {
             "dimensions" => dims = Some(c.int_list()?),
@@ -794,14 +796,15 @@ fn parse_instruction(
         "convolution" => &["window", "dim_labels", "feature_group_count"],
         _ => &[],
     };
-    for (k, &at) in &attrs {
+    for (k, at) in &attrs {
+        let at = *at;
         if !allowed.contains(&k.as_str()) {
             c.pos = at;
             return c.err(format!("attribute `{k}` does not apply to {opcode}"));
         }
     }
     let need = |c: &mut Cursor, key: &str| -> PResult<()> {
-        if attrs.contains_key(key) {
+        if attrs.iter().any(|(k, _)| k == key) {
             Ok(())
         } else {
             c.pos = op_at;
