@@ -10,6 +10,7 @@ use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
 use crate::spec::weights::io_reason;
 use crate::spec::{SpecError, load_spec};
 use crate::util::npy::{read_npy, write_npy};
+use crate::util::rng::SplitMix64;
 use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -54,44 +55,19 @@ pub struct RunReport {
     pub notes: Vec<String>,
 }
 
-/// A small deterministic generator (SplitMix64) for seeded random inputs: reproducible on every
-/// machine, no dependency.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-}
-
 /// Range of seeded random i32 inputs (indices): [0, RANDOM_INDEX_RANGE). Small so that it is a
 /// valid index for any realistic embedding table; out-of-range ids would be clamped anyway.
 pub const RANDOM_INDEX_RANGE: u64 = 16;
 
 /// Random input for a parameter: standard normal f32 or small non-negative i32.
 pub fn random_input(dtype: DType, dims: &[usize], seed: u64) -> Literal {
-    let mut g = SplitMix(seed);
+    let mut g = SplitMix64(seed);
     let n: usize = dims.iter().product();
     match dtype {
         DType::I32 => Literal::from_i32(
             dims.to_vec(),
             &(0..n)
-                .map(|_| (g.next() % RANDOM_INDEX_RANGE) as i32)
+                .map(|_| (g.next_u64() % RANDOM_INDEX_RANGE) as i32)
                 .collect::<Vec<_>>(),
         ),
         _ => Literal::from_f32(

@@ -11,6 +11,7 @@ use xla_aot::driver::random_input;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Module, Op};
 use xla_aot::spec::{SpecErrorKind, lower::OPS, spec_from_str};
+use xla_aot::util::rng::SplitMix64;
 
 /// Cases per example by default: 4 examples × 300 = 1200 per run (the issue asks for 1000+).
 const DEFAULT_CASES_PER_EXAMPLE: usize = 300;
@@ -18,18 +19,11 @@ const DEFAULT_CASES_PER_EXAMPLE: usize = 300;
 /// a mutation can legally ask for a huge tensor, and the interpreter would then just be slow.
 const MAX_EVAL_WORK: usize = 4_000_000;
 
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n)
     }
     fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
         &v[self.below(v.len())]
@@ -223,7 +217,7 @@ fn random_mutations_never_panic() {
         let original = std::fs::read_to_string(&path).unwrap();
         for case in 0..per {
             let seed = ((e as u64) << 32) | case as u64;
-            let text = mutate(&original, &mut Rng(seed));
+            let text = mutate(&original, &mut Rng(SplitMix64(seed)));
             let result = catch_unwind(AssertUnwindSafe(|| {
                 let loaded = spec_from_str(&path, &text);
                 let mut evaluated = false;

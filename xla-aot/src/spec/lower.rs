@@ -538,39 +538,22 @@ impl<'a> Lowerer<'a> {
         if da == db {
             return Ok((a, b));
         }
-        let rank = da.len().max(db.len());
-        let mut out = vec![0; rank];
-        for i in 0..rank {
-            let x = if i + da.len() >= rank {
-                da[i + da.len() - rank]
-            } else {
-                1
-            };
-            let y = if i + db.len() >= rank {
-                db[i + db.len() - rank]
-            } else {
-                1
-            };
-            out[i] = if x == y || y == 1 {
-                x
-            } else if x == 1 {
-                y
-            } else {
-                return Err(self.shape_err(
-                    d,
-                    format!(
-                        "cannot broadcast `{}` of shape {} with `{}` of shape {} (dimension {} is {} vs {}; numpy broadcasting needs equal extents or 1)",
-                        d.inputs[0],
-                        dims_str(&da),
-                        d.inputs[1],
-                        dims_str(&db),
-                        i,
-                        x,
-                        y
-                    ),
-                ));
-            };
-        }
+        let out = numpy_broadcast(&da, &db).map_err(|(i, x, y)| {
+            self.shape_err(
+                d,
+                format!(
+                    "cannot broadcast `{}` of shape {} with `{}` of shape {} (dimension {} is {} vs {}; numpy broadcasting needs equal extents or 1)",
+                    d.inputs[0],
+                    dims_str(&da),
+                    d.inputs[1],
+                    dims_str(&db),
+                    i,
+                    x,
+                    y
+                ),
+            )
+        })?;
+        let rank = out.len();
         let stretch = |me: &mut Self, v: InstId, dv: &[usize], tag: &str| -> R<InstId> {
             if dv == out.as_slice() {
                 return Ok(v);
@@ -1091,36 +1074,19 @@ impl<'a> Lowerer<'a> {
         }
         // Batch dims: numpy broadcasting of the leading dims.
         let (ba, bb) = (&ad[..ra - 2], &bd[..rb - 2]);
-        let nb = ba.len().max(bb.len());
-        let mut batch = vec![0; nb];
-        for i in 0..nb {
-            let x = if i + ba.len() >= nb {
-                ba[i + ba.len() - nb]
-            } else {
-                1
-            };
-            let y = if i + bb.len() >= nb {
-                bb[i + bb.len() - nb]
-            } else {
-                1
-            };
-            batch[i] = if x == y || y == 1 {
-                x
-            } else if x == 1 {
-                y
-            } else {
-                return Err(self.shape_err(
-                    d,
-                    format!(
-                        "batch dimensions of `{}` {} and `{}` {} do not broadcast ({x} vs {y})",
-                        d.inputs[0],
-                        dims_str(&ad),
-                        d.inputs[1],
-                        dims_str(&bd)
-                    ),
-                ));
-            };
-        }
+        let batch = numpy_broadcast(ba, bb).map_err(|(_, x, y)| {
+            self.shape_err(
+                d,
+                format!(
+                    "batch dimensions of `{}` {} and `{}` {} do not broadcast ({x} vs {y})",
+                    d.inputs[0],
+                    dims_str(&ad),
+                    d.inputs[1],
+                    dims_str(&bd)
+                ),
+            )
+        })?;
+        let nb = batch.len();
         let name = d.name.clone();
         let widen = |me: &mut Self, v: InstId, dv: &[usize], tag: &str| -> R<InstId> {
             let mut full = batch.clone();
@@ -1585,6 +1551,26 @@ impl<'a> Lowerer<'a> {
             &[x],
         )
     }
+}
+
+/// numpy broadcasting of two shapes (aligned at the right; equal extents or 1), or the failing
+/// result dimension with both extents.
+fn numpy_broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, (usize, usize, usize)> {
+    let rank = a.len().max(b.len());
+    let at = |v: &[usize], i: usize| {
+        if i + v.len() >= rank {
+            v[i + v.len() - rank]
+        } else {
+            1
+        }
+    };
+    (0..rank)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => Err((i, x, y)),
+        })
+        .collect()
 }
 
 fn arity_hint(kind: &str) -> String {

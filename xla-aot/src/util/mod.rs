@@ -1,4 +1,5 @@
-//! Small helpers shared by the front end and the CLI: `.npy` files and name suggestions.
+//! Small helpers shared by the front end and the CLI: `.npy` files, name suggestions, a seeded generator.
 
 pub mod npy;
+pub mod rng;
 pub mod suggest;
