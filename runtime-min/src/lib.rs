@@ -1,8 +1,9 @@
 //! runtime-min: the `no_std`, allocation-free ABI shared by every library xla-aot generates.
 //!
-//! Contract (DESIGN.md): status codes, arena alignment checks and model descriptors. Nothing here
-//! allocates, spawns threads or can fail except on a bad argument. The foundation issue only fixes the
-//! status codes; the CPU-backend issue adds the arena, descriptors, cbindgen header and C API.
+//! Contract (DESIGN.md): status codes, arena alignment, model descriptors and a safe Rust wrapper
+//! trait. Nothing here allocates, spawns threads or can fail except on a bad argument. The status
+//! codes defined here are the single source of truth: the compiler emits them into generated code
+//! and headers, and cbindgen writes them into `include/xla_aot_runtime.h`.
 #![no_std]
 
 /// Status returned by every generated entry point. `0` is success; errors are negative so C callers
@@ -12,7 +13,7 @@
 pub enum Status {
     /// The call succeeded.
     Ok = 0,
-    /// A required pointer argument was null.
+    /// A required pointer argument (arena, input or output) was null.
     NullPointer = -1,
     /// The arena pointer is not aligned to the model's `ARENA_ALIGN`.
     MisalignedArena = -2,
@@ -21,10 +22,119 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in code order (for generated headers).
+    pub const ALL: [Status; 4] = [
+        Status::Ok,
+        Status::NullPointer,
+        Status::MisalignedArena,
+        Status::BadArgument,
+    ];
+
     /// The C value of this status.
     pub const fn code(self) -> i32 {
         self as i32
     }
+
+    /// The C macro suffix used in generated headers (`XLA_AOT_STATUS_<NAME>`).
+    pub const fn c_name(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::NullPointer => "NULL_POINTER",
+            Status::MisalignedArena => "MISALIGNED_ARENA",
+            Status::BadArgument => "BAD_ARGUMENT",
+        }
+    }
+
+    /// The status for a C return value, if it is one.
+    pub fn from_code(code: i32) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.code() == code)
+    }
+}
+
+/// Alignment every generated model requires of its arena (bytes).
+pub const ARENA_ALIGN: usize = 64;
+
+/// An arena of `N` bytes aligned to [`ARENA_ALIGN`], usable as a `static` or on the stack.
+#[repr(C, align(64))]
+pub struct Arena<const N: usize> {
+    bytes: [u8; N],
+}
+
+impl<const N: usize> Arena<N> {
+    /// A zeroed arena.
+    pub const fn new() -> Self {
+        Arena { bytes: [0; N] }
+    }
+
+    /// The arena's size in bytes.
+    pub const fn size(&self) -> usize {
+        N
+    }
+
+    /// Pointer to pass to a generated `<name>_run`.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.bytes.as_mut_ptr()
+    }
+}
+
+impl<const N: usize> Default for Arena<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Element type of a model input or output.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F32 = 0,
+    I32 = 1,
+}
+
+/// Static description of one input or output tensor.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TensorDesc {
+    /// NUL-terminated name.
+    pub name: *const u8,
+    /// Element type.
+    pub dtype: DType,
+    /// Number of dimensions.
+    pub rank: u32,
+    /// Pointer to `rank` dimensions.
+    pub dims: *const u32,
+}
+
+/// Static description of a compiled model.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ModelDesc {
+    /// NUL-terminated model name.
+    pub name: *const u8,
+    /// Bytes of arena the model needs.
+    pub arena_size: usize,
+    /// Required arena alignment.
+    pub arena_align: usize,
+    /// Number of inputs.
+    pub num_inputs: u32,
+    /// Number of outputs.
+    pub num_outputs: u32,
+}
+
+/// A compiled model as seen from Rust: the safe wrapper generated bindings implement.
+pub trait Model {
+    /// Arena bytes needed.
+    const ARENA_SIZE: usize;
+    /// Inputs, as flat arrays.
+    type Inputs<'a>;
+    /// Outputs, as flat arrays.
+    type Outputs<'a>;
+    /// Runs the model; a status other than `Ok` is returned as an error.
+    fn run(
+        arena: &mut [u8],
+        inputs: Self::Inputs<'_>,
+        outputs: Self::Outputs<'_>,
+    ) -> Result<(), Status>;
 }
 
 #[cfg(test)]
@@ -37,5 +147,14 @@ mod tests {
         assert_eq!(Status::NullPointer.code(), -1);
         assert_eq!(Status::MisalignedArena.code(), -2);
         assert_eq!(Status::BadArgument.code(), -3);
+        assert_eq!(Status::from_code(-2), Some(Status::MisalignedArena));
+        assert_eq!(Status::from_code(5), None);
+    }
+
+    #[test]
+    fn arena_is_aligned() {
+        let a = Arena::<100>::new();
+        assert_eq!(core::mem::align_of_val(&a), ARENA_ALIGN);
+        assert_eq!(a.size(), 100);
     }
 }

@@ -30,6 +30,23 @@ pub enum DriverError {
     /// Writing outputs failed.
     #[error("error: cannot write {path}: {reason}")]
     Write { path: String, reason: String },
+    /// The target could not be resolved.
+    #[error("error: {0}")]
+    Target(#[from] crate::target::TargetError),
+    /// Code generation failed.
+    #[error("error: {0}")]
+    Codegen(#[from] crate::codegen::cpu::CodegenError),
+}
+
+/// `xla-aot compile`: spec → `<name>.o`, `lib<name>.a`, `<name>.h`, `<name>.json` in `out_dir`.
+pub fn compile(spec: &Path, target: &str, out_dir: &Path) -> Result<Vec<PathBuf>, DriverError> {
+    let target = crate::target::Target::resolve(target)?;
+    let model = load_spec(spec)?;
+    let artefacts = crate::emit::compile_model(&model.module, &target, Default::default())?;
+    crate::emit::write_artefacts(&artefacts, out_dir).map_err(|e| DriverError::Write {
+        path: out_dir.display().to_string(),
+        reason: io_reason(&e),
+    })
 }
 
 /// `xla-aot inspect`: the HLO text of a spec.

@@ -4,8 +4,12 @@
 //! This crate currently holds the front end, the IR with its text form and verifier, and the
 //! reference interpreter (`interp`) that every later stage is tested against.
 
+pub mod arena;
+pub mod codegen;
 pub mod driver;
+pub mod emit;
 pub mod interp;
 pub mod ir;
 pub mod spec;
+pub mod target;
 pub mod util;

@@ -38,6 +38,19 @@ enum Command {
         #[arg(long)]
         print_large_constants: bool,
     },
+    /// Compile a model spec into a static library, header and manifest.
+    Compile {
+        /// The model spec (YAML).
+        spec: PathBuf,
+        /// A target name (see `xla-aot targets`) or a path to a target file.
+        #[arg(long)]
+        target: String,
+        /// Directory for `<name>.o`, `lib<name>.a`, `<name>.h` and `<name>.json`.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
+    /// List the built-in targets.
+    Targets,
     /// Run a model on this machine and write its outputs as .npy files.
     Run {
         /// The model spec (YAML).
@@ -70,6 +83,28 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Compile {
+            spec,
+            target,
+            out_dir,
+        } => match driver::compile(&spec, &target, &out_dir) {
+            Ok(files) => {
+                for f in files {
+                    println!("wrote {}", f.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
+        Command::Targets => {
+            for t in xla_aot::target::Target::builtins() {
+                println!(
+                    "{:<15} {:<26} {:<12} {}",
+                    t.name, t.triple, t.cpu, t.description
+                );
+            }
+            ExitCode::SUCCESS
+        }
         Command::Inspect {
             spec,
             stage: Stage::Parsed,

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: repository paths, golden cases, comparisons.
 #![allow(dead_code)]
 
+#[allow(unused_imports)]
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use xla_aot::ir::{DType, Literal, Module};
 use xla_aot::util::npy::read_npy;
@@ -108,4 +110,139 @@ pub fn compare(
         }
     }
     Ok(worst)
+}
+
+// ---- running compiled models ---------------------------------------------------------------------
+
+use xla_aot::codegen::cpu::Options;
+use xla_aot::emit::compile_model;
+use xla_aot::target::{Arch, Target};
+
+/// Relative tolerance of compiled code against the interpreter: the inline `exp`/`log`/`tanh`/`erf`
+/// are accurate to a few ulps (≈ 4e-7) and sums are accumulated in f32 in a different order; 1e-4
+/// is the bound.
+pub const COMPILED_RTOL: f64 = 1e-4;
+/// Absolute tolerance, as a fraction of the largest |expected| of the output: f32 sums that cancel
+/// (dot, conv, normalisations) keep an error of a few ulps of their largest terms, not of the
+/// (small) result.
+pub const COMPILED_ATOL_OF_MAX: f64 = 1e-5;
+
+/// A scratch directory unique to this process and `tag`.
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xla-aot-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The C compiler and the runner prefix for a target's code on this machine.
+pub fn toolchain(t: &Target) -> (String, Vec<String>) {
+    match t.arch {
+        Arch::X86_64 => ("cc".into(), Vec::new()),
+        Arch::Aarch64 => (
+            "aarch64-linux-gnu-gcc".into(),
+            vec![
+                "qemu-aarch64".into(),
+                "-L".into(),
+                "/usr/aarch64-linux-gnu".into(),
+            ],
+        ),
+    }
+}
+
+/// Compiles `m` for `t`, links the guard-page harness and runs it on `inputs`; returns the
+/// outputs. Panics with the harness's message on any failure (including C API contract checks).
+pub fn run_compiled(m: &Module, t: &Target, inputs: &[Literal], tag: &str) -> Vec<Literal> {
+    let dir = scratch(tag);
+    let art = compile_model(m, t, Options::default()).unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let lib = dir.join(format!("lib{}.a", art.name));
+    std::fs::write(&lib, &art.archive).unwrap();
+    let (cc, runner) = toolchain(t);
+    let exe = dir.join("harness");
+    let harness = repo().join("xla-aot/tests/harness/harness.c");
+    let out = std::process::Command::new(&cc)
+        .args(["-O1", "-std=c11", "-Wall", "-Werror"])
+        .arg(format!("-DMODEL={}", art.name))
+        .arg(&harness)
+        .arg(&lib)
+        .args(["-lpthread", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cc} ({e}); install it as .ci/run does"));
+    assert!(
+        out.status.success(),
+        "{tag}: linking failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut args: Vec<String> = vec![
+        art.plan.arena_size.to_string(),
+        inputs.len().to_string(),
+        m.entry.outputs.len().to_string(),
+    ];
+    for (i, lit) in inputs.iter().enumerate() {
+        let p = dir.join(format!("in{i}.bin"));
+        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
+        args.push(p.display().to_string());
+        args.push(lit.bytes().unwrap().len().to_string());
+    }
+    let mut outs = Vec::new();
+    for (i, o) in m.entry.outputs.iter().enumerate() {
+        let s = &m.entry.inst(o.value).shape;
+        let p = dir.join(format!("out{i}.bin"));
+        args.push(p.display().to_string());
+        args.push(s.size_bytes().to_string());
+        outs.push((p, s.clone()));
+    }
+    let mut cmd = if runner.is_empty() {
+        std::process::Command::new(&exe)
+    } else {
+        let mut c = std::process::Command::new(&runner[0]);
+        c.args(&runner[1..]).arg(&exe);
+        c
+    };
+    let r = cmd
+        .args(&args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tag}: cannot run the harness ({e})"));
+    assert!(
+        r.status.success(),
+        "{tag}: harness failed ({:?}):\n{}",
+        r.status,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let result = outs
+        .into_iter()
+        .map(|(p, s)| Literal {
+            dtype: s.dtype,
+            dims: s.dims.clone(),
+            data: xla_aot::ir::LiteralData::Dense(std::fs::read(p).unwrap()),
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Compares compiled outputs with the interpreter's: `|a - e| <= ATOL_OF_MAX·max|e| + RTOL·|e|`;
+/// NaNs must match; integers must be equal. Returns a description of the worst violation.
+pub fn check_close(actual: &Literal, expected: &Literal) -> Result<f64, String> {
+    let scale = expected
+        .to_f32_vec()
+        .map(|v| {
+            v.iter()
+                .filter(|x| x.is_finite())
+                .fold(0.0f64, |m, &x| m.max(x.abs() as f64))
+        })
+        .unwrap_or(0.0);
+    let atol = COMPILED_ATOL_OF_MAX * scale.max(1e-30);
+    match compare(actual, expected, atol, COMPILED_RTOL) {
+        Ok((r, _)) if r <= 1.0 => Ok(r),
+        Ok((r, i)) => {
+            let (a, e) = (actual.to_f32_vec().unwrap(), expected.to_f32_vec().unwrap());
+            Err(format!(
+                "element {i}: got {}, expected {} ({r:.2}x the tolerance)",
+                a[i], e[i]
+            ))
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -1,0 +1,1266 @@
+//! CPU code generation: one LLVM module per model, optimised with LLVM's O3 pipeline for the
+//! target CPU and emitted as a relocatable object.
+//!
+//! Contract: [`compile`] turns a verified module and its buffer plan into an object that exports
+//! exactly `<name>_run` and `<name>_run_ptrs` (the C API of DESIGN.md) and needs no symbol from
+//! anywhere: kernels and weights are internal, math is inline (`math.rs`), and every function
+//! carries `"no-builtins"` so LLVM never turns a loop into a call to `memset`/`memcpy`.
+//! Each HLO instruction that computes a value becomes one internal kernel function whose buffer
+//! arguments are `noalias` (no value shares bytes with its operands). Loops run over the output
+//! in row-major order with the innermost loop over the last dimension, so stores are contiguous and
+//! LLVM's loop vectorizer can widen them; dot and convolution accumulate into the output (zeroed
+//! first) with `llvm.fmuladd`, innermost over output columns, so they vectorize without
+//! reassociating sums.
+
+use super::math::{self, MathFn};
+use crate::arena::{ARENA_ALIGN, BufferPlan, Loc, root};
+use crate::ir::{BinaryOp, CompareDir, DType, InstId, Module as Hlo, Op, ReduceKind, UnaryOp};
+use crate::target::Target;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
+    TargetTriple,
+};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+use runtime_min::Status;
+use thiserror::Error;
+
+/// Why code could not be generated.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The target is not available in this LLVM.
+    #[error("LLVM cannot generate code for {triple} ({cpu}): {reason}")]
+    Target {
+        triple: String,
+        cpu: String,
+        reason: String,
+    },
+    /// Something in the module the CPU backend does not implement.
+    #[error("the CPU backend cannot compile %{inst}: {reason}")]
+    Unsupported { inst: String, reason: String },
+    /// LLVM rejected the generated IR (a compiler bug).
+    #[error("internal compiler error: LLVM rejected the generated code: {0}")]
+    Llvm(String),
+}
+
+/// One generated kernel, for the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// Symbol of the (internal) kernel function.
+    pub name: String,
+    /// The HLO instructions it computes.
+    pub ops: Vec<String>,
+}
+
+/// The result of CPU code generation.
+#[derive(Debug, Clone)]
+pub struct CpuObject {
+    /// Relocatable object file bytes.
+    pub object: Vec<u8>,
+    /// Kernels in execution order.
+    pub kernels: Vec<KernelInfo>,
+    /// Exported symbols.
+    pub exports: Vec<String>,
+    /// Target assembly, when asked for.
+    pub assembly: Option<String>,
+    /// LLVM IR before and after optimisation, when asked for.
+    pub ir: Option<(String, String)>,
+}
+
+/// What to produce besides the object.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Also produce target assembly.
+    pub assembly: bool,
+    /// Also keep the LLVM IR text before and after optimisation.
+    pub ir: bool,
+}
+
+fn init_llvm() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cfg = InitializationConfig::default();
+        LlvmTarget::initialize_x86(&cfg);
+        LlvmTarget::initialize_aarch64(&cfg);
+    });
+}
+
+/// Creates the LLVM target machine for `t`.
+pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
+    init_llvm();
+    let triple = TargetTriple::create(&t.triple);
+    let err = |reason: String| CodegenError::Target {
+        triple: t.triple.clone(),
+        cpu: t.cpu.clone(),
+        reason,
+    };
+    let target = LlvmTarget::from_triple(&triple).map_err(|e| err(e.to_string()))?;
+    target
+        .create_target_machine(
+            &triple,
+            &t.cpu,
+            &t.features,
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| err("no target machine".into()))
+}
+
+/// Compiles `hlo` with buffer plan `plan` for `target`.
+pub fn compile(
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+    opts: Options,
+) -> Result<CpuObject, CodegenError> {
+    let tm = target_machine(target)?;
+    let ctx = Context::create();
+    let module = ctx.create_module(&hlo.name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut cg = Cg::new(&ctx, &module, hlo, plan, target);
+    let kernels = cg.build()?;
+    let exports = vec![
+        format!("{}_run", hlo.name),
+        format!("{}_run_ptrs", hlo.name),
+    ];
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let before = opts.ir.then(|| module.print_to_string().to_string());
+    let popts = PassBuilderOptions::create();
+    popts.set_loop_vectorization(true);
+    popts.set_loop_slp_vectorization(true);
+    popts.set_loop_unrolling(true);
+    module
+        .run_passes("default<O3>", &tm, popts)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let after = opts.ir.then(|| module.print_to_string().to_string());
+    let object = tm
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?
+        .as_slice()
+        .to_vec();
+    let assembly = if opts.assembly {
+        let buf = tm
+            .write_to_memory_buffer(&module, FileType::Assembly)
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+        Some(String::from_utf8_lossy(buf.as_slice()).into_owned())
+    } else {
+        None
+    };
+    Ok(CpuObject {
+        object,
+        kernels,
+        exports,
+        assembly,
+        ir: before.zip(after),
+    })
+}
+
+/// Code generation state for one module.
+struct Cg<'a, 'ctx> {
+    ctx: &'ctx Context,
+    m: &'a Module<'ctx>,
+    b: Builder<'ctx>,
+    hlo: &'a Hlo,
+    plan: &'a BufferPlan,
+    target: &'a Target,
+    fmuladd: FunctionValue<'ctx>,
+    sqrt: FunctionValue<'ctx>,
+}
+
+/// A kernel being generated: its function and the pointer of each buffer it touches.
+struct Kernel<'ctx> {
+    f: FunctionValue<'ctx>,
+    out: PointerValue<'ctx>,
+    args: Vec<PointerValue<'ctx>>,
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn row_major_strides(dims: &[usize]) -> Vec<u64> {
+    let mut s = vec![1u64; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1] as u64;
+    }
+    s
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    fn new(
+        ctx: &'ctx Context,
+        m: &'a Module<'ctx>,
+        hlo: &'a Hlo,
+        plan: &'a BufferPlan,
+        target: &'a Target,
+    ) -> Self {
+        Cg {
+            ctx,
+            m,
+            b: ctx.create_builder(),
+            hlo,
+            plan,
+            target,
+            fmuladd: math::fmuladd(ctx, m),
+            sqrt: math::sqrt(ctx, m),
+        }
+    }
+
+    // ---- types and constants -------------------------------------------------------------------
+
+    fn i64(&self, v: u64) -> IntValue<'ctx> {
+        self.ctx.i64_type().const_int(v, false)
+    }
+
+    fn f32c(&self, v: f64) -> FloatValue<'ctx> {
+        self.ctx.f32_type().const_float(v)
+    }
+
+    fn elem_type(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::F32 => self.ctx.f32_type().into(),
+            DType::I32 => self.ctx.i32_type().into(),
+            _ => self.ctx.i8_type().into(), // pred (and reserved dtypes, rejected earlier)
+        }
+    }
+
+    fn ptr_type(&self, d: DType) -> inkwell::types::PointerType<'ctx> {
+        match self.elem_type(d) {
+            BasicTypeEnum::FloatType(t) => t.ptr_type(AddressSpace::default()),
+            BasicTypeEnum::IntType(t) => t.ptr_type(AddressSpace::default()),
+            _ => unreachable!("element types are scalars"),
+        }
+    }
+
+    fn i8p(&self) -> inkwell::types::PointerType<'ctx> {
+        self.ctx.i8_type().ptr_type(AddressSpace::default())
+    }
+
+    fn attr(&self, name: &str) -> Attribute {
+        self.ctx
+            .create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
+    }
+
+    /// Attributes every generated function carries.
+    fn common_attrs(&self, f: FunctionValue<'ctx>) {
+        f.add_attribute(AttributeLoc::Function, self.attr("nounwind"));
+        f.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_string_attribute("no-builtins", ""),
+        );
+        if self.target.vector_bits > 256 {
+            let w = self.target.vector_bits.to_string();
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.ctx.create_string_attribute("prefer-vector-width", &w),
+            );
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.ctx
+                    .create_string_attribute("min-legal-vector-width", &w),
+            );
+        }
+    }
+
+    // ---- memory -----------------------------------------------------------------------------------
+
+    fn gep(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>) -> PointerValue<'ctx> {
+        unsafe { self.b.build_in_bounds_gep(p, &[off], "").unwrap() }
+    }
+
+    /// Loads element `off` of a buffer of dtype `d`; pred loads give i1.
+    fn load(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, d: DType) -> BasicValueEnum<'ctx> {
+        let v = self.b.build_load(self.gep(p, off), "").unwrap();
+        if d == DType::Pred {
+            let i8v = v.into_int_value();
+            self.b
+                .build_int_compare(IntPredicate::NE, i8v, self.ctx.i8_type().const_zero(), "")
+                .unwrap()
+                .into()
+        } else {
+            v
+        }
+    }
+
+    fn store(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: BasicValueEnum<'ctx>, d: DType) {
+        let v: BasicValueEnum = if d == DType::Pred {
+            self.b
+                .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")
+                .unwrap()
+                .into()
+        } else {
+            v
+        };
+        self.b.build_store(self.gep(p, off), v).unwrap();
+    }
+
+    /// Row-major linear offset of `idx` in `dims`.
+    fn linear(&self, idx: &[IntValue<'ctx>], dims: &[usize]) -> IntValue<'ctx> {
+        let strides = row_major_strides(dims);
+        let mut acc = self.i64(0);
+        for (i, &s) in idx.iter().zip(&strides) {
+            let t = if s == 1 {
+                *i
+            } else {
+                self.b.build_int_mul(*i, self.i64(s), "").unwrap()
+            };
+            acc = self.b.build_int_add(acc, t, "").unwrap();
+        }
+        acc
+    }
+
+    // ---- loops --------------------------------------------------------------------------------------
+
+    /// `for i in 0..n { body(i) }` (n ≥ 1), leaving the builder after the loop.
+    fn for_loop(&self, n: usize, body: &mut dyn FnMut(&Self, IntValue<'ctx>)) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let pre = self.b.get_insert_block().unwrap();
+        let head = self.ctx.append_basic_block(f, "loop");
+        let exit = self.ctx.append_basic_block(f, "loop.end");
+        self.b.build_unconditional_branch(head).unwrap();
+        self.b.position_at_end(head);
+        let phi = self.b.build_phi(self.ctx.i64_type(), "i").unwrap();
+        let i = phi.as_basic_value().into_int_value();
+        body(self, i);
+        let latch = self.b.get_insert_block().unwrap();
+        let next = self.b.build_int_add(i, self.i64(1), "").unwrap();
+        phi.add_incoming(&[(&self.i64(0), pre), (&next, latch)]);
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::ULT, next, self.i64(n as u64), "")
+            .unwrap();
+        self.b.build_conditional_branch(more, head, exit).unwrap();
+        self.b.position_at_end(exit);
+    }
+
+    /// Nested loops over `dims` (outermost first); `body` gets the index vector.
+    fn loop_nest(&self, dims: &[usize], body: &mut dyn FnMut(&Self, &[IntValue<'ctx>])) {
+        fn rec<'a, 'ctx>(
+            cg: &Cg<'a, 'ctx>,
+            dims: &[usize],
+            idx: &mut Vec<IntValue<'ctx>>,
+            body: &mut dyn FnMut(&Cg<'a, 'ctx>, &[IntValue<'ctx>]),
+        ) {
+            if idx.len() == dims.len() {
+                body(cg, idx);
+                return;
+            }
+            let n = dims[idx.len()];
+            cg.for_loop(n, &mut |cg, i| {
+                idx.push(i);
+                rec(cg, dims, idx, body);
+                idx.pop();
+            });
+        }
+        rec(self, dims, &mut Vec::new(), body);
+    }
+
+    /// A stack slot in the entry block (promoted to registers by mem2reg).
+    fn slot(&self, f: FunctionValue<'ctx>, ty: BasicTypeEnum<'ctx>) -> PointerValue<'ctx> {
+        let entry = f.get_first_basic_block().unwrap();
+        let tmp = self.ctx.create_builder();
+        match entry.get_first_instruction() {
+            Some(i) => tmp.position_before(&i),
+            None => tmp.position_at_end(entry),
+        }
+        tmp.build_alloca(ty, "acc").unwrap()
+    }
+
+    // ---- scalar helpers -----------------------------------------------------------------------------
+
+    fn fcmp(&self, p: FloatPredicate, a: FloatValue<'ctx>, b: FloatValue<'ctx>) -> IntValue<'ctx> {
+        self.b.build_float_compare(p, a, b, "").unwrap()
+    }
+
+    fn select(
+        &self,
+        c: IntValue<'ctx>,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+    ) -> BasicValueEnum<'ctx> {
+        self.b.build_select(c, a, b, "").unwrap()
+    }
+
+    fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>]) -> BasicValueEnum<'ctx> {
+        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+        self.b
+            .build_call(f, &a, "")
+            .unwrap()
+            .try_as_basic_value()
+            .basic()
+            .unwrap()
+    }
+
+    /// max/min that propagate NaN (numpy and XLA semantics).
+    fn fmax(&self, a: FloatValue<'ctx>, b: FloatValue<'ctx>, max: bool) -> FloatValue<'ctx> {
+        let p = if max {
+            FloatPredicate::OGT
+        } else {
+            FloatPredicate::OLT
+        };
+        let take_a = self
+            .b
+            .build_or(self.fcmp(p, a, b), self.fcmp(FloatPredicate::UNO, a, a), "")
+            .unwrap();
+        self.select(take_a, a.into(), b.into()).into_float_value()
+    }
+
+    fn fma(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        self.call(self.fmuladd, &[a.into(), b.into(), c.into()])
+            .into_float_value()
+    }
+
+    fn unary(&self, u: UnaryOp, x: FloatValue<'ctx>) -> FloatValue<'ctx> {
+        let b = &self.b;
+        match u {
+            UnaryOp::Negate => b.build_float_neg(x, "").unwrap(),
+            UnaryOp::Abs => {
+                let bits = b
+                    .build_bit_cast(x, self.ctx.i32_type(), "")
+                    .unwrap()
+                    .into_int_value();
+                let m = b
+                    .build_and(bits, self.ctx.i32_type().const_int(0x7fff_ffff, false), "")
+                    .unwrap();
+                b.build_bit_cast(m, self.ctx.f32_type(), "")
+                    .unwrap()
+                    .into_float_value()
+            }
+            UnaryOp::Sqrt => self.call(self.sqrt, &[x.into()]).into_float_value(),
+            UnaryOp::Rsqrt => {
+                let s = self.call(self.sqrt, &[x.into()]).into_float_value();
+                b.build_float_div(self.f32c(1.0), s, "").unwrap()
+            }
+            UnaryOp::Exp => self
+                .call(math::get(self.ctx, self.m, MathFn::Exp), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Log => self
+                .call(math::get(self.ctx, self.m, MathFn::Log), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Tanh => self
+                .call(math::get(self.ctx, self.m, MathFn::Tanh), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Logistic => self
+                .call(math::get(self.ctx, self.m, MathFn::Logistic), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Erf => self
+                .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
+                .into_float_value(),
+        }
+    }
+
+    fn binary(&self, op: BinaryOp, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> FloatValue<'ctx> {
+        let b = &self.b;
+        match op {
+            BinaryOp::Add => b.build_float_add(x, y, "").unwrap(),
+            BinaryOp::Subtract => b.build_float_sub(x, y, "").unwrap(),
+            BinaryOp::Multiply => b.build_float_mul(x, y, "").unwrap(),
+            BinaryOp::Divide => b.build_float_div(x, y, "").unwrap(),
+            BinaryOp::Maximum => self.fmax(x, y, true),
+            BinaryOp::Minimum => self.fmax(x, y, false),
+            BinaryOp::Power => self
+                .call(
+                    math::get(self.ctx, self.m, MathFn::Pow),
+                    &[x.into(), y.into()],
+                )
+                .into_float_value(),
+        }
+    }
+
+    fn combine(
+        &self,
+        kind: ReduceKind,
+        acc: FloatValue<'ctx>,
+        v: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        match kind {
+            ReduceKind::Add => self.b.build_float_add(acc, v, "").unwrap(),
+            ReduceKind::Max => self.fmax(acc, v, true),
+            ReduceKind::Min => self.fmax(acc, v, false),
+        }
+    }
+
+    fn identity(&self, kind: ReduceKind) -> FloatValue<'ctx> {
+        match kind {
+            ReduceKind::Add => self.f32c(0.0),
+            ReduceKind::Max => self.f32c(f64::NEG_INFINITY),
+            ReduceKind::Min => self.f32c(f64::INFINITY),
+        }
+    }
+
+    /// `lo <= i < hi` for a signed index.
+    fn in_range(&self, i: IntValue<'ctx>, hi: usize) -> IntValue<'ctx> {
+        let ge = self
+            .b
+            .build_int_compare(IntPredicate::SGE, i, self.i64(0), "")
+            .unwrap();
+        let lt = self
+            .b
+            .build_int_compare(IntPredicate::SLT, i, self.i64(hi as u64), "")
+            .unwrap();
+        self.b.build_and(ge, lt, "").unwrap()
+    }
+
+    /// `i` clamped into `[0, hi)` (so a load is always in bounds, and its value may be discarded).
+    fn clamp_index(&self, i: IntValue<'ctx>, hi: usize) -> IntValue<'ctx> {
+        let neg = self
+            .b
+            .build_int_compare(IntPredicate::SLT, i, self.i64(0), "")
+            .unwrap();
+        let i = self
+            .select(neg, self.i64(0).into(), i.into())
+            .into_int_value();
+        let big = self
+            .b
+            .build_int_compare(IntPredicate::SGE, i, self.i64(hi as u64), "")
+            .unwrap();
+        self.select(big, self.i64(hi as u64 - 1).into(), i.into())
+            .into_int_value()
+    }
+
+    // ---- module structure ---------------------------------------------------------------------------
+
+    fn build(&mut self) -> Result<Vec<KernelInfo>, CodegenError> {
+        let c = &self.hlo.entry;
+        for inst in &c.instructions {
+            let row_major = inst.shape.layout == crate::ir::Layout::row_major(inst.shape.rank());
+            if !row_major {
+                return Err(CodegenError::Unsupported {
+                    inst: inst.name.clone(),
+                    reason: format!(
+                        "layout {} is not row-major; the CPU backend needs row-major buffers",
+                        inst.shape
+                    ),
+                });
+            }
+            if !inst.shape.dtype.is_supported() {
+                return Err(CodegenError::Unsupported {
+                    inst: inst.name.clone(),
+                    reason: format!("dtype {} has no codegen", inst.shape.dtype),
+                });
+            }
+        }
+        // Weights and constants: private read-only globals (raw bytes, cache-line aligned).
+        let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
+        for (i, inst) in c.instructions.iter().enumerate() {
+            if let Op::Constant(lit) = &inst.op {
+                let Some(bytes) = lit.bytes() else {
+                    return Err(CodegenError::Unsupported {
+                        inst: inst.name.clone(),
+                        reason: "the constant's data was elided in the HLO text".into(),
+                    });
+                };
+                let init = self.ctx.const_string(bytes, false);
+                let g = self.m.add_global(
+                    init.get_type(),
+                    Some(AddressSpace::default()),
+                    &format!("{}.const.{i}", self.hlo.name),
+                );
+                g.set_initializer(&init);
+                g.set_constant(true);
+                g.set_linkage(Linkage::Private);
+                g.set_unnamed_addr(true);
+                g.set_alignment(ARENA_ALIGN as u32);
+                globals[i] = Some(g.as_pointer_value());
+            }
+        }
+        // The kernels.
+        let mut kernels = Vec::new();
+        let mut calls: Vec<(FunctionValue<'ctx>, Vec<InstId>, Loc)> = Vec::new();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            let id = InstId(i as u32);
+            let loc = self.plan.locs[i];
+            if matches!(inst.op, Op::Parameter { .. } | Op::Constant(_))
+                || matches!(loc, Loc::Alias(_))
+            {
+                continue;
+            }
+            let name = format!(
+                "{}_k{}_{}",
+                self.hlo.name,
+                kernels.len(),
+                sanitize(&inst.name)
+            );
+            let f = self.kernel(&name, id)?;
+            kernels.push(KernelInfo {
+                name,
+                ops: vec![inst.name.clone()],
+            });
+            calls.push((f, inst.operands.clone(), loc));
+            let _ = id;
+        }
+        for &(k, v) in &self.plan.copies {
+            let name = format!("{}_copy_out{k}", self.hlo.name);
+            let f = self.copy_kernel(
+                &name,
+                c.inst(v).shape.dtype,
+                c.inst(v).shape.element_count(),
+            );
+            kernels.push(KernelInfo {
+                name,
+                ops: vec![c.inst(v).name.clone()],
+            });
+            calls.push((f, vec![v], Loc::Output(k)));
+        }
+        self.entry_points(&globals, &calls);
+        Ok(kernels)
+    }
+
+    /// The exported `<name>_run_ptrs` / `<name>_run` and the internal body they share.
+    fn entry_points(
+        &self,
+        globals: &[Option<PointerValue<'ctx>>],
+        calls: &[(FunctionValue<'ctx>, Vec<InstId>, Loc)],
+    ) {
+        let c = &self.hlo.entry;
+        let params = c.parameters();
+        let nin = params.len();
+        let nout = c.outputs.len();
+        let i8p = self.i8p();
+        let i32t = self.ctx.i32_type();
+        // impl(arena, in0.., out0..)
+        let impl_args: Vec<BasicMetadataTypeEnum> =
+            (0..1 + nin + nout).map(|_| i8p.into()).collect();
+        let imp = self.m.add_function(
+            &format!("{}_impl", self.hlo.name),
+            self.ctx.void_type().fn_type(&impl_args, false),
+            Some(Linkage::Internal),
+        );
+        self.common_attrs(imp);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(imp, "entry"));
+        let arena = imp.get_nth_param(0).unwrap().into_pointer_value();
+        let input = |k: usize| {
+            imp.get_nth_param(1 + k as u32)
+                .unwrap()
+                .into_pointer_value()
+        };
+        let output = |k: usize| {
+            imp.get_nth_param(1 + (nin + k) as u32)
+                .unwrap()
+                .into_pointer_value()
+        };
+        let ptr_of = |v: InstId| -> PointerValue<'ctx> {
+            let r = root(&self.plan.locs, v);
+            let p = match self.plan.locs[r.index()] {
+                Loc::Input(k) => input(k),
+                Loc::Output(k) => output(k),
+                Loc::Constant => globals[r.index()].expect("constants have globals"),
+                Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
+                Loc::Alias(_) => unreachable!("root() follows aliases"),
+            };
+            let ty = self.ptr_type(c.inst(v).shape.dtype);
+            self.b.build_pointer_cast(p, ty, "").unwrap()
+        };
+        for (f, operands, loc) in calls {
+            let out = match loc {
+                Loc::Output(k) => *k,
+                _ => usize::MAX,
+            };
+            let out_ptr = match loc {
+                Loc::Output(_) => output(out),
+                Loc::Arena(off) => self.gep(arena, self.i64(*off as u64)),
+                _ => unreachable!("kernels write to outputs or the arena"),
+            };
+            let out_ty = f.get_nth_param(0).unwrap().get_type().into_pointer_type();
+            let mut args: Vec<BasicValueEnum> = vec![
+                self.b
+                    .build_pointer_cast(out_ptr, out_ty, "")
+                    .unwrap()
+                    .into(),
+            ];
+            args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
+            let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+            self.b.build_call(*f, &a, "").unwrap();
+        }
+        self.b.build_return(None).unwrap();
+
+        let status = |s: Status| i32t.const_int(s.code() as i64 as u64, true);
+        // Checks shared by both entry points: a null pointer or a misaligned arena is a status.
+        let check_arena = |f: FunctionValue<'ctx>, arena: PointerValue<'ctx>| {
+            let bad_null = self.ctx.append_basic_block(f, "null");
+            let bad_align = self.ctx.append_basic_block(f, "misaligned");
+            let ok = self.ctx.append_basic_block(f, "arena_ok");
+            let ok2 = self.ctx.append_basic_block(f, "aligned");
+            let is_null = self.b.build_is_null(arena, "").unwrap();
+            self.b
+                .build_conditional_branch(is_null, bad_null, ok)
+                .unwrap();
+            self.b.position_at_end(bad_null);
+            self.b
+                .build_return(Some(&status(Status::NullPointer)))
+                .unwrap();
+            self.b.position_at_end(ok);
+            let addr = self
+                .b
+                .build_ptr_to_int(arena, self.ctx.i64_type(), "")
+                .unwrap();
+            let low = self
+                .b
+                .build_and(addr, self.i64(ARENA_ALIGN as u64 - 1), "")
+                .unwrap();
+            let mis = self
+                .b
+                .build_int_compare(IntPredicate::NE, low, self.i64(0), "")
+                .unwrap();
+            self.b
+                .build_conditional_branch(mis, bad_align, ok2)
+                .unwrap();
+            self.b.position_at_end(bad_align);
+            self.b
+                .build_return(Some(&status(Status::MisalignedArena)))
+                .unwrap();
+            self.b.position_at_end(ok2);
+        };
+        let check_null = |f: FunctionValue<'ctx>, p: PointerValue<'ctx>| {
+            let bad = self.ctx.append_basic_block(f, "null");
+            let ok = self.ctx.append_basic_block(f, "ok");
+            let is_null = self.b.build_is_null(p, "").unwrap();
+            self.b.build_conditional_branch(is_null, bad, ok).unwrap();
+            self.b.position_at_end(bad);
+            self.b
+                .build_return(Some(&status(Status::NullPointer)))
+                .unwrap();
+            self.b.position_at_end(ok);
+        };
+
+        // int <name>_run_ptrs(void *arena, const void *const *inputs, void *const *outputs)
+        let i8pp = i8p.ptr_type(AddressSpace::default());
+        let rp = self.m.add_function(
+            &format!("{}_run_ptrs", self.hlo.name),
+            i32t.fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(rp);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(rp, "entry"));
+        let arena = rp.get_nth_param(0).unwrap().into_pointer_value();
+        check_arena(rp, arena);
+        let ins = rp.get_nth_param(1).unwrap().into_pointer_value();
+        let outs = rp.get_nth_param(2).unwrap().into_pointer_value();
+        check_null(rp, ins);
+        check_null(rp, outs);
+        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        for (arr, n) in [(ins, nin), (outs, nout)] {
+            for k in 0..n {
+                let p = self
+                    .b
+                    .build_load(self.gep(arr, self.i64(k as u64)), "")
+                    .unwrap()
+                    .into_pointer_value();
+                check_null(rp, p);
+                args.push(p.into());
+            }
+        }
+        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+        self.b.build_call(imp, &a, "").unwrap();
+        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+
+        // int <name>_run(void *arena, const T *in0, ..., T *out0, ...)
+        let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into()];
+        for &p in &params {
+            tys.push(self.ptr_type(c.inst(p).shape.dtype).into());
+        }
+        for o in &c.outputs {
+            tys.push(self.ptr_type(c.inst(o.value).shape.dtype).into());
+        }
+        let run = self.m.add_function(
+            &format!("{}_run", self.hlo.name),
+            i32t.fn_type(&tys, false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(run);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(run, "entry"));
+        let arena = run.get_nth_param(0).unwrap().into_pointer_value();
+        check_arena(run, arena);
+        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        for k in 0..nin + nout {
+            let p = run
+                .get_nth_param(1 + k as u32)
+                .unwrap()
+                .into_pointer_value();
+            check_null(run, p);
+            args.push(self.b.build_pointer_cast(p, i8p, "").unwrap().into());
+        }
+        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+        self.b.build_call(imp, &a, "").unwrap();
+        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+    }
+
+    /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)`.
+    fn declare_kernel(&self, name: &str, out: DType, ins: &[DType]) -> Kernel<'ctx> {
+        let mut tys: Vec<BasicMetadataTypeEnum> = vec![self.ptr_type(out).into()];
+        tys.extend(
+            ins.iter()
+                .map(|&d| BasicMetadataTypeEnum::from(self.ptr_type(d))),
+        );
+        let f = self.m.add_function(
+            name,
+            self.ctx.void_type().fn_type(&tys, false),
+            Some(Linkage::Internal),
+        );
+        self.common_attrs(f);
+        for p in 0..tys.len() as u32 {
+            f.add_attribute(AttributeLoc::Param(p), self.attr("noalias"));
+            f.add_attribute(AttributeLoc::Param(p), self.attr("nocapture"));
+            if p > 0 {
+                f.add_attribute(AttributeLoc::Param(p), self.attr("readonly"));
+            }
+        }
+        self.b
+            .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        Kernel {
+            f,
+            out: f.get_nth_param(0).unwrap().into_pointer_value(),
+            args: (1..tys.len() as u32)
+                .map(|p| f.get_nth_param(p).unwrap().into_pointer_value())
+                .collect(),
+        }
+    }
+
+    fn copy_kernel(&self, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
+        let k = self.declare_kernel(name, d, &[d]);
+        self.for_loop(n, &mut |cg, i| {
+            let v = cg.b.build_load(cg.gep(k.args[0], i), "").unwrap();
+            cg.b.build_store(cg.gep(k.out, i), v).unwrap();
+        });
+        self.b.build_return(None).unwrap();
+        k.f
+    }
+
+    /// The kernel computing instruction `id`.
+    fn kernel(&self, name: &str, id: InstId) -> Result<FunctionValue<'ctx>, CodegenError> {
+        let c = &self.hlo.entry;
+        let inst = c.inst(id);
+        let ins: Vec<DType> = inst
+            .operands
+            .iter()
+            .map(|&o| c.inst(o).shape.dtype)
+            .collect();
+        let k = self.declare_kernel(name, inst.shape.dtype, &ins);
+        let out_dims = inst.shape.dims.clone();
+        let odt = inst.shape.dtype;
+        let opnd = |j: usize| &c.inst(inst.operands[j]).shape;
+        match &inst.op {
+            Op::Reduce { kind, dimensions } => {
+                let x = opnd(0).dims.clone();
+                let kept: Vec<usize> = (0..x.len()).filter(|d| !dimensions.contains(d)).collect();
+                let red: Vec<usize> = dimensions.iter().map(|&d| x[d]).collect();
+                let acc = self.slot(k.f, self.ctx.f32_type().into());
+                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                    cg.b.build_store(acc, cg.identity(*kind)).unwrap();
+                    cg.loop_nest(&red, &mut |cg, ridx| {
+                        let mut full = vec![cg.i64(0); x.len()];
+                        for (k2, &d) in kept.iter().enumerate() {
+                            full[d] = oidx[k2];
+                        }
+                        for (k2, &d) in dimensions.iter().enumerate() {
+                            full[d] = ridx[k2];
+                        }
+                        let v = cg
+                            .load(k.args[0], cg.linear(&full, &x), DType::F32)
+                            .into_float_value();
+                        let a = cg.b.build_load(acc, "").unwrap().into_float_value();
+                        cg.b.build_store(acc, cg.combine(*kind, a, v)).unwrap();
+                    });
+                    let a = cg.b.build_load(acc, "").unwrap();
+                    cg.store(k.out, cg.linear(oidx, &out_dims), a, odt);
+                });
+            }
+            Op::ReduceWindow { kind, window } => {
+                let x = opnd(0).dims.clone();
+                let acc = self.slot(k.f, self.ctx.f32_type().into());
+                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                    cg.b.build_store(acc, cg.identity(*kind)).unwrap();
+                    cg.loop_nest(&window.size, &mut |cg, tidx| {
+                        let mut valid = cg.ctx.bool_type().const_int(1, false);
+                        let mut pos = Vec::with_capacity(x.len());
+                        for d in 0..x.len() {
+                            let base =
+                                cg.b.build_int_mul(oidx[d], cg.i64(window.stride[d] as u64), "")
+                                    .unwrap();
+                            let tap =
+                                cg.b.build_int_mul(tidx[d], cg.i64(window.dilation[d] as u64), "")
+                                    .unwrap();
+                            let p = cg.b.build_int_add(base, tap, "").unwrap();
+                            let p =
+                                cg.b.build_int_sub(p, cg.i64(window.pad_low[d] as u64), "")
+                                    .unwrap();
+                            valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
+                            pos.push(cg.clamp_index(p, x[d]));
+                        }
+                        let v = cg
+                            .load(k.args[0], cg.linear(&pos, &x), DType::F32)
+                            .into_float_value();
+                        let a = cg.b.build_load(acc, "").unwrap().into_float_value();
+                        let nv = cg.select(valid, cg.combine(*kind, a, v).into(), a.into());
+                        cg.b.build_store(acc, nv).unwrap();
+                    });
+                    let a = cg.b.build_load(acc, "").unwrap();
+                    cg.store(k.out, cg.linear(oidx, &out_dims), a, odt);
+                });
+            }
+            Op::Dot(d) => {
+                let (l, r) = (opnd(0).dims.clone(), opnd(1).dims.clone());
+                let lfree: Vec<usize> = (0..l.len())
+                    .filter(|i| !d.lhs_batch.contains(i) && !d.lhs_contracting.contains(i))
+                    .collect();
+                let rfree: Vec<usize> = (0..r.len())
+                    .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
+                    .collect();
+                let nb = d.lhs_batch.len();
+                self.zero(&k, inst.shape.element_count());
+                // Loop order: batch, lhs free, contracting, rhs free (innermost, contiguous in out).
+                let mut outer: Vec<usize> = d.lhs_batch.iter().map(|&i| l[i]).collect();
+                outer.extend(lfree.iter().map(|&i| l[i]));
+                outer.extend(d.lhs_contracting.iter().map(|&i| l[i]));
+                let inner: Vec<usize> = rfree.iter().map(|&i| r[i]).collect();
+                let nlf = lfree.len();
+                let nc = d.lhs_contracting.len();
+                self.loop_nest(&outer, &mut |cg, o| {
+                    let mut li = vec![cg.i64(0); l.len()];
+                    let mut ri_base = vec![cg.i64(0); r.len()];
+                    for k2 in 0..nb {
+                        li[d.lhs_batch[k2]] = o[k2];
+                        ri_base[d.rhs_batch[k2]] = o[k2];
+                    }
+                    for (k2, &a) in lfree.iter().enumerate() {
+                        li[a] = o[nb + k2];
+                    }
+                    for k2 in 0..nc {
+                        li[d.lhs_contracting[k2]] = o[nb + nlf + k2];
+                        ri_base[d.rhs_contracting[k2]] = o[nb + nlf + k2];
+                    }
+                    let lv = cg
+                        .load(k.args[0], cg.linear(&li, &l), DType::F32)
+                        .into_float_value();
+                    cg.loop_nest(&inner, &mut |cg, rf| {
+                        let mut ri = ri_base.clone();
+                        for (k2, &a) in rfree.iter().enumerate() {
+                            ri[a] = rf[k2];
+                        }
+                        let mut oi: Vec<IntValue> = o[..nb + nlf].to_vec();
+                        oi.extend_from_slice(rf);
+                        let rv = cg
+                            .load(k.args[1], cg.linear(&ri, &r), DType::F32)
+                            .into_float_value();
+                        let off = cg.linear(&oi, &out_dims);
+                        let acc = cg.load(k.out, off, DType::F32).into_float_value();
+                        cg.store(k.out, off, cg.fma(lv, rv, acc).into(), DType::F32);
+                    });
+                });
+            }
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } => {
+                let (x, w) = (opnd(0).dims.clone(), opnd(1).dims.clone());
+                let sp = window.rank();
+                let cin_g = w[1];
+                let cout_g = w[0] / feature_group_count;
+                self.zero(&k, inst.shape.element_count());
+                // Loops: n, o, ci (per group), window taps (outer); output spatial (inner).
+                let mut outer = vec![x[0], w[0], cin_g];
+                outer.extend(window.size.iter().copied());
+                let inner: Vec<usize> = out_dims[2..].to_vec();
+                self.loop_nest(&outer, &mut |cg, o| {
+                    let (n, oc, ci) = (o[0], o[1], o[2]);
+                    let taps = &o[3..];
+                    let g =
+                        cg.b.build_int_unsigned_div(oc, cg.i64(cout_g as u64), "")
+                            .unwrap();
+                    let cin =
+                        cg.b.build_int_add(
+                            cg.b.build_int_mul(g, cg.i64(cin_g as u64), "").unwrap(),
+                            ci,
+                            "",
+                        )
+                        .unwrap();
+                    let mut wi = vec![oc, ci];
+                    wi.extend_from_slice(taps);
+                    let wv = cg
+                        .load(k.args[1], cg.linear(&wi, &w), DType::F32)
+                        .into_float_value();
+                    cg.loop_nest(&inner, &mut |cg, s| {
+                        let mut valid = cg.ctx.bool_type().const_int(1, false);
+                        let mut xi = vec![n, cin];
+                        for dd in 0..sp {
+                            let base =
+                                cg.b.build_int_mul(s[dd], cg.i64(window.stride[dd] as u64), "")
+                                    .unwrap();
+                            let tap = cg
+                                .b
+                                .build_int_mul(taps[dd], cg.i64(window.dilation[dd] as u64), "")
+                                .unwrap();
+                            let p = cg.b.build_int_add(base, tap, "").unwrap();
+                            let p =
+                                cg.b.build_int_sub(p, cg.i64(window.pad_low[dd] as u64), "")
+                                    .unwrap();
+                            valid =
+                                cg.b.build_and(valid, cg.in_range(p, x[2 + dd]), "")
+                                    .unwrap();
+                            xi.push(cg.clamp_index(p, x[2 + dd]));
+                        }
+                        let xv = cg
+                            .load(k.args[0], cg.linear(&xi, &x), DType::F32)
+                            .into_float_value();
+                        let xv = cg
+                            .select(valid, xv.into(), cg.f32c(0.0).into())
+                            .into_float_value();
+                        let mut oi = vec![n, oc];
+                        oi.extend_from_slice(s);
+                        let off = cg.linear(&oi, &out_dims);
+                        let acc = cg.load(k.out, off, DType::F32).into_float_value();
+                        cg.store(k.out, off, cg.fma(xv, wv, acc).into(), DType::F32);
+                    });
+                });
+            }
+            Op::Argmax { dimension } => {
+                let x = opnd(0).dims.clone();
+                let dim = *dimension;
+                let best_i = self.slot(k.f, self.ctx.i64_type().into());
+                let best_v = self.slot(k.f, self.ctx.f32_type().into());
+                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                    let full_at = |cg: &Self, j: IntValue<'ctx>| {
+                        let mut full = Vec::with_capacity(x.len());
+                        let mut it = oidx.iter();
+                        for dd in 0..x.len() {
+                            full.push(if dd == dim { j } else { *it.next().unwrap() });
+                        }
+                        cg.linear(&full, &x)
+                    };
+                    let v0 = cg.load(k.args[0], full_at(cg, cg.i64(0)), DType::F32);
+                    cg.b.build_store(best_v, v0).unwrap();
+                    cg.b.build_store(best_i, cg.i64(0)).unwrap();
+                    cg.for_loop(x[dim], &mut |cg, j| {
+                        let v = cg
+                            .load(k.args[0], full_at(cg, j), DType::F32)
+                            .into_float_value();
+                        let bv = cg.b.build_load(best_v, "").unwrap().into_float_value();
+                        let bi = cg.b.build_load(best_i, "").unwrap();
+                        // First maximum; a NaN counts as the maximum (numpy).
+                        let better =
+                            cg.b.build_or(
+                                cg.fcmp(FloatPredicate::OGT, v, bv),
+                                cg.fcmp(FloatPredicate::UNO, v, v),
+                                "",
+                            )
+                            .unwrap();
+                        let best_ok = cg.fcmp(FloatPredicate::ORD, bv, bv);
+                        let take = cg.b.build_and(better, best_ok, "").unwrap();
+                        cg.b.build_store(best_v, cg.select(take, v.into(), bv.into()))
+                            .unwrap();
+                        cg.b.build_store(best_i, cg.select(take, j.into(), bi))
+                            .unwrap();
+                    });
+                    let bi = cg.b.build_load(best_i, "").unwrap().into_int_value();
+                    let bi32 = cg.b.build_int_truncate(bi, cg.ctx.i32_type(), "").unwrap();
+                    cg.store(k.out, cg.linear(oidx, &out_dims), bi32.into(), DType::I32);
+                });
+            }
+            Op::Parameter { .. } | Op::Constant(_) => {
+                unreachable!("no kernel for parameters and constants")
+            }
+            _ => {
+                // Elemental ops: one value per output element.
+                self.loop_nest(&out_dims, &mut |cg, idx| {
+                    let v = cg.elemental(&k, id, idx);
+                    cg.store(k.out, cg.linear(idx, &out_dims), v, odt);
+                });
+            }
+        }
+        self.b.build_return(None).unwrap();
+        Ok(k.f)
+    }
+
+    fn zero(&self, k: &Kernel<'ctx>, n: usize) {
+        self.for_loop(n, &mut |cg, i| {
+            cg.b.build_store(cg.gep(k.out, i), cg.f32c(0.0)).unwrap();
+        });
+    }
+
+    /// The value of elemental instruction `id` at output index `idx`, reading operand `j` from
+    /// kernel argument `j`.
+    fn elemental(
+        &self,
+        k: &Kernel<'ctx>,
+        id: InstId,
+        idx: &[IntValue<'ctx>],
+    ) -> BasicValueEnum<'ctx> {
+        let c = &self.hlo.entry;
+        let inst = c.inst(id);
+        let out_dims = &inst.shape.dims;
+        let shape_of = |j: usize| &c.inst(inst.operands[j]).shape;
+        let at = |j: usize, oidx: &[IntValue<'ctx>]| -> BasicValueEnum<'ctx> {
+            let s = shape_of(j);
+            self.load(k.args[j], self.linear(oidx, &s.dims), s.dtype)
+        };
+        match &inst.op {
+            Op::Unary(u) => self.unary(*u, at(0, idx).into_float_value()).into(),
+            Op::Binary(bop) => self
+                .binary(
+                    *bop,
+                    at(0, idx).into_float_value(),
+                    at(1, idx).into_float_value(),
+                )
+                .into(),
+            Op::Compare(dir) => {
+                let p = match dir {
+                    CompareDir::Eq => FloatPredicate::OEQ,
+                    CompareDir::Ne => FloatPredicate::UNE,
+                    CompareDir::Lt => FloatPredicate::OLT,
+                    CompareDir::Le => FloatPredicate::OLE,
+                    CompareDir::Gt => FloatPredicate::OGT,
+                    CompareDir::Ge => FloatPredicate::OGE,
+                };
+                self.fcmp(
+                    p,
+                    at(0, idx).into_float_value(),
+                    at(1, idx).into_float_value(),
+                )
+                .into()
+            }
+            Op::Select => self.select(at(0, idx).into_int_value(), at(1, idx), at(2, idx)),
+            Op::Clamp => {
+                let bound = |j: usize| -> FloatValue<'ctx> {
+                    if shape_of(j).rank() == 0 {
+                        self.load(k.args[j], self.i64(0), DType::F32)
+                            .into_float_value()
+                    } else {
+                        at(j, idx).into_float_value()
+                    }
+                };
+                let x = at(1, idx).into_float_value();
+                let lo = self.fmax(x, bound(0), true);
+                let r = self.fmax(lo, bound(2), false);
+                // NaN stays NaN (fmax already propagates it).
+                r.into()
+            }
+            Op::Broadcast { dimensions } => {
+                let s = shape_of(0);
+                let oi: Vec<IntValue> = dimensions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &d)| if s.dims[i] == 1 { self.i64(0) } else { idx[d] })
+                    .collect();
+                at(0, &oi)
+            }
+            Op::Reshape => {
+                // Same row-major offset.
+                let s = shape_of(0);
+                self.load(k.args[0], self.linear(idx, out_dims), s.dtype)
+            }
+            Op::Transpose { permutation } => {
+                let mut oi = vec![self.i64(0); idx.len()];
+                for (i, &p) in permutation.iter().enumerate() {
+                    oi[p] = idx[i];
+                }
+                at(0, &oi)
+            }
+            Op::Slice {
+                starts, strides, ..
+            } => {
+                let oi: Vec<IntValue> = idx
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let m = self
+                            .b
+                            .build_int_mul(v, self.i64(strides[i] as u64), "")
+                            .unwrap();
+                        self.b
+                            .build_int_add(m, self.i64(starts[i] as u64), "")
+                            .unwrap()
+                    })
+                    .collect();
+                at(0, &oi)
+            }
+            Op::Pad { low, .. } => {
+                let s = shape_of(0);
+                let mut valid = self.ctx.bool_type().const_int(1, false);
+                let mut oi = Vec::with_capacity(idx.len());
+                for (i, &v) in idx.iter().enumerate() {
+                    let p = self
+                        .b
+                        .build_int_sub(v, self.i64(low[i] as u64), "")
+                        .unwrap();
+                    valid = self
+                        .b
+                        .build_and(valid, self.in_range(p, s.dims[i]), "")
+                        .unwrap();
+                    oi.push(self.clamp_index(p, s.dims[i]));
+                }
+                let x = at(0, &oi);
+                let pad = self.load(k.args[1], self.i64(0), s.dtype);
+                self.select(valid, x, pad)
+            }
+            Op::Concatenate { dimension } => {
+                let d = *dimension;
+                let mut start = 0usize;
+                let mut result: Option<BasicValueEnum> = None;
+                for j in 0..inst.operands.len() {
+                    let s = shape_of(j);
+                    let p = self
+                        .b
+                        .build_int_sub(idx[d], self.i64(start as u64), "")
+                        .unwrap();
+                    let mut oi = idx.to_vec();
+                    oi[d] = self.clamp_index(p, s.dims[d]);
+                    let v = at(j, &oi);
+                    result = Some(match result {
+                        None => v,
+                        Some(prev) => {
+                            let here = self
+                                .b
+                                .build_int_compare(IntPredicate::SGE, p, self.i64(0), "")
+                                .unwrap();
+                            self.select(here, v, prev)
+                        }
+                    });
+                    start += s.dims[d];
+                }
+                result.expect("concatenate has operands")
+            }
+            Op::Gather => {
+                let table = shape_of(0).dims.clone();
+                let ids = shape_of(1).dims.clone();
+                let r = ids.len();
+                let id_off = self.linear(&idx[..r], &ids);
+                let row = self.load(k.args[1], id_off, DType::I32).into_int_value();
+                let row = self
+                    .b
+                    .build_int_s_extend(row, self.ctx.i64_type(), "")
+                    .unwrap();
+                let row = self.clamp_index(row, table[0]);
+                let mut ti = vec![row];
+                ti.extend_from_slice(&idx[r..]);
+                self.load(k.args[0], self.linear(&ti, &table), shape_of(0).dtype)
+            }
+            other => unreachable!("{} is not elemental", other.opcode()),
+        }
+    }
+}

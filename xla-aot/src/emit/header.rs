@@ -1,0 +1,162 @@
+//! The C header `<name>.h`, from `templates/model.h.in`.
+//!
+//! Contract: [`render`] fills the template's `{{key}}` placeholders; every value comes from the
+//! module, the buffer plan and runtime-min's status codes (the single source of truth), so the
+//! header always matches the object it ships with. Deterministic.
+
+use crate::arena::{ARENA_ALIGN, BufferPlan};
+use crate::ir::{DType, Module};
+use runtime_min::Status;
+
+const TEMPLATE: &str = include_str!("../../../templates/model.h.in");
+
+/// C keywords and names a parameter may not take.
+const RESERVED: &[&str] = &[
+    "arena",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "class",
+    "new",
+    "delete",
+    "this",
+    "template",
+    "namespace",
+    "operator",
+];
+
+/// A C identifier for a tensor name (`conv.weight` → `conv_weight`).
+pub fn c_name(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.starts_with(|c: char| c.is_ascii_digit()) || RESERVED.contains(&s.as_str()) {
+        s.push('_');
+    }
+    s
+}
+
+/// The C element type of a dtype.
+pub fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::I32 => "int32_t",
+        _ => "uint8_t",
+    }
+}
+
+/// Total bytes of constants (weights) in the module.
+pub fn weight_bytes(m: &Module) -> usize {
+    m.entry
+        .instructions
+        .iter()
+        .filter_map(|i| match &i.op {
+            crate::ir::Op::Constant(l) => l.bytes().map(|b| b.len()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Renders the header.
+pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize) -> String {
+    let c = &m.entry;
+    let upper = m.name.to_ascii_uppercase();
+    let mut macros = String::new();
+    let mut params = Vec::new();
+    let mut tensor =
+        |kind: &str, name: &str, dims: &[usize], dtype: DType, params: &mut Vec<String>| {
+            let cn = c_name(name);
+            let key = format!("{upper}_{kind}_{}", cn.to_ascii_uppercase());
+            let dims_s: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            macros.push_str(&format!(
+                "#define {key}_RANK {}\n#define {key}_SHAPE {{{}}}\n#define {key}_SIZE {}\n",
+                dims.len(),
+                dims_s.join(", "),
+                dims.iter().product::<usize>()
+            ));
+            let konst = if kind == "INPUT" { "const " } else { "" };
+            params.push(format!("{konst}{} *{cn}", c_type(dtype)));
+        };
+    for p in c.parameters() {
+        let i = c.inst(p);
+        tensor("INPUT", &i.name, &i.shape.dims, i.shape.dtype, &mut params);
+    }
+    for o in &c.outputs {
+        let s = &c.inst(o.value).shape;
+        tensor("OUTPUT", &o.name, &s.dims, s.dtype, &mut params);
+    }
+    let statuses: String = Status::ALL
+        .iter()
+        .map(|s| format!("#define XLA_AOT_STATUS_{} ({})\n", s.c_name(), s.code()))
+        .collect();
+    let efficiency = if plan.arena_size == 0 {
+        1.0
+    } else {
+        plan.lower_bound as f64 / plan.arena_size as f64
+    };
+    let inputs_doc: Vec<String> = c
+        .parameters()
+        .iter()
+        .map(|&p| c_name(&c.inst(p).name))
+        .collect();
+    let outputs_doc: Vec<String> = c.outputs.iter().map(|o| c_name(&o.name)).collect();
+    TEMPLATE
+        .replace("{{name}}", &m.name)
+        .replace("{{NAME}}", &upper)
+        .replace("{{version}}", env!("CARGO_PKG_VERSION"))
+        .replace("{{target}}", target)
+        .replace("{{arena_size}}", &plan.arena_size.to_string())
+        .replace("{{arena_align}}", &ARENA_ALIGN.to_string())
+        .replace("{{arena_lower_bound}}", &plan.lower_bound.to_string())
+        .replace("{{arena_efficiency}}", &format!("{efficiency:.3}"))
+        .replace("{{weights_bytes}}", &weight_bytes(m).to_string())
+        .replace("{{kernels}}", &kernels.to_string())
+        .replace("{{num_inputs}}", &c.parameters().len().to_string())
+        .replace("{{num_outputs}}", &c.outputs.len().to_string())
+        .replace("{{inputs}}", &inputs_doc.join(", "))
+        .replace("{{outputs}}", &outputs_doc.join(", "))
+        .replace("{{shape_macros}}", macros.trim_end())
+        .replace("{{status_codes}}", statuses.trim_end())
+        .replace("{{run_params}}", &params.join(", "))
+}

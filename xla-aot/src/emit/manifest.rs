@@ -1,0 +1,98 @@
+//! The manifest `<name>.json`: what the library contains, for tools and tests.
+//!
+//! Contract: field order is fixed (serde struct order) and values are deterministic.
+
+use crate::arena::{ARENA_ALIGN, BufferPlan};
+use crate::codegen::cpu::KernelInfo;
+use crate::ir::Module;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct Tensor {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+}
+
+#[derive(Serialize)]
+pub struct Buffer {
+    pub name: String,
+    pub offset: usize,
+    pub size: usize,
+    pub live: [usize; 2],
+}
+
+#[derive(Serialize)]
+pub struct Kernel {
+    pub name: String,
+    pub ops: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct Manifest {
+    pub name: String,
+    pub target: String,
+    pub compiler: String,
+    pub inputs: Vec<Tensor>,
+    pub outputs: Vec<Tensor>,
+    pub arena_size: usize,
+    pub arena_align: usize,
+    pub arena_lower_bound: usize,
+    pub arena_efficiency: f64,
+    pub weights_bytes: usize,
+    pub hlo_instructions: usize,
+    pub buffers: Vec<Buffer>,
+    pub kernels: Vec<Kernel>,
+}
+
+/// Builds the manifest.
+pub fn build(m: &Module, plan: &BufferPlan, target: &str, kernels: &[KernelInfo]) -> Manifest {
+    let c = &m.entry;
+    let tensor = |name: &str, s: &crate::ir::Shape| Tensor {
+        name: name.to_string(),
+        dtype: s.dtype.name().to_string(),
+        shape: s.dims.clone(),
+    };
+    Manifest {
+        name: m.name.clone(),
+        target: target.to_string(),
+        compiler: format!("xla-aot {}", env!("CARGO_PKG_VERSION")),
+        inputs: c
+            .parameters()
+            .iter()
+            .map(|&p| tensor(&c.inst(p).name, &c.inst(p).shape))
+            .collect(),
+        outputs: c
+            .outputs
+            .iter()
+            .map(|o| tensor(&o.name, &c.inst(o.value).shape))
+            .collect(),
+        arena_size: plan.arena_size,
+        arena_align: ARENA_ALIGN,
+        arena_lower_bound: plan.lower_bound,
+        arena_efficiency: if plan.arena_size == 0 {
+            1.0
+        } else {
+            (plan.lower_bound as f64 / plan.arena_size as f64 * 1000.0).round() / 1000.0
+        },
+        weights_bytes: super::header::weight_bytes(m),
+        hlo_instructions: c.instructions.len(),
+        buffers: plan
+            .buffers
+            .iter()
+            .map(|b| Buffer {
+                name: b.name.clone(),
+                offset: b.offset,
+                size: b.size,
+                live: b.live,
+            })
+            .collect(),
+        kernels: kernels
+            .iter()
+            .map(|k| Kernel {
+                name: k.name.clone(),
+                ops: k.ops.clone(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,198 @@
+//! Target descriptions: which CPU the generated code is for.
+//!
+//! Contract: a [`Target`] names an LLVM triple, CPU and feature string and the preferred vector
+//! width. The built-in targets are the files of `targets/` (embedded at build time, so an installed
+//! binary needs no data files); `--target` also takes a path to such a YAML file. The `host` target
+//! is resolved by asking LLVM about the running CPU.
+
+use inkwell::targets::TargetMachine;
+use serde::Deserialize;
+use std::path::Path;
+use thiserror::Error;
+
+/// Instruction-set family of a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+/// A resolved target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Name (`x86_64-avx2`), as listed by `xla-aot targets`.
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// LLVM target triple.
+    pub triple: String,
+    /// LLVM CPU name.
+    pub cpu: String,
+    /// LLVM feature string (`+neon`).
+    pub features: String,
+    /// Preferred vector width in bits.
+    pub vector_bits: u32,
+    /// Family, from the triple.
+    pub arch: Arch,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFile {
+    name: String,
+    description: String,
+    triple: String,
+    cpu: String,
+    features: String,
+    vector_bits: u32,
+}
+
+/// The built-in target files, in listing order.
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "x86_64-avx2",
+        include_str!("../../targets/x86_64-avx2.yaml"),
+    ),
+    (
+        "x86_64-avx512",
+        include_str!("../../targets/x86_64-avx512.yaml"),
+    ),
+    (
+        "aarch64-neon",
+        include_str!("../../targets/aarch64-neon.yaml"),
+    ),
+    (
+        "aarch64-a78",
+        include_str!("../../targets/aarch64-a78.yaml"),
+    ),
+    ("host", include_str!("../../targets/host.yaml")),
+];
+
+/// Why a target could not be resolved.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    #[error("unknown target `{name}`; known targets: {known}{hint}")]
+    Unknown {
+        name: String,
+        known: String,
+        hint: String,
+    },
+    #[error("target file {path}: {reason}")]
+    File { path: String, reason: String },
+}
+
+impl Target {
+    /// Names of the built-in targets.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Every built-in target, resolved (`host` detected).
+    pub fn builtins() -> Vec<Target> {
+        BUILTIN
+            .iter()
+            .map(|(n, text)| parse(text, n).expect("built-in targets are valid"))
+            .collect()
+    }
+
+    /// A built-in target by name, or a target file by path (anything containing `/` or ending in
+    /// `.yaml`).
+    pub fn resolve(name_or_path: &str) -> Result<Target, TargetError> {
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return parse(text, name_or_path).map_err(|reason| TargetError::File {
+                path: name_or_path.into(),
+                reason,
+            });
+        }
+        if name_or_path.contains('/') || name_or_path.ends_with(".yaml") {
+            let path = Path::new(name_or_path);
+            let text = std::fs::read_to_string(path).map_err(|e| TargetError::File {
+                path: name_or_path.into(),
+                reason: crate::spec::weights::io_reason(&e),
+            })?;
+            return parse(&text, name_or_path).map_err(|reason| TargetError::File {
+                path: name_or_path.into(),
+                reason,
+            });
+        }
+        let names = Target::builtin_names();
+        let hint = crate::util::suggest::nearest(name_or_path, names.iter().copied())
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        Err(TargetError::Unknown {
+            name: name_or_path.into(),
+            known: names.join(", "),
+            hint,
+        })
+    }
+
+    /// Whether code for this target runs on the machine xla-aot runs on.
+    pub fn runs_here(&self) -> bool {
+        let host = host_triple();
+        let same_arch = host.split('-').next() == self.triple.split('-').next();
+        if !same_arch {
+            return false;
+        }
+        let feats = TargetMachine::get_host_cpu_features().to_string();
+        match self.cpu.as_str() {
+            "x86-64-v4" => feats.contains("+avx512f") && feats.contains("+avx512bw"),
+            "x86-64-v3" => feats.contains("+avx2") && feats.contains("+fma"),
+            _ => true,
+        }
+    }
+}
+
+fn host_triple() -> String {
+    TargetMachine::get_default_triple()
+        .as_str()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn parse(text: &str, origin: &str) -> Result<Target, String> {
+    let f: TargetFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let (triple, cpu, features, vector_bits) = if f.triple == "native" {
+        let features = TargetMachine::get_host_cpu_features().to_string();
+        let bits = if f.vector_bits != 0 {
+            f.vector_bits
+        } else if features.contains("+avx512f") {
+            512
+        } else if features.contains("+avx2") {
+            256
+        } else {
+            128
+        };
+        (
+            host_triple(),
+            TargetMachine::get_host_cpu_name().to_string(),
+            features,
+            bits,
+        )
+    } else {
+        (f.triple, f.cpu, f.features, f.vector_bits)
+    };
+    let arch = match triple.split('-').next() {
+        Some("x86_64") => Arch::X86_64,
+        Some("aarch64") => Arch::Aarch64,
+        other => {
+            return Err(format!(
+                "triple `{triple}` ({}) is not supported; CPU targets are x86_64 and aarch64",
+                other.unwrap_or("")
+            ));
+        }
+    };
+    if ![128, 256, 512].contains(&vector_bits) {
+        return Err(format!(
+            "vector_bits {vector_bits} must be 128, 256 or 512 ({origin})"
+        ));
+    }
+    Ok(Target {
+        name: f.name,
+        description: f.description,
+        triple,
+        cpu,
+        features,
+        vector_bits,
+        arch,
+    })
+}

@@ -1,0 +1,117 @@
+/*
+ * Test harness for a compiled xla-aot model, built with -DMODEL=<name> and linked with lib<name>.a.
+ *
+ *   harness ARENA_SIZE NIN NOUT IN_0 BYTES_0 ... OUT_0 BYTES_0 ...
+ *
+ * Reads each input file, runs the model and writes each output file. Every buffer (arena, inputs,
+ * outputs) ends exactly at a PROT_NONE guard page, so a kernel that writes or reads past the end
+ * of any buffer faults. Then it checks the C API contract:
+ *   - null arena, misaligned arena, null input/output arrays or entries give negative statuses;
+ *   - two threads with two arenas give bit-identical outputs.
+ * Exit status: 0 on success, 2 on a usage or I/O error, 3 on a contract violation.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define RUN_PTRS CAT(MODEL, _run_ptrs)
+
+int RUN_PTRS(void *arena, const void *const *inputs, void *const *outputs);
+
+#define MAX_TENSORS 64
+
+/* size bytes that end exactly at an inaccessible page; `align` must divide the page size. */
+static void *guarded(size_t size, size_t align) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t rounded = (size + align - 1) / align * align;
+    size_t span = (rounded + page - 1) / page * page;
+    uint8_t *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) { perror("mmap"); exit(2); }
+    if (mprotect(base + span, page, PROT_NONE) != 0) { perror("mprotect"); exit(2); }
+    return base + span - rounded;
+}
+
+struct job {
+    void *arena;
+    const void *const *inputs;
+    void **outputs;
+    int status;
+};
+
+static void *run_job(void *p) {
+    struct job *j = p;
+    j->status = RUN_PTRS(j->arena, j->inputs, (void *const *)j->outputs);
+    return NULL;
+}
+
+#define EXPECT(cond, what) do { if (!(cond)) { fprintf(stderr, "contract violated: %s\n", what); return 3; } } while (0)
+
+int main(int argc, char **argv) {
+    if (argc < 4) { fprintf(stderr, "usage\n"); return 2; }
+    size_t arena_size = strtoull(argv[1], NULL, 10);
+    int nin = atoi(argv[2]), nout = atoi(argv[3]);
+    if (nin > MAX_TENSORS || nout > MAX_TENSORS || argc != 4 + 2 * (nin + nout)) { fprintf(stderr, "usage\n"); return 2; }
+    const void *inputs[MAX_TENSORS];
+    void *outputs[MAX_TENSORS], *outputs2[MAX_TENSORS];
+    size_t out_bytes[MAX_TENSORS];
+    for (int i = 0; i < nin; i++) {
+        size_t n = strtoull(argv[5 + 2 * i], NULL, 10);
+        uint8_t *buf = guarded(n, 4);
+        FILE *f = fopen(argv[4 + 2 * i], "rb");
+        if (!f || fread(buf, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", argv[4 + 2 * i]); return 2; }
+        fclose(f);
+        inputs[i] = buf;
+    }
+    for (int i = 0; i < nout; i++) {
+        out_bytes[i] = strtoull(argv[5 + 2 * (nin + i)], NULL, 10);
+        outputs[i] = guarded(out_bytes[i], 4);
+        outputs2[i] = guarded(out_bytes[i], 4);
+        memset(outputs[i], 0xff, out_bytes[i]);
+        memset(outputs2[i], 0xee, out_bytes[i]);
+    }
+    void *arena = guarded(arena_size, 64);
+    void *arena2 = guarded(arena_size, 64);
+
+    /* Bad arguments: statuses, never a crash. */
+    EXPECT(RUN_PTRS(NULL, inputs, (void *const *)outputs) == -1, "null arena gives -1");
+    uint8_t *misaligned = (uint8_t *)guarded(arena_size + 64, 64) + 1;
+    EXPECT(RUN_PTRS(misaligned, inputs, (void *const *)outputs) == -2, "misaligned arena gives -2");
+    EXPECT(RUN_PTRS(arena, NULL, (void *const *)outputs) == -1, "null input array gives -1");
+    EXPECT(RUN_PTRS(arena, inputs, NULL) == -1, "null output array gives -1");
+    if (nin > 0) {
+        const void *saved = inputs[0];
+        inputs[0] = NULL;
+        EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -1, "null input gives -1");
+        inputs[0] = saved;
+    }
+    if (nout > 0) {
+        void *saved = outputs[0];
+        outputs[0] = NULL;
+        EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -1, "null output gives -1");
+        outputs[0] = saved;
+    }
+
+    /* Two threads, two arenas. */
+    struct job a = {arena, inputs, outputs, -100}, b = {arena2, inputs, outputs2, -100};
+    pthread_t ta, tb;
+    if (pthread_create(&ta, NULL, run_job, &a) || pthread_create(&tb, NULL, run_job, &b)) { perror("pthread"); return 2; }
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    EXPECT(a.status == 0 && b.status == 0, "runs succeed");
+    for (int i = 0; i < nout; i++) {
+        EXPECT(memcmp(outputs[i], outputs2[i], out_bytes[i]) == 0, "two threads give identical outputs");
+    }
+    for (int i = 0; i < nout; i++) {
+        FILE *f = fopen(argv[4 + 2 * (nin + i)], "wb");
+        if (!f || fwrite(outputs[i], 1, out_bytes[i], f) != out_bytes[i]) { fprintf(stderr, "cannot write\n"); return 2; }
+        fclose(f);
+    }
+    return 0;
+}
