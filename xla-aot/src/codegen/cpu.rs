@@ -351,6 +351,89 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.position_at_end(exit);
     }
 
+    /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty).
+    fn for_range(
+        &self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: &mut dyn FnMut(&Self, IntValue<'ctx>),
+    ) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let head = self.ctx.append_basic_block(f, "range");
+        let exit = self.ctx.append_basic_block(f, "range.end");
+        let pre = self.b.get_insert_block().unwrap();
+        let any = self
+            .b
+            .build_int_compare(IntPredicate::SLT, lo, hi, "")
+            .unwrap();
+        self.b.build_conditional_branch(any, head, exit).unwrap();
+        self.b.position_at_end(head);
+        let phi = self.b.build_phi(self.ctx.i64_type(), "i").unwrap();
+        let i = phi.as_basic_value().into_int_value();
+        body(self, i);
+        let latch = self.b.get_insert_block().unwrap();
+        let next = self.b.build_int_add(i, self.i64(1), "").unwrap();
+        phi.add_incoming(&[(&lo, pre), (&next, latch)]);
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::SLT, next, hi, "")
+            .unwrap();
+        self.b.build_conditional_branch(more, head, exit).unwrap();
+        self.b.position_at_end(exit);
+    }
+
+    /// The output positions `[lo, hi)` along one windowed dimension whose input position
+    /// `o·stride + tap·dilation - pad` falls inside `[0, extent)`, for a tap known at run time.
+    fn window_range(
+        &self,
+        tap: IntValue<'ctx>,
+        stride: usize,
+        dilation: usize,
+        pad: usize,
+        extent: usize,
+        out: usize,
+    ) -> (IntValue<'ctx>, IntValue<'ctx>) {
+        let b = &self.b;
+        let td = b.build_int_mul(tap, self.i64(dilation as u64), "").unwrap();
+        // lo = ceil((pad - td) / stride), at least 0.
+        let a = b.build_int_sub(self.i64(pad as u64), td, "").unwrap();
+        let a_pos = b
+            .build_int_compare(IntPredicate::SGT, a, self.i64(0), "")
+            .unwrap();
+        let up = b.build_int_add(a, self.i64(stride as u64 - 1), "").unwrap();
+        let lo_pos = b
+            .build_int_signed_div(up, self.i64(stride as u64), "")
+            .unwrap();
+        let lo = self
+            .select(a_pos, lo_pos.into(), self.i64(0).into())
+            .into_int_value();
+        // hi = floor((extent - 1 + pad - td) / stride) + 1, at most `out`; empty when negative.
+        let bb = b
+            .build_int_sub(self.i64((extent - 1 + pad) as u64), td, "")
+            .unwrap();
+        let b_neg = b
+            .build_int_compare(IntPredicate::SLT, bb, self.i64(0), "")
+            .unwrap();
+        let hi = b
+            .build_int_add(
+                b.build_int_signed_div(bb, self.i64(stride as u64), "")
+                    .unwrap(),
+                self.i64(1),
+                "",
+            )
+            .unwrap();
+        let hi = self
+            .select(b_neg, self.i64(0).into(), hi.into())
+            .into_int_value();
+        let over = b
+            .build_int_compare(IntPredicate::SGT, hi, self.i64(out as u64), "")
+            .unwrap();
+        let hi = self
+            .select(over, self.i64(out as u64).into(), hi.into())
+            .into_int_value();
+        (lo, hi)
+    }
+
     /// Nested loops over `dims` (outermost first); `body` gets the index vector.
     fn loop_nest(&self, dims: &[usize], body: &mut dyn FnMut(&Self, &[IntValue<'ctx>])) {
         fn rec<'a, 'ctx>(
@@ -986,7 +1069,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // Loops: n, o, ci (per group), window taps (outer); output spatial (inner).
                 let mut outer = vec![x[0], w[0], cin_g];
                 outer.extend(window.size.iter().copied());
-                let inner: Vec<usize> = out_dims[2..].to_vec();
                 self.loop_nest(&outer, &mut |cg, o| {
                     let (n, oc, ci) = (o[0], o[1], o[2]);
                     let taps = &o[3..];
@@ -1005,8 +1087,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let wv = cg
                         .load(k.args[1], cg.linear(&wi, &w), DType::F32)
                         .into_float_value();
-                    cg.loop_nest(&inner, &mut |cg, s| {
-                        let mut valid = cg.ctx.bool_type().const_int(1, false);
+                    // Output positions whose input position is inside the image: affine indices,
+                    // no padding checks in the loop body, so the innermost loop vectorizes.
+                    let ranges: Vec<_> = (0..sp)
+                        .map(|dd| {
+                            cg.window_range(
+                                taps[dd],
+                                window.stride[dd],
+                                window.dilation[dd],
+                                window.pad_low[dd],
+                                x[2 + dd],
+                                out_dims[2 + dd],
+                            )
+                        })
+                        .collect();
+                    let mut s: Vec<IntValue<'ctx>> = Vec::with_capacity(sp);
+                    conv_inner(cg, &ranges, &mut s, &|cg, s| {
                         let mut xi = vec![n, cin];
                         for dd in 0..sp {
                             let base =
@@ -1017,19 +1113,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 .build_int_mul(taps[dd], cg.i64(window.dilation[dd] as u64), "")
                                 .unwrap();
                             let p = cg.b.build_int_add(base, tap, "").unwrap();
-                            let p =
+                            xi.push(
                                 cg.b.build_int_sub(p, cg.i64(window.pad_low[dd] as u64), "")
-                                    .unwrap();
-                            valid =
-                                cg.b.build_and(valid, cg.in_range(p, x[2 + dd]), "")
-                                    .unwrap();
-                            xi.push(cg.clamp_index(p, x[2 + dd]));
+                                    .unwrap(),
+                            );
                         }
                         let xv = cg
                             .load(k.args[0], cg.linear(&xi, &x), DType::F32)
-                            .into_float_value();
-                        let xv = cg
-                            .select(valid, xv.into(), cg.f32c(0.0).into())
                             .into_float_value();
                         let mut oi = vec![n, oc];
                         oi.extend_from_slice(s);
@@ -1263,4 +1353,23 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             other => unreachable!("{} is not elemental", other.opcode()),
         }
     }
+}
+
+/// Nested run-time-bounded loops over the output spatial dims of a convolution.
+fn conv_inner<'a, 'ctx>(
+    cg: &Cg<'a, 'ctx>,
+    ranges: &[(IntValue<'ctx>, IntValue<'ctx>)],
+    s: &mut Vec<IntValue<'ctx>>,
+    body: &dyn Fn(&Cg<'a, 'ctx>, &[IntValue<'ctx>]),
+) {
+    if s.len() == ranges.len() {
+        body(cg, s);
+        return;
+    }
+    let (lo, hi) = ranges[s.len()];
+    cg.for_range(lo, hi, &mut |cg, i| {
+        s.push(i);
+        conv_inner(cg, ranges, s, body);
+        s.pop();
+    });
 }

@@ -1,0 +1,252 @@
+//! What `xla-aot compile` writes: freestanding, deterministic libraries, vector code for each
+//! target, and clean failures that leave nothing behind.
+
+mod common;
+
+use common::{repo, scratch};
+use std::process::Command;
+use xla_aot::codegen::cpu::Options;
+use xla_aot::emit::compile_model;
+use xla_aot::ir::parse_module;
+use xla_aot::spec::load_spec;
+use xla_aot::target::Target;
+
+fn xla_aot(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn simplenet() -> String {
+    repo()
+        .join("examples/simplenet/model.yaml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn compiling_twice_gives_identical_bytes() {
+    for target in ["x86_64-avx512", "aarch64-neon"] {
+        let (a, b) = (
+            scratch(&format!("det-a-{target}")),
+            scratch(&format!("det-b-{target}")),
+        );
+        for d in [&a, &b] {
+            let r = xla_aot(&[
+                "compile",
+                &simplenet(),
+                "--target",
+                target,
+                "--out-dir",
+                &d.display().to_string(),
+            ]);
+            assert_eq!(
+                r.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+        }
+        for f in [
+            "libsimplenet.a",
+            "simplenet.h",
+            "simplenet.json",
+            "simplenet.o",
+        ] {
+            assert_eq!(
+                std::fs::read(a.join(f)).unwrap(),
+                std::fs::read(b.join(f)).unwrap(),
+                "{f} differs between two compiles for {target}"
+            );
+        }
+    }
+}
+
+#[test]
+fn libraries_are_freestanding_and_export_only_prefixed_symbols() {
+    for ex in common::EXAMPLES {
+        let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        for target in ["x86_64-avx2", "aarch64-neon"] {
+            let art =
+                compile_model(&m, &Target::resolve(target).unwrap(), Options::default()).unwrap();
+            let dir = scratch(&format!("nm-{ex}-{target}"));
+            let lib = dir.join(format!("lib{}.a", art.name));
+            std::fs::write(&lib, &art.archive).unwrap();
+            let undefined = Command::new("nm").arg("-u").arg(&lib).output().unwrap();
+            let text = String::from_utf8_lossy(&undefined.stdout);
+            let symbols: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.is_empty() && !l.ends_with(':'))
+                .collect();
+            assert!(
+                symbols.is_empty(),
+                "{ex} for {target} needs symbols: {symbols:?}"
+            );
+            let defined = Command::new("nm")
+                .args(["-g", "--defined-only"])
+                .arg(&lib)
+                .output()
+                .unwrap();
+            for line in String::from_utf8_lossy(&defined.stdout)
+                .lines()
+                .filter(|l| l.contains(' '))
+            {
+                let sym = line.rsplit(' ').next().unwrap();
+                assert!(
+                    sym.starts_with(&format!("{}_", art.name)),
+                    "{ex}: exported symbol {sym} lacks the model prefix"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_fma_code_for_each_target() {
+    let m = load_spec(&repo().join("examples/simplenet/model.yaml"))
+        .unwrap()
+        .module;
+    let asm = |t: &str| {
+        compile_model(
+            &m,
+            &Target::resolve(t).unwrap(),
+            Options {
+                assembly: true,
+                ir: false,
+            },
+        )
+        .unwrap()
+        .assembly
+        .unwrap()
+    };
+    let x86 = asm("x86_64-avx512");
+    let zmm_fma = x86
+        .lines()
+        .filter(|l| l.contains("vfmadd") && l.contains("zmm"))
+        .count();
+    assert!(zmm_fma > 0, "no zmm FMA in the avx512 simplenet");
+    let arm = asm("aarch64-neon");
+    let fmla = arm
+        .lines()
+        .filter(|l| l.trim_start().starts_with("fmla") && l.contains("v"))
+        .count();
+    assert!(fmla > 0, "no `fmla v` in the aarch64 simplenet");
+    let avx2 = asm("x86_64-avx2");
+    assert!(
+        avx2.contains("ymm") && !avx2.contains("zmm"),
+        "avx2 code uses ymm and never zmm"
+    );
+}
+
+#[test]
+fn bad_compile_requests_fail_cleanly() {
+    let out = scratch("bad-target");
+    let dir = out.join("lib");
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "x86_64-avx3",
+        "--out-dir",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("unknown target `x86_64-avx3`") && err.contains("did you mean `x86_64-avx2`?"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing is created for a bad target");
+
+    // An output directory that cannot be created (a file is in the way).
+    let blocker = out.join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "x86_64-avx2",
+        "--out-dir",
+        &blocker.join("sub").display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("cannot write"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+
+    // A target file that does not exist.
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "/nonexistent/t.yaml",
+        "--out-dir",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("target file /nonexistent/t.yaml: no such file or directory")
+    );
+    assert!(!dir.exists());
+}
+
+#[test]
+fn what_the_backend_cannot_compile_is_an_error_not_a_crash() {
+    // A column-major layout (valid HLO, no CPU codegen yet) and an elided constant.
+    let cases = [
+        (
+            "HloModule m\n\nENTRY %main {\n  %x = f32[2,3]{0,1} parameter(0)\n  %y = f32[2,3]{1,0} negate(%x)\n  ROOT %outputs = (f32[2,3]{1,0}) tuple(%y), names={y}\n}\n",
+            "is not row-major",
+        ),
+        (
+            "HloModule m\n\nENTRY %main {\n  %x = f32[2]{0} parameter(0)\n  %c = f32[2]{0} constant({...})\n  %y = f32[2]{0} add(%x, %c)\n  ROOT %outputs = (f32[2]{0}) tuple(%y), names={y}\n}\n",
+            "elided",
+        ),
+    ];
+    for (text, msg) in cases {
+        let m = parse_module(text).unwrap();
+        xla_aot::ir::verify(&m).unwrap();
+        let err = compile_model(
+            &m,
+            &Target::resolve("x86_64-avx2").unwrap(),
+            Options::default(),
+        )
+        .err()
+        .expect(msg);
+        assert!(err.to_string().contains(msg), "{err}");
+    }
+}
+
+#[test]
+fn targets_command_lists_every_builtin() {
+    let r = xla_aot(&["targets"]);
+    assert_eq!(r.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&r.stdout);
+    for t in [
+        "x86_64-avx2",
+        "x86_64-avx512",
+        "aarch64-neon",
+        "aarch64-a78",
+        "host",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(t)),
+            "{t} missing from:\n{text}"
+        );
+    }
+    // A target file path works too.
+    let t = Target::resolve(
+        &repo()
+            .join("targets/aarch64-a78.yaml")
+            .display()
+            .to_string(),
+    )
+    .unwrap();
+    assert_eq!(t.cpu, "cortex-a78");
+}
