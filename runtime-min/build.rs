@@ -4,7 +4,8 @@
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("xla_aot_runtime.h");
-    let config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
     cbindgen::Builder::new()
         .with_crate(&crate_dir)
         .with_config(config)

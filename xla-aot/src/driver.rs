@@ -179,11 +179,45 @@ pub fn gather_inputs(
     Ok((inputs, notes))
 }
 
-/// `xla-aot run --reference`: evaluates the spec with the reference interpreter.
-pub fn run_reference(spec: &Path, inputs: &[String], seed: u64) -> Result<RunReport, DriverError> {
+/// How `xla-aot run` computes the outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// The reference interpreter.
+    Reference,
+    /// Code compiled for the host, run in-process.
+    Compiled,
+    /// Both; the report notes the largest differences.
+    Compare,
+}
+
+/// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`.
+pub fn run(
+    spec: &Path,
+    inputs: &[String],
+    seed: u64,
+    mode: RunMode,
+) -> Result<RunReport, DriverError> {
     let model = load_spec(spec)?;
-    let (lits, notes) = gather_inputs(&model.module, inputs, seed)?;
-    let values = evaluate(&model.module, &lits)?;
+    let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
+    let values = match mode {
+        RunMode::Reference => evaluate(&model.module, &lits)?,
+        RunMode::Compiled => crate::codegen::jit::run(&model.module, &lits)?,
+        RunMode::Compare => {
+            let reference = evaluate(&model.module, &lits)?;
+            let compiled = crate::codegen::jit::run(&model.module, &lits)?;
+            for ((o, r), c) in model
+                .module
+                .entry
+                .outputs
+                .iter()
+                .zip(&reference)
+                .zip(&compiled)
+            {
+                notes.push(format!("compare `{}`: {}", o.name, difference(c, r)));
+            }
+            compiled
+        }
+    };
     let outputs = model
         .module
         .entry
@@ -196,6 +230,53 @@ pub fn run_reference(spec: &Path, inputs: &[String], seed: u64) -> Result<RunRep
         })
         .collect();
     Ok(RunReport { outputs, notes })
+}
+
+/// `max abs error …, max rel error …` between compiled and reference outputs.
+pub fn difference(compiled: &Literal, reference: &Literal) -> String {
+    let as_f64 = |l: &Literal| -> Vec<f64> {
+        match l.dtype {
+            DType::F32 => l
+                .to_f32_vec()
+                .unwrap_or_default()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            DType::I32 => l
+                .to_i32_vec()
+                .unwrap_or_default()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let (c, r) = (as_f64(compiled), as_f64(reference));
+    let scale = r
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, |m, x| m.max(x.abs()));
+    let mut abs = 0.0f64;
+    let mut rel = 0.0f64;
+    let mut nan_mismatch = 0;
+    for (a, b) in c.iter().zip(&r) {
+        if a.is_nan() || b.is_nan() {
+            nan_mismatch += usize::from(a.is_nan() != b.is_nan());
+            continue;
+        }
+        let d = (a - b).abs();
+        abs = abs.max(d);
+        if b.abs() > scale * 1e-3 {
+            rel = rel.max(d / b.abs());
+        }
+    }
+    let mut s = format!(
+        "max abs error {abs:.3e}, max rel error {rel:.3e} (elements above 1e-3 of the largest)"
+    );
+    if nan_mismatch > 0 {
+        s.push_str(&format!(", {nan_mismatch} NaN mismatches"));
+    }
+    s
 }
 
 /// Writes each output as `<dir>/<name>.npy`, atomically per file.

@@ -51,13 +51,18 @@ enum Command {
     },
     /// List the built-in targets.
     Targets,
-    /// Run a model on this machine and write its outputs as .npy files.
+    /// Run a model on this machine (compiled for it, or with --reference the interpreter) and
+    /// write its outputs as .npy files.
     Run {
         /// The model spec (YAML).
         spec: PathBuf,
-        /// Use the reference interpreter (required until the compiled path lands).
-        #[arg(long)]
+        /// Use the reference interpreter instead of code compiled for this machine.
+        #[arg(long, conflicts_with = "compare")]
         reference: bool,
+        /// Run both and print the largest difference per output (the outputs written are the
+        /// compiled ones).
+        #[arg(long)]
+        compare: bool,
         /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
@@ -119,17 +124,19 @@ fn main() -> ExitCode {
         Command::Run {
             spec,
             reference,
+            compare,
             inputs,
             output_dir,
             seed,
         } => {
-            if !reference {
-                eprintln!(
-                    "error: `xla-aot run` needs --reference for now: the compiled path arrives with the CPU backend"
-                );
-                return ExitCode::from(2);
-            }
-            let report = match driver::run_reference(&spec, &inputs, seed) {
+            let mode = if reference {
+                driver::RunMode::Reference
+            } else if compare {
+                driver::RunMode::Compare
+            } else {
+                driver::RunMode::Compiled
+            };
+            let report = match driver::run(&spec, &inputs, seed, mode) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };

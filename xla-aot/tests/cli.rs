@@ -139,9 +139,17 @@ fn usage_errors_exit_with_2() {
     assert_eq!(xla_aot(&[]).status.code(), Some(2));
     assert_eq!(xla_aot(&["frobnicate"]).status.code(), Some(2));
     let spec = s(&repo().join("examples/simplenet/model.yaml"));
-    let r = xla_aot(&["run", &spec]);
-    assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("--reference"));
+    assert_eq!(
+        xla_aot(&["run", &spec, "--reference", "--compare"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        xla_aot(&["compile", &spec]).status.code(),
+        Some(2),
+        "--target and --out-dir are required"
+    );
     assert_eq!(
         xla_aot(&["inspect", &spec, "--stage", "nope"])
             .status
@@ -165,4 +173,44 @@ fn spec_errors_exit_with_1_and_write_nothing() {
         String::from_utf8_lossy(&r.stderr)
             .contains("cannot read /nonexistent/model.yaml: no such file or directory")
     );
+}
+
+#[test]
+fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
+    let ex = repo().join("examples/tiny_transformer");
+    let out = scratch("compiled");
+    let input = format!("x={}", s(&ex.join("golden/inputs/x.npy")));
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--compare",
+        "--input",
+        &input,
+        "--output-dir",
+        &s(&out),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("note: compare `y`: max abs error"),
+        "{stderr}"
+    );
+    let got = npy(&out.join("y.npy"));
+    let expected = npy(&ex.join("golden/expected/y.npy"));
+    common::check_close(&got, &expected).unwrap();
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--input",
+        &input,
+        "--output-dir",
+        &s(&out),
+    ]);
+    assert_eq!(r.status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -82,7 +82,7 @@ pub struct Options {
     pub ir: bool,
 }
 
-fn init_llvm() {
+pub(crate) fn init_llvm() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let cfg = InitializationConfig::default();
@@ -122,26 +122,13 @@ pub fn compile(
 ) -> Result<CpuObject, CodegenError> {
     let tm = target_machine(target)?;
     let ctx = Context::create();
-    let module = ctx.create_module(&hlo.name);
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let mut cg = Cg::new(&ctx, &module, hlo, plan, target);
-    let kernels = cg.build()?;
+    let (module, kernels) = build_module(&ctx, &tm, hlo, plan, target)?;
     let exports = vec![
         format!("{}_run", hlo.name),
         format!("{}_run_ptrs", hlo.name),
     ];
-    module
-        .verify()
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let before = opts.ir.then(|| module.print_to_string().to_string());
-    let popts = PassBuilderOptions::create();
-    popts.set_loop_vectorization(true);
-    popts.set_loop_slp_vectorization(true);
-    popts.set_loop_unrolling(true);
-    module
-        .run_passes("default<O3>", &tm, popts)
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    optimize(&module, &tm)?;
     let after = opts.ir.then(|| module.print_to_string().to_string());
     let object = tm
         .write_to_memory_buffer(&module, FileType::Object)
@@ -163,6 +150,35 @@ pub fn compile(
         assembly,
         ir: before.zip(after),
     })
+}
+
+/// Generates the (unoptimised, verified) LLVM module of `hlo` for `target`.
+pub fn build_module<'ctx>(
+    ctx: &'ctx Context,
+    tm: &TargetMachine,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
+    let module = ctx.create_module(&hlo.name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let kernels = Cg::new(ctx, &module, hlo, plan, target).build()?;
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    Ok((module, kernels))
+}
+
+/// Runs LLVM's O3 pipeline for the target machine.
+pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
+    let popts = PassBuilderOptions::create();
+    popts.set_loop_vectorization(true);
+    popts.set_loop_slp_vectorization(true);
+    popts.set_loop_unrolling(true);
+    module
+        .run_passes("default<O3>", tm, popts)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))
 }
 
 /// Code generation state for one module.
@@ -266,6 +282,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             AttributeLoc::Function,
             self.ctx.create_string_attribute("no-builtins", ""),
         );
+        // The CPU on every function too (not only on the target machine), so that any code
+        // generator of this module (the in-process JIT included) selects the same instructions.
+        let cpu = self
+            .ctx
+            .create_string_attribute("target-cpu", &self.target.cpu);
+        f.add_attribute(AttributeLoc::Function, cpu);
+        if !self.target.features.is_empty() {
+            let feats = self
+                .ctx
+                .create_string_attribute("target-features", &self.target.features);
+            f.add_attribute(AttributeLoc::Function, feats);
+        }
         if self.target.vector_bits > 256 {
             let w = self.target.vector_bits.to_string();
             f.add_attribute(

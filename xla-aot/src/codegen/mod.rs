@@ -4,4 +4,5 @@
 //! transcendental functions shared by the backends.
 
 pub mod cpu;
+pub mod jit;
 pub mod math;
