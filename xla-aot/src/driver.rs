@@ -234,24 +234,7 @@ pub fn run(
 
 /// `max abs error …, max rel error …` between compiled and reference outputs.
 pub fn difference(compiled: &Literal, reference: &Literal) -> String {
-    let as_f64 = |l: &Literal| -> Vec<f64> {
-        match l.dtype {
-            DType::F32 => l
-                .to_f32_vec()
-                .unwrap_or_default()
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-            DType::I32 => l
-                .to_i32_vec()
-                .unwrap_or_default()
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
-    let (c, r) = (as_f64(compiled), as_f64(reference));
+    let (c, r) = (compiled.to_f64_vec(), reference.to_f64_vec());
     let scale = r
         .iter()
         .filter(|x| x.is_finite())
@@ -303,23 +286,7 @@ pub fn write_outputs(dir: &Path, outputs: &[RunOutput]) -> Result<Vec<PathBuf>, 
 
 /// `name  f32[1,10]  min … max … mean …`
 pub fn summary(o: &RunOutput) -> String {
-    let v: Vec<f64> = match o.value.dtype {
-        DType::F32 => o
-            .value
-            .to_f32_vec()
-            .unwrap_or_default()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        DType::I32 => o
-            .value
-            .to_i32_vec()
-            .unwrap_or_default()
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        _ => Vec::new(),
-    };
+    let v = o.value.to_f64_vec();
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;

@@ -191,6 +191,7 @@ struct Cg<'a, 'ctx> {
     target: &'a Target,
     fmuladd: FunctionValue<'ctx>,
     sqrt: FunctionValue<'ctx>,
+    fabs: FunctionValue<'ctx>,
 }
 
 /// A kernel being generated: its function and the pointer of each buffer it touches.
@@ -237,6 +238,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             target,
             fmuladd: math::fmuladd(ctx, m),
             sqrt: math::sqrt(ctx, m),
+            fabs: math::fabs(ctx, m),
         }
     }
 
@@ -357,26 +359,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     // ---- loops --------------------------------------------------------------------------------------
 
-    /// `for i in 0..n { body(i) }` (n ≥ 1), leaving the builder after the loop.
+    /// `for i in 0..n { body(i) }`, leaving the builder after the loop.
     fn for_loop(&self, n: usize, body: &mut dyn FnMut(&Self, IntValue<'ctx>)) {
-        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
-        let pre = self.b.get_insert_block().unwrap();
-        let head = self.ctx.append_basic_block(f, "loop");
-        let exit = self.ctx.append_basic_block(f, "loop.end");
-        self.b.build_unconditional_branch(head).unwrap();
-        self.b.position_at_end(head);
-        let phi = self.b.build_phi(self.ctx.i64_type(), "i").unwrap();
-        let i = phi.as_basic_value().into_int_value();
-        body(self, i);
-        let latch = self.b.get_insert_block().unwrap();
-        let next = self.b.build_int_add(i, self.i64(1), "").unwrap();
-        phi.add_incoming(&[(&self.i64(0), pre), (&next, latch)]);
-        let more = self
-            .b
-            .build_int_compare(IntPredicate::ULT, next, self.i64(n as u64), "")
-            .unwrap();
-        self.b.build_conditional_branch(more, head, exit).unwrap();
-        self.b.position_at_end(exit);
+        self.for_range(self.i64(0), self.i64(n as u64), body);
     }
 
     /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty).
@@ -548,18 +533,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let b = &self.b;
         match u {
             UnaryOp::Negate => b.build_float_neg(x, "").unwrap(),
-            UnaryOp::Abs => {
-                let bits = b
-                    .build_bit_cast(x, self.ctx.i32_type(), "")
-                    .unwrap()
-                    .into_int_value();
-                let m = b
-                    .build_and(bits, self.ctx.i32_type().const_int(0x7fff_ffff, false), "")
-                    .unwrap();
-                b.build_bit_cast(m, self.ctx.f32_type(), "")
-                    .unwrap()
-                    .into_float_value()
-            }
+            UnaryOp::Abs => self.call(self.fabs, &[x.into()]).into_float_value(),
             UnaryOp::Sqrt => self.call(self.sqrt, &[x.into()]).into_float_value(),
             UnaryOp::Rsqrt => {
                 let s = self.call(self.sqrt, &[x.into()]).into_float_value();

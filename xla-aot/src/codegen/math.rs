@@ -98,6 +98,15 @@ impl<'ctx> F<'_, 'ctx> {
             .unwrap();
         self.f32_of_bits(m)
     }
+    /// `|v|` with the sign of `x`.
+    fn with_sign_of(&self, v: FloatValue<'ctx>, x: FloatValue<'ctx>) -> FloatValue<'ctx> {
+        let sign = self
+            .b
+            .build_and(self.bits(x), self.ci(0x8000_0000), "")
+            .unwrap();
+        self.f32_of_bits(self.b.build_or(self.bits(v), sign, "").unwrap())
+    }
+
     /// Horner evaluation of `coeffs[0] + coeffs[1] x + ...` (coefficients low to high).
     fn poly(
         &self,
@@ -152,6 +161,14 @@ pub fn sqrt<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> FunctionValue<'ctx> {
         .expect("llvm.sqrt exists")
         .get_declaration(m, &[ctx.f32_type().into()])
         .expect("f32 sqrt")
+}
+
+/// The declaration of `llvm.fabs.f32` (a sign-bit mask on every target).
+pub fn fabs<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> FunctionValue<'ctx> {
+    inkwell::intrinsics::Intrinsic::find("llvm.fabs")
+        .expect("llvm.fabs exists")
+        .get_declaration(m, &[ctx.f32_type().into()])
+        .expect("f32 fabs")
 }
 
 /// Returns the internal function for `which`, defining it (and what it calls) on first use.
@@ -333,8 +350,7 @@ fn emit_tanh<'ctx>(
     // Large |x|: 1 - 2/(e^{2|x|} + 1), with the sign of x.
     let e = h.call(exp, &[h.add(ax, ax)]);
     let big = h.sub(h.c(1.0), h.div(h.c(2.0), h.add(e, h.c(1.0))));
-    let sign = h.b.build_and(h.bits(x), h.ci(0x8000_0000), "").unwrap();
-    let big = h.f32_of_bits(h.b.build_or(h.bits(big), sign, "").unwrap());
+    let big = h.with_sign_of(big, x);
     let r = h.sel(h.cmp(FloatPredicate::OLT, ax, h.c(0.625)), small, big);
     h.sel(h.is_nan(x), x, r)
 }
@@ -374,8 +390,7 @@ fn emit_erf<'ctx>(
     );
     let e = h.call(exp, &[h.sub(h.c(0.0), z)]);
     let big = h.sub(h.c(1.0), h.mul(h.mul(p, t), e));
-    let sign = h.b.build_and(h.bits(x), h.ci(0x8000_0000), "").unwrap();
-    let big = h.f32_of_bits(h.b.build_or(h.bits(big), sign, "").unwrap());
+    let big = h.with_sign_of(big, x);
     let r = h.sel(h.cmp(FloatPredicate::OLT, ax, h.c(1.0)), small, big);
     h.sel(h.is_nan(x), x, r)
 }

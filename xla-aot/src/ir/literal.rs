@@ -135,6 +135,26 @@ impl Literal {
         Some(self.bytes()?.iter().map(|&b| b != 0).collect())
     }
 
+    /// The elements as f64 for f32 and i32 literals (for summaries and comparisons); empty for
+    /// other dtypes or elided data.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self.dtype {
+            DType::F32 => self
+                .to_f32_vec()
+                .unwrap_or_default()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            DType::I32 => self
+                .to_i32_vec()
+                .unwrap_or_default()
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether the data length matches dtype and dims (always true for elided data).
     pub fn is_well_formed(&self) -> bool {
         match &self.data {
