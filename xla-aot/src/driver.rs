@@ -36,22 +36,86 @@ pub enum DriverError {
     /// Code generation failed.
     #[error("error: {0}")]
     Codegen(#[from] crate::codegen::cpu::CodegenError),
+    /// Compilation failed.
+    #[error("error: {0}")]
+    Compile(#[from] crate::emit::CompileError),
+    /// The optimisation pipeline failed (a compiler bug).
+    #[error("error: {0}")]
+    Pipeline(#[from] crate::passes::PipelineError),
+}
+
+/// Options of `xla-aot compile`.
+#[derive(Debug, Clone, Default)]
+pub struct CompileRequest {
+    /// Passes to skip.
+    pub disabled_passes: Vec<String>,
+    /// Where to write the dump files.
+    pub dump_to: Option<PathBuf>,
+    /// Print a per-pass timing table on stderr.
+    pub time_passes: bool,
 }
 
 /// `xla-aot compile`: spec → `<name>.o`, `lib<name>.a`, `<name>.h`, `<name>.json` in `out_dir`.
-pub fn compile(spec: &Path, target: &str, out_dir: &Path) -> Result<Vec<PathBuf>, DriverError> {
+pub fn compile(
+    spec: &Path,
+    target: &str,
+    out_dir: &Path,
+    req: &CompileRequest,
+) -> Result<Vec<PathBuf>, DriverError> {
     let target = crate::target::Target::resolve(target)?;
+    for p in &req.disabled_passes {
+        if !crate::passes::PASS_NAMES.contains(&p.as_str()) {
+            let hint = nearest(p, crate::passes::PASS_NAMES.iter().copied())
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
+            return Err(DriverError::Input(format!(
+                "unknown pass `{p}` in --disable-pass (passes: {}){hint}",
+                crate::passes::PASS_NAMES.join(", ")
+            )));
+        }
+    }
     let model = load_spec(spec)?;
-    let artefacts = crate::emit::compile_model(&model.module, &target, Default::default())?;
+    let dumping = req.dump_to.is_some();
+    let opts = crate::emit::CompileOptions {
+        codegen: crate::codegen::cpu::Options {
+            assembly: dumping,
+            ir: dumping,
+        },
+        disabled_passes: req.disabled_passes.clone(),
+        no_pipeline: false,
+        keep_stages: dumping,
+    };
+    let artefacts = crate::emit::compile_model(&model.module, &target, &opts)?;
+    if req.time_passes {
+        eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
+    }
+    if let Some(dir) = &req.dump_to {
+        crate::emit::dump::write_dump(&artefacts, dir).map_err(|e| DriverError::Write {
+            path: dir.display().to_string(),
+            reason: io_reason(&e),
+        })?;
+    }
     crate::emit::write_artefacts(&artefacts, out_dir).map_err(|e| DriverError::Write {
         path: out_dir.display().to_string(),
         reason: io_reason(&e),
     })
 }
 
+/// Which form of the module `inspect` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Straight from the spec.
+    Parsed,
+    /// After the optimisation pipeline.
+    Optimized,
+}
+
 /// `xla-aot inspect`: the HLO text of a spec.
-pub fn inspect(spec: &Path, full_constants: bool) -> Result<String, DriverError> {
-    let model = load_spec(spec)?;
+pub fn inspect(spec: &Path, stage: Stage, full_constants: bool) -> Result<String, DriverError> {
+    let mut model = load_spec(spec)?;
+    if stage == Stage::Optimized {
+        crate::passes::Pipeline::default_pipeline().run(&mut model.module, &mut |_, _, _| {})?;
+    }
     let opts = if full_constants {
         PrintOptions::default()
     } else {

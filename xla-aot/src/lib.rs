@@ -10,6 +10,7 @@ pub mod driver;
 pub mod emit;
 pub mod interp;
 pub mod ir;
+pub mod passes;
 pub mod spec;
 pub mod target;
 pub mod util;

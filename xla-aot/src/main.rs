@@ -23,6 +23,8 @@ struct Cli {
 enum Stage {
     /// The HLO straight from the spec, before any pass.
     Parsed,
+    /// After the optimisation pipeline.
+    Optimized,
 }
 
 #[derive(Subcommand)]
@@ -48,6 +50,16 @@ enum Command {
         /// Directory for `<name>.o`, `lib<name>.a`, `<name>.h` and `<name>.json`.
         #[arg(long)]
         out_dir: PathBuf,
+        /// Write every stage (HLO after each pass, buffer plan, LLVM IR, assembly) into DIR.
+        #[arg(long, value_name = "DIR")]
+        dump_to: Option<PathBuf>,
+        /// Print the time each optimisation pass took.
+        #[arg(long)]
+        time_passes: bool,
+        /// Skip an optimisation pass (repeatable): constant-folding, algebraic-simplifier,
+        /// batchnorm-folding, cse, dce.
+        #[arg(long = "disable-pass", value_name = "NAME")]
+        disabled_passes: Vec<String>,
     },
     /// List the built-in targets.
     Targets,
@@ -92,7 +104,19 @@ fn main() -> ExitCode {
             spec,
             target,
             out_dir,
-        } => match driver::compile(&spec, &target, &out_dir) {
+            dump_to,
+            time_passes,
+            disabled_passes,
+        } => match driver::compile(
+            &spec,
+            &target,
+            &out_dir,
+            &driver::CompileRequest {
+                disabled_passes,
+                dump_to,
+                time_passes,
+            },
+        ) {
             Ok(files) => {
                 for f in files {
                     println!("wrote {}", f.display());
@@ -112,9 +136,16 @@ fn main() -> ExitCode {
         }
         Command::Inspect {
             spec,
-            stage: Stage::Parsed,
+            stage,
             print_large_constants,
-        } => match driver::inspect(&spec, print_large_constants) {
+        } => match driver::inspect(
+            &spec,
+            match stage {
+                Stage::Parsed => driver::Stage::Parsed,
+                Stage::Optimized => driver::Stage::Optimized,
+            },
+            print_large_constants,
+        ) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

@@ -44,3 +44,51 @@ fn examples_match_the_interpreter_on_every_target() {
         }
     }
 }
+
+#[test]
+fn examples_match_with_each_pass_disabled_and_without_the_pipeline() {
+    let t = Target::resolve("x86_64-avx2").unwrap();
+    if !t.runs_here() {
+        eprintln!("note: this CPU cannot run x86_64-avx2; skipped");
+        return;
+    }
+    let mut variants: Vec<(String, xla_aot::emit::CompileOptions)> = xla_aot::passes::PASS_NAMES
+        .iter()
+        .map(|p| {
+            (
+                format!("without {p}"),
+                xla_aot::emit::CompileOptions {
+                    disabled_passes: vec![p.to_string()],
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    variants.push((
+        "without the pipeline".into(),
+        xla_aot::emit::CompileOptions {
+            no_pipeline: true,
+            ..Default::default()
+        },
+    ));
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        for (what, opts) in &variants {
+            let actual = common::run_compiled_with(
+                &m,
+                &t,
+                &inputs,
+                &format!("{ex}-{}", what.replace(' ', "-")),
+                opts,
+            );
+            for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                if let Err(msg) = check_close(a, e) {
+                    panic!("{ex}/{} {what}: {msg}", o.name);
+                }
+            }
+        }
+    }
+}

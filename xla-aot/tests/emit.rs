@@ -6,7 +6,7 @@ mod common;
 use common::{repo, scratch};
 use std::process::Command;
 use xla_aot::codegen::cpu::Options;
-use xla_aot::emit::compile_model;
+use xla_aot::emit::{CompileOptions, compile_model};
 use xla_aot::ir::parse_module;
 use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
@@ -70,8 +70,12 @@ fn libraries_are_freestanding_and_export_only_prefixed_symbols() {
             .unwrap()
             .module;
         for target in ["x86_64-avx2", "aarch64-neon"] {
-            let art =
-                compile_model(&m, &Target::resolve(target).unwrap(), Options::default()).unwrap();
+            let art = compile_model(
+                &m,
+                &Target::resolve(target).unwrap(),
+                &CompileOptions::default(),
+            )
+            .unwrap();
             let dir = scratch(&format!("nm-{ex}-{target}"));
             let lib = dir.join(format!("lib{}.a", art.name));
             std::fs::write(&lib, &art.archive).unwrap();
@@ -113,9 +117,12 @@ fn vector_fma_code_for_each_target() {
         compile_model(
             &m,
             &Target::resolve(t).unwrap(),
-            Options {
-                assembly: true,
-                ir: false,
+            &CompileOptions {
+                codegen: Options {
+                    assembly: true,
+                    ir: false,
+                },
+                ..CompileOptions::default()
             },
         )
         .unwrap()
@@ -215,7 +222,7 @@ fn what_the_backend_cannot_compile_is_an_error_not_a_crash() {
         let err = compile_model(
             &m,
             &Target::resolve("x86_64-avx2").unwrap(),
-            Options::default(),
+            &CompileOptions::default(),
         )
         .err()
         .expect(msg);
@@ -249,4 +256,88 @@ fn targets_command_lists_every_builtin() {
     )
     .unwrap();
     assert_eq!(t.cpu, "cortex-a78");
+}
+
+#[test]
+fn dump_time_passes_and_disable_pass() {
+    let dir = scratch("dump");
+    let (out, dump) = (dir.join("out"), dir.join("dump"));
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "x86_64-avx512",
+        "--out-dir",
+        &out.display().to_string(),
+        "--dump-to",
+        &dump.display().to_string(),
+        "--time-passes",
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let timing = String::from_utf8_lossy(&r.stderr);
+    for p in xla_aot::passes::PASS_NAMES {
+        assert!(timing.contains(p), "--time-passes lists {p}:\n{timing}");
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&dump)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files[0], "00.parsed.hlo.txt", "{files:?}");
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with(".batchnorm-folding.hlo.txt")),
+        "{files:?}"
+    );
+    for f in [
+        "buffers.txt",
+        "simplenet.ll",
+        "simplenet.opt.ll",
+        "simplenet.s",
+    ] {
+        assert!(files.contains(&f.to_string()), "{f} missing from {files:?}");
+    }
+    let last = files
+        .iter()
+        .filter(|f| f.ends_with(".hlo.txt"))
+        .last()
+        .unwrap();
+    let hlo = std::fs::read_to_string(dump.join(last)).unwrap();
+    assert!(
+        !hlo.contains("batch_norm") && !hlo.contains("%bn.scale ="),
+        "batch norm is folded away:\n{hlo}"
+    );
+    let parsed = xla_aot::ir::parse_module(&hlo).unwrap();
+    xla_aot::ir::verify(&parsed).unwrap();
+
+    // --disable-pass keeps the batch norm; an unknown pass is a user error with a hint.
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "x86_64-avx2",
+        "--out-dir",
+        &out.display().to_string(),
+        "--disable-pass",
+        "batchnorm-folding",
+    ]);
+    assert_eq!(r.status.code(), Some(0));
+    let r = xla_aot(&[
+        "compile",
+        &simplenet(),
+        "--target",
+        "x86_64-avx2",
+        "--out-dir",
+        &out.display().to_string(),
+        "--disable-pass",
+        "bn-folding",
+    ]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("unknown pass `bn-folding`"));
 }

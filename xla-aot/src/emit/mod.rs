@@ -5,12 +5,14 @@
 //! place, so an error never leaves a half-written library behind.
 
 pub mod archive;
+pub mod dump;
 pub mod header;
 pub mod manifest;
 
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::cpu::{self, CodegenError, Options};
 use crate::ir::Module;
+use crate::passes::{PassRecord, Pipeline, PipelineError};
 use crate::target::Target;
 use std::path::{Path, PathBuf};
 
@@ -30,16 +32,68 @@ pub struct Artefacts {
     pub plan: BufferPlan,
     /// Target assembly, when asked for.
     pub assembly: Option<String>,
+    /// LLVM IR before and after optimisation, when asked for.
+    pub ir: Option<(String, String)>,
+    /// The module as parsed, then after each pass that changed it: (pass, HLO text).
+    pub stages: Vec<(String, String)>,
+    /// What each pass run did and how long it took.
+    pub pass_records: Vec<PassRecord>,
 }
 
-/// Compiles a verified module for a target.
+/// How to compile.
+#[derive(Debug, Clone, Default)]
+pub struct CompileOptions {
+    /// What the code generator produces besides the object.
+    pub codegen: Options,
+    /// Passes to skip (`--disable-pass`).
+    pub disabled_passes: Vec<String>,
+    /// Skip the whole optimisation pipeline.
+    pub no_pipeline: bool,
+    /// Keep the HLO text after every pass (for `--dump-to`).
+    pub keep_stages: bool,
+}
+
+/// Why a compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+}
+
+/// Optimises and compiles a verified module for a target.
 pub fn compile_model(
     m: &Module,
     target: &Target,
-    opts: Options,
-) -> Result<Artefacts, CodegenError> {
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    let mut stages = Vec::new();
+    let readable = crate::ir::PrintOptions::readable();
+    if opts.keep_stages {
+        stages.push((
+            "parsed".to_string(),
+            crate::ir::print_module_with(m, &readable),
+        ));
+    }
+    let mut optimized = m.clone();
+    let pass_records = if opts.no_pipeline {
+        Vec::new()
+    } else {
+        Pipeline::default_pipeline()
+            .disable(&opts.disabled_passes)
+            .run(&mut optimized, &mut |_, pass, module| {
+                if opts.keep_stages {
+                    stages.push((
+                        pass.to_string(),
+                        crate::ir::print_module_with(module, &readable),
+                    ));
+                }
+            })?
+    };
+    let m = &optimized;
     let plan = plan(m);
-    let obj = cpu::compile(m, &plan, target, opts)?;
+    let obj = cpu::compile(m, &plan, target, opts.codegen)?;
     let object_name = format!("{}.o", m.name);
     let member_name = if object_name.len() <= 15 {
         object_name.clone()
@@ -63,6 +117,9 @@ pub fn compile_model(
         manifest,
         plan,
         assembly: obj.assembly,
+        ir: obj.ir,
+        stages,
+        pass_records,
     })
 }
 

@@ -114,8 +114,7 @@ pub fn compare(
 
 // ---- running compiled models ---------------------------------------------------------------------
 
-use xla_aot::codegen::cpu::Options;
-use xla_aot::emit::compile_model;
+use xla_aot::emit::{CompileOptions, compile_model};
 use xla_aot::target::{Arch, Target};
 
 /// Relative tolerance of compiled code against the interpreter: the inline `exp`/`log`/`tanh`/`erf`
@@ -153,8 +152,19 @@ pub fn toolchain(t: &Target) -> (String, Vec<String>) {
 /// Compiles `m` for `t`, links the guard-page harness and runs it on `inputs`; returns the
 /// outputs. Panics with the harness's message on any failure (including C API contract checks).
 pub fn run_compiled(m: &Module, t: &Target, inputs: &[Literal], tag: &str) -> Vec<Literal> {
+    run_compiled_with(m, t, inputs, tag, &CompileOptions::default())
+}
+
+/// [`run_compiled`] with explicit compile options (e.g. a disabled pass).
+pub fn run_compiled_with(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+) -> Vec<Literal> {
     let dir = scratch(tag);
-    let art = compile_model(m, t, Options::default()).unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let art = compile_model(m, t, opts).unwrap_or_else(|e| panic!("{tag}: {e}"));
     let lib = dir.join(format!("lib{}.a", art.name));
     std::fs::write(&lib, &art.archive).unwrap();
     let (cc, runner) = toolchain(t);

@@ -1,0 +1,26 @@
+//! `--dump-to DIR`: every stage of a compilation as files, like XLA's `--xla_dump_to`.
+//!
+//! Contract: [`write_dump`] writes `NN.<stage>.hlo.txt` (00 = as parsed, then one file per pass
+//! that changed the module), `buffers.txt` (the buffer plan), `<name>.ll` and `<name>.opt.ll` (LLVM
+//! IR before and after optimisation) and `<name>.s` (target assembly), all deterministic.
+
+use super::Artefacts;
+use crate::arena::plan_text;
+use std::path::Path;
+
+/// Writes the dump files of `a` into `dir` (created if needed).
+pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (i, (stage, text)) in a.stages.iter().enumerate() {
+        std::fs::write(dir.join(format!("{i:02}.{stage}.hlo.txt")), text)?;
+    }
+    std::fs::write(dir.join("buffers.txt"), plan_text(&a.plan))?;
+    if let Some((before, after)) = &a.ir {
+        std::fs::write(dir.join(format!("{}.ll", a.name)), before)?;
+        std::fs::write(dir.join(format!("{}.opt.ll", a.name)), after)?;
+    }
+    if let Some(asm) = &a.assembly {
+        std::fs::write(dir.join(format!("{}.s", a.name)), asm)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! The optimisation pipeline: small named passes over the HLO module, each verified after it runs.
+//!
+//! Contract: a [`Pass`] has a name and a `run` that returns whether it changed the module. A
+//! [`Pipeline`] runs its passes in order, repeating the whole list until nothing changes (a fixed
+//! point, bounded by [`MAX_FIXED_POINT_ROUNDS`]), runs the verifier after every pass that changed
+//! something (a failure is a compiler bug and names the pass), records the time of each pass, skips
+//! the passes the user disabled, and hands every intermediate module to an observer (for dumps).
+//!
+//! Why this order: constant folding first turns the batch-norm statistics into per-channel
+//! constants; the algebraic simplifier removes identities that lowering and folding leave behind;
+//! batch-norm folding then has constants to fold into the weights; CSE merges what is left
+//! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
+
+pub mod bn_fold;
+pub mod const_fold;
+pub mod cse;
+pub mod dce;
+pub mod rewrite;
+pub mod simplify;
+
+use crate::ir::{Module, VerifyError, verify};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Upper bound on rounds of the fixed-point loop; every pass shrinks or keeps the module, so the
+/// loop settles in a few rounds; more means two passes undo each other (a compiler bug).
+pub const MAX_FIXED_POINT_ROUNDS: usize = 16;
+
+/// One transformation of a module.
+pub trait Pass {
+    /// The name used by `--disable-pass` and in dumps.
+    fn name(&self) -> &'static str;
+    /// Transforms `m`; returns whether anything changed.
+    fn run(&self, m: &mut Module) -> bool;
+}
+
+/// A pass broke an invariant, or the pipeline did not settle: a compiler bug.
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    #[error("internal compiler error: after pass `{pass}`: {error}")]
+    Verify { pass: String, error: VerifyError },
+    #[error("internal compiler error: the pipeline did not reach a fixed point in {0} rounds")]
+    NoFixedPoint(usize),
+}
+
+/// Every pass of the default pipeline, by name (for `--disable-pass` and its error message).
+pub const PASS_NAMES: &[&str] = &[
+    "constant-folding",
+    "algebraic-simplifier",
+    "batchnorm-folding",
+    "cse",
+    "dce",
+];
+
+/// The pass called `name`.
+pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
+    Some(match name {
+        "constant-folding" => Box::new(const_fold::ConstantFolding),
+        "algebraic-simplifier" => Box::new(simplify::AlgebraicSimplifier),
+        "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
+        "cse" => Box::new(cse::Cse),
+        "dce" => Box::new(dce::Dce),
+        _ => return None,
+    })
+}
+
+/// What the pipeline did, per pass run.
+#[derive(Debug, Clone)]
+pub struct PassRecord {
+    /// Pass name.
+    pub name: &'static str,
+    /// Fixed-point round (0-based).
+    pub round: usize,
+    /// Whether it changed the module.
+    pub changed: bool,
+    /// Wall time.
+    pub time: Duration,
+}
+
+/// An ordered list of passes run to a fixed point.
+pub struct Pipeline {
+    passes: Vec<Box<dyn Pass>>,
+    disabled: Vec<String>,
+}
+
+impl Pipeline {
+    /// The default optimisation pipeline: every pass of [`PASS_NAMES`], in that order.
+    pub fn default_pipeline() -> Pipeline {
+        Pipeline::of(PASS_NAMES).expect("every pass name is known")
+    }
+
+    /// A pipeline of the named passes, in the given order; `None` if a name is unknown.
+    pub fn of(names: &[&str]) -> Option<Pipeline> {
+        let passes = names
+            .iter()
+            .map(|n| make_pass(n))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Pipeline {
+            passes,
+            disabled: Vec::new(),
+        })
+    }
+
+    /// Skips the named passes.
+    pub fn disable(mut self, names: &[String]) -> Pipeline {
+        self.disabled.extend(names.iter().cloned());
+        self
+    }
+
+    /// Runs to a fixed point; `observe(step, pass, module)` sees the module after each pass that
+    /// changed it.
+    pub fn run(
+        &self,
+        m: &mut Module,
+        observe: &mut dyn FnMut(usize, &str, &Module),
+    ) -> Result<Vec<PassRecord>, PipelineError> {
+        let mut records = Vec::new();
+        let mut step = 0;
+        for round in 0..MAX_FIXED_POINT_ROUNDS {
+            let mut any = false;
+            for p in &self.passes {
+                if self.disabled.iter().any(|d| d == p.name()) {
+                    continue;
+                }
+                let t = Instant::now();
+                let changed = p.run(m);
+                let time = t.elapsed();
+                records.push(PassRecord {
+                    name: p.name(),
+                    round,
+                    changed,
+                    time,
+                });
+                if changed {
+                    verify(m).map_err(|error| PipelineError::Verify {
+                        pass: p.name().to_string(),
+                        error,
+                    })?;
+                    step += 1;
+                    observe(step, p.name(), m);
+                    any = true;
+                }
+            }
+            if !any {
+                return Ok(records);
+            }
+        }
+        Err(PipelineError::NoFixedPoint(MAX_FIXED_POINT_ROUNDS))
+    }
+}
+
+/// A per-pass timing table (for `--time-passes`).
+pub fn timing_report(records: &[PassRecord]) -> String {
+    let mut rows: Vec<(&str, Duration, usize, usize)> = Vec::new();
+    for r in records {
+        match rows.iter_mut().find(|x| x.0 == r.name) {
+            Some(row) => {
+                row.1 += r.time;
+                row.2 += 1;
+                row.3 += usize::from(r.changed);
+            }
+            None => rows.push((r.name, r.time, 1, usize::from(r.changed))),
+        }
+    }
+    let total: Duration = rows.iter().map(|r| r.1).sum();
+    let mut s = format!(
+        "{:<22} {:>10} {:>5} {:>8}\n",
+        "pass", "time", "runs", "changed"
+    );
+    for (name, time, runs, changed) in rows {
+        s.push_str(&format!(
+            "{name:<22} {:>8.3}ms {runs:>5} {changed:>8}\n",
+            time.as_secs_f64() * 1e3
+        ));
+    }
+    s.push_str(&format!(
+        "{:<22} {:>8.3}ms\n",
+        "total",
+        total.as_secs_f64() * 1e3
+    ));
+    s
+}
