@@ -303,11 +303,7 @@ fn dump_time_passes_and_disable_pass() {
     ] {
         assert!(files.contains(&f.to_string()), "{f} missing from {files:?}");
     }
-    let last = files
-        .iter()
-        .filter(|f| f.ends_with(".hlo.txt"))
-        .last()
-        .unwrap();
+    let last = files.iter().rfind(|f| f.ends_with(".hlo.txt")).unwrap();
     let hlo = std::fs::read_to_string(dump.join(last)).unwrap();
     assert!(
         !hlo.contains("batch_norm") && !hlo.contains("%bn.scale ="),
@@ -340,4 +336,53 @@ fn dump_time_passes_and_disable_pass() {
     ]);
     assert_eq!(r.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&r.stderr).contains("unknown pass `bn-folding`"));
+}
+
+#[test]
+fn fusion_statistics_in_the_manifest() {
+    let manifest = |ex: &str| -> serde_json::Value {
+        let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        let art = compile_model(
+            &m,
+            &Target::resolve("x86_64-avx2").unwrap(),
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        serde_json::from_str(&art.manifest).unwrap()
+    };
+    // simplenet: one kernel, the conv with batch norm folded into its weights and relu in its
+    // epilogue; it reads x and writes y, nothing else (the seed's "5 accesses -> 2").
+    let s = manifest("simplenet");
+    assert_eq!(s["kernel_count"], 1, "{s}");
+    let k = &s["kernels"][0];
+    let ops: Vec<&str> = k["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    assert!(
+        ops.iter().any(|o| o.starts_with("conv")) && ops.contains(&"y"),
+        "{ops:?}"
+    );
+    assert!(
+        !ops.iter().any(|o| o.contains("scale") || o.contains("var")),
+        "batch norm folded away: {ops:?}"
+    );
+    assert_eq!(k["reads"], 3 * 32 * 32 * 4, "reads x only");
+    assert_eq!(k["writes"], 16 * 32 * 32 * 4, "writes y only");
+    assert_eq!(s["arena_size"], 0, "no intermediate touches memory");
+    for ex in ["mobilenet_block", "tiny_transformer"] {
+        let m = manifest(ex);
+        let (kernels, before) = (
+            m["kernel_count"].as_u64().unwrap(),
+            m["hlo_instructions_before_fusion"].as_u64().unwrap(),
+        );
+        assert!(
+            2 * kernels <= before,
+            "{ex}: {kernels} kernels for {before} instructions before fusion"
+        );
+    }
 }

@@ -96,7 +96,7 @@ fn verifier_names_the_failing_instruction() {
         (
             "%x = f32[2,3]{1,0} parameter(1)\n  %z = f32[2,3]{1,0} negate(%x)",
             "parameter indices [1] are not exactly 0..1",
-            "ENTRY %main",
+            "in: %main",
         ),
         (
             "%x = i32[2]{0} parameter(0)\n  %z = i32[2]{0} exponential(%x)",

@@ -14,7 +14,10 @@
 
 use super::math::{self, MathFn};
 use crate::arena::{ARENA_ALIGN, BufferPlan, Loc, root};
-use crate::ir::{BinaryOp, CompareDir, DType, InstId, Module as Hlo, Op, ReduceKind, UnaryOp};
+use crate::ir::{
+    BinaryOp, CompareDir, Computation, DType, FusionKind, InstId, Instruction, Module as Hlo, Op,
+    ReduceKind, Shape, UnaryOp,
+};
 use crate::target::Target;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
@@ -56,6 +59,30 @@ pub struct KernelInfo {
     pub name: String,
     /// The HLO instructions it computes.
     pub ops: Vec<String>,
+    /// Bytes of activations (inputs and intermediates) it reads, each operand once.
+    pub reads: usize,
+    /// Bytes of weights and constants it reads.
+    pub weight_reads: usize,
+    /// Bytes it writes.
+    pub writes: usize,
+}
+
+/// Memory traffic of a kernel over `operands` writing `out` bytes: (activations, weights).
+fn traffic(c: &Computation, operands: &[InstId]) -> (usize, usize) {
+    let mut seen = Vec::new();
+    let (mut act, mut weights) = (0, 0);
+    for &o in operands {
+        if seen.contains(&o) {
+            continue;
+        }
+        seen.push(o);
+        let bytes = c.inst(o).shape.size_bytes();
+        match c.inst(o).op {
+            Op::Constant(_) => weights += bytes,
+            _ => act += bytes,
+        }
+    }
+    (act, weights)
 }
 
 /// The result of CPU code generation.
@@ -192,6 +219,13 @@ struct Cg<'a, 'ctx> {
     fmuladd: FunctionValue<'ctx>,
     sqrt: FunctionValue<'ctx>,
     fabs: FunctionValue<'ctx>,
+}
+
+/// An element position: a multi-index, or a row-major offset (what a reshape passes on).
+#[derive(Clone, Copy)]
+enum Ix<'a, 'ctx> {
+    Multi(&'a [IntValue<'ctx>]),
+    Linear(IntValue<'ctx>),
 }
 
 /// A kernel being generated: its function and the pointer of each buffer it touches.
@@ -690,12 +724,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 sanitize(&inst.name)
             );
             let f = self.kernel(&name, id)?;
+            let ops = match &inst.op {
+                Op::Fusion { computation, .. } => computation
+                    .instructions
+                    .iter()
+                    .filter(|i| !matches!(i.op, Op::Parameter { .. }))
+                    .map(|i| i.name.clone())
+                    .collect(),
+                _ => vec![inst.name.clone()],
+            };
+            let (reads, weight_reads) = traffic(c, &inst.operands);
             kernels.push(KernelInfo {
                 name,
-                ops: vec![inst.name.clone()],
+                ops,
+                reads,
+                weight_reads,
+                writes: inst.shape.size_bytes(),
             });
             calls.push((f, inst.operands.clone(), loc));
-            let _ = id;
         }
         for &(k, v) in &self.plan.copies {
             let name = format!("{}_copy_out{k}", self.hlo.name);
@@ -704,9 +750,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 c.inst(v).shape.dtype,
                 c.inst(v).shape.element_count(),
             );
+            let (reads, weight_reads) = traffic(c, &[v]);
             kernels.push(KernelInfo {
                 name,
                 ops: vec![c.inst(v).name.clone()],
+                reads,
+                weight_reads,
+                writes: c.inst(v).shape.size_bytes(),
             });
             calls.push((f, vec![v], Loc::Output(k)));
         }
@@ -947,10 +997,149 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .map(|&o| c.inst(o).shape.dtype)
             .collect();
         let k = self.declare_kernel(name, inst.shape.dtype, &ins);
-        let out_dims = inst.shape.dims.clone();
-        let odt = inst.shape.dtype;
-        let opnd = |j: usize| &c.inst(inst.operands[j]).shape;
         match &inst.op {
+            Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
+            _ => {
+                let shapes: Vec<Shape> = inst
+                    .operands
+                    .iter()
+                    .map(|&o| c.inst(o).shape.clone())
+                    .collect();
+                let at = |j: usize, ix: Ix<'_, 'ctx>| self.load_ix(k.args[j], ix, &shapes[j]);
+                self.body(&k, &inst.op, &inst.shape, &shapes, &at, &k.args);
+            }
+        }
+        self.b.build_return(None).unwrap();
+        Ok(k.f)
+    }
+
+    /// Loads element `ix` of a buffer of shape `s`.
+    fn load_ix(&self, p: PointerValue<'ctx>, ix: Ix<'_, 'ctx>, s: &Shape) -> BasicValueEnum<'ctx> {
+        let off = match ix {
+            Ix::Multi(idx) => self.linear(idx, &s.dims),
+            Ix::Linear(off) => off,
+        };
+        self.load(p, off, s.dtype)
+    }
+
+    /// The row-major multi-index of linear offset `off` in `dims`.
+    fn unravel(&self, off: IntValue<'ctx>, dims: &[usize]) -> Vec<IntValue<'ctx>> {
+        let strides = row_major_strides(dims);
+        let mut rest = off;
+        let mut idx = Vec::with_capacity(dims.len());
+        for &st in &strides {
+            let q = self
+                .b
+                .build_int_unsigned_div(rest, self.i64(st), "")
+                .unwrap();
+            rest = self
+                .b
+                .build_int_unsigned_rem(rest, self.i64(st), "")
+                .unwrap();
+            idx.push(q);
+        }
+        idx
+    }
+
+    /// A fused kernel: the fused computation's parameter `i` is kernel argument `i`.
+    fn fused_body(&self, k: &Kernel<'ctx>, kind: FusionKind, comp: &Computation) {
+        let root = comp.inst(comp.outputs[0].value);
+        let shapes = |inst: &Instruction| -> Vec<Shape> {
+            inst.operands
+                .iter()
+                .map(|&o| comp.inst(o).shape.clone())
+                .collect()
+        };
+        match kind {
+            FusionKind::Loop => {
+                let dims = root.shape.dims.clone();
+                let id = comp.outputs[0].value;
+                self.loop_nest(&dims, &mut |cg, idx| {
+                    let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
+                    cg.store(k.out, cg.linear(idx, &dims), v, root.shape.dtype);
+                });
+            }
+            FusionKind::Input => {
+                let at =
+                    |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
+                self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);
+            }
+            FusionKind::Output => {
+                let heavy = comp
+                    .ids()
+                    .find(|&i| matches!(comp.inst(i).op, Op::Dot(_) | Op::Convolution { .. }))
+                    .expect("an output fusion holds a dot or convolution");
+                let h = comp.inst(heavy);
+                // The heavy op's operands are parameters of the fusion: read their buffers.
+                let bufs: Vec<PointerValue<'ctx>> = h
+                    .operands
+                    .iter()
+                    .map(|&o| match comp.inst(o).op {
+                        Op::Parameter { index } => k.args[index],
+                        _ => unreachable!(
+                            "fusion never inlines the operands of a dot or convolution"
+                        ),
+                    })
+                    .collect();
+                let no_at = |_: usize, _: Ix<'_, 'ctx>| -> BasicValueEnum<'ctx> {
+                    unreachable!("dot and convolution read buffers")
+                };
+                self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
+                // The epilogue, in place: the heavy value is read back from the output buffer.
+                let dims = root.shape.dims.clone();
+                let id = comp.outputs[0].value;
+                self.loop_nest(&dims, &mut |cg, idx| {
+                    let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
+                    cg.store(k.out, cg.linear(idx, &dims), v, root.shape.dtype);
+                });
+            }
+        }
+    }
+
+    /// The value of fused instruction `id` at `ix`, computed inline from the kernel arguments.
+    fn value_of(
+        &self,
+        comp: &Computation,
+        id: InstId,
+        ix: Ix<'_, 'ctx>,
+        k: &Kernel<'ctx>,
+        heavy: Option<InstId>,
+    ) -> BasicValueEnum<'ctx> {
+        let inst = comp.inst(id);
+        if Some(id) == heavy {
+            return self.load_ix(k.out, ix, &inst.shape);
+        }
+        if let Op::Parameter { index } = inst.op {
+            return self.load_ix(k.args[index], ix, &inst.shape);
+        }
+        let idx = match ix {
+            Ix::Multi(idx) => idx.to_vec(),
+            Ix::Linear(off) => self.unravel(off, &inst.shape.dims),
+        };
+        let shapes: Vec<Shape> = inst
+            .operands
+            .iter()
+            .map(|&o| comp.inst(o).shape.clone())
+            .collect();
+        let at = |j: usize, sub: Ix<'_, 'ctx>| self.value_of(comp, inst.operands[j], sub, k, heavy);
+        self.elemental(&inst.op, &inst.shape, &shapes, &idx, &at)
+    }
+
+    /// The loops computing `op` into `k.out`: operands of elemental ops, reductions and argmax come
+    /// from `at`; dot and convolution read the buffers `bufs`.
+    fn body(
+        &self,
+        k: &Kernel<'ctx>,
+        op: &Op,
+        shape: &Shape,
+        opnds: &[Shape],
+        at: &dyn Fn(usize, Ix<'_, 'ctx>) -> BasicValueEnum<'ctx>,
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let out_dims = shape.dims.clone();
+        let odt = shape.dtype;
+        let opnd = |j: usize| &opnds[j];
+        match op {
             Op::Reduce { kind, dimensions } => {
                 let x = opnd(0).dims.clone();
                 let kept: Vec<usize> = (0..x.len()).filter(|d| !dimensions.contains(d)).collect();
@@ -966,9 +1155,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         for (k2, &d) in dimensions.iter().enumerate() {
                             full[d] = ridx[k2];
                         }
-                        let v = cg
-                            .load(k.args[0], cg.linear(&full, &x), DType::F32)
-                            .into_float_value();
+                        let v = at(0, Ix::Multi(&full)).into_float_value();
                         let a = cg.b.build_load(acc, "").unwrap().into_float_value();
                         cg.b.build_store(acc, cg.combine(*kind, a, v)).unwrap();
                     });
@@ -998,9 +1185,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
                             pos.push(cg.clamp_index(p, x[d]));
                         }
-                        let v = cg
-                            .load(k.args[0], cg.linear(&pos, &x), DType::F32)
-                            .into_float_value();
+                        let v = at(0, Ix::Multi(&pos)).into_float_value();
                         let a = cg.b.build_load(acc, "").unwrap().into_float_value();
                         let nv = cg.select(valid, cg.combine(*kind, a, v).into(), a.into());
                         cg.b.build_store(acc, nv).unwrap();
@@ -1018,7 +1203,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
                     .collect();
                 let nb = d.lhs_batch.len();
-                self.zero(&k, inst.shape.element_count());
+                self.zero(k, shape.element_count());
                 // Loop order: batch, lhs free, contracting, rhs free (innermost, contiguous in out).
                 let mut outer: Vec<usize> = d.lhs_batch.iter().map(|&i| l[i]).collect();
                 outer.extend(lfree.iter().map(|&i| l[i]));
@@ -1041,7 +1226,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         ri_base[d.rhs_contracting[k2]] = o[nb + nlf + k2];
                     }
                     let lv = cg
-                        .load(k.args[0], cg.linear(&li, &l), DType::F32)
+                        .load(bufs[0], cg.linear(&li, &l), DType::F32)
                         .into_float_value();
                     cg.loop_nest(&inner, &mut |cg, rf| {
                         let mut ri = ri_base.clone();
@@ -1051,7 +1236,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let mut oi: Vec<IntValue> = o[..nb + nlf].to_vec();
                         oi.extend_from_slice(rf);
                         let rv = cg
-                            .load(k.args[1], cg.linear(&ri, &r), DType::F32)
+                            .load(bufs[1], cg.linear(&ri, &r), DType::F32)
                             .into_float_value();
                         let off = cg.linear(&oi, &out_dims);
                         let acc = cg.load(k.out, off, DType::F32).into_float_value();
@@ -1067,7 +1252,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let sp = window.rank();
                 let cin_g = w[1];
                 let cout_g = w[0] / feature_group_count;
-                self.zero(&k, inst.shape.element_count());
+                self.zero(k, shape.element_count());
                 // Loops: n, o, ci (per group), window taps (outer); output spatial (inner).
                 let mut outer = vec![x[0], w[0], cin_g];
                 outer.extend(window.size.iter().copied());
@@ -1087,7 +1272,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let mut wi = vec![oc, ci];
                     wi.extend_from_slice(taps);
                     let wv = cg
-                        .load(k.args[1], cg.linear(&wi, &w), DType::F32)
+                        .load(bufs[1], cg.linear(&wi, &w), DType::F32)
                         .into_float_value();
                     // Output positions whose input position is inside the image: affine indices,
                     // no padding checks in the loop body, so the innermost loop vectorizes.
@@ -1121,7 +1306,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             );
                         }
                         let xv = cg
-                            .load(k.args[0], cg.linear(&xi, &x), DType::F32)
+                            .load(bufs[0], cg.linear(&xi, &x), DType::F32)
                             .into_float_value();
                         let mut oi = vec![n, oc];
                         oi.extend_from_slice(s);
@@ -1137,21 +1322,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let best_i = self.slot(k.f, self.ctx.i64_type().into());
                 let best_v = self.slot(k.f, self.ctx.f32_type().into());
                 self.loop_nest(&out_dims, &mut |cg, oidx| {
-                    let full_at = |cg: &Self, j: IntValue<'ctx>| {
-                        let mut full = Vec::with_capacity(x.len());
+                    let full_at = |j: IntValue<'ctx>| -> Vec<IntValue<'ctx>> {
                         let mut it = oidx.iter();
-                        for dd in 0..x.len() {
-                            full.push(if dd == dim { j } else { *it.next().unwrap() });
-                        }
-                        cg.linear(&full, &x)
+                        (0..x.len())
+                            .map(|dd| if dd == dim { j } else { *it.next().unwrap() })
+                            .collect()
                     };
-                    let v0 = cg.load(k.args[0], full_at(cg, cg.i64(0)), DType::F32);
+                    let v0 = at(0, Ix::Multi(&full_at(cg.i64(0))));
                     cg.b.build_store(best_v, v0).unwrap();
                     cg.b.build_store(best_i, cg.i64(0)).unwrap();
                     cg.for_loop(x[dim], &mut |cg, j| {
-                        let v = cg
-                            .load(k.args[0], full_at(cg, j), DType::F32)
-                            .into_float_value();
+                        let v = at(0, Ix::Multi(&full_at(j))).into_float_value();
                         let bv = cg.b.build_load(best_v, "").unwrap().into_float_value();
                         let bi = cg.b.build_load(best_i, "").unwrap();
                         // First maximum; a NaN counts as the maximum (numpy).
@@ -1174,19 +1355,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.store(k.out, cg.linear(oidx, &out_dims), bi32.into(), DType::I32);
                 });
             }
-            Op::Parameter { .. } | Op::Constant(_) => {
-                unreachable!("no kernel for parameters and constants")
+            Op::Parameter { .. } | Op::Constant(_) | Op::Fusion { .. } => {
+                unreachable!("no loops of their own for parameters, constants and fusions")
             }
             _ => {
                 // Elemental ops: one value per output element.
                 self.loop_nest(&out_dims, &mut |cg, idx| {
-                    let v = cg.elemental(&k, id, idx);
+                    let v = cg.elemental(op, shape, opnds, idx, at);
                     cg.store(k.out, cg.linear(idx, &out_dims), v, odt);
                 });
             }
         }
-        self.b.build_return(None).unwrap();
-        Ok(k.f)
     }
 
     fn zero(&self, k: &Kernel<'ctx>, n: usize) {
@@ -1195,23 +1374,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
-    /// The value of elemental instruction `id` at output index `idx`, reading operand `j` from
-    /// kernel argument `j`.
+    /// The value of elemental op `op` (result `shape`, operands `opnds`) at output index `idx`;
+    /// operand `j`'s elements come from `at(j, ...)`.
     fn elemental(
         &self,
-        k: &Kernel<'ctx>,
-        id: InstId,
+        op: &Op,
+        shape: &Shape,
+        opnds: &[Shape],
         idx: &[IntValue<'ctx>],
+        at_ix: &dyn Fn(usize, Ix<'_, 'ctx>) -> BasicValueEnum<'ctx>,
     ) -> BasicValueEnum<'ctx> {
-        let c = &self.hlo.entry;
-        let inst = c.inst(id);
-        let out_dims = &inst.shape.dims;
-        let shape_of = |j: usize| &c.inst(inst.operands[j]).shape;
-        let at = |j: usize, oidx: &[IntValue<'ctx>]| -> BasicValueEnum<'ctx> {
-            let s = shape_of(j);
-            self.load(k.args[j], self.linear(oidx, &s.dims), s.dtype)
-        };
-        match &inst.op {
+        let out_dims = &shape.dims;
+        let shape_of = |j: usize| &opnds[j];
+        let at = |j: usize, oidx: &[IntValue<'ctx>]| at_ix(j, Ix::Multi(oidx));
+        match op {
             Op::Unary(u) => self.unary(*u, at(0, idx).into_float_value()).into(),
             Op::Binary(bop) => self
                 .binary(
@@ -1240,8 +1416,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Op::Clamp => {
                 let bound = |j: usize| -> FloatValue<'ctx> {
                     if shape_of(j).rank() == 0 {
-                        self.load(k.args[j], self.i64(0), DType::F32)
-                            .into_float_value()
+                        at(j, &[]).into_float_value()
                     } else {
                         at(j, idx).into_float_value()
                     }
@@ -1263,8 +1438,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             Op::Reshape => {
                 // Same row-major offset.
-                let s = shape_of(0);
-                self.load(k.args[0], self.linear(idx, out_dims), s.dtype)
+                at_ix(0, Ix::Linear(self.linear(idx, out_dims)))
             }
             Op::Transpose { permutation } => {
                 let mut oi = vec![self.i64(0); idx.len()];
@@ -1307,14 +1481,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     oi.push(self.clamp_index(p, s.dims[i]));
                 }
                 let x = at(0, &oi);
-                let pad = self.load(k.args[1], self.i64(0), s.dtype);
+                let pad = at(1, &[]);
                 self.select(valid, x, pad)
             }
             Op::Concatenate { dimension } => {
                 let d = *dimension;
                 let mut start = 0usize;
                 let mut result: Option<BasicValueEnum> = None;
-                for j in 0..inst.operands.len() {
+                for j in 0..opnds.len() {
                     let s = shape_of(j);
                     let p = self
                         .b
@@ -1341,8 +1515,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let table = shape_of(0).dims.clone();
                 let ids = shape_of(1).dims.clone();
                 let r = ids.len();
-                let id_off = self.linear(&idx[..r], &ids);
-                let row = self.load(k.args[1], id_off, DType::I32).into_int_value();
+                let _ = &ids;
+                let row = at(1, &idx[..r]).into_int_value();
                 let row = self
                     .b
                     .build_int_s_extend(row, self.ctx.i64_type(), "")
@@ -1350,7 +1524,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let row = self.clamp_index(row, table[0]);
                 let mut ti = vec![row];
                 ti.extend_from_slice(&idx[r..]);
-                self.load(k.args[0], self.linear(&ti, &table), shape_of(0).dtype)
+                at(0, &ti)
             }
             other => unreachable!("{} is not elemental", other.opcode()),
         }

@@ -1,7 +1,8 @@
 //! `--dump-to DIR`: every stage of a compilation as files, like XLA's `--xla_dump_to`.
 //!
 //! Contract: [`write_dump`] writes `NN.<stage>.hlo.txt` (00 = as parsed, then one file per pass
-//! that changed the module), `buffers.txt` (the buffer plan), `<name>.ll` and `<name>.opt.ll` (LLVM
+//! that changed the module), `buffers.txt` (the buffer plan), `fusion.log` (every fusion decision
+//! with its reason), `<name>.ll` and `<name>.opt.ll` (LLVM
 //! IR before and after optimisation) and `<name>.s` (target assembly), all deterministic.
 
 use super::Artefacts;
@@ -15,6 +16,14 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
         std::fs::write(dir.join(format!("{i:02}.{stage}.hlo.txt")), text)?;
     }
     std::fs::write(dir.join("buffers.txt"), plan_text(&a.plan))?;
+    let mut fusion_log = String::new();
+    for r in a.pass_records.iter().filter(|r| r.name == "fusion") {
+        for line in &r.log {
+            fusion_log.push_str(line);
+            fusion_log.push('\n');
+        }
+    }
+    std::fs::write(dir.join("fusion.log"), fusion_log)?;
     if let Some((before, after)) = &a.ir {
         std::fs::write(dir.join(format!("{}.ll", a.name)), before)?;
         std::fs::write(dir.join(format!("{}.opt.ll", a.name)), after)?;

@@ -26,6 +26,12 @@ pub struct Buffer {
 pub struct Kernel {
     pub name: String,
     pub ops: Vec<String>,
+    /// Bytes of activations read (inputs and intermediates).
+    pub reads: usize,
+    /// Bytes of weights read.
+    pub weight_reads: usize,
+    /// Bytes written.
+    pub writes: usize,
 }
 
 #[derive(Serialize)]
@@ -41,12 +47,23 @@ pub struct Manifest {
     pub arena_efficiency: f64,
     pub weights_bytes: usize,
     pub hlo_instructions: usize,
+    pub hlo_instructions_before_fusion: usize,
+    pub kernel_count: usize,
+    /// Activation bytes read and written by all kernels (weights excluded): the memory traffic
+    /// fusion reduces.
+    pub activation_traffic: usize,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
 }
 
 /// Builds the manifest.
-pub fn build(m: &Module, plan: &BufferPlan, target: &str, kernels: &[KernelInfo]) -> Manifest {
+pub fn build(
+    m: &Module,
+    plan: &BufferPlan,
+    target: &str,
+    kernels: &[KernelInfo],
+    before_fusion: usize,
+) -> Manifest {
     let c = &m.entry;
     let tensor = |name: &str, s: &crate::ir::Shape| Tensor {
         name: name.to_string(),
@@ -77,6 +94,9 @@ pub fn build(m: &Module, plan: &BufferPlan, target: &str, kernels: &[KernelInfo]
         },
         weights_bytes: super::header::weight_bytes(m),
         hlo_instructions: c.instructions.len(),
+        hlo_instructions_before_fusion: before_fusion,
+        kernel_count: kernels.len(),
+        activation_traffic: kernels.iter().map(|k| k.reads + k.writes).sum(),
         buffers: plan
             .buffers
             .iter()
@@ -92,6 +112,9 @@ pub fn build(m: &Module, plan: &BufferPlan, target: &str, kernels: &[KernelInfo]
             .map(|k| Kernel {
                 name: k.name.clone(),
                 ops: k.ops.clone(),
+                reads: k.reads,
+                weight_reads: k.weight_reads,
+                writes: k.writes,
             })
             .collect(),
     }

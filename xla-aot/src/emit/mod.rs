@@ -38,6 +38,8 @@ pub struct Artefacts {
     pub stages: Vec<(String, String)>,
     /// What each pass run did and how long it took.
     pub pass_records: Vec<PassRecord>,
+    /// HLO instructions just before fusion (for the manifest's fusion statistics).
+    pub instructions_before_fusion: usize,
 }
 
 /// How to compile.
@@ -77,12 +79,19 @@ pub fn compile_model(
         ));
     }
     let mut optimized = m.clone();
+    let mut before_fusion = m.entry.instructions.len();
+    let mut fused = false;
     let pass_records = if opts.no_pipeline {
         Vec::new()
     } else {
         Pipeline::default_pipeline()
             .disable(&opts.disabled_passes)
             .run(&mut optimized, &mut |_, pass, module| {
+                if pass == "fusion" {
+                    fused = true;
+                } else if !fused {
+                    before_fusion = module.entry.instructions.len();
+                }
                 if opts.keep_stages {
                     stages.push((
                         pass.to_string(),
@@ -106,7 +115,7 @@ pub fn compile_model(
         symbols: obj.exports.clone(),
     }]);
     let header = header::render(m, &plan, &target.name, obj.kernels.len());
-    let manifest = manifest::build(m, &plan, &target.name, &obj.kernels);
+    let manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
@@ -120,6 +129,7 @@ pub fn compile_model(
         ir: obj.ir,
         stages,
         pass_records,
+        instructions_before_fusion: before_fusion,
     })
 }
 

@@ -11,7 +11,8 @@ mod tensor;
 
 use crate::ir::shape::dims_str;
 use crate::ir::{
-    BinaryOp, CompareDir, DType, InstId, Literal, Module, Op, ReduceKind, UnaryOp, Window,
+    BinaryOp, CompareDir, Computation, DType, InstId, Literal, Module, Op, ReduceKind, UnaryOp,
+    Window,
 };
 use tensor::{Data, Tensor, strides, unravel};
 use thiserror::Error;
@@ -41,7 +42,11 @@ pub enum InterpError {
 
 /// Evaluates `m` on `inputs` (one per parameter, in parameter order).
 pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpError> {
-    let c = &m.entry;
+    eval_computation(&m.entry, inputs)
+}
+
+/// Evaluates one computation (the entry, or a fused computation on its operands).
+fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>, InterpError> {
     let params = c.parameters();
     if params.len() != inputs.len() {
         return Err(InterpError::InputCount {
@@ -119,6 +124,11 @@ pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpEr
             } => convolution(ops[0], ops[1], window, *feature_group_count, &out_dims),
             Op::Argmax { dimension } => argmax(ops[0], *dimension, &out_dims),
             Op::Gather => gather(ops[0], ops[1], &out_dims),
+            Op::Fusion { computation, .. } => {
+                let args: Vec<Literal> = ops.iter().map(|t| t.to_literal()).collect();
+                let out = eval_computation(computation, &args)?;
+                Tensor::from_literal(&out[0]).expect("fusion results have supported dtypes")
+            }
         };
         values[i] = Some(t);
         for o in &inst.operands {

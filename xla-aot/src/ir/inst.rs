@@ -197,6 +197,37 @@ pub enum Op {
     /// Rows of a table: result = `indices.dims ++ table.dims[1..]`; indices (i32) are clamped into
     /// `[0, table.dims[0])`. Operands: `[table, indices]`.
     Gather,
+    /// A fused computation run as one kernel: its parameter `i` is operand `i`, its single output
+    /// is the result. Operands: any number.
+    Fusion {
+        kind: FusionKind,
+        computation: Box<super::module::Computation>,
+    },
+}
+
+/// How a fused computation is computed (XLA's fusion kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FusionKind {
+    /// Elementwise chains: one loop over the output computing every element from the inputs.
+    Loop,
+    /// A reduction (or windowed reduction) whose operand is computed inline from the inputs.
+    Input,
+    /// A dot or convolution with an elementwise epilogue applied to its output in place.
+    Output,
+}
+
+impl FusionKind {
+    /// Every kind.
+    pub const ALL: [FusionKind; 3] = [FusionKind::Loop, FusionKind::Input, FusionKind::Output];
+
+    /// The name printed in `kind=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FusionKind::Loop => "loop",
+            FusionKind::Input => "input",
+            FusionKind::Output => "output",
+        }
+    }
 }
 
 impl Op {
@@ -240,6 +271,7 @@ impl Op {
             Op::Convolution { .. } => "convolution",
             Op::Argmax { .. } => "argmax",
             Op::Gather => "gather",
+            Op::Fusion { .. } => "fusion",
         }
     }
 
@@ -270,7 +302,7 @@ impl Op {
             | Op::Convolution { .. }
             | Op::Gather => 2,
             Op::Select | Op::Clamp => 3,
-            Op::Concatenate { .. } => return None,
+            Op::Concatenate { .. } | Op::Fusion { .. } => return None,
         })
     }
 }

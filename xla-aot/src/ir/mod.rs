@@ -17,7 +17,7 @@ pub mod verify;
 
 pub use builder::Builder;
 pub use inst::{
-    BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
+    BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
 };
 pub use literal::{Literal, LiteralData};
 pub use module::{Computation, Module, Output};

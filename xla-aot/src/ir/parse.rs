@@ -7,7 +7,7 @@
 //! the verifier names them. It never panics.
 
 use super::inst::{
-    BinaryOp, CompareDir, DotDims, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
+    BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
 };
 use super::literal::{Literal, LiteralData};
 use super::module::{Computation, Module, Output};
@@ -346,14 +346,48 @@ pub fn parse_module(text: &str) -> PResult<Module> {
             "expected end of line after the module name, found {found}"
         ));
     }
-    let (ln, entry) = lines
-        .next()
-        .ok_or_else(|| eof(last_line, "`ENTRY %main {`"))?;
-    let mut c = Cursor::new(entry, ln);
-    c.expect("ENTRY")?;
-    let comp_name = c.name()?;
-    c.expect("{")?;
+    // Fused computations come first (they are referenced by `calls=`), then the entry.
+    let mut computations: HashMap<String, Computation> = HashMap::new();
+    loop {
+        let (ln, head) = lines
+            .next()
+            .ok_or_else(|| eof(last_line, "`ENTRY %main {`"))?;
+        let mut c = Cursor::new(head, ln);
+        let entry = c.eat("ENTRY");
+        let name_at = c.mark();
+        let comp_name = c.name()?;
+        c.expect("{")?;
+        if computations.contains_key(&comp_name) {
+            c.pos = name_at;
+            return c.err(format!("computation `%{comp_name}` is defined twice"));
+        }
+        let comp = parse_body(&mut lines, comp_name, &computations, last_line)?;
+        if entry {
+            if let Some((ln, _)) = lines.next() {
+                return Err(HloParseError {
+                    line: ln,
+                    column: 1,
+                    message: "unexpected text after the entry computation".into(),
+                });
+            }
+            return Ok(Module { name, entry: comp });
+        }
+        computations.insert(comp.name.clone(), comp);
+    }
+}
 
+/// Parses instruction lines up to the closing `}` of a computation.
+fn parse_body<'a>(
+    lines: &mut impl Iterator<Item = (usize, &'a str)>,
+    comp_name: String,
+    computations: &HashMap<String, Computation>,
+    last_line: usize,
+) -> PResult<Computation> {
+    let eof = |line: usize, what: &str| HloParseError {
+        line,
+        column: 1,
+        message: format!("unexpected end of text; expected {what}"),
+    };
     let mut instructions: Vec<Instruction> = Vec::new();
     let mut ids: HashMap<String, InstId> = HashMap::new();
     let mut outputs: Option<Vec<Output>> = None;
@@ -372,7 +406,7 @@ pub fn parse_module(text: &str) -> PResult<Module> {
             continue;
         }
         let at = c.mark();
-        let inst = parse_instruction(&mut c, &instructions, &ids)?;
+        let inst = parse_instruction(&mut c, computations, &ids)?;
         if ids.contains_key(&inst.name) {
             c.pos = at;
             return c.err(format!(
@@ -392,20 +426,10 @@ pub fn parse_module(text: &str) -> PResult<Module> {
             "a `ROOT %outputs = (...) tuple(...), names={...}` line",
         ));
     };
-    if let Some((ln, _)) = lines.next() {
-        return Err(HloParseError {
-            line: ln,
-            column: 1,
-            message: "unexpected text after the entry computation".into(),
-        });
-    }
-    Ok(Module {
-        name,
-        entry: Computation {
-            name: comp_name,
-            instructions,
-            outputs,
-        },
+    Ok(Computation {
+        name: comp_name,
+        instructions,
+        outputs,
     })
 }
 
@@ -640,11 +664,12 @@ const OPCODES: &[&str] = &[
     "convolution",
     "argmax",
     "gather",
+    "fusion",
 ];
 
 fn parse_instruction(
     c: &mut Cursor,
-    _insts: &[Instruction],
+    computations: &HashMap<String, Computation>,
     ids: &HashMap<String, InstId>,
 ) -> PResult<Instruction> {
     let name = c.name()?;
@@ -688,6 +713,8 @@ fn parse_instruction(
     let mut padding: Option<(Vec<usize>, Vec<usize>)> = None;
     let mut dot = DotDims::default();
     let mut groups: usize = 1;
+    let mut fusion_kind: Option<FusionKind> = None;
+    let mut calls: Option<Computation> = None;
     while c.eat(",") {
         let at = c.mark();
         let key = c.word("an attribute name")?;
@@ -699,6 +726,30 @@ fn parse_instruction(
         c.expect("=")?;
         match key.as_str() {
             "dimensions" => dims = Some(c.int_list()?),
+            "kind" if opcode == "fusion" => {
+                let k_at = c.mark();
+                let k = c.word("a fusion kind")?;
+                fusion_kind = FusionKind::ALL.into_iter().find(|f| f.name() == k);
+                if fusion_kind.is_none() {
+                    c.pos = k_at;
+                    return c.err(format!(
+                        "unknown fusion kind `{k}`; expected loop, input or output"
+                    ));
+                }
+            }
+            "calls" => {
+                let c_at = c.mark();
+                let callee = c.name()?;
+                match computations.get(&callee) {
+                    Some(comp) => calls = Some(comp.clone()),
+                    None => {
+                        c.pos = c_at;
+                        return c.err(format!(
+                            "`calls=%{callee}` names no computation defined above"
+                        ));
+                    }
+                }
+            }
             "kind" => {
                 let k_at = c.mark();
                 let k = c.word("a reduction kind")?;
@@ -794,6 +845,7 @@ fn parse_instruction(
             "rhs_contracting_dims",
         ],
         "convolution" => &["window", "dim_labels", "feature_group_count"],
+        "fusion" => &["kind", "calls"],
         _ => &[],
     };
     for (k, at) in &attrs {
@@ -892,6 +944,18 @@ fn parse_instruction(
                 Op::Convolution {
                     window: window.unwrap_or_else(|| Window::new(Vec::new())),
                     feature_group_count: groups,
+                }
+            }
+            "fusion" => {
+                need(c, "kind")?;
+                need(c, "calls")?;
+                Op::Fusion {
+                    kind: fusion_kind.unwrap_or(FusionKind::Loop),
+                    computation: Box::new(calls.unwrap_or_else(|| Computation {
+                        name: String::new(),
+                        instructions: Vec::new(),
+                        outputs: Vec::new(),
+                    })),
                 }
             }
             _ => unreachable!("every opcode in OPCODES is handled"),

@@ -40,8 +40,24 @@ pub fn print_module(m: &Module) -> String {
 /// Prints a module with options.
 pub fn print_module_with(m: &Module, opts: &PrintOptions) -> String {
     let mut s = format!("HloModule {}\n\n", m.name);
+    // Fused computations first, in order of first use, as XLA prints them.
+    let mut fused = Vec::new();
+    collect_fused(&m.entry, &mut fused);
+    for c in fused {
+        print_computation(&mut s, c, opts, false);
+        s.push('\n');
+    }
     print_computation(&mut s, &m.entry, opts, true);
     s
+}
+
+fn collect_fused<'a>(c: &'a Computation, out: &mut Vec<&'a Computation>) {
+    for inst in &c.instructions {
+        if let Op::Fusion { computation, .. } = &inst.op {
+            collect_fused(computation, out);
+            out.push(computation);
+        }
+    }
 }
 
 fn print_computation(s: &mut String, c: &Computation, opts: &PrintOptions, entry: bool) {
@@ -170,6 +186,10 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
             v
         }
         Op::Argmax { dimension } => vec![("dimensions", braces(&[*dimension]))],
+        Op::Fusion { kind, computation } => vec![
+            ("kind", kind.name().to_string()),
+            ("calls", format!("%{}", computation.name)),
+        ],
         Op::Parameter { .. }
         | Op::Constant(_)
         | Op::Unary(_)

@@ -180,6 +180,36 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             dims.remove(*dimension);
             Shape::new(DType::I32, dims)
         }
+        Op::Fusion { computation, .. } => {
+            let params = computation.parameters();
+            if params.len() != operands.len() {
+                return Err(format!(
+                    "fusion has {} operand(s) but its computation %{} has {} parameter(s)",
+                    operands.len(),
+                    computation.name,
+                    params.len()
+                ));
+            }
+            for (k, (&p, s)) in params.iter().zip(operands).enumerate() {
+                if !computation.inst(p).shape.same_type(s) {
+                    return Err(format!(
+                        "fusion operand {k} is {} but parameter {k} of %{} is {}",
+                        s,
+                        computation.name,
+                        computation.inst(p).shape
+                    ));
+                }
+            }
+            match computation.outputs.as_slice() {
+                [o] => plain(&computation.inst(o.value).shape),
+                _ => {
+                    return Err(format!(
+                        "fused computation %{} must have exactly one output",
+                        computation.name
+                    ));
+                }
+            }
+        }
         Op::Gather => {
             let (table, idx) = (operands[0], operands[1]);
             if table.rank() < 1 || idx.dtype != DType::I32 {

@@ -15,7 +15,7 @@
 //! instruction in its text form, so it can be pasted into a test.
 
 use super::inst::Op;
-use super::module::Module;
+use super::module::{Computation, Module};
 use super::print::{PrintOptions, print_instruction};
 use super::shape::{Shape, checked_element_count};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
@@ -34,11 +34,25 @@ pub struct VerifyError {
 
 /// Checks every invariant listed in the module docs.
 pub fn verify(m: &Module) -> Result<(), VerifyError> {
-    let c = &m.entry;
     if !is_c_identifier(&m.name) {
         return Err(VerifyError {
             message: format!("module name `{}` is not a C identifier", m.name),
             instruction: format!("HloModule {}", m.name),
+        });
+    }
+    let mut computation_names = HashSet::new();
+    verify_computation(&m.entry, &mut computation_names)
+}
+
+/// Checks one computation (and, recursively, the computations its fusions call).
+fn verify_computation<'a>(
+    c: &'a Computation,
+    computation_names: &mut HashSet<&'a str>,
+) -> Result<(), VerifyError> {
+    if !computation_names.insert(c.name.as_str()) {
+        return Err(VerifyError {
+            message: format!("computation name `%{}` is used twice", c.name),
+            instruction: format!("%{} {{", c.name),
         });
     }
     let opts = PrintOptions::readable();
@@ -104,6 +118,20 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
                 check_reshape(operand_shapes[0], &inst.shape.dims)
                     .map(|_| Shape::new(operand_shapes[0].dtype, inst.shape.dims.clone()))
             }
+            Op::Fusion { computation, .. } => {
+                verify_computation(computation, computation_names).map_err(|e| VerifyError {
+                    message: format!("in fused computation %{}: {}", computation.name, e.message),
+                    instruction: e.instruction,
+                })?;
+                if computation
+                    .instructions
+                    .iter()
+                    .any(|i| matches!(i.op, Op::Fusion { .. }))
+                {
+                    return Err(fail("a fused computation may not contain fusions".into()));
+                }
+                infer_shape(&inst.op, &operand_shapes)
+            }
             _ => infer_shape(&inst.op, &operand_shapes),
         };
         let expected = expected.map_err(fail)?;
@@ -122,7 +150,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
                 params,
                 params.len()
             ),
-            instruction: format!("ENTRY %{}", c.name),
+            instruction: format!("%{}", c.name),
         });
     }
     let root = || format!("ROOT of %{}", c.name);

@@ -15,6 +15,7 @@ pub mod bn_fold;
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
+pub mod fusion;
 pub mod rewrite;
 pub mod simplify;
 
@@ -32,6 +33,10 @@ pub trait Pass {
     fn name(&self) -> &'static str;
     /// Transforms `m`; returns whether anything changed.
     fn run(&self, m: &mut Module) -> bool;
+    /// The decisions of the last run, with their reasons (fusion's `fusion.log`).
+    fn take_log(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A pass broke an invariant, or the pipeline did not settle: a compiler bug.
@@ -50,6 +55,20 @@ pub const PASS_NAMES: &[&str] = &[
     "batchnorm-folding",
     "cse",
     "dce",
+    "fusion",
+];
+
+/// The default pipeline's stages; each runs to a fixed point before the next starts. Fusion comes
+/// last, on the simplified graph, and DCE after it drops what the fusions absorbed.
+const DEFAULT_STAGES: &[&[&str]] = &[
+    &[
+        "constant-folding",
+        "algebraic-simplifier",
+        "batchnorm-folding",
+        "cse",
+        "dce",
+    ],
+    &["fusion", "dce"],
 ];
 
 /// The pass called `name`.
@@ -60,6 +79,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
+        "fusion" => Box::new(fusion::FusionPass::default()),
         _ => return None,
     })
 }
@@ -75,28 +95,40 @@ pub struct PassRecord {
     pub changed: bool,
     /// Wall time.
     pub time: Duration,
+    /// The pass's decisions (see [`Pass::take_log`]).
+    pub log: Vec<String>,
 }
 
-/// An ordered list of passes run to a fixed point.
+/// Stages of passes; each stage runs to a fixed point.
 pub struct Pipeline {
-    passes: Vec<Box<dyn Pass>>,
+    stages: Vec<Vec<Box<dyn Pass>>>,
     disabled: Vec<String>,
 }
 
 impl Pipeline {
-    /// The default optimisation pipeline: every pass of [`PASS_NAMES`], in that order.
+    /// The default optimisation pipeline ([`DEFAULT_STAGES`]).
     pub fn default_pipeline() -> Pipeline {
-        Pipeline::of(PASS_NAMES).expect("every pass name is known")
+        Pipeline {
+            stages: DEFAULT_STAGES
+                .iter()
+                .map(|s| {
+                    s.iter()
+                        .map(|n| make_pass(n).expect("every pass name is known"))
+                        .collect()
+                })
+                .collect(),
+            disabled: Vec::new(),
+        }
     }
 
-    /// A pipeline of the named passes, in the given order; `None` if a name is unknown.
+    /// One stage of the named passes, in the given order; `None` if a name is unknown.
     pub fn of(names: &[&str]) -> Option<Pipeline> {
         let passes = names
             .iter()
             .map(|n| make_pass(n))
             .collect::<Option<Vec<_>>>()?;
         Some(Pipeline {
-            passes,
+            stages: vec![passes],
             disabled: Vec::new(),
         })
     }
@@ -107,8 +139,8 @@ impl Pipeline {
         self
     }
 
-    /// Runs to a fixed point; `observe(step, pass, module)` sees the module after each pass that
-    /// changed it.
+    /// Runs each stage to a fixed point; `observe(step, pass, module)` sees the module after
+    /// each pass that changed it.
     pub fn run(
         &self,
         m: &mut Module,
@@ -116,36 +148,44 @@ impl Pipeline {
     ) -> Result<Vec<PassRecord>, PipelineError> {
         let mut records = Vec::new();
         let mut step = 0;
-        for round in 0..MAX_FIXED_POINT_ROUNDS {
-            let mut any = false;
-            for p in &self.passes {
-                if self.disabled.iter().any(|d| d == p.name()) {
-                    continue;
+        for stage in &self.stages {
+            let mut settled = false;
+            for round in 0..MAX_FIXED_POINT_ROUNDS {
+                let mut any = false;
+                for p in stage {
+                    if self.disabled.iter().any(|d| d == p.name()) {
+                        continue;
+                    }
+                    let t = Instant::now();
+                    let changed = p.run(m);
+                    let time = t.elapsed();
+                    records.push(PassRecord {
+                        name: p.name(),
+                        round,
+                        changed,
+                        time,
+                        log: p.take_log(),
+                    });
+                    if changed {
+                        verify(m).map_err(|error| PipelineError::Verify {
+                            pass: p.name().to_string(),
+                            error,
+                        })?;
+                        step += 1;
+                        observe(step, p.name(), m);
+                        any = true;
+                    }
                 }
-                let t = Instant::now();
-                let changed = p.run(m);
-                let time = t.elapsed();
-                records.push(PassRecord {
-                    name: p.name(),
-                    round,
-                    changed,
-                    time,
-                });
-                if changed {
-                    verify(m).map_err(|error| PipelineError::Verify {
-                        pass: p.name().to_string(),
-                        error,
-                    })?;
-                    step += 1;
-                    observe(step, p.name(), m);
-                    any = true;
+                if !any {
+                    settled = true;
+                    break;
                 }
             }
-            if !any {
-                return Ok(records);
+            if !settled {
+                return Err(PipelineError::NoFixedPoint(MAX_FIXED_POINT_ROUNDS));
             }
         }
-        Err(PipelineError::NoFixedPoint(MAX_FIXED_POINT_ROUNDS))
+        Ok(records)
     }
 }
 

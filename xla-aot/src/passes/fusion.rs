@@ -1,0 +1,373 @@
+//! Fusion: groups of instructions become one kernel, so their intermediates never touch memory.
+//!
+//! Contract: the pass visits instructions from the outputs back (consumers before producers).
+//! Every value that must exist in memory (an output, or one some consumer cannot compute inline)
+//! roots a group; a group absorbs producers of its members when [`FusionPass::decide`] says yes,
+//! and every decision, yes or no, is logged with its reason (`fusion.log` in dumps). Groups with
+//! more than one instruction become `fusion` instructions calling a fused computation:
+//! - `loop`: elementwise ops, broadcasts, reshapes, slices, pads, concatenations, gathers;
+//! - `input`: a reduce or reduce-window whose operand is computed inline;
+//! - `output`: a dot or convolution followed by an elementwise epilogue (bias, activation,
+//!   residual add) applied to its result in place.
+//!
+//! Cost model. A producer with one consumer is always fused (it saves a store and a load per
+//! element and costs nothing). A producer with `k > 1` consumers is recomputed in each consumer it
+//! is fused into; that is allowed only when `(k − 1)·cost ≤ (k + 1)·TRAFFIC_COST_PER_ELEMENT`:
+//! the extra arithmetic may not exceed the memory traffic it saves (one store and `k` loads).
+//! Reductions, dots and convolutions are never recomputed.
+
+use super::Pass;
+use super::rewrite::users;
+use crate::ir::{Computation, FusionKind, InstId, Instruction, Module, Op, Output, UnaryOp};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+/// Cost of moving one element through memory (a store or a load), in "simple arithmetic op"
+/// units: on the cores we target a cached load/store issues at about the rate of two simple ALU
+/// ops, so recomputing a value is worth it only while it costs less than two ops per access saved.
+pub const TRAFFIC_COST_PER_ELEMENT: u32 = 2;
+
+/// Per-element cost of computing an instruction, in simple-op units: index remaps and simple
+/// arithmetic 1, division and square roots 4 (multi-cycle units), transcendental polynomials 20
+/// (the inline `exp`/`log`/`tanh`/`erf` are 15–25 ops each, see codegen/math.rs).
+pub fn cost(op: &Op) -> u32 {
+    match op {
+        Op::Unary(
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Logistic | UnaryOp::Erf,
+        ) => 20,
+        Op::Binary(crate::ir::BinaryOp::Power) => 40,
+        Op::Binary(crate::ir::BinaryOp::Divide) | Op::Unary(UnaryOp::Sqrt | UnaryOp::Rsqrt) => 4,
+        _ => 1,
+    }
+}
+
+/// Whether an instruction can be computed element by element from its operands' elements.
+pub fn is_elemental(op: &Op) -> bool {
+    op.is_elementwise()
+        || matches!(
+            op,
+            Op::Broadcast { .. }
+                | Op::Reshape
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::Pad { .. }
+                | Op::Concatenate { .. }
+                | Op::Gather
+        )
+}
+
+fn is_heavy(op: &Op) -> bool {
+    matches!(op, Op::Dot(_) | Op::Convolution { .. })
+}
+
+/// What the cost model needs to know about a producer.
+#[derive(Clone, Copy)]
+struct Producer {
+    /// Its instruction index.
+    index: usize,
+    /// How many distinct instructions read it.
+    users: usize,
+    /// Whether it is a model output.
+    is_output: bool,
+    /// In how many groups its consumer is computed (a duplicated consumer duplicates it too).
+    consumer_copies: usize,
+}
+
+/// A group being formed.
+struct Group {
+    root: usize,
+    kind: FusionKind,
+    members: BTreeSet<usize>,
+    /// Members whose value reaches the root through same-shape elementwise ops only: an output
+    /// fusion's dot or convolution must be one of them (its epilogue reads it at the same index).
+    direct: BTreeSet<usize>,
+    heavy: Option<usize>,
+}
+
+/// The fusion pass; `log` keeps the decisions of the last run.
+#[derive(Default)]
+pub struct FusionPass {
+    log: Mutex<Vec<String>>,
+}
+
+impl FusionPass {
+    /// Whether producer `p` joins group `g` as an operand of member `i`, and why.
+    fn decide(
+        &self,
+        c: &Computation,
+        g: &Group,
+        i: usize,
+        prod: Producer,
+    ) -> Result<&'static str, String> {
+        let Producer {
+            index: p,
+            users: n_users,
+            is_output,
+            consumer_copies: dup_groups,
+        } = prod;
+        let (pi, ci) = (&c.instructions[p], &c.instructions[i]);
+        match &pi.op {
+            Op::Parameter { .. } | Op::Constant(_) => {
+                return Err("parameters and constants are read from memory".into());
+            }
+            Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
+            _ => {}
+        }
+        if is_heavy(&ci.op) || matches!(ci.op, Op::Argmax { .. } | Op::Fusion { .. }) {
+            return Err(format!(
+                "the consumer ({}) reads its operands from memory: recomputing an operand element for every use would multiply its cost",
+                ci.op.opcode()
+            ));
+        }
+        if matches!(g.kind, FusionKind::Input) && !is_elemental(&pi.op) && !is_heavy(&pi.op) {
+            return Err(format!(
+                "a {} cannot be computed inline inside a reduction",
+                pi.op.opcode()
+            ));
+        }
+        if is_output {
+            return Err("the producer is a model output, so it is stored anyway".into());
+        }
+        if matches!(
+            pi.op,
+            Op::Reduce { .. } | Op::ReduceWindow { .. } | Op::Argmax { .. }
+        ) {
+            return Err(format!(
+                "the producer is a reduction ({}): inlining it would redo the whole reduction for every element",
+                pi.op.opcode()
+            ));
+        }
+        if is_heavy(&pi.op) {
+            if g.heavy.is_some() {
+                return Err("the fusion already holds a dot or convolution".into());
+            }
+            if !matches!(g.kind, FusionKind::Loop) {
+                return Err("only elementwise epilogues fuse with a dot or convolution".into());
+            }
+            if !(ci.op.is_elementwise() && g.direct.contains(&i) && ci.shape.same_type(&pi.shape)) {
+                return Err("the epilogue does not read the dot/convolution result elementwise at the same index".into());
+            }
+            if n_users != 1 {
+                return Err(format!(
+                    "the {} has {n_users} users and is never recomputed",
+                    pi.op.opcode()
+                ));
+            }
+            if dup_groups != 1 {
+                return Err(format!(
+                    "its consumer %{} is recomputed in {dup_groups} fusions, and a {} is never recomputed",
+                    ci.name,
+                    pi.op.opcode()
+                ));
+            }
+            return Ok("output fusion: epilogue applied to the result in place");
+        }
+        if !is_elemental(&pi.op) {
+            return Err(format!(
+                "{} is not computed element by element",
+                pi.op.opcode()
+            ));
+        }
+        let copies = n_users.max(dup_groups);
+        if copies <= 1 {
+            return Ok("single consumer: saves one store and one load per element");
+        }
+        let k = copies as u32;
+        let recompute = (k - 1) * cost(&pi.op);
+        let saved = (k + 1) * TRAFFIC_COST_PER_ELEMENT;
+        if recompute <= saved {
+            Ok("cheap to recompute in each consumer")
+        } else {
+            Err(format!(
+                "{} with {copies} consumers: recomputing it costs {recompute} op-units per element, more than the {saved} its memory traffic costs",
+                pi.op.opcode()
+            ))
+        }
+    }
+}
+
+impl Pass for FusionPass {
+    fn name(&self) -> &'static str {
+        "fusion"
+    }
+
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().expect("log lock"))
+    }
+
+    fn run(&self, m: &mut Module) -> bool {
+        let c = &m.entry;
+        let n = c.instructions.len();
+        let (users_of, outs) = users(c);
+        let mut groups: Vec<Group> = Vec::new();
+        let mut member_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut log = Vec::new();
+        for i in (0..n).rev() {
+            let inst = &c.instructions[i];
+            if matches!(inst.op, Op::Parameter { .. } | Op::Constant(_)) {
+                continue;
+            }
+            // Absorbed: not an output, and every group of every user holds it.
+            let absorbed = outs[i] == 0
+                && !users_of[i].is_empty()
+                && users_of[i].iter().all(|u| {
+                    member_of[u.index()]
+                        .iter()
+                        .all(|g| member_of[i].contains(g))
+                });
+            if !absorbed {
+                let kind = match inst.op {
+                    Op::Reduce { .. } | Op::ReduceWindow { .. } => FusionKind::Input,
+                    _ => FusionKind::Loop,
+                };
+                let mut direct = BTreeSet::new();
+                if inst.op.is_elementwise() {
+                    direct.insert(i);
+                }
+                groups.push(Group {
+                    root: i,
+                    kind,
+                    members: BTreeSet::from([i]),
+                    direct,
+                    heavy: None,
+                });
+                member_of[i].push(groups.len() - 1);
+            }
+            let mut operands: Vec<usize> = inst.operands.iter().map(|o| o.index()).collect();
+            operands.dedup();
+            for &g in &member_of[i].clone() {
+                for &p in &operands {
+                    if groups[g].members.contains(&p) {
+                        continue;
+                    }
+                    let n_users = users_of[p].iter().collect::<BTreeSet<_>>().len();
+                    let prod = Producer {
+                        index: p,
+                        users: n_users,
+                        is_output: outs[p] > 0,
+                        consumer_copies: member_of[i].len(),
+                    };
+                    let verdict = self.decide(c, &groups[g], i, prod);
+                    let root = &c.instructions[groups[g].root].name;
+                    match verdict {
+                        Ok(why) => {
+                            log.push(format!(
+                                "fuse   %{} into %{root} (via %{}): {why}",
+                                c.instructions[p].name, inst.name
+                            ));
+                            let grp = &mut groups[g];
+                            grp.members.insert(p);
+                            if is_heavy(&c.instructions[p].op) {
+                                grp.heavy = Some(p);
+                                grp.kind = FusionKind::Output;
+                            }
+                            if grp.direct.contains(&i)
+                                && c.instructions[p].op.is_elementwise()
+                                && c.instructions[p].shape.same_type(&inst.shape)
+                            {
+                                grp.direct.insert(p);
+                            }
+                            member_of[p].push(g);
+                        }
+                        Err(why) => {
+                            if !matches!(
+                                c.instructions[p].op,
+                                Op::Parameter { .. } | Op::Constant(_)
+                            ) {
+                                log.push(format!(
+                                    "refuse %{} into %{root} (via %{}): {why}",
+                                    c.instructions[p].name, inst.name
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let changed = groups.iter().any(|g| g.members.len() > 1);
+        if changed {
+            m.entry = build(c, &groups);
+        }
+        log.reverse();
+        *self.log.lock().expect("log lock") = log;
+        changed
+    }
+}
+
+/// Rebuilds the entry with one `fusion` per multi-instruction group (at its root's position);
+/// members that no longer have users disappear with DCE.
+fn build(c: &Computation, groups: &[Group]) -> Computation {
+    let by_root: HashMap<usize, &Group> = groups
+        .iter()
+        .filter(|g| g.members.len() > 1)
+        .map(|g| (g.root, g))
+        .collect();
+    let mut used_names: BTreeSet<String> = c.instructions.iter().map(|i| i.name.clone()).collect();
+    let mut out: Vec<Instruction> = Vec::with_capacity(c.instructions.len());
+    for (i, inst) in c.instructions.iter().enumerate() {
+        let Some(g) = by_root.get(&i) else {
+            out.push(inst.clone());
+            continue;
+        };
+        // Parameters of the fused computation: values read by members but not members.
+        let mut params: Vec<usize> = Vec::new();
+        for &mbr in &g.members {
+            for o in &c.instructions[mbr].operands {
+                let o = o.index();
+                if !g.members.contains(&o) && !params.contains(&o) {
+                    params.push(o);
+                }
+            }
+        }
+        let mut local: HashMap<usize, InstId> = HashMap::new();
+        let mut body: Vec<Instruction> = Vec::new();
+        for (k, &p) in params.iter().enumerate() {
+            let pi = &c.instructions[p];
+            local.insert(p, InstId(body.len() as u32));
+            body.push(Instruction {
+                name: format!("p{k}.{}", pi.name),
+                op: Op::Parameter { index: k },
+                operands: Vec::new(),
+                shape: pi.shape.clone(),
+            });
+        }
+        for &mbr in &g.members {
+            let mi = &c.instructions[mbr];
+            local.insert(mbr, InstId(body.len() as u32));
+            body.push(Instruction {
+                operands: mi.operands.iter().map(|o| local[&o.index()]).collect(),
+                ..mi.clone()
+            });
+        }
+        let base = format!("fused.{}", inst.name);
+        let mut cname = base.clone();
+        let mut k = 1;
+        while used_names.contains(&cname) {
+            cname = format!("{base}.{k}");
+            k += 1;
+        }
+        used_names.insert(cname.clone());
+        let computation = Computation {
+            name: cname,
+            outputs: vec![Output {
+                name: inst.name.clone(),
+                value: local[&i],
+            }],
+            instructions: body,
+        };
+        out.push(Instruction {
+            name: inst.name.clone(),
+            op: Op::Fusion {
+                kind: g.kind,
+                computation: Box::new(computation),
+            },
+            operands: params.iter().map(|&p| InstId(p as u32)).collect(),
+            shape: inst.shape.clone(),
+        });
+    }
+    Computation {
+        name: c.name.clone(),
+        instructions: out,
+        outputs: c.outputs.clone(),
+    }
+}
