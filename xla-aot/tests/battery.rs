@@ -434,3 +434,91 @@ fn compiled_targets() -> Vec<xla_aot::target::Target> {
         .filter(|t| t.arch == xla_aot::target::Arch::Aarch64 || t.runs_here())
         .collect()
 }
+
+/// A random graph of ops over tensors of one shape, where ops take any earlier tensor and some
+/// intermediates are also outputs: exercises fusion with several consumers, duplication and
+/// stored producers.
+fn random_graph(seed: u64) -> String {
+    let mut rng = SplitMix64(seed);
+    let (rows, cols) = (1 + rng.below(4), 2 + rng.below(7));
+    let mut s = format!(
+        "name: graph_{seed}\ninputs:\n  - {{name: x0, dtype: f32, shape: [{rows}, {cols}]}}\n  - {{name: x1, dtype: f32, shape: [{rows}, {cols}]}}\n"
+    );
+    let mut w = Vec::new();
+    for v in 0..cols * cols {
+        w.push(format!(
+            "{:.4}",
+            ((v * 7 + seed as usize) % 13) as f64 / 13.0 - 0.5
+        ));
+    }
+    s.push_str(&format!(
+        "constants:\n  - {{name: w, shape: [{cols}, {cols}], value: [{}]}}\n  - {{name: half, value: 0.5}}\n",
+        w.join(", ")
+    ));
+    s.push_str("ops:\n");
+    let mut names = vec!["x0".to_string(), "x1".to_string()];
+    let mut outputs = Vec::new();
+    let n = 6 + rng.below(10);
+    for i in 0..n {
+        let a = names[rng.below(names.len())].clone();
+        let b = names[rng.below(names.len())].clone();
+        let y = format!("t{i}");
+        let line = match rng.below(12) {
+            0 => format!("{{name: {y}, op: add, inputs: [{a}, {b}]}}"),
+            1 => format!("{{name: {y}, op: mul, inputs: [{a}, {b}]}}"),
+            2 => format!("{{name: {y}, op: sub, inputs: [{a}, {b}]}}"),
+            3 => format!("{{name: {y}, op: maximum, inputs: [{a}, {b}]}}"),
+            4 => format!("{{name: {y}, op: tanh, inputs: [{a}]}}"),
+            5 => format!("{{name: {y}, op: exp, inputs: [{a}]}}"),
+            6 => format!("{{name: {y}, op: relu, inputs: [{a}]}}"),
+            7 => format!("{{name: {y}, op: softmax, inputs: [{a}], axis: -1}}"),
+            8 => format!("{{name: {y}, op: layer_norm, inputs: [{a}]}}"),
+            9 => format!("{{name: {y}, op: dense, inputs: [{a}, w]}}"),
+            10 => format!("{{name: {y}, op: mul, inputs: [{a}, half]}}"),
+            _ => format!("{{name: {y}, op: gelu, inputs: [{a}]}}"),
+        };
+        s.push_str(&format!("  - {line}\n"));
+        if rng.below(4) == 0 {
+            outputs.push(y.clone());
+        }
+        names.push(y);
+    }
+    let last = names.last().unwrap().clone();
+    if !outputs.contains(&last) {
+        outputs.push(last);
+    }
+    s.push_str(&format!("outputs: [{}]\n", outputs.join(", ")));
+    s
+}
+
+#[test]
+fn random_graphs_match_the_interpreter_with_fusion() {
+    let rounds = std::env::var("XLA_AOT_BATTERY_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_ROUNDS);
+    let t = compiled_targets()
+        .into_iter()
+        .next()
+        .expect("a target that runs here");
+    for seed in 0..rounds * 4 {
+        let text = random_graph(seed);
+        let path = std::env::temp_dir().join(format!("graph_{seed}.yaml"));
+        let m = spec_from_str(&path, &text)
+            .unwrap_or_else(|e| panic!("graph {seed}: invalid:\n{e}\n{text}"))
+            .module;
+        let inputs: Vec<_> = (0..2)
+            .map(|i| {
+                let s = &m.entry.inst(m.entry.parameters()[i]).shape;
+                random_input(s.dtype, &s.dims, seed * 10 + i as u64)
+            })
+            .collect();
+        let expected = evaluate(&m, &inputs).unwrap();
+        let actual = run_compiled(&m, &t, &inputs, &format!("graph{seed}"));
+        for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+            if let Err(msg) = check_close(a, e) {
+                panic!("graph {seed}, output {}: {msg}\n{text}", o.name);
+            }
+        }
+    }
+}

@@ -14,7 +14,7 @@
 //! A failure is a compiler bug (or bad hand-written HLO): the message names the failing
 //! instruction in its text form, so it can be pasted into a test.
 
-use super::inst::Op;
+use super::inst::{FusionKind, Instruction, Op};
 use super::module::{Computation, Module};
 use super::print::{PrintOptions, print_instruction};
 use super::shape::{Shape, checked_element_count};
@@ -129,6 +129,27 @@ fn verify_computation<'a>(
                     .any(|i| matches!(i.op, Op::Fusion { .. }))
                 {
                     return Err(fail("a fused computation may not contain fusions".into()));
+                }
+                if let Op::Fusion {
+                    kind: FusionKind::Output,
+                    ..
+                } = &inst.op
+                {
+                    let heavy: Vec<&Instruction> = computation
+                        .instructions
+                        .iter()
+                        .filter(|i| matches!(i.op, Op::Dot(_) | Op::Convolution { .. }))
+                        .collect();
+                    let ok = heavy.len() == 1
+                        && heavy[0]
+                            .operands
+                            .iter()
+                            .all(|&o| matches!(computation.inst(o).op, Op::Parameter { .. }));
+                    if !ok {
+                        return Err(fail(
+                            "an output fusion holds exactly one dot or convolution, whose operands are parameters".into(),
+                        ));
+                    }
                 }
                 infer_shape(&inst.op, &operand_shapes)
             }

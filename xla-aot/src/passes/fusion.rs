@@ -137,7 +137,22 @@ impl FusionPass {
                 pi.op.opcode()
             ));
         }
+        if let Some(h) = g.heavy {
+            if c.instructions[h].operands.iter().any(|o| o.index() == p) {
+                return Err(format!(
+                    "the fusion's {} reads this value from memory, so it is stored anyway",
+                    c.instructions[h].op.opcode()
+                ));
+            }
+        }
         if is_heavy(&pi.op) {
+            if pi.operands.iter().any(|o| g.members.contains(&o.index())) {
+                return Err(format!(
+                    "an operand of the {} is computed inside this fusion, but the {} must read it from memory",
+                    pi.op.opcode(),
+                    pi.op.opcode()
+                ));
+            }
             if g.heavy.is_some() {
                 return Err("the fusion already holds a dot or convolution".into());
             }
