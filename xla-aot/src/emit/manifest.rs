@@ -45,6 +45,8 @@ pub struct Manifest {
     pub arena_align: usize,
     pub arena_lower_bound: usize,
     pub arena_efficiency: f64,
+    /// The buffer-placement strategy that gave the smallest arena.
+    pub arena_strategy: String,
     pub weights_bytes: usize,
     pub hlo_instructions: usize,
     pub hlo_instructions_before_fusion: usize,
@@ -92,6 +94,7 @@ pub fn build(
         } else {
             (plan.lower_bound as f64 / plan.arena_size as f64 * 1000.0).round() / 1000.0
         },
+        arena_strategy: plan.strategy.to_string(),
         weights_bytes: super::header::weight_bytes(m),
         hlo_instructions: c.instructions.len(),
         hlo_instructions_before_fusion: before_fusion,

@@ -17,6 +17,7 @@ pub mod cse;
 pub mod dce;
 pub mod fusion;
 pub mod rewrite;
+pub mod schedule;
 pub mod simplify;
 
 use crate::ir::{Module, VerifyError, verify};
@@ -56,10 +57,12 @@ pub const PASS_NAMES: &[&str] = &[
     "cse",
     "dce",
     "fusion",
+    "schedule",
 ];
 
 /// The default pipeline's stages; each runs to a fixed point before the next starts. Fusion comes
-/// last, on the simplified graph, and DCE after it drops what the fusions absorbed.
+/// on the simplified graph, and DCE after it drops what the fusions absorbed; scheduling comes last,
+/// when the kernels (and so the buffers) are final.
 const DEFAULT_STAGES: &[&[&str]] = &[
     &[
         "constant-folding",
@@ -69,6 +72,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "dce",
     ],
     &["fusion", "dce"],
+    &["schedule"],
 ];
 
 /// The pass called `name`.
@@ -80,6 +84,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
         "fusion" => Box::new(fusion::FusionPass::default()),
+        "schedule" => Box::new(schedule::Schedule),
         _ => return None,
     })
 }
