@@ -2,7 +2,8 @@
 //!
 //! Contract: [`write_dump`] writes `NN.<stage>.hlo.txt` (00 = as parsed, then one file per pass
 //! that changed the module), `buffers.txt` (the buffer plan), `fusion.log` (every fusion decision
-//! with its reason), `<name>.ll` and `<name>.opt.ll` (LLVM
+//! with its reason), `memory.svg` (the arena over the schedule), `graph.before.dot` and
+//! `graph.after.dot` (and `.svg` when Graphviz is installed), `<name>.ll` and `<name>.opt.ll` (LLVM
 //! IR before and after optimisation) and `<name>.s` (target assembly), all deterministic.
 
 use super::Artefacts;
@@ -27,6 +28,24 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
     if let Some((before, after)) = &a.ir {
         std::fs::write(dir.join(format!("{}.ll", a.name)), before)?;
         std::fs::write(dir.join(format!("{}.opt.ll", a.name)), after)?;
+    }
+    if let Some(modules) = &a.modules {
+        let (before, after) = &**modules;
+        for (stem, m) in [("graph.before", before), ("graph.after", after)] {
+            let dot = dir.join(format!("{stem}.dot"));
+            std::fs::write(&dot, super::graphs::dot_graph(m))?;
+            // Rendered only when Graphviz is installed; its absence is not an error.
+            let _ = std::process::Command::new("dot")
+                .arg("-Tsvg")
+                .arg(&dot)
+                .arg("-o")
+                .arg(dir.join(format!("{stem}.svg")))
+                .output();
+        }
+        std::fs::write(
+            dir.join("memory.svg"),
+            super::graphs::memory_svg(after, &a.plan),
+        )?;
     }
     if let Some(asm) = &a.assembly {
         std::fs::write(dir.join(format!("{}.s", a.name)), asm)?;

@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod dump;
+pub mod graphs;
 pub mod header;
 pub mod manifest;
 
@@ -40,6 +41,8 @@ pub struct Artefacts {
     pub pass_records: Vec<PassRecord>,
     /// HLO instructions just before fusion (for the manifest's fusion statistics).
     pub instructions_before_fusion: usize,
+    /// The module before and after the pipeline (for the dump's graphs).
+    pub modules: Option<Box<(Module, Module)>>,
 }
 
 /// How to compile.
@@ -100,6 +103,7 @@ pub fn compile_model(
                 }
             })?
     };
+    let original = m;
     let m = &optimized;
     let plan = plan(m);
     let obj = cpu::compile(m, &plan, target, opts.codegen)?;
@@ -130,6 +134,9 @@ pub fn compile_model(
         stages,
         pass_records,
         instructions_before_fusion: before_fusion,
+        modules: opts
+            .keep_stages
+            .then(|| Box::new((original.clone(), optimized.clone()))),
     })
 }
 
