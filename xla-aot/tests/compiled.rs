@@ -92,3 +92,32 @@ fn examples_match_with_each_pass_disabled_and_without_the_pipeline() {
         }
     }
 }
+
+/// Two stored exponentials in a row: the second reads the first only at the element it writes
+/// and is its last reader, so it overwrites it in place and the arena holds one slice, not two.
+#[test]
+fn in_place_reuse_halves_the_arena_and_stays_correct() {
+    let text = "HloModule inplace\n\nENTRY %main {\n  %x = f32[1024]{0} parameter(0)\n  %t1 = f32[1024]{0} exponential(%x)\n  %s = f32[] reduce(%t1), dimensions={0}, kind=add\n  %sb = f32[1024]{0} broadcast(%s), dimensions={}\n  %d = f32[1024]{0} subtract(%t1, %sb)\n  %t2 = f32[1024]{0} exponential(%d)\n  %hi = f32[] reduce(%t2), dimensions={0}, kind=max\n  %lo = f32[] reduce(%t2), dimensions={0}, kind=min\n  ROOT %outputs = (f32[], f32[]) tuple(%hi, %lo), names={hi,lo}\n}\n";
+    let m = xla_aot::ir::parse_module(text).unwrap();
+    let t = Target::resolve("x86_64-avx2").unwrap();
+    let art = xla_aot::emit::compile_model(&m, &t, &Default::default()).unwrap();
+    assert!(
+        art.plan.strategy.starts_with("in-place"),
+        "strategy {}",
+        art.plan.strategy
+    );
+    assert_eq!(
+        art.plan.arena_size,
+        4096 + 64,
+        "one 4 KiB slice for t1 and t2, plus the scalar sum"
+    );
+    if !t.runs_here() {
+        return;
+    }
+    let x = xla_aot::driver::random_input(xla_aot::ir::DType::F32, &[1024], 3);
+    let expected = evaluate(&m, std::slice::from_ref(&x)).unwrap();
+    let actual = common::run_compiled(&m, &t, &[x], "inplace");
+    for (a, e) in actual.iter().zip(&expected) {
+        check_close(a, e).unwrap();
+    }
+}

@@ -8,7 +8,7 @@
 //! not overlap; several placement strategies run and the smallest arena is kept. [`plan`] also
 //! reports the lower bound no plan for this schedule can beat: the most bytes live at any one step.
 
-use crate::ir::{InstId, Module, Op};
+use crate::ir::{FusionKind, InstId, Instruction, Module, Op};
 
 /// Alignment of every arena slice and of the arena itself: a cache line, and the widest vector
 /// (AVX-512) load.
@@ -55,6 +55,9 @@ pub struct BufferPlan {
     pub buffers: Vec<Buffer>,
     /// The placement strategy that gave the smallest arena.
     pub strategy: &'static str,
+    /// Per instruction: the operand whose arena slice it overwrites in place, if any (its kernel
+    /// then takes those two buffers without `noalias`).
+    pub in_place: Vec<Option<InstId>>,
     /// Outputs whose value is computed elsewhere (a parameter, a constant, an alias, or a value
     /// that is already another output) and must be copied into the output buffer: (output index,
     /// instruction).
@@ -112,55 +115,193 @@ pub fn plan(m: &Module) -> BufferPlan {
         let r = root(&locs, v);
         last[r.index()] = n; // read by the copy after the last instruction
     }
-    // The values that live in the arena, with their live ranges [definition, last use]; a value
-    // is live at its definition step, so it never shares bytes with its own operands.
-    let intervals: Vec<Interval> = (0..n)
-        .filter(|&i| locs[i] == Loc::Arena(usize::MAX))
-        .map(|i| Interval {
-            inst: i,
-            size: align(c.instructions[i].shape.size_bytes().max(1)),
-            first: i,
-            last: last[i],
-        })
-        .collect();
-    let mut live_bytes = vec![0usize; n + 1];
-    for iv in &intervals {
-        for step in live_bytes.iter_mut().take(iv.last + 1).skip(iv.first) {
-            *step += iv.size;
+    // Candidates for in-place reuse: an arena value whose kernel reads operand `o` only at the
+    // element it writes, where `o` is an arena value of the same size that dies here.
+    let mut reuse: Vec<Option<usize>> = vec![None; n];
+    for (i, inst) in c.instructions.iter().enumerate() {
+        if locs[i] != Loc::Arena(usize::MAX) {
+            continue;
+        }
+        reuse[i] = inst.operands.iter().map(|o| o.index()).find(|&o| {
+            locs[o] == Loc::Arena(usize::MAX)
+                    && last[o] == i
+                    && reuse.iter().all(|r| *r != Some(o))
+                    && align(c.instructions[o].shape.size_bytes()) == align(inst.shape.size_bytes())
+                    && reads_only_at_output_index(inst, InstId(o as u32))
+                    // No other operand may read the same bytes through a reshape.
+                    && inst
+                        .operands
+                        .iter()
+                        .all(|&x| x.index() == o || root(&locs, x).index() != o)
+        });
+    }
+    // Two plans: values in their own slices, and values sharing their dying operand's slice
+    // (chains of in-place kernels form one interval). The smaller arena wins; ties keep the first.
+    let mut best: Option<Candidate> = None;
+    for in_place in [false, true] {
+        let mut owner: Vec<usize> = (0..n).collect();
+        if in_place {
+            for i in 0..n {
+                if let Some(o) = reuse[i] {
+                    owner[i] = owner[o];
+                }
+            }
+        }
+        let mut intervals: Vec<Interval> = Vec::new();
+        let mut slot_of = vec![usize::MAX; n];
+        for i in (0..n).filter(|&i| locs[i] == Loc::Arena(usize::MAX)) {
+            let size = align(c.instructions[i].shape.size_bytes().max(1));
+            if owner[i] == i {
+                slot_of[i] = intervals.len();
+                intervals.push(Interval {
+                    size,
+                    first: i,
+                    last: last[i],
+                });
+            } else {
+                let k = slot_of[owner[i]];
+                slot_of[i] = k;
+                intervals[k].last = intervals[k].last.max(last[i]);
+            }
+        }
+        let mut live_bytes = vec![0usize; n + 1];
+        for iv in &intervals {
+            for step in live_bytes.iter_mut().take(iv.last + 1).skip(iv.first) {
+                *step += iv.size;
+            }
+        }
+        let lower_bound = live_bytes.into_iter().max().unwrap_or(0);
+        // Every placement strategy, the smallest arena wins (ties: the first listed).
+        let (strategy, offsets, arena_size) = STRATEGIES
+            .iter()
+            .map(|&(name, by_size, best_fit)| {
+                let (offsets, size) = place(&intervals, by_size, best_fit);
+                (name, offsets, size)
+            })
+            .min_by_key(|(_, _, size)| *size)
+            .expect("at least one strategy");
+        if best.as_ref().is_none_or(|b| arena_size < b.1) {
+            let per_value: Vec<usize> = (0..n)
+                .map(|i| {
+                    if slot_of[i] == usize::MAX {
+                        0
+                    } else {
+                        offsets[slot_of[i]]
+                    }
+                })
+                .collect();
+            let aliases: Vec<Option<InstId>> = (0..n)
+                .map(|i| {
+                    if in_place {
+                        reuse[i].map(|o| InstId(o as u32))
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            let name = if in_place {
+                IN_PLACE_NAMES[STRATEGIES.iter().position(|s| s.0 == strategy).unwrap()]
+            } else {
+                strategy
+            };
+            best = Some((per_value, arena_size, lower_bound, name, aliases));
         }
     }
-    // Every strategy, the smallest arena wins (ties: the first listed, for determinism).
-    let (strategy, offsets, arena_size) = STRATEGIES
-        .iter()
-        .map(|&(name, by_size, best_fit)| {
-            let (offsets, size) = place(&intervals, by_size, best_fit);
-            (name, offsets, size)
-        })
-        .min_by_key(|(_, _, size)| *size)
-        .expect("at least one strategy");
-    let mut buffers = Vec::with_capacity(intervals.len());
-    for (iv, &offset) in intervals.iter().zip(&offsets) {
-        locs[iv.inst] = Loc::Arena(offset);
-        buffers.push(Buffer {
-            name: c.instructions[iv.inst].name.clone(),
-            offset,
-            size: iv.size,
-            live: [iv.first, iv.last],
-        });
+    let (per_value, arena_size, lower_bound, strategy, in_place) = best.expect("two plans");
+    let mut buffers = Vec::new();
+    for i in 0..n {
+        if locs[i] == Loc::Arena(usize::MAX) {
+            locs[i] = Loc::Arena(per_value[i]);
+            buffers.push(Buffer {
+                name: c.instructions[i].name.clone(),
+                offset: per_value[i],
+                size: align(c.instructions[i].shape.size_bytes().max(1)),
+                live: [i, last[i]],
+            });
+        }
     }
     BufferPlan {
         locs,
         arena_size,
-        lower_bound: live_bytes.into_iter().max().unwrap_or(0),
+        lower_bound,
         buffers,
         copies,
         strategy,
+        in_place,
     }
 }
 
-/// A value to place: its instruction, aligned size and live steps (inclusive).
+/// Names of the placement strategies when values reuse their dying operand's slice.
+const IN_PLACE_NAMES: &[&str] = &[
+    "in-place + first-fit",
+    "in-place + best-fit",
+    "in-place + greedy-by-size",
+];
+
+/// Whether the kernel of `inst` reads operand `o` only at the element it is writing, so it may
+/// write its result over `o`: an elementwise op with `o` of its own shape, or a loop fusion in
+/// which `o` reaches the root only through elementwise ops of the root's shape.
+fn reads_only_at_output_index(inst: &Instruction, o: InstId) -> bool {
+    match &inst.op {
+        // Every operand of an elementwise op is read at the output index (scalar clamp bounds
+        // differ in size, so they never qualify).
+        op if op.is_elementwise() => inst.operands.contains(&o),
+        Op::Fusion {
+            kind: FusionKind::Loop,
+            computation,
+        } => {
+            let c = computation;
+            let root = c.outputs[0].value;
+            let mut direct = vec![false; c.instructions.len()];
+            if c.inst(root).op.is_elementwise() {
+                direct[root.index()] = true;
+            }
+            for i in (0..c.instructions.len()).rev() {
+                let ii = &c.instructions[i];
+                if !direct[i] {
+                    continue;
+                }
+                for &x in &ii.operands {
+                    let xi = c.inst(x);
+                    if xi.shape.dims == inst.shape.dims
+                        && (xi.op.is_elementwise() || matches!(xi.op, Op::Parameter { .. }))
+                    {
+                        direct[x.index()] = true;
+                    }
+                }
+            }
+            let positions: Vec<usize> = inst
+                .operands
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == o)
+                .map(|(k, _)| k)
+                .collect();
+            c.ids().all(|id| {
+                let ii = c.inst(id);
+                match ii.op {
+                    Op::Parameter { index } if positions.contains(&index) => {
+                        // Every user of this parameter must be on the direct path.
+                        direct[id.index()]
+                            && c.instructions
+                                .iter()
+                                .enumerate()
+                                .all(|(u, ui)| !ui.operands.contains(&id) || direct[u])
+                    }
+                    _ => true,
+                }
+            })
+        }
+        _ => false,
+    }
+}
+
+/// A finished plan variant: offset per instruction, arena size, lower bound, strategy name, and
+/// the in-place operand per instruction.
+type Candidate = (Vec<usize>, usize, usize, &'static str, Vec<Option<InstId>>);
+
+/// A slice to place: its aligned size and live steps (inclusive).
 struct Interval {
-    inst: usize,
     size: usize,
     first: usize,
     last: usize,
@@ -237,12 +378,7 @@ mod tests {
     use crate::util::rng::SplitMix64;
 
     fn iv(size: usize, first: usize, last: usize) -> Interval {
-        Interval {
-            inst: 0,
-            size,
-            first,
-            last,
-        }
+        Interval { size, first, last }
     }
 
     #[test]

@@ -947,7 +947,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)`.
-    fn declare_kernel(&self, name: &str, out: DType, ins: &[DType]) -> Kernel<'ctx> {
+    /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse), so neither it nor
+    /// the output may be `noalias`.
+    fn declare_kernel(
+        &self,
+        name: &str,
+        out: DType,
+        ins: &[DType],
+        shared: &[bool],
+    ) -> Kernel<'ctx> {
         let mut tys: Vec<BasicMetadataTypeEnum> = vec![self.ptr_type(out).into()];
         tys.extend(
             ins.iter()
@@ -959,10 +967,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Some(Linkage::Internal),
         );
         self.common_attrs(f);
+        let any_shared = shared.iter().any(|&s| s);
         for p in 0..tys.len() as u32 {
-            f.add_attribute(AttributeLoc::Param(p), self.attr("noalias"));
+            let is_shared = if p == 0 {
+                any_shared
+            } else {
+                shared.get(p as usize - 1).copied().unwrap_or(false)
+            };
+            if !is_shared {
+                f.add_attribute(AttributeLoc::Param(p), self.attr("noalias"));
+            }
             f.add_attribute(AttributeLoc::Param(p), self.attr("nocapture"));
-            if p > 0 {
+            if p > 0 && !is_shared {
                 f.add_attribute(AttributeLoc::Param(p), self.attr("readonly"));
             }
         }
@@ -978,7 +994,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     fn copy_kernel(&self, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
-        let k = self.declare_kernel(name, d, &[d]);
+        let k = self.declare_kernel(name, d, &[d], &[false]);
         self.for_loop(n, &mut |cg, i| {
             let v = cg.b.build_load(cg.gep(k.args[0], i), "").unwrap();
             cg.b.build_store(cg.gep(k.out, i), v).unwrap();
@@ -996,7 +1012,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .iter()
             .map(|&o| c.inst(o).shape.dtype)
             .collect();
-        let k = self.declare_kernel(name, inst.shape.dtype, &ins);
+        let shared: Vec<bool> = inst
+            .operands
+            .iter()
+            .map(|&o| self.plan.in_place[id.index()] == Some(o))
+            .collect();
+        let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         match &inst.op {
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
             _ => {
