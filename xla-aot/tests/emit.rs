@@ -386,3 +386,41 @@ fn fusion_statistics_in_the_manifest() {
         );
     }
 }
+
+#[test]
+fn dense_weights_are_relaid_so_the_dot_loads_them_contiguously() {
+    let m = load_spec(&repo().join("examples/mlp/model.yaml"))
+        .unwrap()
+        .module;
+    let opts = |disabled: Vec<String>| CompileOptions {
+        codegen: Options {
+            assembly: true,
+            ir: false,
+        },
+        disabled_passes: disabled,
+        ..CompileOptions::default()
+    };
+    let t = Target::resolve("x86_64-avx512").unwrap();
+    let with = compile_model(&m, &t, &opts(vec![]))
+        .unwrap()
+        .assembly
+        .unwrap();
+    let without = compile_model(&m, &t, &opts(vec!["layout-assignment".into()]))
+        .unwrap()
+        .assembly
+        .unwrap();
+    let gathers = |s: &str| s.lines().filter(|l| l.contains("vgather")).count();
+    assert!(
+        gathers(&without) > 0,
+        "row-major [out, in] weights are read with gathers"
+    );
+    assert_eq!(
+        gathers(&with),
+        0,
+        "re-laid weights are read with plain vector loads"
+    );
+    assert!(
+        with.lines()
+            .any(|l| l.contains("vfmadd") && l.contains("zmm"))
+    );
+}

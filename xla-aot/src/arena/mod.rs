@@ -64,6 +64,10 @@ pub struct BufferPlan {
     pub copies: Vec<(usize, InstId)>,
 }
 
+fn row_major(s: &crate::ir::Shape) -> bool {
+    s.layout == crate::ir::Layout::row_major(s.rank())
+}
+
 fn align(n: usize) -> usize {
     n.div_ceil(ARENA_ALIGN) * ARENA_ALIGN
 }
@@ -98,7 +102,12 @@ pub fn plan(m: &Module) -> BufferPlan {
             (Op::Parameter { index }, _) => Loc::Input(*index),
             (Op::Constant(_), _) => Loc::Constant,
             (_, Some(k)) => Loc::Output(k),
-            (Op::Reshape, None) => Loc::Alias(inst.operands[0]),
+            // Same bytes only when both sides are row-major; otherwise the reshape is a copy.
+            (Op::Reshape, None)
+                if row_major(&inst.shape) && row_major(&c.inst(inst.operands[0]).shape) =>
+            {
+                Loc::Alias(inst.operands[0])
+            }
             _ => Loc::Arena(usize::MAX), // placed below
         };
     }

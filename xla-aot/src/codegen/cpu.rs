@@ -247,6 +247,21 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
+/// Element strides of each logical dim of `s` in memory, from its layout (minor to major).
+pub fn physical_strides(s: &Shape) -> Vec<u64> {
+    let mut strides = vec![1u64; s.rank()];
+    let mut acc = 1u64;
+    for &d in &s.layout.minor_to_major {
+        strides[d] = acc;
+        acc *= s.dims[d] as u64;
+    }
+    strides
+}
+
+fn is_row_major(s: &Shape) -> bool {
+    s.layout == crate::ir::Layout::row_major(s.rank())
+}
+
 fn row_major_strides(dims: &[usize]) -> Vec<u64> {
     let mut s = vec![1u64; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
@@ -377,6 +392,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Row-major linear offset of `idx` in `dims`.
+    /// Physical offset of logical index `idx` in a buffer of shape `s` (its layout's strides).
+    fn offset(&self, idx: &[IntValue<'ctx>], s: &Shape) -> IntValue<'ctx> {
+        let strides = physical_strides(s);
+        let mut acc = self.i64(0);
+        for (i, &st) in idx.iter().zip(&strides) {
+            let t = if st == 1 {
+                *i
+            } else {
+                self.b.build_int_mul(*i, self.i64(st), "").unwrap()
+            };
+            acc = self.b.build_int_add(acc, t, "").unwrap();
+        }
+        acc
+    }
+
+    /// Logical row-major offset of `idx` in `dims` (what a reshape preserves).
     fn linear(&self, idx: &[IntValue<'ctx>], dims: &[usize]) -> IntValue<'ctx> {
         let strides = row_major_strides(dims);
         let mut acc = self.i64(0);
@@ -664,13 +695,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     fn build(&mut self) -> Result<Vec<KernelInfo>, CodegenError> {
         let c = &self.hlo.entry;
-        for inst in &c.instructions {
-            let row_major = inst.shape.layout == crate::ir::Layout::row_major(inst.shape.rank());
-            if !row_major {
+        let outputs: Vec<InstId> = c.outputs.iter().map(|o| o.value).collect();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            let at_the_boundary =
+                matches!(inst.op, Op::Parameter { .. }) || outputs.contains(&InstId(i as u32));
+            if at_the_boundary && !is_row_major(&inst.shape) {
                 return Err(CodegenError::Unsupported {
                     inst: inst.name.clone(),
                     reason: format!(
-                        "layout {} is not row-major; the CPU backend needs row-major buffers",
+                        "layout {} is not row-major; inputs and outputs of the C API are row-major",
                         inst.shape
                     ),
                 });
@@ -692,7 +725,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         reason: "the constant's data was elided in the HLO text".into(),
                     });
                 };
-                let init = self.ctx.const_string(bytes, false);
+                // Weights are stored in their assigned layout: re-laid here, at compile time.
+                let physical = relayout(bytes, &inst.shape);
+                let init = self.ctx.const_string(&physical, false);
                 let g = self.m.add_global(
                     init.get_type(),
                     Some(AddressSpace::default()),
@@ -1037,8 +1072,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// Loads element `ix` of a buffer of shape `s`.
     fn load_ix(&self, p: PointerValue<'ctx>, ix: Ix<'_, 'ctx>, s: &Shape) -> BasicValueEnum<'ctx> {
         let off = match ix {
-            Ix::Multi(idx) => self.linear(idx, &s.dims),
-            Ix::Linear(off) => off,
+            Ix::Multi(idx) => self.offset(idx, s),
+            Ix::Linear(off) if is_row_major(s) => off,
+            Ix::Linear(off) => self.offset(&self.unravel(off, &s.dims), s),
         };
         self.load(p, off, s.dtype)
     }
@@ -1077,7 +1113,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let id = comp.outputs[0].value;
                 self.loop_nest(&dims, &mut |cg, idx| {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
-                    cg.store(k.out, cg.linear(idx, &dims), v, root.shape.dtype);
+                    cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 });
             }
             FusionKind::Input => {
@@ -1111,7 +1147,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let id = comp.outputs[0].value;
                 self.loop_nest(&dims, &mut |cg, idx| {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
-                    cg.store(k.out, cg.linear(idx, &dims), v, root.shape.dtype);
+                    cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 });
             }
         }
@@ -1181,7 +1217,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         cg.b.build_store(acc, cg.combine(*kind, a, v)).unwrap();
                     });
                     let a = cg.b.build_load(acc, "").unwrap();
-                    cg.store(k.out, cg.linear(oidx, &out_dims), a, odt);
+                    cg.store(k.out, cg.offset(oidx, shape), a, odt);
                 });
             }
             Op::ReduceWindow { kind, window } => {
@@ -1212,7 +1248,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         cg.b.build_store(acc, nv).unwrap();
                     });
                     let a = cg.b.build_load(acc, "").unwrap();
-                    cg.store(k.out, cg.linear(oidx, &out_dims), a, odt);
+                    cg.store(k.out, cg.offset(oidx, shape), a, odt);
                 });
             }
             Op::Dot(d) => {
@@ -1247,7 +1283,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         ri_base[d.rhs_contracting[k2]] = o[nb + nlf + k2];
                     }
                     let lv = cg
-                        .load(bufs[0], cg.linear(&li, &l), DType::F32)
+                        .load(bufs[0], cg.offset(&li, &opnds[0]), DType::F32)
                         .into_float_value();
                     cg.loop_nest(&inner, &mut |cg, rf| {
                         let mut ri = ri_base.clone();
@@ -1257,9 +1293,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let mut oi: Vec<IntValue> = o[..nb + nlf].to_vec();
                         oi.extend_from_slice(rf);
                         let rv = cg
-                            .load(bufs[1], cg.linear(&ri, &r), DType::F32)
+                            .load(bufs[1], cg.offset(&ri, &opnds[1]), DType::F32)
                             .into_float_value();
-                        let off = cg.linear(&oi, &out_dims);
+                        let off = cg.offset(&oi, shape);
                         let acc = cg.load(k.out, off, DType::F32).into_float_value();
                         cg.store(k.out, off, cg.fma(lv, rv, acc).into(), DType::F32);
                     });
@@ -1293,7 +1329,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let mut wi = vec![oc, ci];
                     wi.extend_from_slice(taps);
                     let wv = cg
-                        .load(bufs[1], cg.linear(&wi, &w), DType::F32)
+                        .load(bufs[1], cg.offset(&wi, &opnds[1]), DType::F32)
                         .into_float_value();
                     // Output positions whose input position is inside the image: affine indices,
                     // no padding checks in the loop body, so the innermost loop vectorizes.
@@ -1327,11 +1363,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             );
                         }
                         let xv = cg
-                            .load(bufs[0], cg.linear(&xi, &x), DType::F32)
+                            .load(bufs[0], cg.offset(&xi, &opnds[0]), DType::F32)
                             .into_float_value();
                         let mut oi = vec![n, oc];
                         oi.extend_from_slice(s);
-                        let off = cg.linear(&oi, &out_dims);
+                        let off = cg.offset(&oi, shape);
                         let acc = cg.load(k.out, off, DType::F32).into_float_value();
                         cg.store(k.out, off, cg.fma(xv, wv, acc).into(), DType::F32);
                     });
@@ -1373,7 +1409,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     });
                     let bi = cg.b.build_load(best_i, "").unwrap().into_int_value();
                     let bi32 = cg.b.build_int_truncate(bi, cg.ctx.i32_type(), "").unwrap();
-                    cg.store(k.out, cg.linear(oidx, &out_dims), bi32.into(), DType::I32);
+                    cg.store(k.out, cg.offset(oidx, shape), bi32.into(), DType::I32);
                 });
             }
             Op::Parameter { .. } | Op::Constant(_) | Op::Fusion { .. } => {
@@ -1383,7 +1419,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // Elemental ops: one value per output element.
                 self.loop_nest(&out_dims, &mut |cg, idx| {
                     let v = cg.elemental(op, shape, opnds, idx, at);
-                    cg.store(k.out, cg.linear(idx, &out_dims), v, odt);
+                    cg.store(k.out, cg.offset(idx, shape), v, odt);
                 });
             }
         }
@@ -1569,4 +1605,28 @@ fn conv_inner<'a, 'ctx>(
         conv_inner(cg, ranges, s, body);
         s.pop();
     });
+}
+
+/// The bytes of a row-major literal of shape `s` rearranged into `s`'s layout.
+fn relayout(bytes: &[u8], s: &Shape) -> Vec<u8> {
+    if is_row_major(s) {
+        return bytes.to_vec();
+    }
+    let w = s.dtype.size_bytes();
+    let phys = physical_strides(s);
+    let logical = row_major_strides(&s.dims);
+    let n = s.element_count();
+    let mut out = vec![0u8; bytes.len()];
+    for i in 0..n {
+        let mut rest = i as u64;
+        let mut p = 0u64;
+        for d in 0..s.rank() {
+            let q = rest / logical[d];
+            rest %= logical[d];
+            p += q * phys[d];
+        }
+        let (src, dst) = (i * w, p as usize * w);
+        out[dst..dst + w].copy_from_slice(&bytes[src..src + w]);
+    }
+    out
 }

@@ -16,6 +16,7 @@ pub mod const_fold;
 pub mod cse;
 pub mod dce;
 pub mod fusion;
+pub mod layout;
 pub mod rewrite;
 pub mod schedule;
 pub mod simplify;
@@ -56,6 +57,7 @@ pub const PASS_NAMES: &[&str] = &[
     "batchnorm-folding",
     "cse",
     "dce",
+    "layout-assignment",
     "fusion",
     "schedule",
 ];
@@ -71,6 +73,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "cse",
         "dce",
     ],
+    &["layout-assignment"],
     &["fusion", "dce"],
     &["schedule"],
 ];
@@ -84,6 +87,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
         "fusion" => Box::new(fusion::FusionPass::default()),
+        "layout-assignment" => Box::new(layout::LayoutAssignment),
         "schedule" => Box::new(schedule::Schedule),
         _ => return None,
     })
