@@ -522,3 +522,82 @@ fn random_graphs_match_the_interpreter_with_fusion() {
         }
     }
 }
+
+/// Random convolution chains whose convolutions are internal (so layout assignment gives them
+/// channels-minor results and the NHWC kernel runs): conv → relu → conv (grouped or depthwise
+/// half the time) → relu6 → global average pool.
+fn random_conv_chain(seed: u64) -> String {
+    let mut g = Gen {
+        rng: SplitMix64(seed),
+        inputs: String::new(),
+        constants: String::new(),
+        ops: String::new(),
+        outputs: Vec::new(),
+    };
+    let n = g.int(1, 2);
+    let c0 = g.int(1, 4);
+    let (h, w) = (g.int(5, 9), g.int(5, 9));
+    g.input("x", "f32", &[n, c0, h, w]);
+    let c1 = g.int(1, 3) * 2;
+    let (k1, s1, p1) = (g.int(1, 3), g.int(1, 2), g.int(0, 1));
+    g.constant("w1", &[c1, c0, k1, k1], false);
+    let _ = writeln!(
+        g.ops,
+        "  - {{name: a, op: conv2d, inputs: [x, w1], strides: [{s1}, {s1}], padding: [{p1}]}}"
+    );
+    let _ = writeln!(g.ops, "  - {{name: ar, op: relu, inputs: [a]}}");
+    let groups = g.pick(&[1, 2, c1]);
+    let c2 = groups * g.int(1, 2);
+    let (k2, d2, p2) = (g.int(1, 3), g.int(1, 2), g.int(0, 2));
+    g.constant("w2", &[c2, c1 / groups, k2, k2], false);
+    g.constant("b2", &[c2], false);
+    let _ = writeln!(
+        g.ops,
+        "  - {{name: b, op: conv2d, inputs: [ar, w2, b2], padding: [{p2}], dilations: [{d2}, {d2}], groups: {groups}}}"
+    );
+    let _ = writeln!(g.ops, "  - {{name: br, op: relu6, inputs: [b]}}");
+    let _ = writeln!(g.ops, "  - {{name: y, op: global_avg_pool, inputs: [br]}}");
+    format!(
+        "name: conv_chain_{seed}\ninputs:\n{}outputs: [y]\nconstants:\n{}ops:\n{}",
+        g.inputs, g.constants, g.ops
+    )
+}
+
+#[test]
+fn random_conv_chains_match_the_interpreter_on_every_target() {
+    let rounds = std::env::var("XLA_AOT_BATTERY_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_ROUNDS);
+    let targets = compiled_targets();
+    let mut tried = 0;
+    for seed in 0..rounds * 8 {
+        let text = random_conv_chain(seed);
+        let path = std::env::temp_dir().join(format!("conv_chain_{seed}.yaml"));
+        // Some random sizes do not fit the windows: those are spec errors, skipped.
+        let Ok(model) = spec_from_str(&path, &text) else {
+            continue;
+        };
+        let m = model.module;
+        tried += 1;
+        let mut opt = m.clone();
+        xla_aot::passes::Pipeline::default_pipeline()
+            .run(&mut opt, &mut |_, _, _| {})
+            .unwrap();
+        let text_opt = xla_aot::ir::print_module(&opt);
+        assert!(
+            text_opt.contains("{1,3,2,0} convolution"),
+            "chain {seed}: no channels-minor convolution:\n{text_opt}"
+        );
+        let s = &m.entry.inst(m.entry.parameters()[0]).shape;
+        let inputs = vec![random_input(s.dtype, &s.dims, seed)];
+        let expected = evaluate(&m, &inputs).unwrap();
+        for t in &targets {
+            let actual = run_compiled(&m, t, &inputs, &format!("convchain{seed}-{}", t.name));
+            if let Err(msg) = check_close(&actual[0], &expected[0]) {
+                panic!("conv chain {seed} on {}: {msg}\n{text}", t.name);
+            }
+        }
+    }
+    assert!(tried >= rounds as usize * 4, "only {tried} valid chains");
+}

@@ -534,6 +534,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         rec(self, dims, &mut Vec::new(), body);
     }
 
+    /// Loops over every element of `shape` in memory order (major dimension outermost, so the
+    /// innermost loop walks the buffer contiguously); `body` gets the logical index.
+    fn loop_nest_physical(&self, shape: &Shape, body: &mut dyn FnMut(&Self, &[IntValue<'ctx>])) {
+        let order: Vec<usize> = shape.layout.minor_to_major.iter().rev().copied().collect();
+        let dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.loop_nest(&dims, &mut |cg, phys| {
+            let mut idx = phys.to_vec();
+            for (k, &d) in order.iter().enumerate() {
+                idx[d] = phys[k];
+            }
+            body(cg, &idx);
+        });
+    }
+
+    /// `if cond { body }`, leaving the builder after it.
+    fn if_then(&self, cond: IntValue<'ctx>, body: &mut dyn FnMut(&Self)) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let then = self.ctx.append_basic_block(f, "then");
+        let done = self.ctx.append_basic_block(f, "endif");
+        self.b.build_conditional_branch(cond, then, done).unwrap();
+        self.b.position_at_end(then);
+        body(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(done);
+    }
+
     /// A stack slot in the entry block (promoted to registers by mem2reg).
     fn slot(&self, f: FunctionValue<'ctx>, ty: BasicTypeEnum<'ctx>) -> PointerValue<'ctx> {
         let entry = f.get_first_basic_block().unwrap();
@@ -1109,9 +1135,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         match kind {
             FusionKind::Loop => {
-                let dims = root.shape.dims.clone();
                 let id = comp.outputs[0].value;
-                self.loop_nest(&dims, &mut |cg, idx| {
+                self.loop_nest_physical(&root.shape, &mut |cg, idx| {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
                     cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 });
@@ -1143,9 +1168,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 };
                 self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
                 // The epilogue, in place: the heavy value is read back from the output buffer.
-                let dims = root.shape.dims.clone();
                 let id = comp.outputs[0].value;
-                self.loop_nest(&dims, &mut |cg, idx| {
+                self.loop_nest_physical(&root.shape, &mut |cg, idx| {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
                     cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 });
@@ -1202,7 +1226,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let kept: Vec<usize> = (0..x.len()).filter(|d| !dimensions.contains(d)).collect();
                 let red: Vec<usize> = dimensions.iter().map(|&d| x[d]).collect();
                 let acc = self.slot(k.f, self.ctx.f32_type().into());
-                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                self.loop_nest_physical(shape, &mut |cg, oidx| {
                     cg.b.build_store(acc, cg.identity(*kind)).unwrap();
                     cg.loop_nest(&red, &mut |cg, ridx| {
                         let mut full = vec![cg.i64(0); x.len()];
@@ -1223,7 +1247,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Op::ReduceWindow { kind, window } => {
                 let x = opnd(0).dims.clone();
                 let acc = self.slot(k.f, self.ctx.f32_type().into());
-                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                self.loop_nest_physical(shape, &mut |cg, oidx| {
                     cg.b.build_store(acc, cg.identity(*kind)).unwrap();
                     cg.loop_nest(&window.size, &mut |cg, tidx| {
                         let mut valid = cg.ctx.bool_type().const_int(1, false);
@@ -1304,6 +1328,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Op::Convolution {
                 window,
                 feature_group_count,
+            } if shape.layout.minor_to_major.first() == Some(&1) => {
+                self.conv_channels_minor(k, window, *feature_group_count, shape, opnds, bufs);
+            }
+            Op::Convolution {
+                window,
+                feature_group_count,
             } => {
                 let (x, w) = (opnd(0).dims.clone(), opnd(1).dims.clone());
                 let sp = window.rank();
@@ -1378,7 +1408,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let dim = *dimension;
                 let best_i = self.slot(k.f, self.ctx.i64_type().into());
                 let best_v = self.slot(k.f, self.ctx.f32_type().into());
-                self.loop_nest(&out_dims, &mut |cg, oidx| {
+                self.loop_nest_physical(shape, &mut |cg, oidx| {
                     let full_at = |j: IntValue<'ctx>| -> Vec<IntValue<'ctx>> {
                         let mut it = oidx.iter();
                         (0..x.len())
@@ -1417,12 +1447,96 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             _ => {
                 // Elemental ops: one value per output element.
-                self.loop_nest(&out_dims, &mut |cg, idx| {
+                self.loop_nest_physical(shape, &mut |cg, idx| {
                     let v = cg.elemental(op, shape, opnds, idx, at);
                     cg.store(k.out, cg.offset(idx, shape), v, odt);
                 });
             }
         }
+    }
+
+    /// Convolution writing an output whose channels are minor-most (NHWC): for each output pixel
+    /// and window tap inside the image, the innermost loop runs over output channels, contiguous
+    /// in the output and (with the kernel laid out channels-minor) in the weights.
+    fn conv_channels_minor(
+        &self,
+        k: &Kernel<'ctx>,
+        window: &crate::ir::Window,
+        groups: usize,
+        shape: &Shape,
+        opnds: &[Shape],
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let (xs, ws) = (&opnds[0], &opnds[1]);
+        let (x, w) = (&xs.dims, &ws.dims);
+        let sp = window.rank();
+        let (o_count, cin_g) = (w[0], w[1]);
+        let cout_g = o_count / groups;
+        self.zero(k, shape.element_count());
+        let mut pixel_dims = vec![x[0]];
+        pixel_dims.extend_from_slice(&shape.dims[2..]);
+        self.loop_nest(&pixel_dims, &mut |cg, px| {
+            let n = px[0];
+            let opos = &px[1..];
+            cg.loop_nest(&window.size, &mut |cg, taps| {
+                let mut valid = cg.ctx.bool_type().const_int(1, false);
+                let mut ipos = Vec::with_capacity(sp);
+                for dd in 0..sp {
+                    let base =
+                        cg.b.build_int_mul(opos[dd], cg.i64(window.stride[dd] as u64), "")
+                            .unwrap();
+                    let tap =
+                        cg.b.build_int_mul(taps[dd], cg.i64(window.dilation[dd] as u64), "")
+                            .unwrap();
+                    let p =
+                        cg.b.build_int_sub(
+                            cg.b.build_int_add(base, tap, "").unwrap(),
+                            cg.i64(window.pad_low[dd] as u64),
+                            "",
+                        )
+                        .unwrap();
+                    valid =
+                        cg.b.build_and(valid, cg.in_range(p, x[2 + dd]), "")
+                            .unwrap();
+                    ipos.push(p);
+                }
+                cg.if_then(valid, &mut |cg| {
+                    cg.for_loop(cin_g, &mut |cg, ci| {
+                        cg.for_loop(o_count, &mut |cg, oc| {
+                            // Input channel of this output channel's group.
+                            let cin = if groups == 1 {
+                                ci
+                            } else {
+                                let g =
+                                    cg.b.build_int_unsigned_div(oc, cg.i64(cout_g as u64), "")
+                                        .unwrap();
+                                cg.b.build_int_add(
+                                    cg.b.build_int_mul(g, cg.i64(cin_g as u64), "").unwrap(),
+                                    ci,
+                                    "",
+                                )
+                                .unwrap()
+                            };
+                            let mut xi = vec![n, cin];
+                            xi.extend_from_slice(&ipos);
+                            let xv = cg
+                                .load(bufs[0], cg.offset(&xi, xs), DType::F32)
+                                .into_float_value();
+                            let mut wi = vec![oc, ci];
+                            wi.extend_from_slice(taps);
+                            let wv = cg
+                                .load(bufs[1], cg.offset(&wi, ws), DType::F32)
+                                .into_float_value();
+                            let mut oi = vec![n, oc];
+                            oi.extend_from_slice(opos);
+                            let off = cg.offset(&oi, shape);
+                            let acc = cg.load(k.out, off, DType::F32).into_float_value();
+                            cg.store(k.out, off, cg.fma(xv, wv, acc).into(), DType::F32);
+                        });
+                    });
+                });
+            });
+        });
     }
 
     fn zero(&self, k: &Kernel<'ctx>, n: usize) {

@@ -140,14 +140,16 @@ fn verify_computation<'a>(
                         .iter()
                         .filter(|i| matches!(i.op, Op::Dot(_) | Op::Convolution { .. }))
                         .collect();
+                    let root_layout = &computation.inst(computation.outputs[0].value).shape.layout;
                     let ok = heavy.len() == 1
                         && heavy[0]
                             .operands
                             .iter()
-                            .all(|&o| matches!(computation.inst(o).op, Op::Parameter { .. }));
+                            .all(|&o| matches!(computation.inst(o).op, Op::Parameter { .. }))
+                        && heavy[0].shape.layout == *root_layout;
                     if !ok {
                         return Err(fail(
-                            "an output fusion holds exactly one dot or convolution, whose operands are parameters".into(),
+                            "an output fusion holds exactly one dot or convolution, whose operands are parameters and whose layout is the result's".into(),
                         ));
                     }
                 }

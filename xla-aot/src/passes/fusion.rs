@@ -159,6 +159,12 @@ impl FusionPass {
             if !matches!(g.kind, FusionKind::Loop) {
                 return Err("only elementwise epilogues fuse with a dot or convolution".into());
             }
+            if ci.shape.layout != pi.shape.layout {
+                return Err(
+                    "the epilogue's layout differs from the result's, so it cannot run in place"
+                        .into(),
+                );
+            }
             if !(ci.op.is_elementwise() && g.direct.contains(&i) && ci.shape.same_type(&pi.shape)) {
                 return Err("the epilogue does not read the dot/convolution result elementwise at the same index".into());
             }

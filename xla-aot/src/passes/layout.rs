@@ -1,7 +1,11 @@
 //! Layout assignment: weights are re-laid at compile time so the kernels that read them walk
 //! memory contiguously.
 //!
-//! Contract: today one rule, for dots (dense layers, matmuls) whose right-hand side is a constant
+//! Contract: two rules. Convolutions (and the same-shape elementwise chain that follows them,
+//! which fusion turns into their epilogue) produce channels-minor (NHWC, `{1,3,2,0}`) results
+//! unless that chain reaches a model output: the CPU kernel for that layout runs its innermost loop
+//! over output channels, contiguous in the output and, with the kernel re-laid `{0,3,2,1}`
+//! (output channel minor), in the weights. And for dots (dense layers, matmuls) whose right-hand side is a constant
 //! read by nothing else: the CPU dot kernel's innermost loop runs over the rhs free dimensions
 //! (the output columns), so those dimensions become the minor-most in the constant's layout
 //! (`[out, in]` weights are stored `in`-major, the `out` index contiguous) and the innermost loop
@@ -63,6 +67,58 @@ impl Pass for LayoutAssignment {
                 changes.push((w, layout));
             }
         }
+        // Convolutions: the result and its same-shape elementwise chain become channels-minor.
+        let channels_minor = Layout {
+            minor_to_major: vec![1, 3, 2, 0],
+        };
+        let kernel_oc_minor = Layout {
+            minor_to_major: vec![0, 3, 2, 1],
+        };
+        let is_output: Vec<bool> = (0..c.instructions.len()).map(|i| outs[i] > 0).collect();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            if !matches!(inst.op, Op::Convolution { .. }) || inst.shape.rank() != 4 {
+                continue;
+            }
+            let mut chain = vec![i];
+            let mut k = 0;
+            while k < chain.len() {
+                for u in &users_of[chain[k]] {
+                    let ui = c.inst(*u);
+                    if ui.op.is_elementwise()
+                        && ui.shape.dims == inst.shape.dims
+                        && !chain.contains(&u.index())
+                    {
+                        chain.push(u.index());
+                    }
+                }
+                k += 1;
+            }
+            let row_major = Layout::row_major(4);
+            if chain
+                .iter()
+                .any(|&j| is_output[j] || c.instructions[j].shape.layout != row_major)
+            {
+                continue;
+            }
+            for &j in &chain {
+                changes.push((j, channels_minor.clone()));
+            }
+            let w = inst.operands[1].index();
+            let only_convs = users_of[w].iter().all(|u| {
+                matches!(c.inst(*u).op, Op::Convolution { .. })
+                    && c.inst(*u).operands[1].index() == w
+                    && c.inst(*u).operands[0].index() != w
+            });
+            if matches!(c.instructions[w].op, Op::Constant(_))
+                && !is_output[w]
+                && only_convs
+                && c.instructions[w].shape.layout == row_major
+            {
+                changes.push((w, kernel_oc_minor.clone()));
+            }
+        }
+        changes.sort_by_key(|(i, _)| *i);
+        changes.dedup_by_key(|(i, _)| *i);
         let changed = !changes.is_empty();
         for (w, layout) in changes {
             m.entry.instructions[w].shape.layout = layout;
