@@ -56,13 +56,14 @@ enum Command {
         /// Print the time each optimisation pass took.
         #[arg(long)]
         time_passes: bool,
-        /// Skip an optimisation pass (repeatable): constant-folding, algebraic-simplifier,
-        /// batchnorm-folding, cse, dce.
+        /// Skip an optimisation pass (repeatable); `xla-aot passes` lists them.
         #[arg(long = "disable-pass", value_name = "NAME")]
         disabled_passes: Vec<String>,
     },
     /// List the built-in targets.
     Targets,
+    /// List the optimisation passes, in pipeline order (names for --disable-pass).
+    Passes,
     /// Run a model on this machine (compiled for it, or with --reference the interpreter) and
     /// write its outputs as .npy files.
     Run {
@@ -125,6 +126,12 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(&e),
         },
+        Command::Passes => {
+            for p in xla_aot::passes::PASS_NAMES {
+                println!("{p}");
+            }
+            ExitCode::SUCCESS
+        }
         Command::Targets => {
             for t in xla_aot::target::Target::builtins() {
                 println!(

@@ -29,7 +29,9 @@ use inkwell::targets::{
     TargetTriple,
 };
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
-use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{
+    AnyValue, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue,
+};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 use runtime_min::Status;
 use thiserror::Error;
@@ -98,6 +100,8 @@ pub struct CpuObject {
     pub assembly: Option<String>,
     /// LLVM IR before and after optimisation, when asked for.
     pub ir: Option<(String, String)>,
+    /// Each kernel's LLVM IR before and after optimisation, when asked for: (kernel, before, after).
+    pub kernel_ir: Vec<(String, String, String)>,
 }
 
 /// What to produce besides the object.
@@ -155,8 +159,33 @@ pub fn compile(
         format!("{}_run_ptrs", hlo.name),
     ];
     let before = opts.ir.then(|| module.print_to_string().to_string());
+    let kernel_text = |m: &Module| -> Vec<String> {
+        kernels
+            .iter()
+            .map(|k| {
+                m.get_function(&k.name)
+                    .map(|f| f.print_to_string().to_string())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    let kernels_before = if opts.ir {
+        kernel_text(&module)
+    } else {
+        Vec::new()
+    };
     optimize(&module, &tm)?;
     let after = opts.ir.then(|| module.print_to_string().to_string());
+    let kernel_ir = if opts.ir {
+        kernels
+            .iter()
+            .zip(kernels_before)
+            .zip(kernel_text(&module))
+            .map(|((k, b), a)| (k.name.clone(), b, a))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let object = tm
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| CodegenError::Llvm(e.to_string()))?
@@ -176,6 +205,7 @@ pub fn compile(
         exports,
         assembly,
         ir: before.zip(after),
+        kernel_ir,
     })
 }
 
@@ -1028,6 +1058,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Some(Linkage::Internal),
         );
         self.common_attrs(f);
+        // Kernels stay functions after O3: a kernel boundary shows up in profiles and dumps, and
+        // a call per kernel per run costs nothing next to its loops.
+        f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
         let any_shared = shared.iter().any(|&s| s);
         for p in 0..tys.len() as u32 {
             let is_shared = if p == 0 {

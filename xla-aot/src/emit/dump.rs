@@ -4,7 +4,8 @@
 //! that changed the module), `buffers.txt` (the buffer plan), `fusion.log` (every fusion decision
 //! with its reason), `memory.svg` (the arena over the schedule), `graph.before.dot` and
 //! `graph.after.dot` (and `.svg` when Graphviz is installed), `<name>.ll` and `<name>.opt.ll` (LLVM
-//! IR before and after optimisation) and `<name>.s` (target assembly), all deterministic.
+//! IR before and after optimisation), `kernels/<kernel>.ll` and `kernels/<kernel>.opt.ll` (each
+//! kernel's IR before and after) and `<name>.s` (target assembly), all deterministic.
 
 use super::Artefacts;
 use crate::arena::plan_text;
@@ -46,6 +47,14 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
             dir.join("memory.svg"),
             super::graphs::memory_svg(after, &a.plan),
         )?;
+    }
+    if !a.kernel_ir.is_empty() {
+        let kdir = dir.join("kernels");
+        std::fs::create_dir_all(&kdir)?;
+        for (name, before, after) in &a.kernel_ir {
+            std::fs::write(kdir.join(format!("{name}.ll")), before)?;
+            std::fs::write(kdir.join(format!("{name}.opt.ll")), after)?;
+        }
     }
     if let Some(asm) = &a.assembly {
         std::fs::write(dir.join(format!("{}.s", a.name)), asm)?;

@@ -35,6 +35,8 @@ pub struct Artefacts {
     pub assembly: Option<String>,
     /// LLVM IR before and after optimisation, when asked for.
     pub ir: Option<(String, String)>,
+    /// Each kernel's LLVM IR before and after optimisation: (kernel, before, after).
+    pub kernel_ir: Vec<(String, String, String)>,
     /// The module as parsed, then after each pass that changed it: (pass, HLO text).
     pub stages: Vec<(String, String)>,
     /// What each pass run did and how long it took.
@@ -131,6 +133,7 @@ pub fn compile_model(
         plan,
         assembly: obj.assembly,
         ir: obj.ir,
+        kernel_ir: obj.kernel_ir,
         stages,
         pass_records,
         instructions_before_fusion: before_fusion,

@@ -152,7 +152,24 @@ pub fn toolchain(t: &Target) -> (String, Vec<String>) {
 /// Compiles `m` for `t`, links the guard-page harness and runs it on `inputs`; returns the
 /// outputs. Panics with the harness's message on any failure (including C API contract checks).
 pub fn run_compiled(m: &Module, t: &Target, inputs: &[Literal], tag: &str) -> Vec<Literal> {
-    run_compiled_with(m, t, inputs, tag, &CompileOptions::default())
+    run_compiled_with(m, t, inputs, tag, &default_options())
+}
+
+/// The default compile options, minus the passes named in `XLA_AOT_DISABLE_PASSES` (a comma-
+/// separated list): CI runs the compiled-code tests once per disabled pass.
+pub fn default_options() -> CompileOptions {
+    let disabled_passes = std::env::var("XLA_AOT_DISABLE_PASSES")
+        .map(|v| {
+            v.split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    CompileOptions {
+        disabled_passes,
+        ..CompileOptions::default()
+    }
 }
 
 /// [`run_compiled`] with explicit compile options (e.g. a disabled pass).
