@@ -52,6 +52,23 @@ impl Status {
     }
 }
 
+/// Includes the Rust bindings of a model compiled by `xla_aot::Build::compile(name)` in this
+/// crate's build script: a module `name` with `ARENA_SIZE`, `<TENSOR>_LEN` constants and a safe
+/// `run(&mut Arena<ARENA_SIZE>, inputs..., outputs...) -> Result<(), Status>`.
+#[macro_export]
+macro_rules! include_model {
+    ($name:literal) => {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/xla-aot/",
+            $name,
+            "/",
+            $name,
+            ".rs"
+        ));
+    };
+}
+
 /// Alignment every generated model requires of its arena (bytes).
 pub const ARENA_ALIGN: usize = 64;
 

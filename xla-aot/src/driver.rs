@@ -75,7 +75,11 @@ pub fn compile(
         }
     }
     let model = load_spec(spec)?;
-    let dumping = req.dump_to.is_some();
+    // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.
+    let dump_to = req.dump_to.clone().or_else(|| {
+        std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
+    });
+    let dumping = dump_to.is_some();
     let opts = crate::emit::CompileOptions {
         codegen: crate::codegen::cpu::Options {
             assembly: dumping,
@@ -89,7 +93,7 @@ pub fn compile(
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
     }
-    if let Some(dir) = &req.dump_to {
+    if let Some(dir) = &dump_to {
         crate::emit::dump::write_dump(&artefacts, dir).map_err(|e| DriverError::Write {
             path: dir.display().to_string(),
             reason: io_reason(&e),

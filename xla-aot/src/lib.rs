@@ -5,6 +5,7 @@
 //! reference interpreter (`interp`) that every later stage is tested against.
 
 pub mod arena;
+pub mod build_api;
 pub mod codegen;
 pub mod driver;
 pub mod emit;
@@ -14,3 +15,5 @@ pub mod passes;
 pub mod spec;
 pub mod target;
 pub mod util;
+
+pub use build_api::Build;

@@ -49,6 +49,7 @@ struct TargetFile {
 
 /// The built-in target files, in listing order.
 const BUILTIN: &[(&str, &str)] = &[
+    ("x86_64", include_str!("../../targets/x86_64.yaml")),
     (
         "x86_64-avx2",
         include_str!("../../targets/x86_64-avx2.yaml"),
@@ -124,6 +125,26 @@ impl Target {
             known: names.join(", "),
             hint,
         })
+    }
+
+    /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
+    /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512`, with `avx2` →
+    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`.
+    pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
+        let has = |f: &str| features.split(',').any(|x| x.trim() == f);
+        let name = match triple.split('-').next().unwrap_or("") {
+            "x86_64" if has("avx512f") => "x86_64-avx512",
+            "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
+            "x86_64" => "x86_64",
+            "aarch64" => "aarch64-neon",
+            _ => {
+                return Err(TargetError::File {
+                    path: triple.to_string(),
+                    reason: "xla-aot compiles for x86_64 and aarch64 Cargo targets; set Build::target(..) to override".into(),
+                });
+            }
+        };
+        Target::resolve(name)
     }
 
     /// Whether code for this target runs on the machine xla-aot runs on.

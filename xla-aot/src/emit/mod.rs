@@ -5,6 +5,7 @@
 //! place, so an error never leaves a half-written library behind.
 
 pub mod archive;
+pub mod bindings;
 pub mod dump;
 pub mod graphs;
 pub mod header;

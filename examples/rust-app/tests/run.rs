@@ -1,0 +1,20 @@
+//! The example runs and prints what the models computed (simplenet's summary equals the C
+//! example's on the same test pattern).
+
+#[test]
+fn rust_app_runs_both_models() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rust-app"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("simplenet y: 16384 values, min 0.000000 max 2.792193 mean 0.375083"),
+        "{text}"
+    );
+    assert!(text.contains("probabilities sum to 1.0000"), "{text}");
+}

@@ -1,0 +1,241 @@
+//! `xla_aot::Build`: compiling model specs from a Cargo build script, in the style of the `cc` crate.
+//!
+//! Contract: [`Build::compile`] writes `lib<name>.a`, `<name>.h`, `<name>.json` and the Rust
+//! bindings `<name>.rs` into `$OUT_DIR/xla-aot/<name>/`, and prints the `cargo:` lines that link the
+//! library and re-run the build script when the spec or a weight file changes. Outputs are cached
+//! by a content hash of the spec, the weights, the target and the compiler version: an unchanged
+//! model is not compiled again. A bad spec prints its positioned message and fails the build
+//! without a panic backtrace. `XLA_AOT_DUMP_TO=DIR` dumps every stage under `DIR/<name>/`.
+//!
+//! Default target (from Cargo's `TARGET` and `CARGO_CFG_TARGET_FEATURE`):
+//!
+//! | Cargo target | target features | xla-aot target |
+//! |---|---|---|
+//! | x86_64-* | avx512f | `x86_64-avx512` |
+//! | x86_64-* | avx2 + fma | `x86_64-avx2` |
+//! | x86_64-* | (neither) | `x86_64` (SSE2 baseline) |
+//! | aarch64-* | any | `aarch64-neon` |
+
+use crate::emit::{CompileOptions, compile_model, write_artefacts};
+use crate::spec::{load_spec, weights::io_reason};
+use crate::target::Target;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Why a build failed.
+#[derive(Debug, Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Spec(#[from] crate::spec::SpecError),
+    #[error("error: {0}")]
+    Target(#[from] crate::target::TargetError),
+    #[error("error: {0}")]
+    Compile(#[from] crate::emit::CompileError),
+    #[error("error: {0}")]
+    Other(String),
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// Directory holding the library, header, manifest and bindings.
+    pub dir: PathBuf,
+    /// Whether the model was compiled now (false: the cached outputs were current).
+    pub compiled: bool,
+}
+
+/// A model compilation configured from a build script.
+#[derive(Debug, Clone)]
+pub struct Build {
+    spec: PathBuf,
+    target: Option<String>,
+    dump_to: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+    cargo_metadata: bool,
+}
+
+/// FNV-1a, 64-bit: a dependency-free content hash for the cache key. A collision would skip a
+/// needed recompilation; for a changed input that happens with probability about 2⁻⁶⁴.
+fn fnv1a(state: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *state ^= b as u64;
+        *state = state.wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+impl Build {
+    /// A build of the spec at `spec` (relative to the crate root when run by Cargo).
+    pub fn new(spec: impl AsRef<Path>) -> Build {
+        Build {
+            spec: spec.as_ref().to_path_buf(),
+            target: None,
+            dump_to: None,
+            out_dir: None,
+            cargo_metadata: true,
+        }
+    }
+
+    /// Compiles for this xla-aot target (a name or a target file) instead of the Cargo target's.
+    pub fn target(&mut self, target: &str) -> &mut Build {
+        self.target = Some(target.to_string());
+        self
+    }
+
+    /// Writes the `--dump-to` artefacts into `dir`.
+    pub fn dump_to(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.dump_to = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Writes outputs under `dir` instead of `$OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Whether to print `cargo:` lines (on by default).
+    pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
+        self.cargo_metadata = on;
+        self
+    }
+
+    /// Compiles the model as `name`; on an error, prints the message and exits the build script
+    /// with status 1 (Cargo shows the message; there is no panic backtrace).
+    pub fn compile(&self, name: &str) -> Compiled {
+        match self.try_compile(name) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Compiles the model as `name`, returning errors.
+    pub fn try_compile(&self, name: &str) -> Result<Compiled, BuildError> {
+        if !crate::ir::verify::is_c_identifier(name) {
+            return Err(BuildError::Other(format!(
+                "model name `{name}` is not a C identifier"
+            )));
+        }
+        let target = match &self.target {
+            Some(t) => Target::resolve(t)?,
+            None => {
+                let triple = std::env::var("TARGET").map_err(|_| {
+                    BuildError::Other(
+                        "TARGET is not set: outside a build script, call Build::target(..)".into(),
+                    )
+                })?;
+                let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+                Target::for_cargo(&triple, &features)?
+            }
+        };
+        let base = match &self.out_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(std::env::var("OUT_DIR").map_err(|_| {
+                BuildError::Other(
+                    "OUT_DIR is not set: outside a build script, call Build::out_dir(..)".into(),
+                )
+            })?),
+        };
+        let dir = base.join("xla-aot").join(name);
+        let mut model = load_spec(&self.spec)?;
+        model.module.name = name.to_string();
+
+        // The files this build depends on.
+        let mut inputs = vec![self.spec.clone()];
+        if let Some(p) = &model.params_path {
+            if p.is_dir() {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+                    .map_err(|e| {
+                        BuildError::Other(format!("cannot list {}: {}", p.display(), io_reason(&e)))
+                    })?
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                files.sort();
+                inputs.push(p.clone());
+                inputs.extend(files);
+            } else {
+                inputs.push(p.clone());
+            }
+        }
+        if self.cargo_metadata {
+            for f in &inputs {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+            println!("cargo:rerun-if-env-changed=XLA_AOT_DUMP_TO");
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            println!("cargo:rustc-link-lib=static={name}");
+        }
+
+        // Cache key: compiler version, target, model name, and every input file's bytes.
+        let mut key = 0xcbf2_9ce4_8422_2325u64;
+        fnv1a(&mut key, env!("CARGO_PKG_VERSION").as_bytes());
+        fnv1a(&mut key, format!("{target:?}").as_bytes());
+        fnv1a(&mut key, name.as_bytes());
+        for f in inputs.iter().filter(|f| f.is_file()) {
+            fnv1a(&mut key, f.to_string_lossy().as_bytes());
+            let bytes = std::fs::read(f).map_err(|e| {
+                BuildError::Other(format!("cannot read {}: {}", f.display(), io_reason(&e)))
+            })?;
+            fnv1a(&mut key, &(bytes.len() as u64).to_le_bytes());
+            fnv1a(&mut key, &bytes);
+        }
+        let key = format!("{key:016x}\n");
+        let key_file = dir.join("cache.key");
+        let dump_to = self
+            .dump_to
+            .clone()
+            .or_else(|| std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(name)));
+        let cached = dump_to.is_none()
+            && std::fs::read_to_string(&key_file).is_ok_and(|k| k == key)
+            && [
+                format!("lib{name}.a"),
+                format!("{name}.h"),
+                format!("{name}.rs"),
+            ]
+            .iter()
+            .all(|f| dir.join(f).is_file());
+        if cached {
+            return Ok(Compiled {
+                dir,
+                compiled: false,
+            });
+        }
+        let opts = CompileOptions {
+            codegen: crate::codegen::cpu::Options {
+                assembly: dump_to.is_some(),
+                ir: dump_to.is_some(),
+            },
+            keep_stages: dump_to.is_some(),
+            ..CompileOptions::default()
+        };
+        let artefacts = compile_model(&model.module, &target, &opts)?;
+        let werr = |e: std::io::Error| {
+            BuildError::Other(format!("cannot write {}: {}", dir.display(), io_reason(&e)))
+        };
+        let _ = std::fs::remove_file(&key_file);
+        write_artefacts(&artefacts, &dir).map_err(werr)?;
+        let bindings = crate::emit::bindings::render(&model.module, &artefacts.plan);
+        std::fs::write(dir.join(format!("{name}.rs")), bindings).map_err(werr)?;
+        if let Some(d) = &dump_to {
+            crate::emit::dump::write_dump(&artefacts, d).map_err(werr)?;
+        }
+        std::fs::write(&key_file, key).map_err(werr)?;
+        if let Ok(log) = std::env::var("XLA_AOT_COMPILE_LOG") {
+            use std::io::Write as _;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+            {
+                let _ = writeln!(f, "{name} {}", target.name);
+            }
+        }
+        Ok(Compiled {
+            dir,
+            compiled: true,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! `xla_aot::Build`, as a build script uses it: outputs, cache, errors, dumps.
+
+mod common;
+
+use common::{repo, scratch};
+use xla_aot::Build;
+
+/// A private copy of simplenet (spec + weights) whose files the test may change.
+fn simplenet_copy(tag: &str) -> std::path::PathBuf {
+    let dir = scratch(tag);
+    let ex = repo().join("examples/simplenet");
+    for f in ["model.yaml", "weights.safetensors"] {
+        std::fs::copy(ex.join(f), dir.join(f)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn outputs_bindings_and_cache() {
+    let src = simplenet_copy("build-cache");
+    let out = src.join("out");
+    let build = || {
+        Build::new(src.join("model.yaml"))
+            .target("x86_64-avx2")
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile("net")
+            .unwrap()
+    };
+    let first = build();
+    assert!(first.compiled);
+    for f in ["libnet.a", "net.h", "net.json", "net.rs"] {
+        assert!(first.dir.join(f).is_file(), "{f} missing");
+    }
+    let rs = std::fs::read_to_string(first.dir.join("net.rs")).unwrap();
+    assert!(
+        rs.contains("pub mod net")
+            && rs.contains("pub const X_LEN: usize = 3072;")
+            && rs.contains("fn net_run("),
+        "{rs}"
+    );
+    // Nothing changed: nothing compiles.
+    assert!(!build().compiled);
+    // An unrelated file changes: nothing compiles.
+    std::fs::write(src.join("notes.txt"), "unrelated").unwrap();
+    assert!(!build().compiled);
+    // One weight byte changes: exactly one compilation, then cached again.
+    let w = src.join("weights.safetensors");
+    let mut bytes = std::fs::read(&w).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&w, bytes).unwrap();
+    assert!(build().compiled);
+    assert!(!build().compiled);
+    // Another target is another key.
+    let other = Build::new(src.join("model.yaml"))
+        .target("aarch64-neon")
+        .out_dir(&out)
+        .cargo_metadata(false)
+        .try_compile("net")
+        .unwrap();
+    assert!(other.compiled);
+}
+
+#[test]
+fn spec_errors_are_messages_and_dumps_are_written() {
+    let src = simplenet_copy("build-errors");
+    std::fs::write(src.join("bad.yaml"), "name: m\ninputs:\n  - {name: x, dtype: f32, shape: [1, 4]}\noutputs: [y]\nops:\n  - {name: y, op: rleu, inputs: [x]}\n").unwrap();
+    let err = Build::new(src.join("bad.yaml"))
+        .target("x86_64-avx2")
+        .out_dir(src.join("out"))
+        .cargo_metadata(false)
+        .try_compile("m")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bad.yaml:6:19") && err.contains("did you mean `relu`?"),
+        "{err}"
+    );
+    let dump = src.join("dump");
+    Build::new(src.join("model.yaml"))
+        .target("x86_64-avx2")
+        .out_dir(src.join("out"))
+        .dump_to(&dump)
+        .cargo_metadata(false)
+        .try_compile("net")
+        .unwrap();
+    assert!(dump.join("fusion.log").is_file() && dump.join("00.parsed.hlo.txt").is_file());
+}
+
+#[test]
+fn cargo_targets_map_to_xla_aot_targets() {
+    use xla_aot::target::Target;
+    let name = |t: &str, f: &str| Target::for_cargo(t, f).unwrap().name;
+    assert_eq!(name("x86_64-unknown-linux-gnu", "fxsr,sse,sse2"), "x86_64");
+    assert_eq!(
+        name("x86_64-unknown-linux-gnu", "avx,avx2,fma,sse2"),
+        "x86_64-avx2"
+    );
+    assert_eq!(
+        name("x86_64-unknown-linux-gnu", "avx2,avx512f,fma"),
+        "x86_64-avx512"
+    );
+    assert_eq!(name("aarch64-unknown-linux-gnu", "neon"), "aarch64-neon");
+    assert!(Target::for_cargo("riscv64gc-unknown-linux-gnu", "").is_err());
+}
