@@ -165,6 +165,7 @@ impl Build {
                 println!("cargo:rerun-if-changed={}", f.display());
             }
             println!("cargo:rerun-if-env-changed=XLA_AOT_DUMP_TO");
+            println!("cargo:rerun-if-env-changed=XLA_AOT_VERBOSE");
             println!("cargo:rustc-link-search=native={}", dir.display());
             println!("cargo:rustc-link-lib=static={name}");
         }
@@ -209,6 +210,8 @@ impl Build {
                 ir: dump_to.is_some(),
             },
             keep_stages: dump_to.is_some(),
+            // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).
+            progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
             ..CompileOptions::default()
         };
         let artefacts = compile_model(&model.module, &target, &opts)?;

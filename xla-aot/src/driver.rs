@@ -88,6 +88,7 @@ pub fn compile(
         disabled_passes: req.disabled_passes.clone(),
         no_pipeline: false,
         keep_stages: dumping,
+        progress: true,
     };
     let artefacts = crate::emit::compile_model(&model.module, &target, &opts)?;
     if req.time_passes {

@@ -59,6 +59,28 @@ pub struct CompileOptions {
     pub no_pipeline: bool,
     /// Keep the HLO text after every pass (for `--dump-to`).
     pub keep_stages: bool,
+    /// Report stage progress on stderr once a compile has taken [`PROGRESS_AFTER`].
+    pub progress: bool,
+}
+
+/// Compiles shorter than this print nothing; longer ones say what they are doing (a second: the
+/// point where a silent command starts to look stuck).
+pub const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Prints `xla-aot: <model>: <what> (<elapsed>)` when enabled and the compile is slow.
+struct Progress<'a> {
+    on: bool,
+    name: &'a str,
+    start: std::time::Instant,
+}
+
+impl Progress<'_> {
+    fn stage(&self, what: &str) {
+        let t = self.start.elapsed();
+        if self.on && t >= PROGRESS_AFTER {
+            eprintln!("xla-aot: {}: {what} ({:.1}s)", self.name, t.as_secs_f64());
+        }
+    }
 }
 
 /// Why a compilation failed.
@@ -76,6 +98,11 @@ pub fn compile_model(
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
+    let progress = Progress {
+        on: opts.progress,
+        name: &m.name,
+        start: std::time::Instant::now(),
+    };
     let mut stages = Vec::new();
     let readable = crate::ir::PrintOptions::readable();
     if opts.keep_stages {
@@ -109,7 +136,17 @@ pub fn compile_model(
     let original = m;
     let m = &optimized;
     let plan = plan(m);
+    progress.stage(&format!(
+        "optimised and planned: {} instructions, arena {} bytes",
+        m.entry.instructions.len(),
+        plan.arena_size
+    ));
     let obj = cpu::compile(m, &plan, target, opts.codegen)?;
+    progress.stage(&format!(
+        "generated {} kernels for {}",
+        obj.kernels.len(),
+        target.name
+    ));
     let object_name = format!("{}.o", m.name);
     let member_name = if object_name.len() <= 15 {
         object_name.clone()
