@@ -1,0 +1,73 @@
+# xla_aot.cmake: compile xla-aot model specs at build time and link them like any static library.
+#
+#   include(path/to/xla_aot.cmake)
+#   xla_aot_add_model(simplenet SPEC models/simplenet.yaml XLA_TARGET x86_64-avx2)
+#   target_link_libraries(app PRIVATE simplenet)
+#
+# xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>])
+#   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
+#   defines <target>, an imported static library whose include directories hold <name>.h and
+#   runtime-min's xla_aot_runtime.h. NAME defaults to the spec's `name:`.
+#
+# XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
+# release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
+
+set(XLA_AOT_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
+if(NOT XLA_AOT_EXECUTABLE)
+  find_program(XLA_AOT_FOUND xla-aot)
+  if(XLA_AOT_FOUND)
+    set(XLA_AOT_EXECUTABLE "${XLA_AOT_FOUND}" CACHE FILEPATH "the xla-aot compiler")
+  else()
+    set(XLA_AOT_EXECUTABLE "${XLA_AOT_ROOT}/target/release/xla-aot" CACHE FILEPATH "the xla-aot compiler")
+  endif()
+endif()
+
+function(xla_aot_add_model target)
+  cmake_parse_arguments(ARG "" "SPEC;XLA_TARGET;NAME" "" ${ARGN})
+  if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
+    message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
+  endif()
+  get_filename_component(spec "${ARG_SPEC}" ABSOLUTE)
+  if(NOT EXISTS "${spec}")
+    message(FATAL_ERROR "xla_aot_add_model(${target}): spec ${spec} does not exist")
+  endif()
+  get_filename_component(spec_dir "${spec}" DIRECTORY)
+
+  # The model name (prefix of the library's symbols) and the weight files, read from the spec.
+  set(name "${ARG_NAME}")
+  file(STRINGS "${spec}" spec_lines)
+  set(deps "${spec}")
+  foreach(line IN LISTS spec_lines)
+    if(NOT name AND line MATCHES "^name:[ \t]*([A-Za-z_][A-Za-z0-9_]*)")
+      set(name "${CMAKE_MATCH_1}")
+    endif()
+    if(line MATCHES "^params:[ \t]*([^ \t#]+)")
+      set(params "${spec_dir}/${CMAKE_MATCH_1}")
+      if(IS_DIRECTORY "${params}")
+        file(GLOB weight_files "${params}/*.npy")
+        list(APPEND deps ${weight_files})
+      else()
+        list(APPEND deps "${params}")
+      endif()
+    endif()
+  endforeach()
+  if(NOT name)
+    message(FATAL_ERROR "xla_aot_add_model(${target}): no `name:` in ${spec}; pass NAME")
+  endif()
+
+  set(out "${CMAKE_CURRENT_BINARY_DIR}/xla_aot/${target}")
+  file(MAKE_DIRECTORY "${out}")
+  set(compile_args compile "${spec}" --target "${ARG_XLA_TARGET}" --out-dir "${out}")
+  add_custom_command(
+    OUTPUT "${out}/lib${name}.a" "${out}/${name}.h" "${out}/${name}.json"
+    COMMAND "${XLA_AOT_EXECUTABLE}" ${compile_args}
+    DEPENDS ${deps}
+    COMMENT "xla-aot: compiling ${name} for ${ARG_XLA_TARGET}"
+    VERBATIM)
+  add_custom_target(${target}_xla_aot DEPENDS "${out}/lib${name}.a" "${out}/${name}.h")
+  add_library(${target} STATIC IMPORTED GLOBAL)
+  set_target_properties(${target} PROPERTIES
+    IMPORTED_LOCATION "${out}/lib${name}.a"
+    INTERFACE_INCLUDE_DIRECTORIES "${out};${XLA_AOT_ROOT}/runtime-min/include")
+  add_dependencies(${target} ${target}_xla_aot)
+endfunction()
