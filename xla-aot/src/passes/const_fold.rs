@@ -6,7 +6,7 @@
 //! is folded only up to [`CONST_FOLD_MEM_BUDGET`] bytes, so folding never bloats the library.
 
 use super::Pass;
-use super::rewrite::Rewriter;
+use super::rewrite::{Rewriter, rebuild};
 use crate::interp::evaluate;
 use crate::ir::{Builder, InstId, Instruction, Literal, Module, Op, Shape};
 
@@ -77,53 +77,42 @@ impl Pass for ConstantFolding {
     }
 
     fn run(&self, m: &mut Module) -> bool {
-        let c = &m.entry;
-        let mut rw = Rewriter::new(c);
-        let mut changed = false;
-        for (i, inst) in c.instructions.iter().enumerate() {
-            let old = InstId(i as u32);
-            let operands: Vec<InstId> = inst.operands.iter().map(|&o| rw.get(o)).collect();
+        rebuild(m, |rw, old, inst, operands| {
             let foldable = !operands.is_empty()
                 && !matches!(
                     inst.op,
                     Op::Broadcast { .. } | Op::Parameter { .. } | Op::Constant(_)
                 )
-                && operands.iter().all(|&o| constant_like(&rw, o));
+                && operands.iter().all(|&o| constant_like(rw, o));
             let folded = if foldable {
-                fold(&rw, inst, &operands)
+                fold(rw, inst, &operands)
             } else {
                 None
             };
-            match folded {
-                Some(lit) => {
-                    if let Some(scalar) = splat(&lit).filter(|_| !lit.dims.is_empty()) {
-                        let s = rw.constant(&format!("{}.value", inst.name), scalar);
-                        let id = rw.push(Instruction {
-                            name: inst.name.clone(),
-                            op: Op::Broadcast {
-                                dimensions: Vec::new(),
-                            },
-                            operands: vec![s],
-                            shape: Shape::new(inst.shape.dtype, inst.shape.dims.clone()),
-                        });
-                        rw.replace(old, id);
-                        changed = true;
-                    } else if lit.bytes().map_or(usize::MAX, |b| b.len()) <= CONST_FOLD_MEM_BUDGET {
-                        let id = rw.constant(&inst.name, lit);
-                        rw.replace(old, id);
-                        changed = true;
-                    } else {
-                        rw.copy(old);
-                    }
-                }
-                None => {
-                    rw.copy(old);
-                }
+            let Some(lit) = folded else {
+                rw.copy(old);
+                return false;
+            };
+            if let Some(scalar) = splat(&lit).filter(|_| !lit.dims.is_empty()) {
+                let s = rw.constant(&format!("{}.value", inst.name), scalar);
+                let id = rw.push(Instruction {
+                    name: inst.name.clone(),
+                    op: Op::Broadcast {
+                        dimensions: Vec::new(),
+                    },
+                    operands: vec![s],
+                    shape: Shape::new(inst.shape.dtype, inst.shape.dims.clone()),
+                });
+                rw.replace(old, id);
+                true
+            } else if lit.bytes().map_or(usize::MAX, |b| b.len()) <= CONST_FOLD_MEM_BUDGET {
+                let id = rw.constant(&inst.name, lit);
+                rw.replace(old, id);
+                true
+            } else {
+                rw.copy(old);
+                false
             }
-        }
-        if changed {
-            m.entry = rw.finish();
-        }
-        changed
+        })
     }
 }

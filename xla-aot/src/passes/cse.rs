@@ -5,7 +5,7 @@
 //! Parameters are never merged.
 
 use super::Pass;
-use super::rewrite::Rewriter;
+use super::rewrite::rebuild;
 use crate::ir::{InstId, Module, Op, Shape};
 use std::collections::HashMap;
 
@@ -18,32 +18,24 @@ impl Pass for Cse {
     }
 
     fn run(&self, m: &mut Module) -> bool {
-        let c = &m.entry;
-        let mut rw = Rewriter::new(c);
         let mut seen: HashMap<(Op, Vec<InstId>, Shape), InstId> = HashMap::new();
-        let mut changed = false;
-        for (i, inst) in c.instructions.iter().enumerate() {
-            let old = InstId(i as u32);
+        rebuild(m, |rw, old, inst, operands| {
             if matches!(inst.op, Op::Parameter { .. }) {
                 rw.copy(old);
-                continue;
+                return false;
             }
-            let operands: Vec<InstId> = inst.operands.iter().map(|&o| rw.get(o)).collect();
             let key = (inst.op.clone(), operands, inst.shape.clone());
             match seen.get(&key) {
                 Some(&prev) => {
                     rw.replace(old, prev);
-                    changed = true;
+                    true
                 }
                 None => {
                     let id = rw.copy(old);
                     seen.insert(key, id);
+                    false
                 }
             }
-        }
-        if changed {
-            m.entry = rw.finish();
-        }
-        changed
+        })
     }
 }

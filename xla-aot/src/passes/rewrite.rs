@@ -95,6 +95,27 @@ impl<'a> Rewriter<'a> {
     }
 }
 
+/// The usual pass loop: walks the entry computation in order, hands `visit` each old instruction
+/// with its operands already remapped to new ids (`visit` copies or replaces it through the
+/// rewriter and says whether it changed anything), and installs the rebuilt computation if
+/// anything changed.
+pub fn rebuild(
+    m: &mut crate::ir::Module,
+    mut visit: impl FnMut(&mut Rewriter, InstId, &Instruction, Vec<InstId>) -> bool,
+) -> bool {
+    let c = &m.entry;
+    let mut rw = Rewriter::new(c);
+    let mut changed = false;
+    for (i, inst) in c.instructions.iter().enumerate() {
+        let operands = inst.operands.iter().map(|&o| rw.get(o)).collect();
+        changed |= visit(&mut rw, InstId(i as u32), inst, operands);
+    }
+    if changed {
+        m.entry = rw.finish();
+    }
+    changed
+}
+
 /// Users of every instruction (ids of instructions that read it, with repeats), plus a count of
 /// output uses.
 pub fn users(c: &Computation) -> (Vec<Vec<InstId>>, Vec<usize>) {

@@ -14,7 +14,7 @@
 //! by zero, whose ±inf would come out of a zero that was computed, not given).
 
 use super::Pass;
-use super::rewrite::Rewriter;
+use super::rewrite::{Rewriter, rebuild};
 use crate::ir::{BinaryOp, InstId, Instruction, Module, Op};
 
 /// The algebraic simplifier pass.
@@ -141,30 +141,22 @@ impl Pass for AlgebraicSimplifier {
     }
 
     fn run(&self, m: &mut Module) -> bool {
-        let c = &m.entry;
-        let mut rw = Rewriter::new(c);
-        let mut changed = false;
-        for (i, inst) in c.instructions.iter().enumerate() {
-            let old = InstId(i as u32);
-            let ops: Vec<InstId> = inst.operands.iter().map(|&o| rw.get(o)).collect();
-            match self.simplify(&rw, inst, &ops) {
+        rebuild(m, |rw, old, inst, ops| {
+            match self.simplify(rw, inst, &ops) {
                 Some(Ok(existing)) => {
                     rw.replace(old, existing);
-                    changed = true;
+                    true
                 }
                 Some(Err(new)) => {
                     let id = rw.push(new);
                     rw.replace(old, id);
-                    changed = true;
+                    true
                 }
                 None => {
                     rw.copy(old);
+                    false
                 }
             }
-        }
-        if changed {
-            m.entry = rw.finish();
-        }
-        changed
+        })
     }
 }
