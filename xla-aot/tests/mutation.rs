@@ -1,6 +1,6 @@
 //! Property test: random mutations of the example specs never panic the front end, never produce a
 //! module that fails the verifier (that would be an "internal compiler error"), and whatever still
-//! loads also evaluates without panicking. Deterministic: case `i` of example `e` always applies
+//! loads also evaluates, and (every fourth case) optimises and compiles, without panicking. Deterministic: case `i` of example `e` always applies
 //! the same mutations; set `XLA_AOT_MUTATION_CASES` to run more than the default.
 
 mod common;
@@ -235,6 +235,13 @@ fn random_mutations_never_panic() {
                             .collect();
                         evaluate(&model.module, &inputs).expect("a loaded module evaluates");
                         evaluated = true;
+                        // Whatever loads also optimises and compiles (every 4th case: LLVM is
+                        // the slow part), without a panic and without a verifier failure.
+                        if case % 4 == 0 {
+                            let t = xla_aot::target::Target::resolve("x86_64-avx2").unwrap();
+                            xla_aot::emit::compile_model(&model.module, &t, &Default::default())
+                                .expect("a loaded module compiles");
+                        }
                     }
                 }
                 (loaded.map(|_| ()), evaluated)
