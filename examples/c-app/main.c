@@ -12,8 +12,9 @@
 #include "simplenet.h"
 #include "xla_aot_runtime.h" /* after the model header on purpose: both orders work */
 
-/* The one arena: static, aligned, sized at compile time. No malloc anywhere. */
-static _Alignas(SIMPLENET_ARENA_ALIGN) unsigned char arena[SIMPLENET_ARENA_SIZE];
+/* The one arena: static, aligned, sized at compile time. No malloc anywhere. (A fully fused model
+ * may need 0 bytes; C has no zero-length arrays, and the pointer must still be non-null.) */
+static _Alignas(SIMPLENET_ARENA_ALIGN) unsigned char arena[SIMPLENET_ARENA_SIZE > 0 ? SIMPLENET_ARENA_SIZE : 1];
 static float x[SIMPLENET_INPUT_X_SIZE];
 static float y[SIMPLENET_OUTPUT_Y_SIZE];
 
