@@ -421,12 +421,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_store(self.gep(p, off), v).unwrap();
     }
 
-    /// Row-major linear offset of `idx` in `dims`.
-    /// Physical offset of logical index `idx` in a buffer of shape `s` (its layout's strides).
-    fn offset(&self, idx: &[IntValue<'ctx>], s: &Shape) -> IntValue<'ctx> {
-        let strides = physical_strides(s);
+    /// Σ idx[d]·strides[d], the offset of an index in a buffer with those element strides.
+    fn strided(&self, idx: &[IntValue<'ctx>], strides: &[u64]) -> IntValue<'ctx> {
         let mut acc = self.i64(0);
-        for (i, &st) in idx.iter().zip(&strides) {
+        for (i, &st) in idx.iter().zip(strides) {
             let t = if st == 1 {
                 *i
             } else {
@@ -437,19 +435,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         acc
     }
 
+    /// Physical offset of logical index `idx` in a buffer of shape `s` (its layout's strides).
+    fn offset(&self, idx: &[IntValue<'ctx>], s: &Shape) -> IntValue<'ctx> {
+        self.strided(idx, &physical_strides(s))
+    }
+
     /// Logical row-major offset of `idx` in `dims` (what a reshape preserves).
     fn linear(&self, idx: &[IntValue<'ctx>], dims: &[usize]) -> IntValue<'ctx> {
-        let strides = row_major_strides(dims);
-        let mut acc = self.i64(0);
-        for (i, &s) in idx.iter().zip(&strides) {
-            let t = if s == 1 {
-                *i
-            } else {
-                self.b.build_int_mul(*i, self.i64(s), "").unwrap()
-            };
-            acc = self.b.build_int_add(acc, t, "").unwrap();
-        }
-        acc
+        self.strided(idx, &row_major_strides(dims))
     }
 
     // ---- loops --------------------------------------------------------------------------------------
@@ -617,13 +610,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>]) -> BasicValueEnum<'ctx> {
-        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-        self.b
-            .build_call(f, &a, "")
-            .unwrap()
-            .try_as_basic_value()
-            .basic()
-            .unwrap()
+        math::call_value(&self.b, f, args)
     }
 
     /// max/min that propagate NaN (numpy and XLA semantics).

@@ -19,7 +19,7 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::values::{FloatValue, FunctionValue, IntValue};
+use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue};
 
 /// Which function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,24 +127,26 @@ impl<'ctx> F<'_, 'ctx> {
         c: FloatValue<'ctx>,
         fmuladd: FunctionValue<'ctx>,
     ) -> FloatValue<'ctx> {
-        self.b
-            .build_call(fmuladd, &[a.into(), b.into(), c.into()], "")
-            .unwrap()
-            .try_as_basic_value()
-            .basic()
-            .unwrap()
-            .into_float_value()
+        self.call(fmuladd, &[a, b, c])
     }
     fn call(&self, f: FunctionValue<'ctx>, args: &[FloatValue<'ctx>]) -> FloatValue<'ctx> {
-        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-        self.b
-            .build_call(f, &a, "")
-            .unwrap()
-            .try_as_basic_value()
-            .basic()
-            .unwrap()
-            .into_float_value()
+        let a: Vec<BasicValueEnum<'ctx>> = args.iter().map(|&v| v.into()).collect();
+        call_value(self.b, f, &a).into_float_value()
     }
+}
+
+/// Calls `f` (a function returning a value) with `args`.
+pub fn call_value<'ctx>(
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    args: &[BasicValueEnum<'ctx>],
+) -> BasicValueEnum<'ctx> {
+    let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+    b.build_call(f, &a, "")
+        .unwrap()
+        .try_as_basic_value()
+        .basic()
+        .expect("the called function returns a value")
 }
 
 /// The declaration of `llvm.fmuladd.f32`.
