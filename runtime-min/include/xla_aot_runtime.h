@@ -102,4 +102,17 @@ typedef struct XlaAotModelDesc {
   uint32_t num_outputs;
 } XlaAotModelDesc;
 
+/**
+ * One task of a parallel loop: `task(task_ctx, i)` does share `i` of a kernel's work.
+ */
+typedef void (*XlaAotTask)(void *task_ctx, uint32_t i);
+
+/**
+ * The app's parallel-for, registered with `<name>_set_parallel_for(hook, hook_ctx, threads)`:
+ * `hook(hook_ctx, n, task, task_ctx)` must call `task(task_ctx, i)` exactly once for every
+ * `i < n`, on any of its threads (the calling one included), and return when every call has
+ * returned. The library never starts a thread; without a hook it runs single-threaded.
+ */
+typedef void (*XlaAotParallelFor)(void *hook_ctx, uint32_t n, XlaAotTask task, void *task_ctx);
+
 #endif  /* XLA_AOT_RUNTIME_H */

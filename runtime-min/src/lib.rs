@@ -101,6 +101,22 @@ impl<const N: usize> Default for Arena<N> {
     }
 }
 
+/// One task of a parallel loop: `task(task_ctx, i)` does share `i` of a kernel's work.
+pub type Task = unsafe extern "C" fn(task_ctx: *mut core::ffi::c_void, i: u32);
+
+/// The app's parallel-for, registered with `<name>_set_parallel_for(hook, hook_ctx, threads)`:
+/// `hook(hook_ctx, n, task, task_ctx)` must call `task(task_ctx, i)` exactly once for every
+/// `i < n`, on any of its threads (the calling one included), and return when every call has
+/// returned. The library never starts a thread; without a hook it runs single-threaded.
+pub type ParallelFor = Option<
+    unsafe extern "C" fn(
+        hook_ctx: *mut core::ffi::c_void,
+        n: u32,
+        task: Task,
+        task_ctx: *mut core::ffi::c_void,
+    ),
+>;
+
 /// Element type of a model input or output.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,20 @@ pub struct Target {
     pub vector_bits: u32,
     /// Family, from the triple.
     pub arch: Arch,
+    /// Architectural vector registers (16 for x86-64 below AVX-512, 32 for AVX-512 and NEON):
+    /// the GEMM micro-kernel keeps its accumulator tile in them.
+    pub vector_registers: u32,
+    /// L1 data cache per core in bytes: a K-block of one packed weight panel fits in half of it.
+    pub l1d_bytes: u64,
+    /// L2 cache per core in bytes: a block of GEMM rows times one K-block fits in half of it.
+    pub l2_bytes: u64,
 }
+
+/// L1D and L2 sizes assumed when a target file gives none: 32 KiB and 1 MiB, the per-core sizes
+/// of Zen 3/4, Ice Lake-SP and Cortex-A78 (and no larger than any current x86-64 or A-class core's
+/// L1D by more than 2x, so K-blocks stay in cache on smaller cores too).
+const DEFAULT_L1D_BYTES: u64 = 32 * 1024;
+const DEFAULT_L2_BYTES: u64 = 1024 * 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +58,12 @@ struct TargetFile {
     cpu: String,
     features: String,
     vector_bits: u32,
+    #[serde(default)]
+    vector_registers: Option<u32>,
+    #[serde(default)]
+    l1d_bytes: Option<u64>,
+    #[serde(default)]
+    l2_bytes: Option<u64>,
 }
 
 /// The built-in target files, in listing order.
@@ -207,6 +226,16 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
             "vector_bits {vector_bits} must be 128, 256 or 512 ({origin})"
         ));
     }
+    // x86-64 has 16 vector registers until AVX-512 doubles them; aarch64 always has 32.
+    let vector_registers = f.vector_registers.unwrap_or(match arch {
+        Arch::X86_64 if vector_bits < 512 => 16,
+        _ => 32,
+    });
+    if !(8..=64).contains(&vector_registers) {
+        return Err(format!(
+            "vector_registers {vector_registers} must be between 8 and 64 ({origin})"
+        ));
+    }
     Ok(Target {
         name: f.name,
         description: f.description,
@@ -215,5 +244,8 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         features,
         vector_bits,
         arch,
+        vector_registers,
+        l1d_bytes: f.l1d_bytes.unwrap_or(DEFAULT_L1D_BYTES).max(4096),
+        l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
     })
 }

@@ -12,6 +12,9 @@
 //! first) with `llvm.fmuladd`, innermost over output columns, so they vectorize without
 //! reassociating sums.
 
+mod gemm;
+mod parallel;
+
 use super::math::{self, MathFn};
 use crate::arena::{ARENA_ALIGN, BufferPlan, Loc, root};
 use crate::ir::{
@@ -249,6 +252,10 @@ struct Cg<'a, 'ctx> {
     fmuladd: FunctionValue<'ctx>,
     sqrt: FunctionValue<'ctx>,
     fabs: FunctionValue<'ctx>,
+    /// Entry constants stored as packed GEMM panels (`gemm.rs`), by instruction.
+    packed: Vec<bool>,
+    /// Whether the dot of the kernel being generated reads a packed rhs.
+    packed_rhs: std::cell::Cell<bool>,
 }
 
 /// An element position: a multi-index, or a row-major offset (what a reshape passes on).
@@ -318,6 +325,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             fmuladd: math::fmuladd(ctx, m),
             sqrt: math::sqrt(ctx, m),
             fabs: math::fabs(ctx, m),
+            packed: vec![false; hlo.entry.instructions.len()],
+            packed_rhs: std::cell::Cell::new(false),
         }
     }
 
@@ -583,6 +592,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.position_at_end(done);
     }
 
+    /// `if cond { then } else { otherwise }`.
+    fn if_else(
+        &self,
+        cond: IntValue<'ctx>,
+        then: &mut dyn FnMut(&Self),
+        otherwise: &mut dyn FnMut(&Self),
+    ) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let t = self.ctx.append_basic_block(f, "then");
+        let e = self.ctx.append_basic_block(f, "else");
+        let done = self.ctx.append_basic_block(f, "endif");
+        self.b.build_conditional_branch(cond, t, e).unwrap();
+        self.b.position_at_end(t);
+        then(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(e);
+        otherwise(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(done);
+    }
+
     /// A stack slot in the entry block (promoted to registers by mem2reg).
     fn slot(&self, f: FunctionValue<'ctx>, ty: BasicTypeEnum<'ctx>) -> PointerValue<'ctx> {
         let entry = f.get_first_basic_block().unwrap();
@@ -758,6 +788,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
         }
+        self.packed = self.packed_weights();
         // Weights and constants: private read-only globals (raw bytes, cache-line aligned).
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
         for (i, inst) in c.instructions.iter().enumerate() {
@@ -768,8 +799,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         reason: "the constant's data was elided in the HLO text".into(),
                     });
                 };
-                // Weights are stored in their assigned layout: re-laid here, at compile time.
-                let physical = relayout(bytes, &inst.shape);
+                // Weights are stored in their assigned layout, or as the GEMM panels of the dots
+                // reading them: re-laid here, at compile time.
+                let physical = match self.gemm_use(InstId(i as u32)) {
+                    Some(d) if self.packed[i] => gemm::pack(
+                        bytes,
+                        &inst.shape,
+                        &d,
+                        gemm::Tiles::for_target(self.target).nr(),
+                    ),
+                    _ => relayout(bytes, &inst.shape),
+                };
                 let init = self.ctx.const_string(&physical, false);
                 let g = self.m.add_global(
                     init.get_type(),
@@ -839,6 +879,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             calls.push((f, vec![v], Loc::Output(k)));
         }
         self.entry_points(&globals, &calls);
+        self.parallel_setter();
         Ok(kernels)
     }
 
@@ -1027,6 +1068,81 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)`.
     /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse), so neither it nor
     /// the output may be `noalias`.
+    /// The dot computed by entry instruction `id` (itself, or the heavy op of an output fusion):
+    /// its dims and the entry instructions feeding its lhs and rhs.
+    fn dot_in(&self, id: InstId) -> Option<(crate::ir::DotDims, InstId, InstId)> {
+        let inst = self.hlo.entry.inst(id);
+        match &inst.op {
+            Op::Dot(d) => Some((d.clone(), inst.operands[0], inst.operands[1])),
+            Op::Fusion {
+                kind: FusionKind::Output,
+                computation,
+            } => computation.instructions.iter().find_map(|h| match &h.op {
+                Op::Dot(d) => {
+                    let param = |o: InstId| match computation.inst(o).op {
+                        Op::Parameter { index } => Some(inst.operands[index]),
+                        _ => None,
+                    };
+                    Some((d.clone(), param(h.operands[0])?, param(h.operands[1])?))
+                }
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The dims of the dot(s) that would read constant `c` as a packed rhs, if every use of `c`
+    /// is such a dot with the same rhs dims.
+    fn gemm_use(&self, c: InstId) -> Option<crate::ir::DotDims> {
+        let e = &self.hlo.entry;
+        if e.outputs.iter().any(|o| o.value == c) {
+            return None;
+        }
+        let mut dims: Option<crate::ir::DotDims> = None;
+        for (i, inst) in e.instructions.iter().enumerate() {
+            let uses = inst.operands.iter().filter(|&&o| o == c).count();
+            if uses == 0 {
+                continue;
+            }
+            let (d, lhs, rhs) = self.dot_in(InstId(i as u32))?;
+            if uses != 1 || rhs != c || lhs == c {
+                return None;
+            }
+            let out = match &inst.op {
+                Op::Fusion { computation, .. } => computation
+                    .instructions
+                    .iter()
+                    .find(|h| matches!(h.op, Op::Dot(_)))?
+                    .shape
+                    .clone(),
+                _ => inst.shape.clone(),
+            };
+            let g = gemm::geometry(&d, &e.inst(lhs).shape, &e.inst(rhs).shape, &out)?;
+            if !gemm::packable(&g) {
+                return None;
+            }
+            if let Some(prev) = &dims {
+                if prev.rhs_contracting != d.rhs_contracting || prev.rhs_batch != d.rhs_batch {
+                    return None;
+                }
+            }
+            dims = Some(d);
+        }
+        dims
+    }
+
+    /// Which entry constants are stored packed.
+    fn packed_weights(&self) -> Vec<bool> {
+        let e = &self.hlo.entry;
+        (0..e.instructions.len())
+            .map(|i| {
+                matches!(e.instructions[i].op, Op::Constant(_))
+                    && e.instructions[i].shape.dtype == DType::F32
+                    && self.gemm_use(InstId(i as u32)).is_some()
+            })
+            .collect()
+    }
+
     fn declare_kernel(
         &self,
         name: &str,
@@ -1099,6 +1215,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .map(|&o| self.plan.in_place[id.index()] == Some(o))
             .collect();
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
+        let rhs_packed = self
+            .dot_in(id)
+            .is_some_and(|(_, _, rhs)| self.packed[rhs.index()]);
+        self.packed_rhs.set(rhs_packed);
         match &inst.op {
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
             _ => {
@@ -1294,6 +1414,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let a = cg.b.build_load(acc, "").unwrap();
                     cg.store(k.out, cg.offset(oidx, shape), a, odt);
                 });
+            }
+            Op::Dot(d)
+                if gemm::geometry(d, opnd(0), opnd(1), shape)
+                    .is_some_and(|g| self.packed_rhs.get() || g.b_n_unit) =>
+            {
+                let g = gemm::geometry(d, opnd(0), opnd(1), shape).unwrap();
+                self.gemm(k, &g, bufs[0], bufs[1], k.out, self.packed_rhs.get());
             }
             Op::Dot(d) => {
                 let (l, r) = (opnd(0).dims.clone(), opnd(1).dims.clone());
