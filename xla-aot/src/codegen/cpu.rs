@@ -12,6 +12,7 @@
 //! first) with `llvm.fmuladd`, innermost over output columns, so they vectorize without
 //! reassociating sums.
 
+mod conv;
 mod gemm;
 mod parallel;
 
@@ -70,6 +71,8 @@ pub struct KernelInfo {
     pub weight_reads: usize,
     /// Bytes it writes.
     pub writes: usize,
+    /// Floating-point operations per run (`ir::flops`).
+    pub flops: u64,
 }
 
 /// Memory traffic of a kernel over `operands` writing `out` bytes: (activations, weights).
@@ -256,6 +259,15 @@ struct Cg<'a, 'ctx> {
     packed: Vec<bool>,
     /// Whether the dot of the kernel being generated reads a packed rhs.
     packed_rhs: std::cell::Cell<bool>,
+}
+
+/// How a weight is stored when a dot or convolution reads it packed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Packing {
+    /// GEMM panels (`gemm::pack`) for a dot with these dims.
+    Gemm(crate::ir::DotDims),
+    /// Tap-major convolution panels (`conv::pack`).
+    Conv,
 }
 
 /// An element position: a multi-index, or a row-major offset (what a reshape passes on).
@@ -788,7 +800,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
         }
-        self.packed = self.packed_weights();
+        self.packed = (0..c.instructions.len())
+            .map(|i| {
+                matches!(c.instructions[i].op, Op::Constant(_))
+                    && self.packing_of(InstId(i as u32)).is_some()
+            })
+            .collect();
         // Weights and constants: private read-only globals (raw bytes, cache-line aligned).
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
         for (i, inst) in c.instructions.iter().enumerate() {
@@ -801,14 +818,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 };
                 // Weights are stored in their assigned layout, or as the GEMM panels of the dots
                 // reading them: re-laid here, at compile time.
-                let physical = match self.gemm_use(InstId(i as u32)) {
-                    Some(d) if self.packed[i] => gemm::pack(
-                        bytes,
-                        &inst.shape,
-                        &d,
-                        gemm::Tiles::for_target(self.target).nr(),
-                    ),
-                    _ => relayout(bytes, &inst.shape),
+                let nr = gemm::Tiles::for_target(self.target).nr();
+                let physical = match self.packing_of(InstId(i as u32)) {
+                    Some(Packing::Gemm(d)) => gemm::pack(bytes, &inst.shape, &d, nr),
+                    Some(Packing::Conv) => conv::pack(bytes, &inst.shape, nr),
+                    None => relayout(bytes, &inst.shape),
                 };
                 let init = self.ctx.const_string(&physical, false);
                 let g = self.m.add_global(
@@ -858,6 +872,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 reads,
                 weight_reads,
                 writes: inst.shape.size_bytes(),
+                flops: crate::ir::flops::flops(c, id),
             });
             calls.push((f, inst.operands.clone(), loc));
         }
@@ -875,6 +890,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 reads,
                 weight_reads,
                 writes: c.inst(v).shape.size_bytes(),
+                flops: 0,
             });
             calls.push((f, vec![v], Loc::Output(k)));
         }
@@ -1068,22 +1084,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)`.
     /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse), so neither it nor
     /// the output may be `noalias`.
-    /// The dot computed by entry instruction `id` (itself, or the heavy op of an output fusion):
-    /// its dims and the entry instructions feeding its lhs and rhs.
-    fn dot_in(&self, id: InstId) -> Option<(crate::ir::DotDims, InstId, InstId)> {
+    /// The dot or convolution computed by entry instruction `id` (itself, or the heavy op of an
+    /// output fusion): the op, the entry instructions feeding its two operands, its result shape.
+    fn heavy_in(&self, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
         let inst = self.hlo.entry.inst(id);
         match &inst.op {
-            Op::Dot(d) => Some((d.clone(), inst.operands[0], inst.operands[1])),
+            Op::Dot(_) | Op::Convolution { .. } => Some((
+                inst.op.clone(),
+                inst.operands[0],
+                inst.operands[1],
+                inst.shape.clone(),
+            )),
             Op::Fusion {
                 kind: FusionKind::Output,
                 computation,
             } => computation.instructions.iter().find_map(|h| match &h.op {
-                Op::Dot(d) => {
+                Op::Dot(_) | Op::Convolution { .. } => {
                     let param = |o: InstId| match computation.inst(o).op {
                         Op::Parameter { index } => Some(inst.operands[index]),
                         _ => None,
                     };
-                    Some((d.clone(), param(h.operands[0])?, param(h.operands[1])?))
+                    Some((
+                        h.op.clone(),
+                        param(h.operands[0])?,
+                        param(h.operands[1])?,
+                        h.shape.clone(),
+                    ))
                 }
                 _ => None,
             }),
@@ -1091,56 +1117,47 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
-    /// The dims of the dot(s) that would read constant `c` as a packed rhs, if every use of `c`
-    /// is such a dot with the same rhs dims.
-    fn gemm_use(&self, c: InstId) -> Option<crate::ir::DotDims> {
+    /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
+    /// convolution that reads it packed, all the same way.
+    fn packing_of(&self, c: InstId) -> Option<Packing> {
         let e = &self.hlo.entry;
-        if e.outputs.iter().any(|o| o.value == c) {
+        if e.outputs.iter().any(|o| o.value == c) || e.inst(c).shape.dtype != DType::F32 {
             return None;
         }
-        let mut dims: Option<crate::ir::DotDims> = None;
+        let mut packing: Option<Packing> = None;
         for (i, inst) in e.instructions.iter().enumerate() {
             let uses = inst.operands.iter().filter(|&&o| o == c).count();
             if uses == 0 {
                 continue;
             }
-            let (d, lhs, rhs) = self.dot_in(InstId(i as u32))?;
+            let (op, lhs, rhs, out) = self.heavy_in(InstId(i as u32))?;
             if uses != 1 || rhs != c || lhs == c {
                 return None;
             }
-            let out = match &inst.op {
-                Op::Fusion { computation, .. } => computation
-                    .instructions
-                    .iter()
-                    .find(|h| matches!(h.op, Op::Dot(_)))?
-                    .shape
-                    .clone(),
-                _ => inst.shape.clone(),
-            };
-            let g = gemm::geometry(&d, &e.inst(lhs).shape, &e.inst(rhs).shape, &out)?;
-            if !gemm::packable(&g) {
-                return None;
-            }
-            if let Some(prev) = &dims {
-                if prev.rhs_contracting != d.rhs_contracting || prev.rhs_batch != d.rhs_batch {
-                    return None;
+            let (ls, rs) = (&e.inst(lhs).shape, &e.inst(rhs).shape);
+            let this = match &op {
+                Op::Dot(d) => {
+                    let g = gemm::geometry(d, ls, rs, &out)?;
+                    if !gemm::packable(&g) {
+                        return None;
+                    }
+                    Packing::Gemm(d.clone())
                 }
+                Op::Convolution {
+                    window,
+                    feature_group_count,
+                } => match conv::choose(window, *feature_group_count, ls, rs, &out, true)? {
+                    conv::ConvPath::PixelsByChannels => Packing::Conv,
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            match &packing {
+                Some(p) if *p != this => return None,
+                _ => packing = Some(this),
             }
-            dims = Some(d);
         }
-        dims
-    }
-
-    /// Which entry constants are stored packed.
-    fn packed_weights(&self) -> Vec<bool> {
-        let e = &self.hlo.entry;
-        (0..e.instructions.len())
-            .map(|i| {
-                matches!(e.instructions[i].op, Op::Constant(_))
-                    && e.instructions[i].shape.dtype == DType::F32
-                    && self.gemm_use(InstId(i as u32)).is_some()
-            })
-            .collect()
+        packing
     }
 
     fn declare_kernel(
@@ -1216,8 +1233,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .collect();
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         let rhs_packed = self
-            .dot_in(id)
-            .is_some_and(|(_, _, rhs)| self.packed[rhs.index()]);
+            .heavy_in(id)
+            .is_some_and(|(_, _, rhs, _)| self.packed[rhs.index()]);
         self.packed_rhs.set(rhs_packed);
         match &inst.op {
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
@@ -1471,6 +1488,38 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         cg.store(k.out, off, cg.fma(lv, rv, acc).into(), DType::F32);
                     });
                 });
+            }
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } if conv::choose(
+                window,
+                *feature_group_count,
+                opnd(0),
+                opnd(1),
+                shape,
+                self.packed_rhs.get(),
+            )
+            .is_some() =>
+            {
+                let path = conv::choose(
+                    window,
+                    *feature_group_count,
+                    opnd(0),
+                    opnd(1),
+                    shape,
+                    self.packed_rhs.get(),
+                )
+                .unwrap();
+                self.conv_fast(
+                    k,
+                    path,
+                    window,
+                    (opnd(0), opnd(1), shape),
+                    bufs[0],
+                    bufs[1],
+                    k.out,
+                );
             }
             Op::Convolution {
                 window,

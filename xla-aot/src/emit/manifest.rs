@@ -32,6 +32,8 @@ pub struct Kernel {
     pub weight_reads: usize,
     /// Bytes written.
     pub writes: usize,
+    /// Floating-point operations per run (a multiply-add counts 2).
+    pub flops: u64,
 }
 
 #[derive(Serialize)]
@@ -54,6 +56,8 @@ pub struct Manifest {
     /// Activation bytes read and written by all kernels (weights excluded): the memory traffic
     /// fusion reduces.
     pub activation_traffic: usize,
+    /// Floating-point operations per run, all kernels (what GFLOP/s figures divide by).
+    pub flops: u64,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
 }
@@ -100,6 +104,7 @@ pub fn build(
         hlo_instructions_before_fusion: before_fusion,
         kernel_count: kernels.len(),
         activation_traffic: kernels.iter().map(|k| k.reads + k.writes).sum(),
+        flops: kernels.iter().map(|k| k.flops).sum(),
         buffers: plan
             .buffers
             .iter()
@@ -118,6 +123,7 @@ pub fn build(
                 reads: k.reads,
                 weight_reads: k.weight_reads,
                 writes: k.writes,
+                flops: k.flops,
             })
             .collect(),
     }

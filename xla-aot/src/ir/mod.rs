@@ -2,10 +2,11 @@
 //!
 //! The IR knows no input format, no pass and no backend. Files, one concept each:
 //! `shape` (dtype, dims, layout), `literal` (constant data), `inst` (opcodes and attributes),
-//! `module` (computations), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
+//! `module` (computations), `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
 //! form), `verify` (invariants).
 
 pub mod builder;
+pub mod flops;
 pub mod inst;
 pub mod literal;
 pub mod module;

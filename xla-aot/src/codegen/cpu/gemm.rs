@@ -22,8 +22,7 @@ use crate::ir::{DType, DotDims, Shape};
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
-use inkwell::module::Linkage;
-use inkwell::types::{BasicMetadataTypeEnum, VectorType};
+use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
 
 /// Independent accumulator chains that keep the FMA units busy: FMA latency (4 cycles on
@@ -39,9 +38,10 @@ const MAX_MR: usize = 14;
 /// than the block's FMAs.
 const MIN_KC: usize = 64;
 
-/// Products of at most this many flops run as one task even with a thread hook: a fork-join
-/// through a thread pool costs a few microseconds, the time of about this many flops on one core.
-const PARALLEL_MIN_FLOPS: usize = 1 << 20;
+/// Largest K-block: past this the accumulator tile's loads and stores are already negligible,
+/// and a longer panel only evicts the rows of A from L1. (Measured on gemm512/1024 with
+/// AVX-512: K-blocks of 256-384 beat 128 by 5-8% and 512 by up to 30%.)
+const MAX_KC: usize = 512;
 
 /// Tile sizes for one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,8 @@ pub struct Tiles {
     pub nv: usize,
     /// Rows per micro-tile.
     pub mr: usize,
-    /// K-block: one packed panel's K-block (`kc · nr` floats) fills half the L1D.
+    /// K-block: one packed panel's K-block (`kc · nr` floats) fills the L1D; the rows of A it
+    /// meets stream through.
     pub kc: usize,
     /// Row tiles per row block: a row block of `A` times one K-block fills half the L2.
     pub mc_tiles: usize,
@@ -68,7 +69,7 @@ impl Tiles {
         // Accumulators, one register per B vector and one for the broadcast A value.
         let mr = ((regs - nv - 1) / nv).clamp(1, MAX_MR);
         let nr = nv * lanes as usize;
-        let kc = ((t.l1d_bytes as usize / 2) / (nr * 4)).max(MIN_KC) / 8 * 8;
+        let kc = (t.l1d_bytes as usize / (nr * 4)).clamp(MIN_KC, MAX_KC) / 8 * 8;
         let mc_tiles = ((t.l2_bytes as usize / 2) / (kc * 4) / mr).max(1);
         Tiles {
             lanes,
@@ -83,6 +84,13 @@ impl Tiles {
     pub fn nr(&self) -> usize {
         self.nv * self.lanes as usize
     }
+}
+
+/// Rows per tile when `m` rows are cut into tiles of at most `mr`: as even as possible, so
+/// 16 rows with `mr` 14 are two tiles of 8, not 14 and a 2-row tile that wastes registers.
+pub fn balanced(m: usize, mr: usize) -> usize {
+    let tiles = m.div_ceil(mr).max(1);
+    m.div_ceil(tiles).max(1)
 }
 
 /// A dot seen as a batch of row-major-ish matrix products (element strides).
@@ -105,9 +113,9 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    pub fn flops(&self) -> usize {
+    pub fn flops(&self) -> u64 {
         let b: usize = self.batch.iter().map(|x| x.0).product();
-        2 * b * self.m * self.n * self.k
+        2 * (b * self.m * self.n * self.k) as u64
     }
 }
 
@@ -230,10 +238,10 @@ pub fn pack(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
 /// One vector of a column chunk: its first column (relative to the chunk), its lanes, and how
 /// many of them are real output columns.
 #[derive(Clone, Copy)]
-struct VecCol {
-    col: usize,
-    lanes: u32,
-    store: u32,
+pub(super) struct VecCol {
+    pub(super) col: usize,
+    pub(super) lanes: u32,
+    pub(super) store: u32,
 }
 
 /// The static plan of one GEMM kernel.
@@ -265,38 +273,42 @@ impl Plan {
     }
 
     fn vectors(&self, cols: usize) -> Vec<VecCol> {
-        let lanes = self.t.lanes as usize;
-        let mut v = Vec::new();
-        let mut c = 0;
-        while c < cols {
-            if c + lanes <= cols || self.packed {
-                // A packed panel is zero-padded: a whole vector is readable, part of it is stored.
-                let store = lanes.min(cols - c);
-                v.push(VecCol {
-                    col: c,
-                    lanes: lanes as u32,
-                    store: store as u32,
-                });
-                c += lanes;
-            } else {
-                v.push(VecCol {
-                    col: c,
-                    lanes: 1,
-                    store: 1,
-                });
-                c += 1;
-            }
-        }
-        v
+        vectors(cols, self.t.lanes, self.packed)
     }
 }
 
+/// The vectors covering `cols` columns: whole vectors, then (unless a whole vector is always
+/// readable, `whole`) single-lane ones for the rest.
+pub(super) fn vectors(cols: usize, lanes: u32, whole: bool) -> Vec<VecCol> {
+    let lanes = lanes as usize;
+    let mut v = Vec::new();
+    let mut c = 0;
+    while c < cols {
+        if c + lanes <= cols || whole {
+            v.push(VecCol {
+                col: c,
+                lanes: lanes as u32,
+                store: lanes.min(cols - c) as u32,
+            });
+            c += lanes;
+        } else {
+            v.push(VecCol {
+                col: c,
+                lanes: 1,
+                store: 1,
+            });
+            c += 1;
+        }
+    }
+    v
+}
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    fn vec_ty(&self, lanes: u32) -> VectorType<'ctx> {
+    pub(super) fn vec_ty(&self, lanes: u32) -> VectorType<'ctx> {
         self.ctx.f32_type().vec_type(lanes)
     }
 
-    fn vec_fmuladd(&self, lanes: u32) -> FunctionValue<'ctx> {
+    pub(super) fn vec_fmuladd(&self, lanes: u32) -> FunctionValue<'ctx> {
         inkwell::intrinsics::Intrinsic::find("llvm.fmuladd")
             .expect("llvm.fmuladd exists")
             .get_declaration(self.m, &[self.vec_ty(lanes).into()])
@@ -304,7 +316,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// A `lanes`-wide load at `p + off` (element-aligned).
-    fn vload(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, lanes: u32) -> VectorValue<'ctx> {
+    pub(super) fn vload(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
         let vp = self
             .b
             .build_pointer_cast(
@@ -318,7 +335,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         v.into_vector_value()
     }
 
-    fn vstore(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: VectorValue<'ctx>) {
+    pub(super) fn vstore(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: VectorValue<'ctx>) {
         let vp = self
             .b
             .build_pointer_cast(
@@ -331,7 +348,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         st.set_alignment(4).unwrap();
     }
 
-    fn splat(&self, x: inkwell::values::FloatValue<'ctx>, lanes: u32) -> VectorValue<'ctx> {
+    pub(super) fn splat(
+        &self,
+        x: inkwell::values::FloatValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
         let undef = self.vec_ty(lanes).get_undef();
         let v = self
             .b
@@ -341,15 +362,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_shuffle_vector(v, undef, mask, "").unwrap()
     }
 
-    fn add(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+    pub(super) fn add(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
         self.b.build_int_add(a, b, "").unwrap()
     }
 
-    fn mul(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
+    pub(super) fn mul(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
         self.b.build_int_mul(a, self.i64(b), "").unwrap()
     }
 
-    fn umin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+    pub(super) fn umin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
         let lt = self
             .b
             .build_int_compare(IntPredicate::ULT, a, b, "")
@@ -357,12 +378,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_select(lt, a, b, "").unwrap().into_int_value()
     }
 
-    fn umax(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+    pub(super) fn umax(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
         let gt = self
             .b
             .build_int_compare(IntPredicate::UGT, a, b, "")
             .unwrap();
         self.b.build_select(gt, a, b, "").unwrap().into_int_value()
+    }
+
+    /// Stores the first `n` lanes of `x` at `p + off`.
+    pub(super) fn store_lanes(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        x: VectorValue<'ctx>,
+        n: u32,
+    ) {
+        if n == x.get_type().get_size() {
+            self.vstore(p, off, x);
+            return;
+        }
+        for l in 0..n {
+            let e = self
+                .b
+                .build_extract_element(x, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+            self.store(p, self.add(off, self.i64(l as u64)), e, DType::F32);
+        }
     }
 
     /// `C = A · B` for the dot of kernel `k` (`a`, `b`, `c` are its buffers; `b` packed or not).
@@ -375,8 +417,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         c: PointerValue<'ctx>,
         packed: bool,
     ) {
-        let t = Tiles::for_target(self.target);
-        let rows_per_tile = g.m.min(t.mr);
+        let mut t = Tiles::for_target(self.target);
+        t.mr = balanced(g.m, t.mr);
+        let rows_per_tile = t.mr;
         let pp = MIN_CHAINS
             .div_ceil(rows_per_tile * t.nv)
             .clamp(1, 4)
@@ -392,79 +435,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             part_rows: g.m % t.mr,
             split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
         };
-        // The task function: task(ctx, t) with ctx = {a, b, c, ntasks}.
-        let fp = self.ptr_type(DType::F32);
-        let ctx_ty = self.ctx.struct_type(
-            &[fp.into(), fp.into(), fp.into(), self.ctx.i64_type().into()],
-            false,
-        );
-        let task_ty = self.ctx.void_type().fn_type(
-            &[
-                BasicMetadataTypeEnum::from(self.i8p()),
-                self.ctx.i32_type().into(),
-            ],
-            false,
-        );
-        let name = format!("{}.task", k.f.get_name().to_str().unwrap_or("kernel"));
-        let task = self.m.add_function(&name, task_ty, Some(Linkage::Internal));
-        self.common_attrs(task);
-        let caller = self.b.get_insert_block().unwrap();
-        self.b
-            .position_at_end(self.ctx.append_basic_block(task, "entry"));
-        {
-            let raw = task.get_nth_param(0).unwrap().into_pointer_value();
-            let cp = self
-                .b
-                .build_pointer_cast(raw, ctx_ty.ptr_type(AddressSpace::default()), "")
-                .unwrap();
-            let field = |i: u32| {
-                let p = self.b.build_struct_gep(cp, i, "").unwrap();
-                self.b.build_load(p, "").unwrap()
-            };
-            let (ta, tb, tc) = (
-                field(0).into_pointer_value(),
-                field(1).into_pointer_value(),
-                field(2).into_pointer_value(),
-            );
-            let nt = field(3).into_int_value();
-            let ti = self
-                .b
-                .build_int_z_extend(
-                    task.get_nth_param(1).unwrap().into_int_value(),
-                    self.ctx.i64_type(),
-                    "",
-                )
-                .unwrap();
-            self.gemm_task(task, g, &plan, ta, tb, tc, ti, nt);
-            self.b.build_return(None).unwrap();
-        }
-        self.b.position_at_end(caller);
-        // The kernel: fill the context, then one task, or the hook's parallel loop.
-        let cx = self.slot(k.f, ctx_ty.into());
-        for (i, p) in [a, b, c].into_iter().enumerate() {
-            let f = self.b.build_struct_gep(cx, i as u32, "").unwrap();
-            let p = self.b.build_pointer_cast(p, fp, "").unwrap();
-            self.b.build_store(f, p).unwrap();
-        }
-        let nt_field = self.b.build_struct_gep(cx, 3, "").unwrap();
-        let raw = self.b.build_pointer_cast(cx, self.i8p(), "").unwrap();
         let units = if plan.split_cols {
             plan.chunks()
         } else {
             plan.row_tiles()
         };
-        if g.flops() > PARALLEL_MIN_FLOPS && units > 1 {
-            self.parallel_for(task, raw, nt_field, units as u64);
-        } else {
-            self.b.build_store(nt_field, self.i64(1)).unwrap();
-            self.b
-                .build_call(
-                    task,
-                    &[raw.into(), self.ctx.i32_type().const_zero().into()],
-                    "",
-                )
-                .unwrap();
-        }
+        self.run_tasks(k, &[a, b, c], units, g.flops(), &|cg, f, p, ti, nt| {
+            cg.gemm_task(f, g, &plan, p[0], p[1], p[2], ti, nt);
+        });
     }
 
     /// The body of task `ti` of `nt`.
@@ -481,25 +459,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         nt: IntValue<'ctx>,
     ) {
         let t = &plan.t;
-        // This task's share: units [ti·U/nt, (ti+1)·U/nt) of the split dimension.
-        let share = |units: usize| {
-            let u = self.i64(units as u64);
-            let lo = self
-                .b
-                .build_int_unsigned_div(self.b.build_int_mul(ti, u, "").unwrap(), nt, "")
-                .unwrap();
-            let t1 = self.add(ti, self.i64(1));
-            let hi = self
-                .b
-                .build_int_unsigned_div(self.b.build_int_mul(t1, u, "").unwrap(), nt, "")
-                .unwrap();
-            (lo, hi)
-        };
         let (rl, rh, cl, ch) = if plan.split_cols {
-            let (lo, hi) = share(plan.chunks());
+            let (lo, hi) = self.share(ti, nt, plan.chunks());
             (self.i64(0), self.i64(plan.row_tiles() as u64), lo, hi)
         } else {
-            let (lo, hi) = share(plan.row_tiles());
+            let (lo, hi) = self.share(ti, nt, plan.row_tiles());
             (lo, hi, self.i64(0), self.i64(plan.chunks() as u64))
         };
         let bsizes: Vec<usize> = g.batch.iter().map(|x| x.0).collect();
@@ -705,21 +669,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             for (v, p) in cols.iter().zip(row) {
                 let off = c_off(self, i, v);
                 let x = self.b.build_load(*p, "").unwrap().into_vector_value();
-                if v.store == v.lanes {
-                    self.vstore(c, off, x);
-                } else {
-                    for l in 0..v.store {
-                        let e = self
-                            .b
-                            .build_extract_element(
-                                x,
-                                self.ctx.i32_type().const_int(l as u64, false),
-                                "",
-                            )
-                            .unwrap();
-                        self.store(c, self.add(off, self.i64(l as u64)), e, DType::F32);
-                    }
-                }
+                self.store_lanes(c, off, x, v.store);
             }
         }
     }
@@ -748,7 +698,7 @@ mod tests {
         let t = |n: &str| Tiles::for_target(&Target::resolve(n).unwrap());
         let avx512 = t("x86_64-avx512");
         assert_eq!((avx512.lanes, avx512.nv, avx512.mr), (16, 2, 14));
-        assert_eq!(avx512.kc, 128); // 16 KiB / (32 columns · 4 bytes)
+        assert_eq!(avx512.kc, 256); // 32 KiB / (32 columns · 4 bytes)
         let avx2 = t("x86_64-avx2");
         assert_eq!((avx2.lanes, avx2.nv, avx2.mr), (8, 2, 6));
         let neon = t("aarch64-neon");

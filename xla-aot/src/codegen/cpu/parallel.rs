@@ -10,14 +10,120 @@
 //! Which kernels use the hook, and when, is decided at compile time (`gemm.rs`); a task never
 //! allocates and never fails.
 
-use super::Cg;
+use super::{Cg, Kernel};
+use crate::ir::DType;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, StructType};
 use inkwell::values::{FunctionValue, GlobalValue, IntValue, PointerValue};
 
+/// Kernels of at most this many flops run as one task even with a thread hook: a fork-join
+/// through a thread pool costs a few microseconds, the time of about this many flops on one core.
+const PARALLEL_MIN_FLOPS: u64 = 1 << 20;
+
+/// The body of one task: `(cg, task function, buffers as f32 pointers, task index, task count)`.
+pub(super) type TaskBody<'b, 'a, 'ctx> = dyn Fn(&Cg<'a, 'ctx>, FunctionValue<'ctx>, &[PointerValue<'ctx>], IntValue<'ctx>, IntValue<'ctx>)
+    + 'b;
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// Emits `body` as the task function of kernel `k` (context: the buffers `bufs` and the task
+    /// count) and calls it from `k`: as one task, or through the hook split into at most
+    /// `units` tasks when the kernel does more than [`PARALLEL_MIN_FLOPS`].
+    pub(super) fn run_tasks(
+        &self,
+        k: &Kernel<'ctx>,
+        bufs: &[PointerValue<'ctx>],
+        units: usize,
+        flops: u64,
+        body: &TaskBody<'_, 'a, 'ctx>,
+    ) {
+        let fp = self.ptr_type(DType::F32);
+        let mut fields: Vec<inkwell::types::BasicTypeEnum> =
+            bufs.iter().map(|_| fp.into()).collect();
+        fields.push(self.ctx.i64_type().into());
+        let ctx_ty = self.ctx.struct_type(&fields, false);
+        let task_ty = self.ctx.void_type().fn_type(
+            &[
+                BasicMetadataTypeEnum::from(self.i8p()),
+                self.ctx.i32_type().into(),
+            ],
+            false,
+        );
+        let name = format!("{}.task", k.f.get_name().to_str().unwrap_or("kernel"));
+        let task = self.m.add_function(&name, task_ty, Some(Linkage::Internal));
+        self.common_attrs(task);
+        let caller = self.b.get_insert_block().unwrap();
+        self.b
+            .position_at_end(self.ctx.append_basic_block(task, "entry"));
+        {
+            let raw = task.get_nth_param(0).unwrap().into_pointer_value();
+            let cp = self
+                .b
+                .build_pointer_cast(raw, ctx_ty.ptr_type(AddressSpace::default()), "")
+                .unwrap();
+            let field = |i: u32| {
+                let p = self.b.build_struct_gep(cp, i, "").unwrap();
+                self.b.build_load(p, "").unwrap()
+            };
+            let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len() as u32)
+                .map(|i| field(i).into_pointer_value())
+                .collect();
+            let nt = field(bufs.len() as u32).into_int_value();
+            let ti = self
+                .b
+                .build_int_z_extend(
+                    task.get_nth_param(1).unwrap().into_int_value(),
+                    self.ctx.i64_type(),
+                    "",
+                )
+                .unwrap();
+            body(self, task, &ptrs, ti, nt);
+            self.b.build_return(None).unwrap();
+        }
+        self.b.position_at_end(caller);
+        let cx = self.slot(k.f, ctx_ty.into());
+        for (i, &p) in bufs.iter().enumerate() {
+            let f = self.b.build_struct_gep(cx, i as u32, "").unwrap();
+            let p = self.b.build_pointer_cast(p, fp, "").unwrap();
+            self.b.build_store(f, p).unwrap();
+        }
+        let nt_field = self.b.build_struct_gep(cx, bufs.len() as u32, "").unwrap();
+        let raw = self.b.build_pointer_cast(cx, self.i8p(), "").unwrap();
+        if flops > PARALLEL_MIN_FLOPS && units > 1 {
+            self.parallel_for(task, raw, nt_field, units as u64);
+        } else {
+            self.b.build_store(nt_field, self.i64(1)).unwrap();
+            self.b
+                .build_call(
+                    task,
+                    &[raw.into(), self.ctx.i32_type().const_zero().into()],
+                    "",
+                )
+                .unwrap();
+        }
+    }
+
+    /// Task `ti` of `nt`'s share of `units`: `[ti·units/nt, (ti+1)·units/nt)`.
+    pub(super) fn share(
+        &self,
+        ti: IntValue<'ctx>,
+        nt: IntValue<'ctx>,
+        units: usize,
+    ) -> (IntValue<'ctx>, IntValue<'ctx>) {
+        let u = self.i64(units as u64);
+        let lo = self
+            .b
+            .build_int_unsigned_div(self.b.build_int_mul(ti, u, "").unwrap(), nt, "")
+            .unwrap();
+        let t1 = self.b.build_int_add(ti, self.i64(1), "").unwrap();
+        let hi = self
+            .b
+            .build_int_unsigned_div(self.b.build_int_mul(t1, u, "").unwrap(), nt, "")
+            .unwrap();
+        (lo, hi)
+    }
+
     /// `{hook, hook_ctx, threads}`: the registration, one per model.
     fn hook_type(&self) -> StructType<'ctx> {
         self.ctx.struct_type(
@@ -84,7 +190,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// Runs `task(ctx, i)` for `i < nt`, where `nt = min(threads, units)` with a registered hook
     /// and 1 without; `nt` is also stored at `nt_slot` (the task reads it to find its share).
-    pub(super) fn parallel_for(
+    fn parallel_for(
         &self,
         task: FunctionValue<'ctx>,
         ctx: PointerValue<'ctx>,

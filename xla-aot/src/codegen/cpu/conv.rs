@@ -1,0 +1,695 @@
+//! Register-blocked 2-D convolutions: the three shapes of convolution edge models spend their
+//! time in, each a direct convolution with the GEMM micro-kernel's register tile
+//! (`gemm.rs`: `mr` rows × `nv` vectors of accumulators, `llvm.fmuladd` in a fixed order).
+//!
+//! Contract (which convolution takes which path is decided by [`choose`]; anything else keeps
+//! the general loop nest of `cpu.rs`):
+//! - [`ConvPath::PixelsByChannels`]: output channels minor (NHWC, what layout assignment gives
+//!   internal convolutions), `groups == 1`, a constant kernel. Rows of the tile are output pixels
+//!   along a row, columns are output channels; the kernel is packed at compile time into panels
+//!   `[O/NR][KH·KW·C][NR]` ([`pack`]), so each tap streams one contiguous panel. Padding: a pixel
+//!   whose input position is outside the image contributes zero (a select, only when the
+//!   convolution pads).
+//! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
+//!   stride along W, input W contiguous, `groups == 1`. Rows are output channels (kernel values
+//!   broadcast), columns are pixels of one output row loaded as vectors from the input row, with
+//!   masked loads where the window hangs over the border.
+//! - [`ConvPath::Depthwise`]: `groups == C == O`, input and output channels minor. Each tap is a
+//!   vector multiply-add along channels; a tile is a few pixels × a few channel vectors.
+//! Every output element is the sum over taps and input channels in the reference's order
+//! (taps outer, channels inner for the first path; channels outer, taps inner otherwise), so
+//! results match the interpreter to rounding and do not depend on tile sizes.
+
+use super::gemm::{self, Tiles, VecCol};
+use super::{Cg, Kernel, physical_strides};
+use crate::ir::{DType, Shape, Window};
+use inkwell::IntPredicate;
+use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
+
+/// Pixels per depthwise tile: enough independent chains (with 2 channel vectors) to cover FMA
+/// latency × pipes (see `gemm.rs`' `MIN_CHAINS`).
+const DW_PIXELS: usize = 4;
+
+/// How a convolution is generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvPath {
+    PixelsByChannels,
+    ChannelsByPixels,
+    Depthwise,
+}
+
+/// The path for `conv(x, w) -> out`; `w_const`: the kernel is a constant (packable).
+pub fn choose(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+    w_const: bool,
+) -> Option<ConvPath> {
+    if window.rank() != 2 || [x, w, out].iter().any(|s| s.dtype != DType::F32) {
+        return None;
+    }
+    let (xs, os) = (physical_strides(x), physical_strides(out));
+    let c = x.dims[1];
+    if groups == 1 && os[1] == 1 && w_const {
+        return Some(ConvPath::PixelsByChannels);
+    }
+    if groups == 1 && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
+        return Some(ConvPath::ChannelsByPixels);
+    }
+    if groups == c && w.dims[0] == c && w.dims[1] == 1 && os[1] == 1 && xs[1] == 1 {
+        return Some(ConvPath::Depthwise);
+    }
+    None
+}
+
+/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for
+/// [`ConvPath::PixelsByChannels`]: panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
+/// `w[p·nr + j, c, kh, kw]` at float `(p·K + k)·nr + j`, zero past `O`.
+pub fn pack(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
+    let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
+    let k = c * kh * kw;
+    let panels = o.div_ceil(nr);
+    let mut out = vec![0u8; panels * k * nr * 4];
+    for p in 0..panels {
+        for (tap, (y, x)) in (0..kh)
+            .flat_map(|y| (0..kw).map(move |x| (y, x)))
+            .enumerate()
+        {
+            for ci in 0..c {
+                for j in 0..nr.min(o - p * nr) {
+                    let src = ((((p * nr + j) * c + ci) * kh + y) * kw + x) * 4;
+                    let dst = ((p * k + tap * c + ci) * nr + j) * 4;
+                    out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Output row `(n, oh)` and the tile within it, from a row-unit index.
+struct RowUnit<'ctx> {
+    n: IntValue<'ctx>,
+    oh: IntValue<'ctx>,
+    tile: IntValue<'ctx>,
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    fn udiv(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
+        self.b.build_int_unsigned_div(a, self.i64(b), "").unwrap()
+    }
+
+    fn urem(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
+        self.b.build_int_unsigned_rem(a, self.i64(b), "").unwrap()
+    }
+
+    fn row_unit(&self, u: IntValue<'ctx>, oh_count: usize, tiles: usize) -> RowUnit<'ctx> {
+        let tile = self.urem(u, tiles as u64);
+        let r = self.udiv(u, tiles as u64);
+        RowUnit {
+            n: self.udiv(r, oh_count as u64),
+            oh: self.urem(r, oh_count as u64),
+            tile,
+        }
+    }
+
+    /// Input position `o·stride + tap·dilation - pad`, whether it is inside `[0, extent)`, and the
+    /// position clamped into the image (safe to address).
+    fn in_pos(
+        &self,
+        o: IntValue<'ctx>,
+        tap: usize,
+        stride: usize,
+        dil: usize,
+        pad: usize,
+        extent: usize,
+    ) -> (IntValue<'ctx>, IntValue<'ctx>) {
+        let p = self.add(self.mul(o, stride as u64), self.i64((tap * dil) as u64));
+        let p = self.b.build_int_sub(p, self.i64(pad as u64), "").unwrap();
+        (self.in_range(p, extent), self.clamp_index(p, extent))
+    }
+
+    /// Dispatches to the micro-tile of `rows` (full or the partial last tile of a row).
+    fn by_rows(
+        &self,
+        tile: IntValue<'ctx>,
+        full: usize,
+        part: usize,
+        mr: usize,
+        body: &dyn Fn(&Self, usize),
+    ) {
+        match (full > 0, part > 0) {
+            (true, false) => body(self, mr),
+            (false, true) => body(self, part),
+            _ => {
+                let is_full = self
+                    .b
+                    .build_int_compare(IntPredicate::ULT, tile, self.i64(full as u64), "")
+                    .unwrap();
+                self.if_else(is_full, &mut |cg| body(cg, mr), &mut |cg| body(cg, part));
+            }
+        }
+    }
+
+    fn acc_slots(
+        &self,
+        f: FunctionValue<'ctx>,
+        rows: usize,
+        cols: &[VecCol],
+    ) -> Vec<Vec<PointerValue<'ctx>>> {
+        (0..rows)
+            .map(|_| {
+                cols.iter()
+                    .map(|v| {
+                        let p = self.slot(f, self.vec_ty(v.lanes).into());
+                        self.b
+                            .build_store(p, self.vec_ty(v.lanes).const_zero())
+                            .unwrap();
+                        p
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn fma_into(&self, acc: PointerValue<'ctx>, a: VectorValue<'ctx>, b: VectorValue<'ctx>) {
+        let lanes = a.get_type().get_size();
+        let old = self.b.build_load(acc, "").unwrap();
+        let new = self.call(self.vec_fmuladd(lanes), &[a.into(), b.into(), old]);
+        self.b.build_store(acc, new).unwrap();
+    }
+
+    /// The convolution of kernel `k` along `path` (`x`, `w` its operand buffers, `out` its result).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conv_fast(
+        &self,
+        k: &Kernel<'ctx>,
+        path: ConvPath,
+        window: &Window,
+        shapes: (&Shape, &Shape, &Shape),
+        x: PointerValue<'ctx>,
+        w: PointerValue<'ctx>,
+        out: PointerValue<'ctx>,
+    ) {
+        let flops = {
+            let (_, ws, os) = shapes;
+            2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64
+        };
+        match path {
+            ConvPath::PixelsByChannels => {
+                self.conv_pixels_by_channels(k, window, shapes, x, w, out, flops)
+            }
+            ConvPath::ChannelsByPixels => {
+                self.conv_channels_by_pixels(k, window, shapes, x, w, out, flops)
+            }
+            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, x, w, out, flops),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_pixels_by_channels(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        (xs, ws, os): (&Shape, &Shape, &Shape),
+        x: PointerValue<'ctx>,
+        w: PointerValue<'ctx>,
+        out: PointerValue<'ctx>,
+        flops: u64,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let nr = t.nr();
+        let (xst, ost) = (physical_strides(xs), physical_strides(os));
+        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
+        let (o, kh, kw) = (ws.dims[0], ws.dims[2], ws.dims[3]);
+        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
+        let kk = c * kh * kw;
+        let mr = gemm::balanced(ow_count, t.mr);
+        let tiles_per_row = ow_count.div_ceil(mr);
+        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
+        // Column chunks: one panel each (rows are many pixels, so the tile has mr·nv chains).
+        let (full_cols, part_cols) = (o / nr, o % nr);
+        let chunks = o.div_ceil(nr);
+        let units = n_count * oh_count * tiles_per_row;
+        let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
+        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
+            let (x, w, out) = (p[0], p[1], p[2]);
+            let (lo, hi) = cg.share(ti, nt, units);
+            cg.for_range(lo, hi, &mut |cg, u| {
+                let ru = cg.row_unit(u, oh_count, tiles_per_row);
+                cg.for_loop(chunks, &mut |cg, jr| {
+                    let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let ow0 = cg.mul(ru.tile, mr as u64);
+                        let acc = cg.acc_slots(f, rows, cols);
+                        let panel = cg.mul(jr, (kk * nr) as u64);
+                        for y in 0..kh {
+                            for xw in 0..kw {
+                                let tap = y * kw + xw;
+                                let (row_ok, ih) = cg.in_pos(
+                                    ru.oh,
+                                    y,
+                                    win.stride[0],
+                                    win.dilation[0],
+                                    win.pad_low[0],
+                                    h,
+                                );
+                                let mut valid = Vec::with_capacity(rows);
+                                let mut base = Vec::with_capacity(rows);
+                                for i in 0..rows {
+                                    let owi = cg.add(ow0, cg.i64(i as u64));
+                                    let (ok, iw) = cg.in_pos(
+                                        owi,
+                                        xw,
+                                        win.stride[1],
+                                        win.dilation[1],
+                                        win.pad_low[1],
+                                        wd,
+                                    );
+                                    valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
+                                    let b = cg.add(
+                                        cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                        cg.mul(iw, xst[3]),
+                                    );
+                                    base.push(b);
+                                }
+                                cg.for_loop(c, &mut |cg, ci| {
+                                    let krow = cg.add(
+                                        panel,
+                                        cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
+                                    );
+                                    let bv: Vec<VectorValue<'ctx>> = cols
+                                        .iter()
+                                        .map(|v| {
+                                            cg.vload(w, cg.add(krow, cg.i64(v.col as u64)), v.lanes)
+                                        })
+                                        .collect();
+                                    for i in 0..rows {
+                                        let mut a = cg
+                                            .load(
+                                                x,
+                                                cg.add(base[i], cg.mul(ci, xst[1])),
+                                                DType::F32,
+                                            )
+                                            .into_float_value();
+                                        if pads {
+                                            a = cg
+                                                .select(valid[i], a.into(), cg.f32c(0.0).into())
+                                                .into_float_value();
+                                        }
+                                        for (j, v) in cols.iter().enumerate() {
+                                            cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
+                                        }
+                                    }
+                                });
+                            }
+                        }
+                        for (i, row) in acc.iter().enumerate() {
+                            let owi = cg.add(ow0, cg.i64(i as u64));
+                            let pix = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                cg.mul(owi, ost[3]),
+                            );
+                            for (v, slot) in cols.iter().zip(row) {
+                                let off = cg
+                                    .add(pix, cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64)));
+                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                cg.store_lanes(out, off, val, v.store);
+                            }
+                        }
+                    };
+                    let full = gemm::vectors(nr, t.lanes, true);
+                    let part = gemm::vectors(part_cols, t.lanes, true);
+                    let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
+                        (true, false) => tile_cols(cg, rows, &full),
+                        (false, true) => tile_cols(cg, rows, &part),
+                        _ => {
+                            let is_full =
+                                cg.b.build_int_compare(
+                                    IntPredicate::ULT,
+                                    jr,
+                                    cg.i64(full_cols as u64),
+                                    "",
+                                )
+                                .unwrap();
+                            cg.if_else(is_full, &mut |cg| tile_cols(cg, rows, &full), &mut |cg| {
+                                tile_cols(cg, rows, &part)
+                            });
+                        }
+                    };
+                    cg.by_rows(ru.tile, full_rows, part_rows, mr, &by_cols);
+                });
+            });
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_channels_by_pixels(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        (xs, ws, os): (&Shape, &Shape, &Shape),
+        x: PointerValue<'ctx>,
+        w: PointerValue<'ctx>,
+        out: PointerValue<'ctx>,
+        flops: u64,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let (xst, wst, ost) = (
+            physical_strides(xs),
+            physical_strides(ws),
+            physical_strides(os),
+        );
+        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
+        let (o, kh, kw) = (ws.dims[0], ws.dims[2], ws.dims[3]);
+        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
+        let mr = gemm::balanced(o, t.mr);
+        let (full_rows, part_rows) = (o / mr, o % mr);
+        let row_tiles = o.div_ceil(mr);
+        let lanes = t.lanes as usize;
+        // Pixels per chunk: the panel width, or fewer vectors for a narrow image.
+        let cw = t.nr().min(ow_count.div_ceil(lanes) * lanes);
+        let chunks_per_row = ow_count.div_ceil(cw);
+        let (full_cols, part_cols) = (ow_count / cw, ow_count % cw);
+        let units = n_count * oh_count * chunks_per_row;
+        let mask_ty = self.ctx.bool_type().vec_type(t.lanes);
+        let masked_load = inkwell::intrinsics::Intrinsic::find("llvm.masked.load")
+            .expect("llvm.masked.load exists")
+            .get_declaration(
+                self.m,
+                &[
+                    self.vec_ty(t.lanes).into(),
+                    self.vec_ty(t.lanes)
+                        .ptr_type(inkwell::AddressSpace::default())
+                        .into(),
+                ],
+            )
+            .expect("masked load declaration");
+        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
+            let (x, w, out) = (p[0], p[1], p[2]);
+            let (lo, hi) = cg.share(ti, nt, units);
+            cg.for_range(lo, hi, &mut |cg, u| {
+                let ru = cg.row_unit(u, oh_count, chunks_per_row);
+                let ow0 = cg.mul(ru.tile, cw as u64);
+                cg.for_loop(row_tiles, &mut |cg, ir| {
+                    let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let oc0 = cg.mul(ir, mr as u64);
+                        let acc = cg.acc_slots(f, rows, cols);
+                        // Per tap and vector: the input row offset and the lanes inside the image.
+                        let mut taps = Vec::new();
+                        for y in 0..kh {
+                            let (row_ok, ih) = cg.in_pos(
+                                ru.oh,
+                                y,
+                                win.stride[0],
+                                win.dilation[0],
+                                win.pad_low[0],
+                                h,
+                            );
+                            for xw in 0..kw {
+                                let per_vec: Vec<(IntValue<'ctx>, VectorValue<'ctx>)> = cols
+                                    .iter()
+                                    .map(|v| {
+                                        // iw of lane 0: ow0 + col + xw·dil - pad (stride 1).
+                                        let iw0 =
+                                            cg.b.build_int_sub(
+                                                cg.add(
+                                                    ow0,
+                                                    cg.i64((v.col + xw * win.dilation[1]) as u64),
+                                                ),
+                                                cg.i64(win.pad_low[1] as u64),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        let mut mask = mask_ty.const_zero();
+                                        for l in 0..v.lanes {
+                                            let iw = cg.add(iw0, cg.i64(l as u64));
+                                            let ok =
+                                                cg.b.build_and(row_ok, cg.in_range(iw, wd), "")
+                                                    .unwrap();
+                                            mask =
+                                                cg.b.build_insert_element(
+                                                    mask,
+                                                    ok,
+                                                    cg.ctx.i32_type().const_int(l as u64, false),
+                                                    "",
+                                                )
+                                                .unwrap();
+                                        }
+                                        let off = cg.add(
+                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                            iw0,
+                                        );
+                                        (off, mask)
+                                    })
+                                    .collect();
+                                taps.push((y, xw, per_vec));
+                            }
+                        }
+                        cg.for_loop(c, &mut |cg, ci| {
+                            let xc = cg.mul(ci, xst[1]);
+                            for (y, xw, per_vec) in &taps {
+                                let bv: Vec<VectorValue<'ctx>> = per_vec
+                                    .iter()
+                                    .map(|&(off, mask)| {
+                                        // Lanes outside the image are never read (their address may be).
+                                        let ptr = unsafe {
+                                            cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
+                                        };
+                                        let vp =
+                                            cg.b.build_pointer_cast(
+                                                ptr,
+                                                cg.vec_ty(t.lanes)
+                                                    .ptr_type(inkwell::AddressSpace::default()),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        cg.call(
+                                            masked_load,
+                                            &[
+                                                vp.into(),
+                                                cg.ctx.i32_type().const_int(4, false).into(),
+                                                mask.into(),
+                                                cg.vec_ty(t.lanes).const_zero().into(),
+                                            ],
+                                        )
+                                        .into_vector_value()
+                                    })
+                                    .collect();
+                                let wt = cg.add(
+                                    cg.mul(ci, wst[1]),
+                                    cg.i64((y * wst[2] as usize + xw * wst[3] as usize) as u64),
+                                );
+                                for (i, row) in acc.iter().enumerate() {
+                                    let oc = cg.add(oc0, cg.i64(i as u64));
+                                    let a: FloatValue<'ctx> = cg
+                                        .load(w, cg.add(cg.mul(oc, wst[0]), wt), DType::F32)
+                                        .into_float_value();
+                                    for (j, v) in cols.iter().enumerate() {
+                                        cg.fma_into(row[j], cg.splat(a, v.lanes), bv[j]);
+                                    }
+                                }
+                            }
+                        });
+                        for (i, row) in acc.iter().enumerate() {
+                            let oc = cg.add(oc0, cg.i64(i as u64));
+                            let base = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
+                                cg.add(cg.mul(ru.oh, ost[2]), ow0),
+                            );
+                            for (v, slot) in cols.iter().zip(row) {
+                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                cg.store_lanes(
+                                    out,
+                                    cg.add(base, cg.i64(v.col as u64)),
+                                    val,
+                                    v.store,
+                                );
+                            }
+                        }
+                    };
+                    let full = gemm::vectors(cw, t.lanes, true);
+                    let part = gemm::vectors(part_cols, t.lanes, true);
+                    let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
+                        (true, false) => tile(cg, rows, &full),
+                        (false, true) => tile(cg, rows, &part),
+                        _ => {
+                            let is_full =
+                                cg.b.build_int_compare(
+                                    IntPredicate::ULT,
+                                    ru.tile,
+                                    cg.i64(full_cols as u64),
+                                    "",
+                                )
+                                .unwrap();
+                            cg.if_else(is_full, &mut |cg| tile(cg, rows, &full), &mut |cg| {
+                                tile(cg, rows, &part)
+                            });
+                        }
+                    };
+                    cg.by_rows(ir, full_rows, part_rows, mr, &by_cols);
+                });
+            });
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_depthwise(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        (xs, ws, os): (&Shape, &Shape, &Shape),
+        x: PointerValue<'ctx>,
+        w: PointerValue<'ctx>,
+        out: PointerValue<'ctx>,
+        flops: u64,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let (xst, wst, ost) = (
+            physical_strides(xs),
+            physical_strides(ws),
+            physical_strides(os),
+        );
+        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
+        let (kh, kw) = (ws.dims[2], ws.dims[3]);
+        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
+        let mr = gemm::balanced(ow_count, DW_PIXELS);
+        let tiles_per_row = ow_count.div_ceil(mr);
+        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
+        let units = n_count * oh_count * tiles_per_row;
+        // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
+        let cols = gemm::vectors(c, t.lanes, false);
+        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
+            let (x, w, out) = (p[0], p[1], p[2]);
+            let (lo, hi) = cg.share(ti, nt, units);
+            cg.for_range(lo, hi, &mut |cg, u| {
+                let ru = cg.row_unit(u, oh_count, tiles_per_row);
+                let tile = |cg: &Self, rows: usize| {
+                    let ow0 = cg.mul(ru.tile, mr as u64);
+                    // Channel vectors in groups of 2 (2 × rows chains).
+                    for group in cols.chunks(2) {
+                        let acc = cg.acc_slots(f, rows, group);
+                        for y in 0..kh {
+                            let (row_ok, ih) = cg.in_pos(
+                                ru.oh,
+                                y,
+                                win.stride[0],
+                                win.dilation[0],
+                                win.pad_low[0],
+                                h,
+                            );
+                            for xw in 0..kw {
+                                let wv: Vec<VectorValue<'ctx>> = group
+                                    .iter()
+                                    .map(|v| {
+                                        let off = cg.i64(
+                                            v.col as u64 * wst[0]
+                                                + y as u64 * wst[2]
+                                                + xw as u64 * wst[3],
+                                        );
+                                        cg.gather(w, off, wst[0], v.lanes)
+                                    })
+                                    .collect();
+                                for (i, row) in acc.iter().enumerate() {
+                                    let owi = cg.add(ow0, cg.i64(i as u64));
+                                    let (ok, iw) = cg.in_pos(
+                                        owi,
+                                        xw,
+                                        win.stride[1],
+                                        win.dilation[1],
+                                        win.pad_low[1],
+                                        wd,
+                                    );
+                                    let valid = cg.b.build_and(row_ok, ok, "").unwrap();
+                                    let base = cg.add(
+                                        cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                        cg.mul(iw, xst[3]),
+                                    );
+                                    cg.if_then(valid, &mut |cg| {
+                                        for (j, v) in group.iter().enumerate() {
+                                            let xv = cg.vload(
+                                                x,
+                                                cg.add(base, cg.i64(v.col as u64)),
+                                                v.lanes,
+                                            );
+                                            cg.fma_into(row[j], xv, wv[j]);
+                                        }
+                                    });
+                                }
+                            }
+                        }
+                        for (i, row) in acc.iter().enumerate() {
+                            let owi = cg.add(ow0, cg.i64(i as u64));
+                            let pix = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                cg.mul(owi, ost[3]),
+                            );
+                            for (v, slot) in group.iter().zip(row) {
+                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                cg.store_lanes(
+                                    out,
+                                    cg.add(pix, cg.i64(v.col as u64)),
+                                    val,
+                                    v.store,
+                                );
+                            }
+                        }
+                    }
+                };
+                cg.by_rows(ru.tile, full_rows, part_rows, mr, &tile);
+            });
+        });
+    }
+
+    /// `lanes` floats at `p + off + l·stride` (a plain vector load when `stride` is 1).
+    fn gather(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        stride: u64,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        if stride == 1 {
+            return self.vload(p, off, lanes);
+        }
+        let mut v = self.vec_ty(lanes).const_zero();
+        for l in 0..lanes {
+            let e = self
+                .load(p, self.add(off, self.i64(l as u64 * stride)), DType::F32)
+                .into_float_value();
+            v = self
+                .b
+                .build_insert_element(v, e, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_packing_is_tap_major_then_channel() {
+        // w[o, c, 0, x] = 100·o + 10·c + x, O = 3, C = 2, 1×2 window, panels of 2 outputs.
+        let w = Shape::new(DType::F32, vec![3, 2, 1, 2]);
+        let mut bytes = Vec::new();
+        for o in 0..3 {
+            for c in 0..2 {
+                for x in 0..2 {
+                    bytes.extend_from_slice(&((100 * o + 10 * c + x) as f32).to_le_bytes());
+                }
+            }
+        }
+        let f: Vec<f32> = pack(&bytes, &w, 2)
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        // Panel 0 (o = 0, 1): rows (tap 0, c 0), (tap 0, c 1), (tap 1, c 0), (tap 1, c 1).
+        assert_eq!(&f[..8], &[0., 100., 10., 110., 1., 101., 11., 111.]);
+        // Panel 1 (o = 2, zero-padded).
+        assert_eq!(&f[8..], &[200., 0., 210., 0., 201., 0., 211., 0.]);
+    }
+}
