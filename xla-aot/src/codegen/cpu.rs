@@ -238,7 +238,7 @@ pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError>
     let popts = PassBuilderOptions::create();
     popts.set_loop_vectorization(true);
     popts.set_loop_slp_vectorization(true);
-    popts.set_loop_unrolling(true);
+    popts.set_loop_unrolling(false);
     module
         .run_passes("default<O3>", tm, popts)
         .map_err(|e| CodegenError::Llvm(e.to_string()))
@@ -260,6 +260,10 @@ struct Cg<'a, 'ctx> {
     /// Whether the dot of the kernel being generated reads a packed rhs.
     packed_rhs: std::cell::Cell<bool>,
 }
+
+/// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
+/// two pipes of current x86-64 and Arm cores. A power of two (combined by a balanced tree).
+const REDUCE_PARTIALS: usize = 8;
 
 /// How a weight is stored when a dot or convolution reads it packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -821,7 +825,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let nr = gemm::Tiles::for_target(self.target).nr();
                 let physical = match self.packing_of(InstId(i as u32)) {
                     Some(Packing::Gemm(d)) => gemm::pack(bytes, &inst.shape, &d, nr),
-                    Some(Packing::Conv) => conv::pack(bytes, &inst.shape, nr),
+                    Some(Packing::Conv) => conv::pack(
+                        bytes,
+                        &inst.shape,
+                        conv::panel_width(
+                            inst.shape.dims[0],
+                            &gemm::Tiles::for_target(self.target),
+                        ),
+                    ),
                     None => relayout(bytes, &inst.shape),
                 };
                 let init = self.ctx.const_string(&physical, false);
@@ -1378,6 +1389,95 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let odt = shape.dtype;
         let opnd = |j: usize| &opnds[j];
         match op {
+            Op::Reduce { kind, dimensions }
+                if opnd(0)
+                    .layout
+                    .minor_to_major
+                    .first()
+                    .is_some_and(|d| !dimensions.contains(d)) =>
+            {
+                // The input's minor-most dim is kept (a spatial reduction of NHWC data): walk the
+                // input in memory order and accumulate into the output, so the inner loop runs
+                // along contiguous kept elements and vectorizes. Each output element still sums
+                // its inputs one at a time, in order.
+                let kept: Vec<usize> = (0..opnd(0).rank())
+                    .filter(|d| !dimensions.contains(d))
+                    .collect();
+                self.loop_nest_physical(shape, &mut |cg, oidx| {
+                    cg.store(
+                        k.out,
+                        cg.offset(oidx, shape),
+                        cg.identity(*kind).into(),
+                        odt,
+                    );
+                });
+                self.loop_nest_physical(opnd(0), &mut |cg, xidx| {
+                    let oidx: Vec<IntValue<'ctx>> = kept.iter().map(|&d| xidx[d]).collect();
+                    let off = cg.offset(&oidx, shape);
+                    let a = cg.load(k.out, off, odt).into_float_value();
+                    let v = at(0, Ix::Multi(xidx)).into_float_value();
+                    cg.store(k.out, off, cg.combine(*kind, a, v).into(), odt);
+                });
+            }
+            Op::Reduce { kind, dimensions }
+                if dimensions.len() == 1
+                    && opnd(0).layout.minor_to_major.first() == Some(&dimensions[0])
+                    && opnd(0).dims[dimensions[0]] >= 2 * REDUCE_PARTIALS =>
+            {
+                // A reduction along the contiguous dim (softmax, layer norm): REDUCE_PARTIALS
+                // running values over elements j ≡ p (mod REDUCE_PARTIALS), combined by a fixed
+                // tree at the end. Independent chains hide the add latency and vectorize; the
+                // association is the same on every target.
+                let x = opnd(0).dims.clone();
+                let rd = dimensions[0];
+                let len = x[rd];
+                let kept: Vec<usize> = (0..x.len()).filter(|&d| d != rd).collect();
+                let accs: Vec<PointerValue<'ctx>> = (0..REDUCE_PARTIALS)
+                    .map(|_| self.slot(k.f, self.ctx.f32_type().into()))
+                    .collect();
+                self.loop_nest_physical(shape, &mut |cg, oidx| {
+                    let at_j = |cg: &Self, j: IntValue<'ctx>| {
+                        let mut full = vec![cg.i64(0); x.len()];
+                        for (k2, &d) in kept.iter().enumerate() {
+                            full[d] = oidx[k2];
+                        }
+                        full[rd] = j;
+                        at(0, Ix::Multi(&full)).into_float_value()
+                    };
+                    for &a in &accs {
+                        cg.b.build_store(a, cg.identity(*kind)).unwrap();
+                    }
+                    cg.for_loop(len / REDUCE_PARTIALS, &mut |cg, blk| {
+                        let j0 =
+                            cg.b.build_int_mul(blk, cg.i64(REDUCE_PARTIALS as u64), "")
+                                .unwrap();
+                        for (p, &a) in accs.iter().enumerate() {
+                            let j = cg.b.build_int_add(j0, cg.i64(p as u64), "").unwrap();
+                            let v = at_j(cg, j);
+                            let old = cg.b.build_load(a, "").unwrap().into_float_value();
+                            cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
+                        }
+                    });
+                    for p in 0..len % REDUCE_PARTIALS {
+                        let j = cg.i64((len / REDUCE_PARTIALS * REDUCE_PARTIALS + p) as u64);
+                        let v = at_j(cg, j);
+                        let old = cg.b.build_load(accs[p], "").unwrap().into_float_value();
+                        cg.b.build_store(accs[p], cg.combine(*kind, old, v))
+                            .unwrap();
+                    }
+                    let mut vals: Vec<FloatValue<'ctx>> = accs
+                        .iter()
+                        .map(|&a| cg.b.build_load(a, "").unwrap().into_float_value())
+                        .collect();
+                    while vals.len() > 1 {
+                        vals = vals
+                            .chunks(2)
+                            .map(|pair| cg.combine(*kind, pair[0], pair[1]))
+                            .collect();
+                    }
+                    cg.store(k.out, cg.offset(oidx, shape), vals[0].into(), odt);
+                });
+            }
             Op::Reduce { kind, dimensions } => {
                 let x = opnd(0).dims.clone();
                 let kept: Vec<usize> = (0..x.len()).filter(|d| !dimensions.contains(d)).collect();

@@ -1,7 +1,7 @@
 //! Layout assignment: weights are re-laid at compile time so the kernels that read them walk
 //! memory contiguously.
 //!
-//! Contract: two rules. Convolutions (and the same-shape elementwise chain that follows them,
+//! Contract: three rules. Convolutions (and the same-shape elementwise chain that follows them,
 //! which fusion turns into their epilogue) produce channels-minor (NHWC, `{1,3,2,0}`) results
 //! unless that chain reaches a model output: the CPU kernel for that layout runs its innermost loop
 //! over output channels, contiguous in the output and, with the kernel re-laid `{0,3,2,1}`
@@ -10,7 +10,9 @@
 //! (the output columns), so those dimensions become the minor-most in the constant's layout
 //! (`[out, in]` weights are stored `in`-major, the `out` index contiguous) and the innermost loop
 //! loads consecutive weights instead of striding by the input width. The emitter writes the
-//! constant's bytes in that layout (`codegen/cpu.rs`, `relayout`). Parameters and outputs keep
+//! constant's bytes in that layout (`codegen/cpu.rs`, `relayout`). A dot's rhs computed in the
+//! model and read only by dots gets the same treatment (free dims minor, then contracting, then
+//! batch dims), written so by its producer. Parameters and outputs keep
 //! their row-major layout (the C API), and no layout conversion is ever needed at run time: kernels
 //! address every buffer through its layout. Runs before fusion, so fused computations see the
 //! final layouts.
@@ -60,6 +62,50 @@ impl Pass for LayoutAssignment {
             // Free dims minor-most (the last free dim fastest), then the others, last fastest.
             let mut m2m: Vec<usize> = free.iter().rev().copied().collect();
             m2m.extend((0..inst.shape.rank()).rev().filter(|d| !free.contains(d)));
+            let layout = Layout {
+                minor_to_major: m2m,
+            };
+            if layout != inst.shape.layout {
+                changes.push((w, layout));
+            }
+        }
+        // Intermediate dot operands: an rhs computed in the model (attention's keys, a matmul of
+        // two activations) read only by dots is written with the dot's free dims minor, the
+        // contracting dims next and batch dims major, so the dot kernel loads its columns as
+        // vectors; the producer (a transpose, usually fused) writes that order directly.
+        for (w, inst) in c.instructions.iter().enumerate() {
+            if matches!(inst.op, Op::Constant(_) | Op::Parameter { .. })
+                || outs[w] > 0
+                || users_of[w].is_empty()
+                || inst.shape.layout != Layout::row_major(inst.shape.rank())
+            {
+                continue;
+            }
+            let mut wanted: Option<(Vec<usize>, Vec<usize>, Vec<usize>)> = None;
+            let ok = users_of[w].iter().all(|u| {
+                let ui = c.inst(*u);
+                let Op::Dot(d) = &ui.op else { return false };
+                if ui.operands[1].index() != w || ui.operands[0].index() == w {
+                    return false;
+                }
+                let free: Vec<usize> = (0..inst.shape.rank())
+                    .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
+                    .collect();
+                let dims = (free, d.rhs_contracting.clone(), d.rhs_batch.clone());
+                match &wanted {
+                    None => {
+                        wanted = Some(dims);
+                        true
+                    }
+                    Some(f) => *f == dims,
+                }
+            });
+            let Some((free, contracting, batch)) = wanted.filter(|_| ok) else {
+                continue;
+            };
+            let mut m2m: Vec<usize> = free.iter().rev().copied().collect();
+            m2m.extend(contracting.iter().rev());
+            m2m.extend(batch.iter().rev());
             let layout = Layout {
                 minor_to_major: m2m,
             };

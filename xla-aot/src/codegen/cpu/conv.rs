@@ -30,6 +30,18 @@ use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorV
 /// latency × pipes (see `gemm.rs`' `MIN_CHAINS`).
 const DW_PIXELS: usize = 4;
 
+/// Most pixel rows in one [`ConvPath::PixelsByChannels`] tile: rows of one tile share a base
+/// address (constant offsets), so the register file, not address registers, is the limit.
+const MAX_PIXEL_ROWS: usize = 24;
+
+/// Output channels per packed panel of a [`ConvPath::PixelsByChannels`] kernel: the target's
+/// panel, or fewer whole vectors when the convolution has fewer channels (16 channels in a
+/// 32-wide panel would waste half of every FMA).
+pub fn panel_width(o: usize, t: &Tiles) -> usize {
+    let lanes = t.lanes as usize;
+    t.nr().min(o.div_ceil(lanes) * lanes)
+}
+
 /// How a convolution is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConvPath {
@@ -87,6 +99,27 @@ pub fn pack(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The output positions `[lo, hi)` along one spatial dim whose every tap is inside the input
+/// (no padding involved): tiles there need no bounds checks.
+fn interior(
+    out: usize,
+    extent: usize,
+    k: usize,
+    stride: usize,
+    dil: usize,
+    pad: usize,
+) -> (usize, usize) {
+    let lo = pad.div_ceil(stride);
+    // o·stride + (k - 1)·dil - pad <= extent - 1
+    let reach = (k - 1) * dil;
+    let hi = if extent + pad > reach {
+        ((extent - 1 + pad - reach) / stride + 1).min(out)
+    } else {
+        0
+    };
+    (lo.min(hi), hi)
 }
 
 /// Output row `(n, oh)` and the tile within it, from a row-unit index.
@@ -151,6 +184,42 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.if_else(is_full, &mut |cg| body(cg, mr), &mut |cg| body(cg, part));
             }
         }
+    }
+
+    /// Runs `body(false)` (no bounds checks) when output row `oh` and columns `[c0, c0 + width)`
+    /// are inside the interior ranges, else `body(true)`.
+    #[allow(clippy::too_many_arguments)]
+    fn interior_or_checked(
+        &self,
+        oh: IntValue<'ctx>,
+        c0: IntValue<'ctx>,
+        width: usize,
+        rows_in: (usize, usize),
+        cols_in: (usize, usize),
+        full: (usize, usize),
+        body: &dyn Fn(&Self, bool),
+    ) {
+        if rows_in == (0, full.0) && cols_in == (0, full.1) {
+            return body(self, false);
+        }
+        let cmp = |p: IntPredicate, a: IntValue<'ctx>, b: usize| {
+            self.b
+                .build_int_compare(p, a, self.i64(b as u64), "")
+                .unwrap()
+        };
+        let and = |a: IntValue<'ctx>, b: IntValue<'ctx>| self.b.build_and(a, b, "").unwrap();
+        let end = self.add(c0, self.i64(width as u64));
+        let ok = and(
+            and(
+                cmp(IntPredicate::UGE, oh, rows_in.0),
+                cmp(IntPredicate::ULT, oh, rows_in.1),
+            ),
+            and(
+                cmp(IntPredicate::UGE, c0, cols_in.0),
+                cmp(IntPredicate::ULE, end, cols_in.1),
+            ),
+        );
+        self.if_else(ok, &mut |cg| body(cg, false), &mut |cg| body(cg, true));
     }
 
     fn acc_slots(
@@ -220,13 +289,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         flops: u64,
     ) {
         let t = Tiles::for_target(self.target);
-        let nr = t.nr();
+        let nr = panel_width(ws.dims[0], &t);
+        let nv = nr / t.lanes as usize;
+        let regs = self.target.vector_registers as usize;
+        let rows_max = ((regs - nv - 1) / nv).clamp(1, MAX_PIXEL_ROWS);
         let (xst, ost) = (physical_strides(xs), physical_strides(os));
         let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
         let (o, kh, kw) = (ws.dims[0], ws.dims[2], ws.dims[3]);
         let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
         let kk = c * kh * kw;
-        let mr = gemm::balanced(ow_count, t.mr);
+        let mr = gemm::balanced(ow_count, rows_max);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         // Column chunks: one panel each (rows are many pixels, so the tile has mr·nv chains).
@@ -234,13 +306,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let chunks = o.div_ceil(nr);
         let units = n_count * oh_count * tiles_per_row;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
+        let ih_in = interior(
+            oh_count,
+            h,
+            kh,
+            win.stride[0],
+            win.dilation[0],
+            win.pad_low[0],
+        );
+        let iw_in = interior(
+            ow_count,
+            wd,
+            kw,
+            win.stride[1],
+            win.dilation[1],
+            win.pad_low[1],
+        );
         self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
             let (x, w, out) = (p[0], p[1], p[2]);
             let (lo, hi) = cg.share(ti, nt, units);
             cg.for_range(lo, hi, &mut |cg, u| {
                 let ru = cg.row_unit(u, oh_count, tiles_per_row);
                 cg.for_loop(chunks, &mut |cg, jr| {
-                    let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let ow0 = cg.mul(ru.tile, mr as u64);
                         let acc = cg.acc_slots(f, rows, cols);
                         let panel = cg.mul(jr, (kk * nr) as u64);
@@ -293,7 +381,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                                 DType::F32,
                                             )
                                             .into_float_value();
-                                        if pads {
+                                        if pads && checked {
                                             a = cg
                                                 .select(valid[i], a.into(), cg.f32c(0.0).into())
                                                 .into_float_value();
@@ -318,6 +406,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.store_lanes(out, off, val, v.store);
                             }
                         }
+                    };
+                    let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let ow0 = cg.mul(ru.tile, mr as u64);
+                        let full = (oh_count, ow_count);
+                        cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
+                            tile_body(cg, rows, cols, chk)
+                        });
                     };
                     let full = gemm::vectors(nr, t.lanes, true);
                     let part = gemm::vectors(part_cols, t.lanes, true);
@@ -373,6 +468,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let chunks_per_row = ow_count.div_ceil(cw);
         let (full_cols, part_cols) = (ow_count / cw, ow_count % cw);
         let units = n_count * oh_count * chunks_per_row;
+        let ih_in = interior(
+            oh_count,
+            h,
+            kh,
+            win.stride[0],
+            win.dilation[0],
+            win.pad_low[0],
+        );
+        let iw_in = interior(ow_count, wd, kw, 1, win.dilation[1], win.pad_low[1]);
         let mask_ty = self.ctx.bool_type().vec_type(t.lanes);
         let masked_load = inkwell::intrinsics::Intrinsic::find("llvm.masked.load")
             .expect("llvm.masked.load exists")
@@ -393,7 +497,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let ru = cg.row_unit(u, oh_count, chunks_per_row);
                 let ow0 = cg.mul(ru.tile, cw as u64);
                 cg.for_loop(row_tiles, &mut |cg, ir| {
-                    let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let oc0 = cg.mul(ir, mr as u64);
                         let acc = cg.acc_slots(f, rows, cols);
                         // Per tap and vector: the input row offset and the lanes inside the image.
@@ -453,6 +557,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let bv: Vec<VectorValue<'ctx>> = per_vec
                                     .iter()
                                     .map(|&(off, mask)| {
+                                        if !checked {
+                                            return cg.vload(x, cg.add(off, xc), t.lanes);
+                                        }
                                         // Lanes outside the image are never read (their address may be).
                                         let ptr = unsafe {
                                             cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
@@ -509,6 +616,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             }
                         }
                     };
+                    let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
+                        let full = (oh_count, ow_count);
+                        cg.interior_or_checked(
+                            ru.oh,
+                            ow0,
+                            width,
+                            ih_in,
+                            iw_in,
+                            full,
+                            &|cg, chk| tile_body(cg, rows, cols, chk),
+                        );
+                    };
                     let full = gemm::vectors(cw, t.lanes, true);
                     let part = gemm::vectors(part_cols, t.lanes, true);
                     let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
@@ -558,6 +678,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         let units = n_count * oh_count * tiles_per_row;
+        let ih_in = interior(
+            oh_count,
+            h,
+            kh,
+            win.stride[0],
+            win.dilation[0],
+            win.pad_low[0],
+        );
+        let iw_in = interior(
+            ow_count,
+            wd,
+            kw,
+            win.stride[1],
+            win.dilation[1],
+            win.pad_low[1],
+        );
         // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
         let cols = gemm::vectors(c, t.lanes, false);
         self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
@@ -565,7 +701,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let (lo, hi) = cg.share(ti, nt, units);
             cg.for_range(lo, hi, &mut |cg, u| {
                 let ru = cg.row_unit(u, oh_count, tiles_per_row);
-                let tile = |cg: &Self, rows: usize| {
+                let tile_body = |cg: &Self, rows: usize, checked: bool| {
                     let ow0 = cg.mul(ru.tile, mr as u64);
                     // Channel vectors in groups of 2 (2 × rows chains).
                     for group in cols.chunks(2) {
@@ -606,7 +742,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
                                         cg.mul(iw, xst[3]),
                                     );
-                                    cg.if_then(valid, &mut |cg| {
+                                    let mut taps = |cg: &Self| {
                                         for (j, v) in group.iter().enumerate() {
                                             let xv = cg.vload(
                                                 x,
@@ -615,7 +751,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                             );
                                             cg.fma_into(row[j], xv, wv[j]);
                                         }
-                                    });
+                                    };
+                                    if checked {
+                                        cg.if_then(valid, &mut taps);
+                                    } else {
+                                        taps(cg);
+                                    }
                                 }
                             }
                         }
@@ -636,6 +777,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             }
                         }
                     }
+                };
+                let tile = |cg: &Self, rows: usize| {
+                    let ow0 = cg.mul(ru.tile, mr as u64);
+                    let full = (oh_count, ow_count);
+                    cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
+                        tile_body(cg, rows, chk)
+                    });
                 };
                 cg.by_rows(ru.tile, full_rows, part_rows, mr, &tile);
             });
@@ -670,6 +818,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interior_ranges() {
+        // 3 taps, pad 1, stride 1 over 32: outputs 1..31 never touch the padding.
+        assert_eq!(interior(32, 32, 3, 1, 1, 1), (1, 31));
+        // Stride 2 over 64 (pad 1): o·2 - 1 >= 0 from o = 1; o·2 + 1 <= 63 up to o = 31.
+        assert_eq!(interior(32, 64, 3, 2, 1, 1), (1, 32));
+        // No padding: everything.
+        assert_eq!(interior(30, 32, 3, 1, 1, 0), (0, 30));
+        // A window wider than the padded input: nothing is interior.
+        assert_eq!(interior(1, 2, 5, 1, 1, 1), (0, 0));
+    }
 
     #[test]
     fn kernel_packing_is_tap_major_then_channel() {
