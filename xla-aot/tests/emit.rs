@@ -413,7 +413,11 @@ fn dense_weights_are_packed_so_the_dot_streams_them() {
     // Packed into GEMM panels at compile time, whatever layout assignment chose: the
     // micro-kernel loads whole vectors of weights and broadcasts activations, no gathers.
     for asm in [&with, &without] {
-        assert_eq!(gathers(asm), 0, "packed weights are read with plain vector loads");
+        assert_eq!(
+            gathers(asm),
+            0,
+            "packed weights are read with plain vector loads"
+        );
         assert!(
             asm.lines()
                 .any(|l| l.contains("vfmadd231ps") && l.contains("zmm")),

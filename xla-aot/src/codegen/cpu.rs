@@ -1458,12 +1458,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
                         }
                     });
-                    for p in 0..len % REDUCE_PARTIALS {
-                        let j = cg.i64((len / REDUCE_PARTIALS * REDUCE_PARTIALS + p) as u64);
-                        let v = at_j(cg, j);
-                        let old = cg.b.build_load(accs[p], "").unwrap().into_float_value();
-                        cg.b.build_store(accs[p], cg.combine(*kind, old, v))
-                            .unwrap();
+                    let tail = len / REDUCE_PARTIALS * REDUCE_PARTIALS;
+                    for (p, &a) in accs.iter().enumerate().take(len % REDUCE_PARTIALS) {
+                        let v = at_j(cg, cg.i64((tail + p) as u64));
+                        let old = cg.b.build_load(a, "").unwrap().into_float_value();
+                        cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
                     }
                     let mut vals: Vec<FloatValue<'ctx>> = accs
                         .iter()

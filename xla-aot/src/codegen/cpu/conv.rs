@@ -16,9 +16,10 @@
 //!   masked loads where the window hangs over the border.
 //! - [`ConvPath::Depthwise`]: `groups == C == O`, input and output channels minor. Each tap is a
 //!   vector multiply-add along channels; a tile is a few pixels × a few channel vectors.
-//! Every output element is the sum over taps and input channels in the reference's order
-//! (taps outer, channels inner for the first path; channels outer, taps inner otherwise), so
-//! results match the interpreter to rounding and do not depend on tile sizes.
+//!
+//! Every output element is one running sum over taps and input channels in a fixed order (taps
+//! outer, channels inner for the first path; channels outer, taps inner for the second), so
+//! results do not depend on tile sizes or threads, and match the interpreter to rounding.
 
 use super::gemm::{self, Tiles, VecCol};
 use super::{Cg, Kernel, physical_strides};
