@@ -1,0 +1,286 @@
+//! The register-blocked kernels (`codegen/cpu/gemm.rs`, `conv.rs`) on the shapes that stress
+//! their edges, compiled for every target this machine runs (aarch64 under qemu) and compared with
+//! the reference interpreter; then the parallel-for hook on products large enough to use it.
+//!
+//! Each case names what it covers: partial row and column tiles, several K-blocks and row
+//! blocks, matrix-vector products, batched and transposed operands of two activations, packed and
+//! unpacked weights, and the three convolution paths with padding, strides and dilations (tiles
+//! inside the image and tiles on its border).
+
+mod common;
+
+use common::{check_close, repo, run_compiled, scratch, toolchain};
+use std::fmt::Write as _;
+use xla_aot::driver::random_input;
+use xla_aot::emit::{CompileOptions, compile_model};
+use xla_aot::interp::evaluate;
+use xla_aot::ir::Module;
+use xla_aot::target::{Arch, Target};
+use xla_aot::util::rng::SplitMix64;
+
+/// A spec under construction: inputs, weights (written as `.npy` files of a params directory),
+/// ops, outputs.
+struct Spec {
+    name: String,
+    rng: SplitMix64,
+    inputs: String,
+    weights: Vec<(String, xla_aot::ir::Literal)>,
+    ops: String,
+    outputs: Vec<String>,
+}
+
+impl Spec {
+    fn new(name: &str, seed: u64) -> Spec {
+        Spec {
+            name: name.into(),
+            rng: SplitMix64(seed),
+            inputs: String::new(),
+            weights: Vec::new(),
+            ops: String::new(),
+            outputs: Vec::new(),
+        }
+    }
+    fn input(&mut self, name: &str, shape: &[usize]) -> &mut Self {
+        let _ = writeln!(
+            self.inputs,
+            "  - {{name: {name}, dtype: f32, shape: {shape:?}}}"
+        );
+        self
+    }
+    fn weight(&mut self, name: &str, shape: &[usize]) -> &mut Self {
+        let n: usize = shape.iter().product();
+        let scale = 1.0 / (shape.iter().skip(1).product::<usize>().max(1) as f64).sqrt();
+        let data: Vec<u8> = (0..n)
+            .flat_map(|_| ((self.rng.normal() * scale) as f32).to_le_bytes())
+            .collect();
+        let lit = xla_aot::ir::Literal {
+            dtype: xla_aot::ir::DType::F32,
+            dims: shape.to_vec(),
+            data: xla_aot::ir::LiteralData::Dense(data),
+        };
+        self.weights.push((name.into(), lit));
+        self
+    }
+    fn op(&mut self, text: &str) -> &mut Self {
+        let _ = writeln!(self.ops, "  - {text}");
+        self
+    }
+    fn output(&mut self, name: &str) -> &mut Self {
+        self.outputs.push(name.into());
+        self
+    }
+    fn module(&self) -> Module {
+        let dir = std::env::temp_dir().join(format!("xla-aot-kernels-{}", self.name));
+        let params = dir.join("params");
+        std::fs::create_dir_all(&params).unwrap();
+        for (name, lit) in &self.weights {
+            let bytes = xla_aot::util::npy::write_npy(lit);
+            std::fs::write(params.join(format!("{name}.npy")), bytes).unwrap();
+        }
+        let text = format!(
+            "name: {}\ninputs:\n{}outputs: [{}]\nparams: params\nops:\n{}",
+            self.name,
+            self.inputs,
+            self.outputs.join(", "),
+            self.ops
+        );
+        let path = dir.join("model.yaml");
+        std::fs::write(&path, &text).unwrap();
+        let m = xla_aot::spec::load_spec(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{text}", self.name))
+            .module;
+        let _ = std::fs::remove_dir_all(&dir);
+        m
+    }
+}
+
+fn targets() -> Vec<Target> {
+    ["x86_64-avx2", "x86_64-avx512", "aarch64-neon"]
+        .iter()
+        .map(|n| Target::resolve(n).unwrap())
+        .filter(|t| t.arch == Arch::Aarch64 || t.runs_here())
+        .collect()
+}
+
+fn inputs(m: &Module, seed: u64) -> Vec<xla_aot::ir::Literal> {
+    m.entry
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let s = &m.entry.inst(p).shape;
+            random_input(s.dtype, &s.dims, seed + i as u64)
+        })
+        .collect()
+}
+
+fn check_everywhere(m: &Module) {
+    let ins = inputs(m, 7);
+    let expected = evaluate(m, &ins).unwrap();
+    for t in targets() {
+        let actual = run_compiled(m, &t, &ins, &format!("kernels-{}-{}", m.name, t.name));
+        for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+            if let Err(msg) = check_close(a, e) {
+                panic!("{} output {i} on {}: {msg}", m.name, t.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn matrix_products_match_the_interpreter_on_every_target() {
+    // M = 1 (matrix-vector: several panels per tile), N not a multiple of any panel width.
+    let mut s = Spec::new("gemv", 1);
+    s.input("x", &[1, 300])
+        .weight("w", &[130, 300])
+        .weight("b", &[130])
+        .op("{name: y, op: dense, inputs: [x, w, b]}")
+        .output("y");
+    check_everywhere(&s.module());
+    // Partial row and column tiles, two K-blocks (K > 256), an output fusion epilogue.
+    let mut s = Spec::new("gemm_edges", 2);
+    s.input("x", &[37, 300])
+        .weight("w", &[70, 300])
+        .op("{name: d, op: dense, inputs: [x, w]}")
+        .op("{name: y, op: relu, inputs: [d]}")
+        .output("y");
+    check_everywhere(&s.module());
+    // Several row blocks (M = 600), a 3-D input whose leading dims collapse into M.
+    let mut s = Spec::new("gemm_rows", 3);
+    s.input("x", &[2, 300, 20])
+        .weight("w", &[40, 20])
+        .op("{name: y, op: dense, inputs: [x, w]}")
+        .output("y");
+    check_everywhere(&s.module());
+    // Two activations: batched, and with the rhs transposed (laid out free-dims-minor).
+    let mut s = Spec::new("bmm", 4);
+    s.input("a", &[3, 29, 40])
+        .input("b", &[3, 40, 33])
+        .input("c", &[2, 19, 24])
+        .input("d", &[2, 17, 24])
+        .op("{name: ab, op: matmul, inputs: [a, b]}")
+        .op("{name: dct, op: matmul, inputs: [d, c], transpose_b: true}")
+        .output("ab")
+        .output("dct");
+    check_everywhere(&s.module());
+}
+
+#[test]
+fn convolutions_match_the_interpreter_on_every_target() {
+    // Pixels × channels: NCHW model input, NHWC internal result (stride 2, asymmetric padding),
+    // then channels × pixels into the NCHW output (dilation 2, width 37: partial chunks, masks).
+    let mut s = Spec::new("conv_paths", 5);
+    s.input("x", &[1, 5, 23, 37])
+        .weight("w1", &[12, 5, 3, 3])
+        .weight("w2", &[7, 12, 3, 3])
+        .op("{name: c1, op: conv2d, inputs: [x, w1], strides: [1, 1], padding: [1, 1, 1, 1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: c2, op: conv2d, inputs: [r1, w2], strides: [1, 1], padding: [2, 1, 0, 2], dilations: [1, 2]}")
+        .output("c2");
+    check_everywhere(&s.module());
+    // Strided NHWC chain with 40 output channels (a full and a partial panel), then depthwise
+    // (stride 2, padding) and a 1x1 convolution, as in a MobileNet block.
+    let mut s = Spec::new("conv_block", 6);
+    s.input("x", &[2, 3, 30, 27])
+        .weight("w1", &[40, 3, 3, 3])
+        .weight("dw", &[40, 1, 3, 3])
+        .weight("pw", &[24, 40, 1, 1])
+        .op("{name: c1, op: conv2d, inputs: [x, w1], strides: [2, 2], padding: [1, 0, 1, 1]}")
+        .op("{name: r1, op: relu6, inputs: [c1]}")
+        .op("{name: d, op: conv2d, inputs: [r1, dw], strides: [2, 2], padding: [1, 1, 1, 1], groups: 40}")
+        .op("{name: r2, op: relu6, inputs: [d]}")
+        .op("{name: p, op: conv2d, inputs: [r2, pw]}")
+        .op("{name: r3, op: relu, inputs: [p]}")
+        .op("{name: y, op: global_avg_pool, inputs: [r3]}")
+        .output("y")
+        .output("r3");
+    check_everywhere(&s.module());
+}
+
+/// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
+fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
+    let dir = scratch(&format!("parallel-{}-{}", m.name, t.name));
+    let art = compile_model(m, t, &CompileOptions::default()).unwrap();
+    let lib = dir.join(format!("lib{}.a", art.name));
+    std::fs::write(&lib, &art.archive).unwrap();
+    let (cc, runner) = toolchain(t);
+    let exe = dir.join("parallel");
+    let out = std::process::Command::new(&cc)
+        .args(["-O1", "-std=c11", "-Wall", "-Werror", "-D_GNU_SOURCE"])
+        .arg(format!("-DMODEL={}", art.name))
+        .arg(repo().join("xla-aot/tests/harness/parallel.c"))
+        .arg(&lib)
+        .args(["-lpthread", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ins = inputs(m, 11);
+    let mut args = vec![
+        threads.to_string(),
+        art.plan.arena_size.to_string(),
+        ins.len().to_string(),
+        m.entry.outputs.len().to_string(),
+    ];
+    for (i, lit) in ins.iter().enumerate() {
+        let p = dir.join(format!("in{i}.bin"));
+        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
+        args.push(p.display().to_string());
+        args.push(lit.bytes().unwrap().len().to_string());
+    }
+    for (i, o) in m.entry.outputs.iter().enumerate() {
+        args.push(dir.join(format!("out{i}.bin")).display().to_string());
+        args.push(m.entry.inst(o.value).shape.size_bytes().to_string());
+    }
+    let mut cmd = if runner.is_empty() {
+        std::process::Command::new(&exe)
+    } else {
+        let mut c = std::process::Command::new(&runner[0]);
+        c.args(&runner[1..]).arg(&exe);
+        c
+    };
+    let r = cmd.args(&args).output().unwrap();
+    assert!(
+        r.status.success(),
+        "{} on {}: {}",
+        m.name,
+        t.name,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let text = String::from_utf8_lossy(&r.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    text.trim()
+        .strip_prefix("hook calls: ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected harness output {text}"))
+}
+
+#[test]
+fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
+    // A 160³ product (8 MFLOP), a 3x3 convolution of 32 channels on 40x40 (15 MFLOP) and its
+    // depthwise sibling: each large enough to be split; the small dense layer after them is not.
+    let mut s = Spec::new("threads", 9);
+    s.input("a", &[160, 160])
+        .weight("w", &[160, 160])
+        .input("x", &[1, 16, 40, 40])
+        .weight("k", &[32, 16, 3, 3])
+        .weight("dw", &[32, 1, 3, 3])
+        .weight("k2", &[8, 32, 1, 1])
+        .op("{name: y, op: matmul, inputs: [a, w]}")
+        .op("{name: c, op: conv2d, inputs: [x, k], padding: [1, 1, 1, 1]}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: d, op: conv2d, inputs: [r, dw], padding: [1, 1, 1, 1], groups: 32}")
+        .op("{name: e, op: conv2d, inputs: [d, k2]}")
+        .output("y")
+        .output("e");
+    let m = s.module();
+    for t in targets() {
+        let calls = hook_calls(&m, &t, 3);
+        // The product and the convolution (and the depthwise one, 0.9 MFLOP, stays whole).
+        assert!(calls >= 2, "{}: {calls} hook calls", t.name);
+    }
+}
