@@ -286,6 +286,8 @@ struct Kernel<'ctx> {
     f: FunctionValue<'ctx>,
     out: PointerValue<'ctx>,
     args: Vec<PointerValue<'ctx>>,
+    /// Whether each buffer (the output first, then the arguments) is `noalias`.
+    noalias: Vec<bool>,
 }
 
 fn sanitize(s: &str) -> String {
@@ -1192,6 +1194,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // Kernels stay functions after O3: a kernel boundary shows up in profiles and dumps, and
         // a call per kernel per run costs nothing next to its loops.
         f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
+        let mut noalias = Vec::with_capacity(tys.len());
         let any_shared = shared.iter().any(|&s| s);
         for p in 0..tys.len() as u32 {
             let is_shared = if p == 0 {
@@ -1202,6 +1205,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             if !is_shared {
                 f.add_attribute(AttributeLoc::Param(p), self.attr("noalias"));
             }
+            noalias.push(!is_shared);
             f.add_attribute(AttributeLoc::Param(p), self.attr("nocapture"));
             if p > 0 && !is_shared {
                 f.add_attribute(AttributeLoc::Param(p), self.attr("readonly"));
@@ -1215,6 +1219,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             args: (1..tys.len() as u32)
                 .map(|p| f.get_nth_param(p).unwrap().into_pointer_value())
                 .collect(),
+            noalias,
         }
     }
 
@@ -1610,14 +1615,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     self.packed_rhs.get(),
                 )
                 .unwrap();
+                let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
                 self.conv_fast(
                     k,
                     path,
                     window,
                     (opnd(0), opnd(1), shape),
-                    bufs[0],
-                    bufs[1],
-                    k.out,
+                    (index(bufs[0]), index(bufs[1])),
                 );
             }
             Op::Convolution {

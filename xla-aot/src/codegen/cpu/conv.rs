@@ -251,7 +251,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_store(acc, new).unwrap();
     }
 
-    /// The convolution of kernel `k` along `path` (`x`, `w` its operand buffers, `out` its result).
+    /// The convolution of kernel `k` along `path`: input `k.args[xi]`, kernel `k.args[wi]`,
+    /// result `k.out`. (An output fusion's epilogue then sweeps the result once: applying it per
+    /// finished block was measured slower, the block's stores still in flight when re-read.)
     #[allow(clippy::too_many_arguments)]
     pub(super) fn conv_fast(
         &self,
@@ -259,9 +261,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         path: ConvPath,
         window: &Window,
         shapes: (&Shape, &Shape, &Shape),
-        x: PointerValue<'ctx>,
-        w: PointerValue<'ctx>,
-        out: PointerValue<'ctx>,
+        operands: (usize, usize),
     ) {
         let flops = {
             let (_, ws, os) = shapes;
@@ -269,12 +269,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         match path {
             ConvPath::PixelsByChannels => {
-                self.conv_pixels_by_channels(k, window, shapes, x, w, out, flops)
+                self.conv_pixels_by_channels(k, window, shapes, operands, flops)
             }
             ConvPath::ChannelsByPixels => {
-                self.conv_channels_by_pixels(k, window, shapes, x, w, out, flops)
+                self.conv_channels_by_pixels(k, window, shapes, operands, flops)
             }
-            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, x, w, out, flops),
+            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, operands, flops),
         }
     }
 
@@ -284,9 +284,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         k: &Kernel<'ctx>,
         win: &Window,
         (xs, ws, os): (&Shape, &Shape, &Shape),
-        x: PointerValue<'ctx>,
-        w: PointerValue<'ctx>,
-        out: PointerValue<'ctx>,
+        (xi, wi): (usize, usize),
         flops: u64,
     ) {
         let t = Tiles::for_target(self.target);
@@ -323,119 +321,147 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             win.dilation[1],
             win.pad_low[1],
         );
-        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
-            let (x, w, out) = (p[0], p[1], p[2]);
+        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
+            .chain(k.args.iter().copied())
+            .collect();
+        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
+            let tk = Kernel {
+                f,
+                out: p[0],
+                args: p[1..].to_vec(),
+                noalias: k.noalias.clone(),
+            };
+            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
             let (lo, hi) = cg.share(ti, nt, units);
             cg.for_range(lo, hi, &mut |cg, u| {
                 let ru = cg.row_unit(u, oh_count, tiles_per_row);
-                cg.for_loop(chunks, &mut |cg, jr| {
-                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                        let ow0 = cg.mul(ru.tile, mr as u64);
-                        let acc = cg.acc_slots(f, rows, cols);
-                        let panel = cg.mul(jr, (kk * nr) as u64);
-                        for y in 0..kh {
-                            for xw in 0..kw {
-                                let tap = y * kw + xw;
-                                let (row_ok, ih) = cg.in_pos(
-                                    ru.oh,
-                                    y,
-                                    win.stride[0],
-                                    win.dilation[0],
-                                    win.pad_low[0],
-                                    h,
-                                );
-                                let mut valid = Vec::with_capacity(rows);
-                                let mut base = Vec::with_capacity(rows);
-                                for i in 0..rows {
-                                    let owi = cg.add(ow0, cg.i64(i as u64));
-                                    let (ok, iw) = cg.in_pos(
-                                        owi,
-                                        xw,
-                                        win.stride[1],
-                                        win.dilation[1],
-                                        win.pad_low[1],
-                                        wd,
+                let per_rows = |cg: &Self, rows: usize| {
+                    cg.for_loop(chunks, &mut |cg, jr| {
+                        let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
+                            let ow0 = cg.mul(ru.tile, mr as u64);
+                            let acc = cg.acc_slots(f, rows, cols);
+                            let panel = cg.mul(jr, (kk * nr) as u64);
+                            for y in 0..kh {
+                                for xw in 0..kw {
+                                    let tap = y * kw + xw;
+                                    let (row_ok, ih) = cg.in_pos(
+                                        ru.oh,
+                                        y,
+                                        win.stride[0],
+                                        win.dilation[0],
+                                        win.pad_low[0],
+                                        h,
                                     );
-                                    valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
-                                    let b = cg.add(
-                                        cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                        cg.mul(iw, xst[3]),
-                                    );
-                                    base.push(b);
-                                }
-                                cg.for_loop(c, &mut |cg, ci| {
-                                    let krow = cg.add(
-                                        panel,
-                                        cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
-                                    );
-                                    let bv: Vec<VectorValue<'ctx>> = cols
-                                        .iter()
-                                        .map(|v| {
-                                            cg.vload(w, cg.add(krow, cg.i64(v.col as u64)), v.lanes)
-                                        })
-                                        .collect();
+                                    let mut valid = Vec::with_capacity(rows);
+                                    let mut base = Vec::with_capacity(rows);
                                     for i in 0..rows {
-                                        let mut a = cg
-                                            .load(
-                                                x,
-                                                cg.add(base[i], cg.mul(ci, xst[1])),
-                                                DType::F32,
-                                            )
-                                            .into_float_value();
-                                        if pads && checked {
-                                            a = cg
-                                                .select(valid[i], a.into(), cg.f32c(0.0).into())
-                                                .into_float_value();
-                                        }
-                                        for (j, v) in cols.iter().enumerate() {
-                                            cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
-                                        }
+                                        let owi = cg.add(ow0, cg.i64(i as u64));
+                                        let (ok, iw) = cg.in_pos(
+                                            owi,
+                                            xw,
+                                            win.stride[1],
+                                            win.dilation[1],
+                                            win.pad_low[1],
+                                            wd,
+                                        );
+                                        valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
+                                        let b = cg.add(
+                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                            cg.mul(iw, xst[3]),
+                                        );
+                                        base.push(b);
                                     }
-                                });
+                                    cg.for_loop(c, &mut |cg, ci| {
+                                        let krow = cg.add(
+                                            panel,
+                                            cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
+                                        );
+                                        let bv: Vec<VectorValue<'ctx>> = cols
+                                            .iter()
+                                            .map(|v| {
+                                                cg.vload(
+                                                    w,
+                                                    cg.add(krow, cg.i64(v.col as u64)),
+                                                    v.lanes,
+                                                )
+                                            })
+                                            .collect();
+                                        for i in 0..rows {
+                                            let mut a = cg
+                                                .load(
+                                                    x,
+                                                    cg.add(base[i], cg.mul(ci, xst[1])),
+                                                    DType::F32,
+                                                )
+                                                .into_float_value();
+                                            if pads && checked {
+                                                a = cg
+                                                    .select(valid[i], a.into(), cg.f32c(0.0).into())
+                                                    .into_float_value();
+                                            }
+                                            for (j, v) in cols.iter().enumerate() {
+                                                cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
+                                            }
+                                        }
+                                    });
+                                }
                             }
-                        }
-                        for (i, row) in acc.iter().enumerate() {
-                            let owi = cg.add(ow0, cg.i64(i as u64));
-                            let pix = cg.add(
-                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
-                                cg.mul(owi, ost[3]),
+                            for (i, row) in acc.iter().enumerate() {
+                                let owi = cg.add(ow0, cg.i64(i as u64));
+                                let pix = cg.add(
+                                    cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                    cg.mul(owi, ost[3]),
+                                );
+                                for (v, slot) in cols.iter().zip(row) {
+                                    let off = cg.add(
+                                        pix,
+                                        cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64)),
+                                    );
+                                    let val =
+                                        cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                    cg.store_lanes(out, off, val, v.store);
+                                }
+                            }
+                        };
+                        let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                            let ow0 = cg.mul(ru.tile, mr as u64);
+                            let full = (oh_count, ow_count);
+                            cg.interior_or_checked(
+                                ru.oh,
+                                ow0,
+                                rows,
+                                ih_in,
+                                iw_in,
+                                full,
+                                &|cg, chk| tile_body(cg, rows, cols, chk),
                             );
-                            for (v, slot) in cols.iter().zip(row) {
-                                let off = cg
-                                    .add(pix, cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64)));
-                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                                cg.store_lanes(out, off, val, v.store);
+                        };
+                        let full = gemm::vectors(nr, t.lanes, true);
+                        let part = gemm::vectors(part_cols, t.lanes, true);
+                        let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0)
+                        {
+                            (true, false) => tile_cols(cg, rows, &full),
+                            (false, true) => tile_cols(cg, rows, &part),
+                            _ => {
+                                let is_full =
+                                    cg.b.build_int_compare(
+                                        IntPredicate::ULT,
+                                        jr,
+                                        cg.i64(full_cols as u64),
+                                        "",
+                                    )
+                                    .unwrap();
+                                cg.if_else(
+                                    is_full,
+                                    &mut |cg| tile_cols(cg, rows, &full),
+                                    &mut |cg| tile_cols(cg, rows, &part),
+                                );
                             }
-                        }
-                    };
-                    let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
-                        let ow0 = cg.mul(ru.tile, mr as u64);
-                        let full = (oh_count, ow_count);
-                        cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
-                            tile_body(cg, rows, cols, chk)
-                        });
-                    };
-                    let full = gemm::vectors(nr, t.lanes, true);
-                    let part = gemm::vectors(part_cols, t.lanes, true);
-                    let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
-                        (true, false) => tile_cols(cg, rows, &full),
-                        (false, true) => tile_cols(cg, rows, &part),
-                        _ => {
-                            let is_full =
-                                cg.b.build_int_compare(
-                                    IntPredicate::ULT,
-                                    jr,
-                                    cg.i64(full_cols as u64),
-                                    "",
-                                )
-                                .unwrap();
-                            cg.if_else(is_full, &mut |cg| tile_cols(cg, rows, &full), &mut |cg| {
-                                tile_cols(cg, rows, &part)
-                            });
-                        }
-                    };
-                    cg.by_rows(ru.tile, full_rows, part_rows, mr, &by_cols);
-                });
+                        };
+                        by_cols(cg, rows);
+                    });
+                };
+                cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
             });
         });
     }
@@ -446,9 +472,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         k: &Kernel<'ctx>,
         win: &Window,
         (xs, ws, os): (&Shape, &Shape, &Shape),
-        x: PointerValue<'ctx>,
-        w: PointerValue<'ctx>,
-        out: PointerValue<'ctx>,
+        (xi, wi): (usize, usize),
         flops: u64,
     ) {
         let t = Tiles::for_target(self.target);
@@ -491,166 +515,184 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 ],
             )
             .expect("masked load declaration");
-        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
-            let (x, w, out) = (p[0], p[1], p[2]);
+        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
+            .chain(k.args.iter().copied())
+            .collect();
+        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
+            let tk = Kernel {
+                f,
+                out: p[0],
+                args: p[1..].to_vec(),
+                noalias: k.noalias.clone(),
+            };
+            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
             let (lo, hi) = cg.share(ti, nt, units);
             cg.for_range(lo, hi, &mut |cg, u| {
                 let ru = cg.row_unit(u, oh_count, chunks_per_row);
                 let ow0 = cg.mul(ru.tile, cw as u64);
-                cg.for_loop(row_tiles, &mut |cg, ir| {
-                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                        let oc0 = cg.mul(ir, mr as u64);
-                        let acc = cg.acc_slots(f, rows, cols);
-                        // Per tap and vector: the input row offset and the lanes inside the image.
-                        let mut taps = Vec::new();
-                        for y in 0..kh {
-                            let (row_ok, ih) = cg.in_pos(
-                                ru.oh,
-                                y,
-                                win.stride[0],
-                                win.dilation[0],
-                                win.pad_low[0],
-                                h,
-                            );
-                            for xw in 0..kw {
-                                let per_vec: Vec<(IntValue<'ctx>, VectorValue<'ctx>)> = cols
-                                    .iter()
-                                    .map(|v| {
-                                        // iw of lane 0: ow0 + col + xw·dil - pad (stride 1).
-                                        let iw0 =
-                                            cg.b.build_int_sub(
-                                                cg.add(
-                                                    ow0,
-                                                    cg.i64((v.col + xw * win.dilation[1]) as u64),
-                                                ),
-                                                cg.i64(win.pad_low[1] as u64),
-                                                "",
-                                            )
-                                            .unwrap();
-                                        let mut mask = mask_ty.const_zero();
-                                        for l in 0..v.lanes {
-                                            let iw = cg.add(iw0, cg.i64(l as u64));
-                                            let ok =
-                                                cg.b.build_and(row_ok, cg.in_range(iw, wd), "")
-                                                    .unwrap();
-                                            mask =
-                                                cg.b.build_insert_element(
-                                                    mask,
-                                                    ok,
-                                                    cg.ctx.i32_type().const_int(l as u64, false),
+                let per_cols = |cg: &Self, cols: &[VecCol]| {
+                    cg.for_loop(row_tiles, &mut |cg, ir| {
+                        let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
+                            let oc0 = cg.mul(ir, mr as u64);
+                            let acc = cg.acc_slots(f, rows, cols);
+                            // Per tap and vector: the input row offset and the lanes inside the image.
+                            let mut taps = Vec::new();
+                            for y in 0..kh {
+                                let (row_ok, ih) = cg.in_pos(
+                                    ru.oh,
+                                    y,
+                                    win.stride[0],
+                                    win.dilation[0],
+                                    win.pad_low[0],
+                                    h,
+                                );
+                                for xw in 0..kw {
+                                    let per_vec: Vec<(IntValue<'ctx>, VectorValue<'ctx>)> = cols
+                                        .iter()
+                                        .map(|v| {
+                                            // iw of lane 0: ow0 + col + xw·dil - pad (stride 1).
+                                            let iw0 =
+                                                cg.b.build_int_sub(
+                                                    cg.add(
+                                                        ow0,
+                                                        cg.i64(
+                                                            (v.col + xw * win.dilation[1]) as u64,
+                                                        ),
+                                                    ),
+                                                    cg.i64(win.pad_low[1] as u64),
                                                     "",
                                                 )
                                                 .unwrap();
-                                        }
-                                        let off = cg.add(
-                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                            iw0,
-                                        );
-                                        (off, mask)
-                                    })
-                                    .collect();
-                                taps.push((y, xw, per_vec));
-                            }
-                        }
-                        cg.for_loop(c, &mut |cg, ci| {
-                            let xc = cg.mul(ci, xst[1]);
-                            for (y, xw, per_vec) in &taps {
-                                let bv: Vec<VectorValue<'ctx>> = per_vec
-                                    .iter()
-                                    .map(|&(off, mask)| {
-                                        if !checked {
-                                            return cg.vload(x, cg.add(off, xc), t.lanes);
-                                        }
-                                        // Lanes outside the image are never read (their address may be).
-                                        let ptr = unsafe {
-                                            cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
-                                        };
-                                        let vp =
-                                            cg.b.build_pointer_cast(
-                                                ptr,
-                                                cg.vec_ty(t.lanes)
-                                                    .ptr_type(inkwell::AddressSpace::default()),
-                                                "",
-                                            )
-                                            .unwrap();
-                                        cg.call(
-                                            masked_load,
-                                            &[
-                                                vp.into(),
-                                                cg.ctx.i32_type().const_int(4, false).into(),
-                                                mask.into(),
-                                                cg.vec_ty(t.lanes).const_zero().into(),
-                                            ],
-                                        )
-                                        .into_vector_value()
-                                    })
-                                    .collect();
-                                let wt = cg.add(
-                                    cg.mul(ci, wst[1]),
-                                    cg.i64((y * wst[2] as usize + xw * wst[3] as usize) as u64),
-                                );
-                                for (i, row) in acc.iter().enumerate() {
-                                    let oc = cg.add(oc0, cg.i64(i as u64));
-                                    let a: FloatValue<'ctx> = cg
-                                        .load(w, cg.add(cg.mul(oc, wst[0]), wt), DType::F32)
-                                        .into_float_value();
-                                    for (j, v) in cols.iter().enumerate() {
-                                        cg.fma_into(row[j], cg.splat(a, v.lanes), bv[j]);
-                                    }
+                                            let mut mask = mask_ty.const_zero();
+                                            for l in 0..v.lanes {
+                                                let iw = cg.add(iw0, cg.i64(l as u64));
+                                                let ok =
+                                                    cg.b.build_and(row_ok, cg.in_range(iw, wd), "")
+                                                        .unwrap();
+                                                mask =
+                                                    cg.b.build_insert_element(
+                                                        mask,
+                                                        ok,
+                                                        cg.ctx
+                                                            .i32_type()
+                                                            .const_int(l as u64, false),
+                                                        "",
+                                                    )
+                                                    .unwrap();
+                                            }
+                                            let off = cg.add(
+                                                cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                                iw0,
+                                            );
+                                            (off, mask)
+                                        })
+                                        .collect();
+                                    taps.push((y, xw, per_vec));
                                 }
                             }
-                        });
-                        for (i, row) in acc.iter().enumerate() {
-                            let oc = cg.add(oc0, cg.i64(i as u64));
-                            let base = cg.add(
-                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
-                                cg.add(cg.mul(ru.oh, ost[2]), ow0),
-                            );
-                            for (v, slot) in cols.iter().zip(row) {
-                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                                cg.store_lanes(
-                                    out,
-                                    cg.add(base, cg.i64(v.col as u64)),
-                                    val,
-                                    v.store,
-                                );
-                            }
-                        }
-                    };
-                    let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
-                        let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
-                        let full = (oh_count, ow_count);
-                        cg.interior_or_checked(
-                            ru.oh,
-                            ow0,
-                            width,
-                            ih_in,
-                            iw_in,
-                            full,
-                            &|cg, chk| tile_body(cg, rows, cols, chk),
-                        );
-                    };
-                    let full = gemm::vectors(cw, t.lanes, true);
-                    let part = gemm::vectors(part_cols, t.lanes, true);
-                    let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
-                        (true, false) => tile(cg, rows, &full),
-                        (false, true) => tile(cg, rows, &part),
-                        _ => {
-                            let is_full =
-                                cg.b.build_int_compare(
-                                    IntPredicate::ULT,
-                                    ru.tile,
-                                    cg.i64(full_cols as u64),
-                                    "",
-                                )
-                                .unwrap();
-                            cg.if_else(is_full, &mut |cg| tile(cg, rows, &full), &mut |cg| {
-                                tile(cg, rows, &part)
+                            cg.for_loop(c, &mut |cg, ci| {
+                                let xc = cg.mul(ci, xst[1]);
+                                for (y, xw, per_vec) in &taps {
+                                    let bv: Vec<VectorValue<'ctx>> = per_vec
+                                        .iter()
+                                        .map(|&(off, mask)| {
+                                            if !checked {
+                                                return cg.vload(x, cg.add(off, xc), t.lanes);
+                                            }
+                                            // Lanes outside the image are never read (their address may be).
+                                            let ptr = unsafe {
+                                                cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
+                                            };
+                                            let vp =
+                                                cg.b.build_pointer_cast(
+                                                    ptr,
+                                                    cg.vec_ty(t.lanes)
+                                                        .ptr_type(inkwell::AddressSpace::default()),
+                                                    "",
+                                                )
+                                                .unwrap();
+                                            cg.call(
+                                                masked_load,
+                                                &[
+                                                    vp.into(),
+                                                    cg.ctx.i32_type().const_int(4, false).into(),
+                                                    mask.into(),
+                                                    cg.vec_ty(t.lanes).const_zero().into(),
+                                                ],
+                                            )
+                                            .into_vector_value()
+                                        })
+                                        .collect();
+                                    let wt = cg.add(
+                                        cg.mul(ci, wst[1]),
+                                        cg.i64((y * wst[2] as usize + xw * wst[3] as usize) as u64),
+                                    );
+                                    for (i, row) in acc.iter().enumerate() {
+                                        let oc = cg.add(oc0, cg.i64(i as u64));
+                                        let a: FloatValue<'ctx> = cg
+                                            .load(w, cg.add(cg.mul(oc, wst[0]), wt), DType::F32)
+                                            .into_float_value();
+                                        for (j, v) in cols.iter().enumerate() {
+                                            cg.fma_into(row[j], cg.splat(a, v.lanes), bv[j]);
+                                        }
+                                    }
+                                }
                             });
-                        }
-                    };
-                    cg.by_rows(ir, full_rows, part_rows, mr, &by_cols);
-                });
+                            for (i, row) in acc.iter().enumerate() {
+                                let oc = cg.add(oc0, cg.i64(i as u64));
+                                let base = cg.add(
+                                    cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
+                                    cg.add(cg.mul(ru.oh, ost[2]), ow0),
+                                );
+                                for (v, slot) in cols.iter().zip(row) {
+                                    let val =
+                                        cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                    cg.store_lanes(
+                                        out,
+                                        cg.add(base, cg.i64(v.col as u64)),
+                                        val,
+                                        v.store,
+                                    );
+                                }
+                            }
+                        };
+                        let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                            let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
+                            let full = (oh_count, ow_count);
+                            cg.interior_or_checked(
+                                ru.oh,
+                                ow0,
+                                width,
+                                ih_in,
+                                iw_in,
+                                full,
+                                &|cg, chk| tile_body(cg, rows, cols, chk),
+                            );
+                        };
+                        cg.by_rows(ir, full_rows, part_rows, mr, &|cg, rows| {
+                            tile(cg, rows, cols)
+                        });
+                    });
+                };
+                let full = gemm::vectors(cw, t.lanes, true);
+                let part = gemm::vectors(part_cols, t.lanes, true);
+                match (full_cols > 0, part_cols > 0) {
+                    (true, false) => per_cols(cg, &full),
+                    (false, true) => per_cols(cg, &part),
+                    _ => {
+                        let is_full =
+                            cg.b.build_int_compare(
+                                IntPredicate::ULT,
+                                ru.tile,
+                                cg.i64(full_cols as u64),
+                                "",
+                            )
+                            .unwrap();
+                        cg.if_else(is_full, &mut |cg| per_cols(cg, &full), &mut |cg| {
+                            per_cols(cg, &part)
+                        });
+                    }
+                }
             });
         });
     }
@@ -661,9 +703,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         k: &Kernel<'ctx>,
         win: &Window,
         (xs, ws, os): (&Shape, &Shape, &Shape),
-        x: PointerValue<'ctx>,
-        w: PointerValue<'ctx>,
-        out: PointerValue<'ctx>,
+        (xi, wi): (usize, usize),
         flops: u64,
     ) {
         let t = Tiles::for_target(self.target);
@@ -697,8 +737,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         );
         // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
         let cols = gemm::vectors(c, t.lanes, false);
-        self.run_tasks(k, &[x, w, out], units, flops, &|cg, f, p, ti, nt| {
-            let (x, w, out) = (p[0], p[1], p[2]);
+        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
+            .chain(k.args.iter().copied())
+            .collect();
+        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
+            let tk = Kernel {
+                f,
+                out: p[0],
+                args: p[1..].to_vec(),
+                noalias: k.noalias.clone(),
+            };
+            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
             let (lo, hi) = cg.share(ti, nt, units);
             cg.for_range(lo, hi, &mut |cg, u| {
                 let ru = cg.row_unit(u, oh_count, tiles_per_row);

@@ -440,9 +440,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         } else {
             plan.row_tiles()
         };
-        self.run_tasks(k, &[a, b, c], units, g.flops(), &|cg, f, p, ti, nt| {
-            cg.gemm_task(f, g, &plan, p[0], p[1], p[2], ti, nt);
-        });
+        self.run_tasks(
+            k,
+            &[a, b, c],
+            &[true; 3],
+            units,
+            g.flops(),
+            &|cg, f, p, ti, nt| {
+                cg.gemm_task(f, g, &plan, p[0], p[1], p[2], ti, nt);
+            },
+        );
     }
 
     /// The body of task `ti` of `nt`.

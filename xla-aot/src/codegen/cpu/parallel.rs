@@ -11,9 +11,9 @@
 //! allocates and never fails.
 
 use super::{Cg, Kernel};
-use crate::ir::DType;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
+use inkwell::attributes::AttributeLoc;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, StructType};
 use inkwell::values::{FunctionValue, GlobalValue, IntValue, PointerValue};
@@ -22,7 +22,7 @@ use inkwell::values::{FunctionValue, GlobalValue, IntValue, PointerValue};
 /// through a thread pool costs a few microseconds, the time of about this many flops on one core.
 const PARALLEL_MIN_FLOPS: u64 = 1 << 20;
 
-/// The body of one task: `(cg, task function, buffers as f32 pointers, task index, task count)`.
+/// The body of one task: `(cg, task function, the buffers, task index, task count)`.
 pub(super) type TaskBody<'b, 'a, 'ctx> = dyn Fn(&Cg<'a, 'ctx>, FunctionValue<'ctx>, &[PointerValue<'ctx>], IntValue<'ctx>, IntValue<'ctx>)
     + 'b;
 
@@ -34,14 +34,63 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         &self,
         k: &Kernel<'ctx>,
         bufs: &[PointerValue<'ctx>],
+        noalias: &[bool],
         units: usize,
         flops: u64,
         body: &TaskBody<'_, 'a, 'ctx>,
     ) {
-        let fp = self.ptr_type(DType::F32);
+        let i64t = self.ctx.i64_type();
+        let kname = k.f.get_name().to_str().unwrap_or("kernel").to_string();
+        // body(buffers..., ti, nt): the work, with the kernel's aliasing facts on its parameters.
+        let mut params: Vec<BasicMetadataTypeEnum> =
+            bufs.iter().map(|p| p.get_type().into()).collect();
+        params.extend([BasicMetadataTypeEnum::from(i64t), i64t.into()]);
+        let body_fn = self.m.add_function(
+            &format!("{kname}.body"),
+            self.ctx.void_type().fn_type(&params, false),
+            Some(Linkage::Internal),
+        );
+        self.common_attrs(body_fn);
+        for (i, &na) in noalias.iter().enumerate().take(bufs.len()) {
+            if na {
+                body_fn.add_attribute(AttributeLoc::Param(i as u32), self.attr("noalias"));
+            }
+            body_fn.add_attribute(AttributeLoc::Param(i as u32), self.attr("nocapture"));
+        }
+        let caller = self.b.get_insert_block().unwrap();
+        self.b
+            .position_at_end(self.ctx.append_basic_block(body_fn, "entry"));
+        {
+            let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len() as u32)
+                .map(|i| body_fn.get_nth_param(i).unwrap().into_pointer_value())
+                .collect();
+            let ti = body_fn
+                .get_nth_param(bufs.len() as u32)
+                .unwrap()
+                .into_int_value();
+            let nt = body_fn
+                .get_nth_param(bufs.len() as u32 + 1)
+                .unwrap()
+                .into_int_value();
+            body(self, body_fn, &ptrs, ti, nt);
+            self.b.build_return(None).unwrap();
+        }
+        self.b.position_at_end(caller);
+        let call_body = |ptrs: &[PointerValue<'ctx>], ti: IntValue<'ctx>, nt: IntValue<'ctx>| {
+            let mut args: Vec<inkwell::values::BasicMetadataValueEnum> =
+                ptrs.iter().map(|&p| p.into()).collect();
+            args.push(ti.into());
+            args.push(nt.into());
+            self.b.build_call(body_fn, &args, "").unwrap();
+        };
+        if flops <= PARALLEL_MIN_FLOPS || units <= 1 {
+            call_body(bufs, self.i64(0), self.i64(1));
+            return;
+        }
+        // task(ctx, i) with ctx = {buffers..., ntasks}: what the app's hook calls.
         let mut fields: Vec<inkwell::types::BasicTypeEnum> =
-            bufs.iter().map(|_| fp.into()).collect();
-        fields.push(self.ctx.i64_type().into());
+            bufs.iter().map(|p| p.get_type().into()).collect();
+        fields.push(i64t.into());
         let ctx_ty = self.ctx.struct_type(&fields, false);
         let task_ty = self.ctx.void_type().fn_type(
             &[
@@ -50,10 +99,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ],
             false,
         );
-        let name = format!("{}.task", k.f.get_name().to_str().unwrap_or("kernel"));
-        let task = self.m.add_function(&name, task_ty, Some(Linkage::Internal));
+        let task = self
+            .m
+            .add_function(&format!("{kname}.task"), task_ty, Some(Linkage::Internal));
         self.common_attrs(task);
-        let caller = self.b.get_insert_block().unwrap();
         self.b
             .position_at_end(self.ctx.append_basic_block(task, "entry"));
         {
@@ -72,36 +121,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let nt = field(bufs.len() as u32).into_int_value();
             let ti = self
                 .b
-                .build_int_z_extend(
-                    task.get_nth_param(1).unwrap().into_int_value(),
-                    self.ctx.i64_type(),
-                    "",
-                )
+                .build_int_z_extend(task.get_nth_param(1).unwrap().into_int_value(), i64t, "")
                 .unwrap();
-            body(self, task, &ptrs, ti, nt);
+            call_body(&ptrs, ti, nt);
             self.b.build_return(None).unwrap();
         }
         self.b.position_at_end(caller);
         let cx = self.slot(k.f, ctx_ty.into());
         for (i, &p) in bufs.iter().enumerate() {
             let f = self.b.build_struct_gep(cx, i as u32, "").unwrap();
-            let p = self.b.build_pointer_cast(p, fp, "").unwrap();
             self.b.build_store(f, p).unwrap();
         }
         let nt_field = self.b.build_struct_gep(cx, bufs.len() as u32, "").unwrap();
         let raw = self.b.build_pointer_cast(cx, self.i8p(), "").unwrap();
-        if flops > PARALLEL_MIN_FLOPS && units > 1 {
-            self.parallel_for(task, raw, nt_field, units as u64);
-        } else {
-            self.b.build_store(nt_field, self.i64(1)).unwrap();
-            self.b
-                .build_call(
-                    task,
-                    &[raw.into(), self.ctx.i32_type().const_zero().into()],
-                    "",
-                )
-                .unwrap();
-        }
+        self.parallel_for(task, raw, nt_field, units as u64);
     }
 
     /// Task `ti` of `nt`'s share of `units`: `[ti·units/nt, (ti+1)·units/nt)`.
