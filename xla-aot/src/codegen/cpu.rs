@@ -2,15 +2,17 @@
 //! target CPU and emitted as a relocatable object.
 //!
 //! Contract: [`compile`] turns a verified module and its buffer plan into an object that exports
-//! exactly `<name>_run` and `<name>_run_ptrs` (the C API of DESIGN.md) and needs no symbol from
-//! anywhere: kernels and weights are internal, math is inline (`math.rs`), and every function
-//! carries `"no-builtins"` so LLVM never turns a loop into a call to `memset`/`memcpy`.
+//! exactly `<name>_run`, `<name>_run_ptrs` (the C API of DESIGN.md) and `<name>_set_parallel_for`
+//! (the optional thread hook, `cpu/parallel.rs`) and needs no symbol from anywhere: kernels and
+//! weights are internal, math is inline (`math.rs`), and every function carries `"no-builtins"`
+//! so LLVM never turns a loop into a call to `memset`/`memcpy`.
 //! Each HLO instruction that computes a value becomes one internal kernel function whose buffer
-//! arguments are `noalias` (no value shares bytes with its operands). Loops run over the output
-//! in row-major order with the innermost loop over the last dimension, so stores are contiguous and
-//! LLVM's loop vectorizer can widen them; dot and convolution accumulate into the output (zeroed
-//! first) with `llvm.fmuladd`, innermost over output columns, so they vectorize without
-//! reassociating sums.
+//! arguments are `noalias` (no value shares bytes with its operands). Elementwise and fused loops
+//! run over the output in memory order, so stores are contiguous and LLVM's loop vectorizer widens
+//! them. Dots and convolutions run register-blocked micro-kernels with weights packed at compile
+//! time (`cpu/gemm.rs`, `cpu/conv.rs`) where their layouts allow, and otherwise loop nests that
+//! accumulate into the output with `llvm.fmuladd`, innermost over output columns; neither
+//! reassociates a sum.
 
 mod conv;
 mod gemm;
