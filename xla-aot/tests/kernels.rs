@@ -284,3 +284,59 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         assert!(calls >= 2, "{}: {calls} hook calls", t.name);
     }
 }
+
+#[test]
+fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
+    // bench/harness.c is what bench/run.py times; keep it compiling and correct here.
+    let mut s = Spec::new("benchsmoke", 13);
+    s.input("a", &[128, 128])
+        .weight("w", &[128, 128])
+        .op("{name: y, op: matmul, inputs: [a, w]}")
+        .output("y");
+    let m = s.module();
+    let t = Target::resolve("host").unwrap();
+    let dir = scratch("benchsmoke");
+    let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
+    let lib = dir.join(format!("lib{}.a", art.name));
+    std::fs::write(&lib, &art.archive).unwrap();
+    let exe = dir.join("bench");
+    let out = std::process::Command::new("cc")
+        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
+        .arg(format!("-DMODEL={}", art.name))
+        .arg("-I")
+        .arg(repo().join("runtime-min/include"))
+        .arg(repo().join("bench/harness.c"))
+        .arg(&lib)
+        .args(["-lpthread", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ins = inputs(&m, 3);
+    let inp = dir.join("a.bin");
+    std::fs::write(&inp, ins[0].bytes().unwrap()).unwrap();
+    let outp = dir.join("y.bin");
+    let r = std::process::Command::new(&exe)
+        .args(["2", "0.01", &art.plan.arena_size.to_string(), "1", "1"])
+        .arg(&inp)
+        .arg((128 * 128 * 4).to_string())
+        .arg(&outp)
+        .arg((128 * 128 * 4).to_string())
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let line = String::from_utf8_lossy(&r.stdout);
+    assert!(line.contains("\"median_ns\""), "{line}");
+    let expected = evaluate(&m, &ins).unwrap();
+    let got = xla_aot::ir::Literal {
+        dtype: xla_aot::ir::DType::F32,
+        dims: vec![128, 128],
+        data: xla_aot::ir::LiteralData::Dense(std::fs::read(&outp).unwrap()),
+    };
+    check_close(&got, &expected[0]).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
