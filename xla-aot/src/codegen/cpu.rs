@@ -15,6 +15,7 @@
 //! reassociates a sum.
 
 mod conv;
+mod epilogue;
 mod gemm;
 mod parallel;
 
@@ -261,6 +262,10 @@ struct Cg<'a, 'ctx> {
     packed: Vec<bool>,
     /// Whether the dot of the kernel being generated reads a packed rhs.
     packed_rhs: std::cell::Cell<bool>,
+    /// The register epilogue of the output fusion being generated (`cpu/epilogue.rs`).
+    reg_epi: std::cell::RefCell<Option<epilogue::RegEpilogue>>,
+    /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
+    epi_applied: std::cell::Cell<bool>,
 }
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -347,6 +352,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             fabs: math::fabs(ctx, m),
             packed: vec![false; hlo.entry.instructions.len()],
             packed_rhs: std::cell::Cell::new(false),
+            reg_epi: std::cell::RefCell::new(None),
+            epi_applied: std::cell::Cell::new(false),
         }
     }
 
@@ -1341,7 +1348,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let no_at = |_: usize, _: Ix<'_, 'ctx>| -> BasicValueEnum<'ctx> {
                     unreachable!("dot and convolution read buffers")
                 };
+                // A chain of per-channel / scalar steps is applied to the accumulators before they
+                // are stored (`cpu/epilogue.rs`); otherwise the epilogue sweeps the output.
+                self.reg_epi.replace(epilogue::recognize(comp, heavy));
+                self.epi_applied.set(false);
                 self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
+                self.reg_epi.replace(None);
+                if self.epi_applied.get() {
+                    return;
+                }
                 // The epilogue, in place: the heavy value is read back from the output buffer.
                 let id = comp.outputs[0].value;
                 self.loop_nest_physical(&root.shape, &mut |cg, idx| {
@@ -1543,7 +1558,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .is_some_and(|g| self.packed_rhs.get() || g.b_n_unit) =>
             {
                 let g = gemm::geometry(d, opnd(0), opnd(1), shape).unwrap();
-                self.gemm(k, &g, bufs[0], bufs[1], k.out, self.packed_rhs.get());
+                let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
+                let lfree = opnd(0).rank() - d.lhs_batch.len() - d.lhs_contracting.len();
+                let epi = self
+                    .reg_epi
+                    .borrow()
+                    .clone()
+                    .and_then(|e| gemm::dim_roles(&g, shape, lfree).map(|r| (e, r)));
+                self.epi_applied.set(epi.is_some());
+                self.gemm(
+                    k,
+                    &g,
+                    (index(bufs[0]), index(bufs[1])),
+                    self.packed_rhs.get(),
+                    epi,
+                );
             }
             Op::Dot(d) => {
                 let (l, r) = (opnd(0).dims.clone(), opnd(1).dims.clone());
@@ -1624,7 +1653,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     window,
                     (opnd(0), opnd(1), shape),
                     (index(bufs[0]), index(bufs[1])),
+                    self.reg_epi.borrow().clone(),
                 );
+                self.epi_applied.set(self.reg_epi.borrow().is_some());
             }
             Op::Convolution {
                 window,

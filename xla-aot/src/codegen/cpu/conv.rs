@@ -21,6 +21,7 @@
 //! outer, channels inner for the first path; channels outer, taps inner for the second), so
 //! results do not depend on tile sizes or threads, and match the interpreter to rounding.
 
+use super::epilogue::{RegEpilogue, Role};
 use super::gemm::{self, Tiles, VecCol};
 use super::{Cg, Kernel, physical_strides};
 use crate::ir::{DType, Shape, Window};
@@ -262,6 +263,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         window: &Window,
         shapes: (&Shape, &Shape, &Shape),
         operands: (usize, usize),
+        epi: Option<RegEpilogue>,
     ) {
         let flops = {
             let (_, ws, os) = shapes;
@@ -269,12 +271,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         match path {
             ConvPath::PixelsByChannels => {
-                self.conv_pixels_by_channels(k, window, shapes, operands, flops)
+                self.conv_pixels_by_channels(k, window, shapes, operands, flops, &epi)
             }
             ConvPath::ChannelsByPixels => {
-                self.conv_channels_by_pixels(k, window, shapes, operands, flops)
+                self.conv_channels_by_pixels(k, window, shapes, operands, flops, &epi)
             }
-            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, operands, flops),
+            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, operands, flops, &epi),
         }
     }
 
@@ -286,6 +288,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (xs, ws, os): (&Shape, &Shape, &Shape),
         (xi, wi): (usize, usize),
         flops: u64,
+        epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
         let nr = panel_width(ws.dims[0], &t);
@@ -413,12 +416,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.mul(owi, ost[3]),
                                 );
                                 for (v, slot) in cols.iter().zip(row) {
-                                    let off = cg.add(
-                                        pix,
-                                        cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64)),
-                                    );
-                                    let val =
+                                    let ch = cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64));
+                                    let off = cg.add(pix, ch);
+                                    let mut val =
                                         cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                    if let Some(e) = epi {
+                                        let role = |d: usize| match d {
+                                            0 => Role::At(ru.n),
+                                            1 => Role::Col,
+                                            2 => Role::At(ru.oh),
+                                            _ => Role::Row,
+                                        };
+                                        val = cg.apply_epilogue(e, &tk, val, owi, ch, v, &role);
+                                    }
                                     cg.store_lanes(out, off, val, v.store);
                                 }
                             }
@@ -474,6 +484,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (xs, ws, os): (&Shape, &Shape, &Shape),
         (xi, wi): (usize, usize),
         flops: u64,
+        epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
         let (xst, wst, ost) = (
@@ -645,8 +656,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.add(cg.mul(ru.oh, ost[2]), ow0),
                                 );
                                 for (v, slot) in cols.iter().zip(row) {
-                                    let val =
+                                    let mut val =
                                         cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                    if let Some(e) = epi {
+                                        let px = cg.add(ow0, cg.i64(v.col as u64));
+                                        let role = |d: usize| match d {
+                                            0 => Role::At(ru.n),
+                                            1 => Role::Row,
+                                            2 => Role::At(ru.oh),
+                                            _ => Role::Col,
+                                        };
+                                        val = cg.apply_epilogue(e, &tk, val, oc, px, v, &role);
+                                    }
                                     cg.store_lanes(
                                         out,
                                         cg.add(base, cg.i64(v.col as u64)),
@@ -705,6 +726,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (xs, ws, os): (&Shape, &Shape, &Shape),
         (xi, wi): (usize, usize),
         flops: u64,
+        epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
         let (xst, wst, ost) = (
@@ -817,7 +839,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.mul(owi, ost[3]),
                             );
                             for (v, slot) in group.iter().zip(row) {
-                                let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                let mut val =
+                                    cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                if let Some(e) = epi {
+                                    let role = |d: usize| match d {
+                                        0 => Role::At(ru.n),
+                                        1 => Role::Col,
+                                        2 => Role::At(ru.oh),
+                                        _ => Role::Row,
+                                    };
+                                    let ch = cg.i64(v.col as u64);
+                                    val = cg.apply_epilogue(e, &tk, val, owi, ch, v, &role);
+                                }
                                 cg.store_lanes(
                                     out,
                                     cg.add(pix, cg.i64(v.col as u64)),

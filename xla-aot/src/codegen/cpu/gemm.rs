@@ -17,6 +17,7 @@
 //!   panels than threads); the kernel runs them through the app's parallel-for hook
 //!   (`parallel.rs`) when one is registered and the product is large enough to pay for it.
 
+use super::epilogue::{RegEpilogue, Role};
 use super::{Cg, Kernel, physical_strides};
 use crate::ir::{DType, DotDims, Shape};
 use crate::target::Target;
@@ -257,6 +258,39 @@ struct Plan {
     part_rows: usize,
     /// Split tasks over column chunks (else over row tiles).
     split_cols: bool,
+    /// The output fusion's register epilogue and the role of each output dim.
+    epi: Option<(RegEpilogue, Vec<DimRole>)>,
+}
+
+/// Where an output dim of a dot lies in the micro-tile (for a register epilogue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DimRole {
+    Row,
+    Col,
+    Unit,
+}
+
+/// The role of each output dim of a dot with geometry `g` whose first `lfree` output dims are
+/// the lhs's free dims, if a register epilogue can address the tile: no batch dims, and the rows
+/// (columns) are at most one non-unit output dim.
+pub(super) fn dim_roles(g: &Geometry, out: &Shape, lfree: usize) -> Option<Vec<DimRole>> {
+    if !g.batch.is_empty() || out.dtype != DType::F32 {
+        return None;
+    }
+    let mut roles = Vec::with_capacity(out.rank());
+    let (mut rows, mut cols) = (0, 0);
+    for (d, &size) in out.dims.iter().enumerate() {
+        roles.push(if size == 1 {
+            DimRole::Unit
+        } else if d < lfree {
+            rows += 1;
+            DimRole::Row
+        } else {
+            cols += 1;
+            DimRole::Col
+        });
+    }
+    (rows <= 1 && cols <= 1).then_some(roles)
 }
 
 impl Plan {
@@ -412,10 +446,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         &self,
         k: &Kernel<'ctx>,
         g: &Geometry,
-        a: PointerValue<'ctx>,
-        b: PointerValue<'ctx>,
-        c: PointerValue<'ctx>,
+        (ai, bi): (usize, usize),
         packed: bool,
+        epi: Option<(RegEpilogue, Vec<DimRole>)>,
     ) {
         let mut t = Tiles::for_target(self.target);
         t.mr = balanced(g.m, t.mr);
@@ -434,20 +467,30 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             full_rows: g.m / t.mr,
             part_rows: g.m % t.mr,
             split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
+            epi,
         };
         let units = if plan.split_cols {
             plan.chunks()
         } else {
             plan.row_tiles()
         };
+        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
+            .chain(k.args.iter().copied())
+            .collect();
         self.run_tasks(
             k,
-            &[a, b, c],
-            &[true; 3],
+            &bufs,
+            &k.noalias,
             units,
             g.flops(),
             &|cg, f, p, ti, nt| {
-                cg.gemm_task(f, g, &plan, p[0], p[1], p[2], ti, nt);
+                let tk = Kernel {
+                    f,
+                    out: p[0],
+                    args: p[1..].to_vec(),
+                    noalias: k.noalias.clone(),
+                };
+                cg.gemm_task(f, g, &plan, &tk, (tk.args[ai], tk.args[bi], tk.out), ti, nt);
             },
         );
     }
@@ -459,9 +502,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         f: FunctionValue<'ctx>,
         g: &Geometry,
         plan: &Plan,
-        a: PointerValue<'ctx>,
-        b: PointerValue<'ctx>,
-        c: PointerValue<'ctx>,
+        tk: &Kernel<'ctx>,
+        (a, b, c): (PointerValue<'ctx>, PointerValue<'ctx>, PointerValue<'ctx>),
         ti: IntValue<'ctx>,
         nt: IntValue<'ctx>,
     ) {
@@ -493,12 +535,26 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let first =
                     cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(0), "")
                         .unwrap();
+                let last =
+                    cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(nkb as u64 - 1), "")
+                        .unwrap();
                 cg.for_loop(nrb, &mut |cg, rb| {
                     let lo = cg.umax(cg.mul(rb, t.mc_tiles as u64), rl);
                     let hi = cg.umin(cg.mul(cg.add(rb, cg.i64(1)), t.mc_tiles as u64), rh);
                     cg.for_range(cl, ch, &mut |cg, jr| {
                         cg.for_range(lo, hi, &mut |cg, ir| {
-                            cg.tile_variants(f, g, plan, (a, b, c), ir, jr, k0, klen, first);
+                            cg.tile_variants(
+                                f,
+                                g,
+                                plan,
+                                tk,
+                                (a, b, c),
+                                ir,
+                                jr,
+                                k0,
+                                klen,
+                                (first, last),
+                            );
                         });
                     });
                 });
@@ -513,18 +569,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         f: FunctionValue<'ctx>,
         g: &Geometry,
         plan: &Plan,
+        tk: &Kernel<'ctx>,
         bufs: (PointerValue<'ctx>, PointerValue<'ctx>, PointerValue<'ctx>),
         ir: IntValue<'ctx>,
         jr: IntValue<'ctx>,
         k0: IntValue<'ctx>,
         klen: IntValue<'ctx>,
-        first: IntValue<'ctx>,
+        first: (IntValue<'ctx>, IntValue<'ctx>),
     ) {
         let full_cols = plan.vectors(plan.chunk_width());
         let part_cols = plan.vectors(plan.part_cols);
         let cols_variant = |cg: &Self, rows: usize| {
             let run = |cg: &Self, cols: &[VecCol]| {
-                cg.micro_tile(f, g, plan, bufs, rows, cols, ir, jr, k0, klen, first);
+                cg.micro_tile(f, g, plan, tk, bufs, rows, cols, ir, jr, k0, klen, first);
             };
             match (plan.full_chunks > 0, plan.part_cols > 0) {
                 (true, false) => run(cg, &full_cols),
@@ -567,6 +624,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         f: FunctionValue<'ctx>,
         g: &Geometry,
         plan: &Plan,
+        tk: &Kernel<'ctx>,
         (a, b, c): (PointerValue<'ctx>, PointerValue<'ctx>, PointerValue<'ctx>),
         rows: usize,
         cols: &[VecCol],
@@ -574,7 +632,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         jr: IntValue<'ctx>,
         k0: IntValue<'ctx>,
         klen: IntValue<'ctx>,
-        first: IntValue<'ctx>,
+        (first, last): (IntValue<'ctx>, IntValue<'ctx>),
     ) {
         let t = &plan.t;
         let nr = t.nr() as u64;
@@ -672,12 +730,31 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
         });
-        for (i, row) in acc.iter().enumerate() {
-            for (v, p) in cols.iter().zip(row) {
-                let off = c_off(self, i, v);
-                let x = self.b.build_load(*p, "").unwrap().into_vector_value();
-                self.store_lanes(c, off, x, v.store);
+        let store_all = |cg: &Self, apply: bool| {
+            for (i, row) in acc.iter().enumerate() {
+                for (v, p) in cols.iter().zip(row) {
+                    let off = c_off(cg, i, v);
+                    let mut x = cg.b.build_load(*p, "").unwrap().into_vector_value();
+                    if let (true, Some((epi, roles))) = (apply, &plan.epi) {
+                        let r = cg.add(row0, cg.i64(i as u64));
+                        let col = cg.add(col0, cg.i64(v.col as u64));
+                        let role = |d: usize| match roles[d] {
+                            DimRole::Row => Role::Row,
+                            DimRole::Col => Role::Col,
+                            DimRole::Unit => Role::At(cg.i64(0)),
+                        };
+                        x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
+                    }
+                    cg.store_lanes(c, off, x, v.store);
+                }
             }
+        };
+        match (&plan.epi, g.k.div_ceil(t.kc)) {
+            (None, _) => store_all(self, false),
+            (Some(_), 1) => store_all(self, true),
+            (Some(_), _) => self.if_else(last, &mut |cg| store_all(cg, true), &mut |cg| {
+                store_all(cg, false)
+            }),
         }
     }
 }

@@ -1,0 +1,305 @@
+//! Register epilogues: the elementwise tail of an output fusion (bias, folded batch norm, ReLU,
+//! ReLU6, ...) applied to a micro-kernel's accumulator tile before it is stored, so the result
+//! is written once and never read back.
+//!
+//! Contract: [`recognize`] accepts a fused computation whose root is reached from the dot or
+//! convolution by a chain of single-use elementwise steps — `add`, `subtract`, `multiply`,
+//! `maximum`, `minimum` with a *uniform* other operand, or `clamp` with uniform bounds — where a
+//! uniform operand is a scalar parameter (possibly broadcast) or a rank-1 parameter broadcast
+//! along one output dim (a per-channel or per-column vector). Anything else gives `None` and the
+//! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
+//! operand order) as the scalar code of `cpu.rs`, so the two give bit-identical results.
+
+use super::gemm::VecCol;
+use super::{Cg, Kernel};
+use crate::ir::{BinaryOp, Computation, DType, InstId, Op};
+use inkwell::FloatPredicate;
+use inkwell::values::{IntValue, VectorValue};
+
+/// A uniform operand of an epilogue step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    /// A scalar parameter of the fusion.
+    Scalar(usize),
+    /// A rank-1 parameter indexed by output dim `dim`.
+    Along { param: usize, dim: usize },
+}
+
+/// One step; `value_first` says whether the running value is the first operand (it matters for
+/// `subtract`, and for which NaN a `maximum` of two NaNs returns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Binary {
+        op: BinaryOp,
+        other: Operand,
+        value_first: bool,
+    },
+    Clamp {
+        lo: Operand,
+        hi: Operand,
+    },
+}
+
+/// The recognised chain, applied in order to the heavy op's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegEpilogue {
+    pub steps: Vec<Step>,
+}
+
+/// Where an output dim lies in a micro-tile.
+#[derive(Clone, Copy)]
+pub enum Role<'ctx> {
+    /// Along the tile's rows: index `row` of [`Cg::apply_epilogue`].
+    Row,
+    /// Along a vector's lanes: index `col + lane`.
+    Col,
+    /// The same for the whole tile.
+    At(IntValue<'ctx>),
+}
+
+/// The uniform operand that instruction `id` of `comp` is, if it is one.
+fn uniform(comp: &Computation, id: InstId) -> Option<Operand> {
+    let inst = comp.inst(id);
+    if inst.shape.dtype != DType::F32 {
+        return None;
+    }
+    match &inst.op {
+        Op::Parameter { index } if inst.shape.rank() == 0 => Some(Operand::Scalar(*index)),
+        Op::Broadcast { dimensions } => {
+            let src = comp.inst(inst.operands[0]);
+            let Op::Parameter { index } = src.op else {
+                return None;
+            };
+            match (src.shape.rank(), dimensions.as_slice()) {
+                (0, []) => Some(Operand::Scalar(index)),
+                (1, [d]) => Some(Operand::Along {
+                    param: index,
+                    dim: *d,
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The register epilogue of fused computation `comp` whose heavy op is `heavy`.
+pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
+    let root = comp.outputs.first()?.value;
+    if comp.outputs.len() != 1 {
+        return None;
+    }
+    let dims = comp.inst(heavy).shape.dims.clone();
+    let mut users = vec![0usize; comp.instructions.len()];
+    for inst in &comp.instructions {
+        for &o in &inst.operands {
+            users[o.index()] += 1;
+        }
+    }
+    // Walk from the root down to the heavy op.
+    let mut steps = Vec::new();
+    let mut at = root;
+    while at != heavy {
+        let inst = comp.inst(at);
+        if inst.shape.dims != dims || inst.shape.dtype != DType::F32 {
+            return None;
+        }
+        let (next, step) = match &inst.op {
+            Op::Binary(
+                op @ (BinaryOp::Add
+                | BinaryOp::Subtract
+                | BinaryOp::Multiply
+                | BinaryOp::Maximum
+                | BinaryOp::Minimum),
+            ) => {
+                let (a, b) = (inst.operands[0], inst.operands[1]);
+                if let Some(u) = uniform(comp, b) {
+                    (
+                        a,
+                        Step::Binary {
+                            op: *op,
+                            other: u,
+                            value_first: true,
+                        },
+                    )
+                } else if let Some(u) = uniform(comp, a) {
+                    (
+                        b,
+                        Step::Binary {
+                            op: *op,
+                            other: u,
+                            value_first: false,
+                        },
+                    )
+                } else {
+                    return None;
+                }
+            }
+            Op::Clamp => {
+                let lo = uniform(comp, inst.operands[0])?;
+                let hi = uniform(comp, inst.operands[2])?;
+                (inst.operands[1], Step::Clamp { lo, hi })
+            }
+            _ => return None,
+        };
+        if users[next.index()] != 1 {
+            return None;
+        }
+        steps.push(step);
+        at = next;
+    }
+    steps.reverse();
+    Some(RegEpilogue { steps })
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `cpu.rs`): the first
+    /// operand wins when it is larger (smaller) or NaN.
+    fn vfmax(&self, a: VectorValue<'ctx>, b: VectorValue<'ctx>, max: bool) -> VectorValue<'ctx> {
+        let p = if max {
+            FloatPredicate::OGT
+        } else {
+            FloatPredicate::OLT
+        };
+        let gt = self.b.build_float_compare(p, a, b, "").unwrap();
+        let nan = self
+            .b
+            .build_float_compare(FloatPredicate::UNO, a, a, "")
+            .unwrap();
+        let take_a = self.b.build_or(gt, nan, "").unwrap();
+        self.b
+            .build_select(take_a, a, b, "")
+            .unwrap()
+            .into_vector_value()
+    }
+
+    /// Applies `epi` to the accumulator vector `x` of tile row `row` (index along the row dim)
+    /// whose lane 0 is at index `col` along the column dim; `role` says where each output dim
+    /// lies; `v` is the vector (its lanes beyond `v.store` are not real columns).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply_epilogue(
+        &self,
+        epi: &RegEpilogue,
+        k: &Kernel<'ctx>,
+        x: VectorValue<'ctx>,
+        row: IntValue<'ctx>,
+        col: IntValue<'ctx>,
+        v: &VecCol,
+        role: &dyn Fn(usize) -> Role<'ctx>,
+    ) -> VectorValue<'ctx> {
+        let value = |o: &Operand| -> VectorValue<'ctx> {
+            match *o {
+                Operand::Scalar(p) => {
+                    let s = self
+                        .load(k.args[p], self.i64(0), DType::F32)
+                        .into_float_value();
+                    self.splat(s, v.lanes)
+                }
+                Operand::Along { param, dim } => match role(dim) {
+                    Role::Row => {
+                        let s = self.load(k.args[param], row, DType::F32).into_float_value();
+                        self.splat(s, v.lanes)
+                    }
+                    Role::At(i) => {
+                        let s = self.load(k.args[param], i, DType::F32).into_float_value();
+                        self.splat(s, v.lanes)
+                    }
+                    Role::Col if v.store == v.lanes => self.vload(k.args[param], col, v.lanes),
+                    Role::Col => {
+                        let mut r = self.vec_ty(v.lanes).const_zero();
+                        for l in 0..v.store {
+                            let e = self
+                                .load(k.args[param], self.add(col, self.i64(l as u64)), DType::F32)
+                                .into_float_value();
+                            r = self
+                                .b
+                                .build_insert_element(
+                                    r,
+                                    e,
+                                    self.ctx.i32_type().const_int(l as u64, false),
+                                    "",
+                                )
+                                .unwrap();
+                        }
+                        r
+                    }
+                },
+            }
+        };
+        let mut x = x;
+        for step in &epi.steps {
+            x = match step {
+                Step::Binary {
+                    op,
+                    other,
+                    value_first,
+                } => {
+                    let o = value(other);
+                    let (a, b) = if *value_first { (x, o) } else { (o, x) };
+                    match op {
+                        BinaryOp::Add => self.b.build_float_add(a, b, "").unwrap(),
+                        BinaryOp::Subtract => self.b.build_float_sub(a, b, "").unwrap(),
+                        BinaryOp::Multiply => self.b.build_float_mul(a, b, "").unwrap(),
+                        BinaryOp::Maximum => self.vfmax(a, b, true),
+                        BinaryOp::Minimum => self.vfmax(a, b, false),
+                        _ => unreachable!("recognize() admits no other op"),
+                    }
+                }
+                Step::Clamp { lo, hi } => {
+                    let l = self.vfmax(x, value(lo), true);
+                    self.vfmax(l, value(hi), false)
+                }
+            };
+        }
+        x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse_module;
+
+    fn fused(text: &str) -> Option<RegEpilogue> {
+        let m = parse_module(text).unwrap();
+        let Op::Fusion { computation, .. } = &m.entry.instructions.last().unwrap().op else {
+            panic!("the last instruction is the fusion")
+        };
+        let heavy = computation
+            .ids()
+            .find(|&i| matches!(computation.inst(i).op, Op::Dot(_) | Op::Convolution { .. }))
+            .unwrap();
+        recognize(computation, heavy)
+    }
+
+    const HEAD: &str = "HloModule m\n\n%fused.y {\n  %p0 = f32[2,3]{1,0} parameter(0)\n  %p1 = f32[3,4]{1,0} parameter(1)\n  %p2 = f32[4]{0} parameter(2)\n  %p3 = f32[] parameter(3)\n  %d = f32[2,4]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n";
+    const TAIL: &str = "}\n\nENTRY %main {\n  %x = f32[2,3]{1,0} parameter(0)\n  %w = f32[3,4]{1,0} constant({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})\n  %b = f32[4]{0} constant({1, 2, 3, 4})\n  %z = f32[] constant(0)\n  %y = f32[2,4]{1,0} fusion(%x, %w, %b, %z), kind=output, calls=%fused.y\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%y), names={y}\n}\n";
+
+    #[test]
+    fn bias_then_relu_is_a_register_epilogue() {
+        let body = "  %bb = f32[2,4]{1,0} broadcast(%p2), dimensions={1}\n  %a = f32[2,4]{1,0} add(%d, %bb)\n  %zb = f32[2,4]{1,0} broadcast(%p3), dimensions={}\n  %r = f32[2,4]{1,0} maximum(%zb, %a)\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%r), names={r}\n";
+        let e = fused(&format!("{HEAD}{body}{TAIL}")).unwrap();
+        assert_eq!(
+            e.steps,
+            vec![
+                Step::Binary {
+                    op: BinaryOp::Add,
+                    other: Operand::Along { param: 2, dim: 1 },
+                    value_first: true
+                },
+                Step::Binary {
+                    op: BinaryOp::Maximum,
+                    other: Operand::Scalar(3),
+                    value_first: false
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_value_used_twice_is_not() {
+        // x · relu-ish(x): the dot's value feeds two ops.
+        let body = "  %m = f32[2,4]{1,0} multiply(%d, %d)\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%m), names={m}\n";
+        assert_eq!(fused(&format!("{HEAD}{body}{TAIL}")), None);
+    }
+}
