@@ -197,6 +197,34 @@ fn convolutions_match_the_interpreter_on_every_target() {
     check_everywhere(&s.module());
 }
 
+#[test]
+fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
+    // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
+    // write channels-minor data (layout assignment carries NHWC through them).
+    let mut s = Spec::new("pools", 8);
+    s.input("x", &[1, 3, 17, 19])
+        .weight("w1", &[20, 3, 3, 3])
+        .weight("w2", &[12, 20, 1, 1])
+        .op("{name: c1, op: conv2d, inputs: [x, w1], padding: [1, 1, 1, 1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: p1, op: max_pool2d, inputs: [r1], kernel_size: [3, 3], strides: [2, 2], padding: [1, 1, 1, 1]}")
+        .op("{name: c2, op: conv2d, inputs: [p1, w2]}")
+        .op("{name: p2, op: avg_pool2d, inputs: [c2], kernel_size: [2, 2], strides: [2, 2]}")
+        .op("{name: y, op: relu, inputs: [p2]}")
+        .output("y");
+    let m = s.module();
+    let mut opt = m.clone();
+    xla_aot::passes::Pipeline::default_pipeline()
+        .run(&mut opt, &mut |_, _, _| {})
+        .unwrap();
+    let text = xla_aot::ir::print_module(&opt);
+    assert!(
+        text.lines().any(|l| l.contains("{1,3,2,0} reduce-window")),
+        "a channels-minor pool:\n{text}"
+    );
+    check_everywhere(&m);
+}
+
 /// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
 fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
     let dir = scratch(&format!("parallel-{}-{}", m.name, t.name));

@@ -1522,6 +1522,80 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.store(k.out, cg.offset(oidx, shape), a, odt);
                 });
             }
+            Op::ReduceWindow { kind, window }
+                if shape.layout.minor_to_major.first().is_some_and(|&m| {
+                    opnd(0).layout.minor_to_major.first() == Some(&m)
+                        && window.size[m] == 1
+                        && window.stride[m] == 1
+                        && window.pad_low[m] == 0
+                        && window.pad_high[m] == 0
+                        && window.dilation[m] == 1
+                }) =>
+            {
+                // Pooling of channels-minor data: per output pixel and window tap (the validity
+                // test hoisted), the innermost loop runs along the contiguous channels and
+                // accumulates into the output, so it vectorizes. Each output element combines its
+                // taps in the same order as the loop below.
+                let x = opnd(0).dims.clone();
+                let m = shape.layout.minor_to_major[0];
+                let order: Vec<usize> = shape
+                    .layout
+                    .minor_to_major
+                    .iter()
+                    .rev()
+                    .copied()
+                    .filter(|&d| d != m)
+                    .collect();
+                let outer: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+                self.loop_nest(&outer, &mut |cg, o| {
+                    let mut oidx = vec![cg.i64(0); x.len()];
+                    for (k2, &d) in order.iter().enumerate() {
+                        oidx[d] = o[k2];
+                    }
+                    cg.for_loop(x[m], &mut |cg, c| {
+                        let mut idx = oidx.clone();
+                        idx[m] = c;
+                        cg.store(
+                            k.out,
+                            cg.offset(&idx, shape),
+                            cg.identity(*kind).into(),
+                            odt,
+                        );
+                    });
+                    cg.loop_nest(&window.size, &mut |cg, tidx| {
+                        let mut valid = cg.ctx.bool_type().const_int(1, false);
+                        let mut pos = Vec::with_capacity(x.len());
+                        for d in 0..x.len() {
+                            let base =
+                                cg.b.build_int_mul(oidx[d], cg.i64(window.stride[d] as u64), "")
+                                    .unwrap();
+                            let tap =
+                                cg.b.build_int_mul(tidx[d], cg.i64(window.dilation[d] as u64), "")
+                                    .unwrap();
+                            let p = cg.b.build_int_add(base, tap, "").unwrap();
+                            let p =
+                                cg.b.build_int_sub(p, cg.i64(window.pad_low[d] as u64), "")
+                                    .unwrap();
+                            if d != m {
+                                valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
+                            }
+                            pos.push(p);
+                        }
+                        cg.if_then(valid, &mut |cg| {
+                            cg.for_loop(x[m], &mut |cg, c| {
+                                let mut ipos = pos.clone();
+                                ipos[m] = c;
+                                let mut idx = oidx.clone();
+                                idx[m] = c;
+                                let off = cg.offset(&idx, shape);
+                                let v = at(0, Ix::Multi(&ipos)).into_float_value();
+                                let a = cg.load(k.out, off, odt).into_float_value();
+                                cg.store(k.out, off, cg.combine(*kind, a, v).into(), odt);
+                            });
+                        });
+                    });
+                });
+            }
             Op::ReduceWindow { kind, window } => {
                 let x = opnd(0).dims.clone();
                 let acc = self.slot(k.f, self.ctx.f32_type().into());

@@ -2,7 +2,7 @@
 //! memory contiguously.
 //!
 //! Contract: three rules. Convolutions (and the same-shape elementwise chain that follows them,
-//! which fusion turns into their epilogue) produce channels-minor (NHWC, `{1,3,2,0}`) results
+//! which fusion turns into their epilogue, through spatial pooling) produce channels-minor (NHWC, `{1,3,2,0}`) results
 //! unless that chain reaches a model output: the CPU kernel for that layout runs its innermost loop
 //! over output channels, contiguous in the output and, with the kernel re-laid `{0,3,2,1}`
 //! (output channel minor), in the weights. And for dots (dense layers, matmuls) whose right-hand side is a constant
@@ -128,12 +128,18 @@ impl Pass for LayoutAssignment {
             let mut chain = vec![i];
             let mut k = 0;
             while k < chain.len() {
+                let dims = &c.instructions[chain[k]].shape.dims;
                 for u in &users_of[chain[k]] {
                     let ui = c.inst(*u);
-                    if ui.op.is_elementwise()
-                        && ui.shape.dims == inst.shape.dims
-                        && !chain.contains(&u.index())
-                    {
+                    // Pooling over the spatial dims only keeps the channels minor too (its
+                    // kernel then runs along channels), and so does what follows it.
+                    let spatial_pool = matches!(&ui.op, Op::ReduceWindow { window, .. }
+                        if ui.shape.rank() == 4 && window.size[0] == 1 && window.size[1] == 1
+                            && window.pad_low[1] == 0 && window.pad_high[1] == 0
+                            && window.stride[1] == 1 && window.dilation[1] == 1)
+                        && !is_output[u.index()];
+                    let same_shape = ui.op.is_elementwise() && ui.shape.dims == *dims;
+                    if (same_shape || spatial_pool) && !chain.contains(&u.index()) {
                         chain.push(u.index());
                     }
                 }
