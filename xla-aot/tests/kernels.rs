@@ -200,7 +200,8 @@ fn convolutions_match_the_interpreter_on_every_target() {
 #[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
-    // write channels-minor data (layout assignment carries NHWC through them).
+    // write channels-minor data (layout assignment carries NHWC through them); a spatial max and
+    // a global average over channels-minor tensors reduce in registers.
     let mut s = Spec::new("pools", 8);
     s.input("x", &[1, 3, 17, 19])
         .weight("w1", &[20, 3, 3, 3])
@@ -211,7 +212,11 @@ fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
         .op("{name: c2, op: conv2d, inputs: [p1, w2]}")
         .op("{name: p2, op: avg_pool2d, inputs: [c2], kernel_size: [2, 2], strides: [2, 2]}")
         .op("{name: y, op: relu, inputs: [p2]}")
-        .output("y");
+        .op("{name: g1, op: reduce_max, inputs: [r1], axes: [2, 3]}")
+        .op("{name: g2, op: global_avg_pool, inputs: [p1]}")
+        .output("y")
+        .output("g1")
+        .output("g2");
     let m = s.module();
     let mut opt = m.clone();
     xla_aot::passes::Pipeline::default_pipeline()

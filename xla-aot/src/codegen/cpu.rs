@@ -18,6 +18,7 @@ mod conv;
 mod epilogue;
 mod gemm;
 mod parallel;
+mod reduce;
 
 use super::math::{self, MathFn};
 use crate::arena::{ARENA_ALIGN, BufferPlan, Loc, root};
@@ -1263,6 +1264,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.packed_rhs.set(rhs_packed);
         match &inst.op {
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
+            Op::Reduce { kind, dimensions }
+                if self.reduce_in_registers(
+                    &k,
+                    *kind,
+                    dimensions,
+                    &inst.shape,
+                    &c.inst(inst.operands[0]).shape,
+                    0,
+                    &epilogue::RegEpilogue { steps: vec![] },
+                ) => {}
             _ => {
                 let shapes: Vec<Shape> = inst
                     .operands
@@ -1324,6 +1335,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
             FusionKind::Input => {
+                if let Op::Reduce { kind, dimensions } = &root.op {
+                    if let Some((chain, param)) =
+                        epilogue::recognize_operand(comp, root.operands[0])
+                    {
+                        let xs = comp
+                            .instructions
+                            .iter()
+                            .find(|i| i.op == Op::Parameter { index: param })
+                            .map(|i| i.shape.clone())
+                            .expect("the chain ends at a parameter");
+                        if self.reduce_in_registers(
+                            k,
+                            *kind,
+                            dimensions,
+                            &root.shape,
+                            &xs,
+                            param,
+                            &chain,
+                        ) {
+                            return;
+                        }
+                    }
+                }
                 let at =
                     |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
                 self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);

@@ -89,7 +89,32 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
     if comp.outputs.len() != 1 {
         return None;
     }
-    let dims = comp.inst(heavy).shape.dims.clone();
+    chain(comp, root, &|id| id == heavy).map(|(e, _)| e)
+}
+
+/// The chain from `top` down to a parameter of the same shape (a reduction's fused operand):
+/// the steps and that parameter's index.
+pub fn recognize_operand(comp: &Computation, top: InstId) -> Option<(RegEpilogue, usize)> {
+    let dims = comp.inst(top).shape.dims.clone();
+    let is_base = |id: InstId| {
+        let i = comp.inst(id);
+        matches!(i.op, Op::Parameter { .. }) && i.shape.dims == dims
+    };
+    let (e, base) = chain(comp, top, &is_base)?;
+    match comp.inst(base).op {
+        Op::Parameter { index } => Some((e, index)),
+        _ => None,
+    }
+}
+
+/// Steps from `top` down to the first instruction `is_base` accepts (applied bottom-up).
+fn chain(
+    comp: &Computation,
+    top: InstId,
+    is_base: &dyn Fn(InstId) -> bool,
+) -> Option<(RegEpilogue, InstId)> {
+    let root = top;
+    let dims = comp.inst(top).shape.dims.clone();
     let mut users = vec![0usize; comp.instructions.len()];
     for inst in &comp.instructions {
         for &o in &inst.operands {
@@ -99,7 +124,7 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
     // Walk from the root down to the heavy op.
     let mut steps = Vec::new();
     let mut at = root;
-    while at != heavy {
+    while !is_base(at) {
         let inst = comp.inst(at);
         if inst.shape.dims != dims || inst.shape.dtype != DType::F32 {
             return None;
@@ -142,20 +167,28 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
             }
             _ => return None,
         };
-        if users[next.index()] != 1 {
+        if users[next.index()] != 1 && !is_base(next) {
+            return None;
+        }
+        if users[next.index()] != 1 && !matches!(comp.inst(next).op, Op::Parameter { .. }) {
             return None;
         }
         steps.push(step);
         at = next;
     }
     steps.reverse();
-    Some(RegEpilogue { steps })
+    Some((RegEpilogue { steps }, at))
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `cpu.rs`): the first
     /// operand wins when it is larger (smaller) or NaN.
-    fn vfmax(&self, a: VectorValue<'ctx>, b: VectorValue<'ctx>, max: bool) -> VectorValue<'ctx> {
+    pub(super) fn vfmax(
+        &self,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+        max: bool,
+    ) -> VectorValue<'ctx> {
         let p = if max {
             FloatPredicate::OGT
         } else {
