@@ -39,9 +39,8 @@ const MAX_MR: usize = 14;
 /// than the block's FMAs.
 const MIN_KC: usize = 64;
 
-/// Largest K-block: past this the accumulator tile's loads and stores are already negligible,
-/// and a longer panel only evicts the rows of A from L1. (Measured on gemm512/1024 with
-/// AVX-512: K-blocks of 256-384 beat 128 by 5-8% and 512 by up to 30%.)
+/// Largest K-block (targets with a large L1D and narrow panels): past this the accumulator
+/// tile's loads and stores are already negligible.
 const MAX_KC: usize = 512;
 
 /// Tile sizes for one target.
@@ -53,8 +52,9 @@ pub struct Tiles {
     pub nv: usize,
     /// Rows per micro-tile.
     pub mr: usize,
-    /// K-block: one packed panel's K-block (`kc · nr` floats) fills the L1D; the rows of A it
-    /// meets stream through.
+    /// K-block: one packed panel's K-block (`kc · nr` floats) fills half the L1D, the other half
+    /// holding the rows of A it meets. (Measured with AVX-512: a panel filling the whole L1D ran
+    /// gemm256 at half speed; gemm512 and gemm1024 were 3-7% faster with it.)
     pub kc: usize,
     /// Row tiles per row block: a row block of `A` times one K-block fills half the L2.
     pub mc_tiles: usize,
@@ -70,7 +70,7 @@ impl Tiles {
         // Accumulators, one register per B vector and one for the broadcast A value.
         let mr = ((regs - nv - 1) / nv).clamp(1, MAX_MR);
         let nr = nv * lanes as usize;
-        let kc = (t.l1d_bytes as usize / (nr * 4)).clamp(MIN_KC, MAX_KC) / 8 * 8;
+        let kc = (t.l1d_bytes as usize / 2 / (nr * 4)).clamp(MIN_KC, MAX_KC) / 8 * 8;
         let mc_tiles = ((t.l2_bytes as usize / 2) / (kc * 4) / mr).max(1);
         Tiles {
             lanes,
@@ -451,6 +451,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         epi: Option<(RegEpilogue, Vec<DimRole>)>,
     ) {
         let mut t = Tiles::for_target(self.target);
+        if g.m <= t.mr {
+            // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
+            // panel's stream into pieces. Stream every panel whole.
+            t.kc = g.k.max(1);
+        }
         t.mr = balanced(g.m, t.mr);
         let rows_per_tile = t.mr;
         let pp = MIN_CHAINS
@@ -782,7 +787,7 @@ mod tests {
         let t = |n: &str| Tiles::for_target(&Target::resolve(n).unwrap());
         let avx512 = t("x86_64-avx512");
         assert_eq!((avx512.lanes, avx512.nv, avx512.mr), (16, 2, 14));
-        assert_eq!(avx512.kc, 256); // 32 KiB / (32 columns · 4 bytes)
+        assert_eq!(avx512.kc, 128); // 16 KiB / (32 columns · 4 bytes)
         let avx2 = t("x86_64-avx2");
         assert_eq!((avx2.lanes, avx2.nv, avx2.mr), (8, 2, 6));
         let neon = t("aarch64-neon");
