@@ -31,6 +31,12 @@ use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorV
 /// matrix-vector product, M = 1) covers several panels at once to reach this many.
 const MIN_CHAINS: usize = 8;
 
+/// Bytes between addresses that map to the same L1D set, and the ways of a set, of the x86-64
+/// cores the targets describe (32 KiB, 8 ways, 64-byte lines: 4 KiB). Arm L1Ds differ (A72:
+/// 2 ways, A78: 4 ways of 16 KiB); there the rule is a weaker approximation.
+const L1_SET_STRIDE: u64 = 4096;
+const L1_WAYS: usize = 8;
+
 /// Most rows of one micro-tile; more than this only adds broadcasts a tile of this height
 /// already amortises (BLIS' AVX-512 kernels use 12-14 rows).
 const MAX_MR: usize = 14;
@@ -455,6 +461,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
             // panel's stream into pieces. Stream every panel whole.
             t.kc = g.k.max(1);
+        }
+        if (g.a_m * 4) % L1_SET_STRIDE == 0 && g.m > L1_WAYS {
+            // Rows of A a multiple of 4 KiB apart share one L1 set: a tile reading more of them
+            // than the set has ways evicts its own rows every step (gemm1024 ran at 65%).
+            t.mr = t.mr.min(L1_WAYS);
         }
         t.mr = balanced(g.m, t.mr);
         let rows_per_tile = t.mr;
