@@ -152,6 +152,13 @@ fn matrix_products_match_the_interpreter_on_every_target() {
         .op("{name: y, op: dense, inputs: [x, w]}")
         .output("y");
     check_everywhere(&s.module());
+    // Rows of A 4 KiB apart (K = 1024): at most 8 rows per tile, balanced (20 = 7 + 7 + 6).
+    let mut s = Spec::new("gemm_sets", 10);
+    s.input("x", &[20, 1024])
+        .weight("w", &[40, 1024])
+        .op("{name: y, op: dense, inputs: [x, w]}")
+        .output("y");
+    check_everywhere(&s.module());
     // Two activations: batched, and with the rhs transposed (laid out free-dims-minor).
     let mut s = Spec::new("bmm", 4);
     s.input("a", &[3, 29, 40])
