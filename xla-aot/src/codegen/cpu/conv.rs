@@ -224,6 +224,51 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.if_else(ok, &mut |cg| body(cg, false), &mut |cg| body(cg, true));
     }
 
+    /// Lanes `l` whose position `p0 + l` is in `[0, extent)`, and-ed with `ok`: vector compares
+    /// of `p0 + iota` (i32).
+    fn lane_mask(
+        &self,
+        p0: IntValue<'ctx>,
+        lanes: u32,
+        extent: usize,
+        ok: IntValue<'ctx>,
+    ) -> VectorValue<'ctx> {
+        let i32t = self.ctx.i32_type();
+        let vt = i32t.vec_type(lanes);
+        let p32 = self.b.build_int_truncate(p0, i32t, "").unwrap();
+        let splat = |x: IntValue<'ctx>, t: inkwell::types::VectorType<'ctx>| {
+            let v = self
+                .b
+                .build_insert_element(t.get_undef(), x, i32t.const_zero(), "")
+                .unwrap();
+            self.b
+                .build_shuffle_vector(v, t.get_undef(), i32t.vec_type(lanes).const_zero(), "")
+                .unwrap()
+        };
+        let iota = inkwell::types::VectorType::const_vector(
+            &(0..lanes)
+                .map(|l| i32t.const_int(l as u64, false))
+                .collect::<Vec<_>>(),
+        );
+        let pos = self.b.build_int_add(splat(p32, vt), iota, "").unwrap();
+        let lo = self
+            .b
+            .build_int_compare(IntPredicate::SGE, pos, vt.const_zero(), "")
+            .unwrap();
+        let hi = self
+            .b
+            .build_int_compare(
+                IntPredicate::SLT,
+                pos,
+                splat(i32t.const_int(extent as u64, false), vt),
+                "",
+            )
+            .unwrap();
+        let inside = self.b.build_and(lo, hi, "").unwrap();
+        let okv = splat(ok, self.ctx.bool_type().vec_type(lanes));
+        self.b.build_and(inside, okv, "").unwrap()
+    }
+
     fn acc_slots(
         &self,
         f: FunctionValue<'ctx>,
@@ -513,7 +558,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             win.pad_low[0],
         );
         let iw_in = interior(ow_count, wd, kw, 1, win.dilation[1], win.pad_low[1]);
-        let mask_ty = self.ctx.bool_type().vec_type(t.lanes);
         let masked_load = inkwell::intrinsics::Intrinsic::find("llvm.masked.load")
             .expect("llvm.masked.load exists")
             .get_declaration(
@@ -574,23 +618,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                                     "",
                                                 )
                                                 .unwrap();
-                                            let mut mask = mask_ty.const_zero();
-                                            for l in 0..v.lanes {
-                                                let iw = cg.add(iw0, cg.i64(l as u64));
-                                                let ok =
-                                                    cg.b.build_and(row_ok, cg.in_range(iw, wd), "")
-                                                        .unwrap();
-                                                mask =
-                                                    cg.b.build_insert_element(
-                                                        mask,
-                                                        ok,
-                                                        cg.ctx
-                                                            .i32_type()
-                                                            .const_int(l as u64, false),
-                                                        "",
-                                                    )
-                                                    .unwrap();
-                                            }
+                                            let mask = cg.lane_mask(iw0, v.lanes, wd, row_ok);
                                             let off = cg.add(
                                                 cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
                                                 iw0,
