@@ -152,8 +152,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// Input position `o·stride + tap·dilation - pad`, whether it is inside `[0, extent)`, and the
     /// position clamped into the image (safe to address).
+    #[allow(clippy::too_many_arguments)]
     fn in_pos(
         &self,
+        checked: bool,
         o: IntValue<'ctx>,
         tap: usize,
         stride: usize,
@@ -163,6 +165,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) -> (IntValue<'ctx>, IntValue<'ctx>) {
         let p = self.add(self.mul(o, stride as u64), self.i64((tap * dil) as u64));
         let p = self.b.build_int_sub(p, self.i64(pad as u64), "").unwrap();
+        if !checked {
+            // An interior tile: inside by construction, and affine in `o` (no clamp), so rows of
+            // a tile address the input with constant offsets from one base.
+            return (self.ctx.bool_type().const_all_ones(), p);
+        }
         (self.in_range(p, extent), self.clamp_index(p, extent))
     }
 
@@ -393,6 +400,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 for xw in 0..kw {
                                     let tap = y * kw + xw;
                                     let (row_ok, ih) = cg.in_pos(
+                                        checked,
                                         ru.oh,
                                         y,
                                         win.stride[0],
@@ -405,6 +413,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     for i in 0..rows {
                                         let owi = cg.add(ow0, cg.i64(i as u64));
                                         let (ok, iw) = cg.in_pos(
+                                            checked,
                                             owi,
                                             xw,
                                             win.stride[1],
@@ -594,6 +603,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let mut taps = Vec::new();
                             for y in 0..kh {
                                 let (row_ok, ih) = cg.in_pos(
+                                    checked,
                                     ru.oh,
                                     y,
                                     win.stride[0],
@@ -808,6 +818,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let acc = cg.acc_slots(f, rows, group);
                         for y in 0..kh {
                             let (row_ok, ih) = cg.in_pos(
+                                checked,
                                 ru.oh,
                                 y,
                                 win.stride[0],
@@ -830,6 +841,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 for (i, row) in acc.iter().enumerate() {
                                     let owi = cg.add(ow0, cg.i64(i as u64));
                                     let (ok, iw) = cg.in_pos(
+                                        checked,
                                         owi,
                                         xw,
                                         win.stride[1],
