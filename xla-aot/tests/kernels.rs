@@ -237,18 +237,26 @@ fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     check_everywhere(&m);
 }
 
-/// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
-fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
-    let dir = scratch(&format!("parallel-{}-{}", m.name, t.name));
+/// Compiles `m` for `t` and links it with the C program `source` (a path in the repository)
+/// into a scratch directory: (directory, executable, arena size).
+fn link_with(
+    m: &Module,
+    t: &Target,
+    source: &str,
+    tag: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, usize) {
+    let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
     let art = compile_model(m, t, &CompileOptions::default()).unwrap();
     let lib = dir.join(format!("lib{}.a", art.name));
     std::fs::write(&lib, &art.archive).unwrap();
-    let (cc, runner) = toolchain(t);
-    let exe = dir.join("parallel");
+    let (cc, _) = toolchain(t);
+    let exe = dir.join(tag);
     let out = std::process::Command::new(&cc)
-        .args(["-O1", "-std=c11", "-Wall", "-Werror", "-D_GNU_SOURCE"])
+        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
         .arg(format!("-DMODEL={}", art.name))
-        .arg(repo().join("xla-aot/tests/harness/parallel.c"))
+        .arg("-I")
+        .arg(repo().join("runtime-min/include"))
+        .arg(repo().join(source))
         .arg(&lib)
         .args(["-lpthread", "-o"])
         .arg(&exe)
@@ -259,10 +267,17 @@ fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (dir, exe, art.plan.arena_size)
+}
+
+/// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
+fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
+    let (dir, exe, arena) = link_with(m, t, "xla-aot/tests/harness/parallel.c", "parallel");
+    let (_, runner) = toolchain(t);
     let ins = inputs(m, 11);
     let mut args = vec![
         threads.to_string(),
-        art.plan.arena_size.to_string(),
+        arena.to_string(),
         ins.len().to_string(),
         m.entry.outputs.len().to_string(),
     ];
@@ -335,33 +350,13 @@ fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
         .output("y");
     let m = s.module();
     let t = Target::resolve("host").unwrap();
-    let dir = scratch("benchsmoke");
-    let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
-    let lib = dir.join(format!("lib{}.a", art.name));
-    std::fs::write(&lib, &art.archive).unwrap();
-    let exe = dir.join("bench");
-    let out = std::process::Command::new("cc")
-        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
-        .arg(format!("-DMODEL={}", art.name))
-        .arg("-I")
-        .arg(repo().join("runtime-min/include"))
-        .arg(repo().join("bench/harness.c"))
-        .arg(&lib)
-        .args(["-lpthread", "-o"])
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir, exe, arena) = link_with(&m, &t, "bench/harness.c", "bench");
     let ins = inputs(&m, 3);
     let inp = dir.join("a.bin");
     std::fs::write(&inp, ins[0].bytes().unwrap()).unwrap();
     let outp = dir.join("y.bin");
     let r = std::process::Command::new(&exe)
-        .args(["2", "0.01", &art.plan.arena_size.to_string(), "1", "1"])
+        .args(["2", "0.01", &arena.to_string(), "1", "1"])
         .arg(&inp)
         .arg((128 * 128 * 4).to_string())
         .arg(&outp)

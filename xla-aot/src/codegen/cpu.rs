@@ -762,6 +762,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
+    /// Input position `o·stride + t·dilation - pad_low` along dim `d` of a window.
+    fn window_pos(
+        &self,
+        o: IntValue<'ctx>,
+        t: IntValue<'ctx>,
+        window: &crate::ir::Window,
+        d: usize,
+    ) -> IntValue<'ctx> {
+        let base = self
+            .b
+            .build_int_mul(o, self.i64(window.stride[d] as u64), "")
+            .unwrap();
+        let tap = self
+            .b
+            .build_int_mul(t, self.i64(window.dilation[d] as u64), "")
+            .unwrap();
+        let p = self.b.build_int_add(base, tap, "").unwrap();
+        self.b
+            .build_int_sub(p, self.i64(window.pad_low[d] as u64), "")
+            .unwrap()
+    }
+
     /// `lo <= i < hi` for a signed index.
     fn in_range(&self, i: IntValue<'ctx>, hi: usize) -> IntValue<'ctx> {
         let ge = self
@@ -1600,16 +1622,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let mut valid = cg.ctx.bool_type().const_int(1, false);
                         let mut pos = Vec::with_capacity(x.len());
                         for d in 0..x.len() {
-                            let base =
-                                cg.b.build_int_mul(oidx[d], cg.i64(window.stride[d] as u64), "")
-                                    .unwrap();
-                            let tap =
-                                cg.b.build_int_mul(tidx[d], cg.i64(window.dilation[d] as u64), "")
-                                    .unwrap();
-                            let p = cg.b.build_int_add(base, tap, "").unwrap();
-                            let p =
-                                cg.b.build_int_sub(p, cg.i64(window.pad_low[d] as u64), "")
-                                    .unwrap();
+                            let p = cg.window_pos(oidx[d], tidx[d], window, d);
                             if d != m {
                                 valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
                             }
@@ -1639,16 +1652,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let mut valid = cg.ctx.bool_type().const_int(1, false);
                         let mut pos = Vec::with_capacity(x.len());
                         for d in 0..x.len() {
-                            let base =
-                                cg.b.build_int_mul(oidx[d], cg.i64(window.stride[d] as u64), "")
-                                    .unwrap();
-                            let tap =
-                                cg.b.build_int_mul(tidx[d], cg.i64(window.dilation[d] as u64), "")
-                                    .unwrap();
-                            let p = cg.b.build_int_add(base, tap, "").unwrap();
-                            let p =
-                                cg.b.build_int_sub(p, cg.i64(window.pad_low[d] as u64), "")
-                                    .unwrap();
+                            let p = cg.window_pos(oidx[d], tidx[d], window, d);
                             valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
                             pos.push(cg.clamp_index(p, x[d]));
                         }
@@ -1819,18 +1823,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     conv_inner(cg, &ranges, &mut s, &|cg, s| {
                         let mut xi = vec![n, cin];
                         for dd in 0..sp {
-                            let base =
-                                cg.b.build_int_mul(s[dd], cg.i64(window.stride[dd] as u64), "")
-                                    .unwrap();
-                            let tap = cg
-                                .b
-                                .build_int_mul(taps[dd], cg.i64(window.dilation[dd] as u64), "")
-                                .unwrap();
-                            let p = cg.b.build_int_add(base, tap, "").unwrap();
-                            xi.push(
-                                cg.b.build_int_sub(p, cg.i64(window.pad_low[dd] as u64), "")
-                                    .unwrap(),
-                            );
+                            xi.push(cg.window_pos(s[dd], taps[dd], window, dd));
                         }
                         let xv = cg
                             .load(bufs[0], cg.offset(&xi, &opnds[0]), DType::F32)
@@ -1922,19 +1915,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let mut valid = cg.ctx.bool_type().const_int(1, false);
                 let mut ipos = Vec::with_capacity(sp);
                 for dd in 0..sp {
-                    let base =
-                        cg.b.build_int_mul(opos[dd], cg.i64(window.stride[dd] as u64), "")
-                            .unwrap();
-                    let tap =
-                        cg.b.build_int_mul(taps[dd], cg.i64(window.dilation[dd] as u64), "")
-                            .unwrap();
-                    let p =
-                        cg.b.build_int_sub(
-                            cg.b.build_int_add(base, tap, "").unwrap(),
-                            cg.i64(window.pad_low[dd] as u64),
-                            "",
-                        )
-                        .unwrap();
+                    let p = cg.window_pos(opos[dd], taps[dd], window, dd);
                     valid =
                         cg.b.build_and(valid, cg.in_range(p, x[2 + dd]), "")
                             .unwrap();

@@ -34,78 +34,28 @@ impl Pass for LayoutAssignment {
         let (users_of, outs) = users(c);
         let mut changes = Vec::new();
         for (w, inst) in c.instructions.iter().enumerate() {
-            if !matches!(inst.op, Op::Constant(_)) || outs[w] > 0 || users_of[w].is_empty() {
+            let constant = matches!(inst.op, Op::Constant(_));
+            let intermediate = !constant
+                && !matches!(inst.op, Op::Parameter { .. })
+                && inst.shape.layout == Layout::row_major(inst.shape.rank());
+            if !(constant || intermediate) || outs[w] > 0 {
                 continue;
             }
-            // Every user must be a dot reading it as rhs, with the same free dims.
-            let mut wanted: Option<Vec<usize>> = None;
-            let ok = users_of[w].iter().all(|u| {
-                let ui = c.inst(*u);
-                let Op::Dot(d) = &ui.op else { return false };
-                if ui.operands[1].index() != w || ui.operands[0].index() == w {
-                    return false;
-                }
-                let free: Vec<usize> = (0..inst.shape.rank())
-                    .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
-                    .collect();
-                match &wanted {
-                    None => {
-                        wanted = Some(free);
-                        true
-                    }
-                    Some(f) => *f == free,
-                }
-            });
-            let Some(free) = wanted.filter(|_| ok) else {
+            let Some((free, contracting, batch)) = dot_rhs_dims(c, &users_of[w], w) else {
                 continue;
             };
-            // Free dims minor-most (the last free dim fastest), then the others, last fastest.
+            // Free dims minor-most (the last free dim fastest). A weight keeps the others in
+            // order, last fastest; an intermediate (attention's keys, a matmul of two
+            // activations) puts the contracting dims next and batch dims major, so the dot
+            // kernel loads its columns as vectors; its producer (a transpose, usually fused)
+            // writes that order directly.
             let mut m2m: Vec<usize> = free.iter().rev().copied().collect();
-            m2m.extend((0..inst.shape.rank()).rev().filter(|d| !free.contains(d)));
-            let layout = Layout {
-                minor_to_major: m2m,
-            };
-            if layout != inst.shape.layout {
-                changes.push((w, layout));
+            if constant {
+                m2m.extend((0..inst.shape.rank()).rev().filter(|d| !free.contains(d)));
+            } else {
+                m2m.extend(contracting.iter().rev());
+                m2m.extend(batch.iter().rev());
             }
-        }
-        // Intermediate dot operands: an rhs computed in the model (attention's keys, a matmul of
-        // two activations) read only by dots is written with the dot's free dims minor, the
-        // contracting dims next and batch dims major, so the dot kernel loads its columns as
-        // vectors; the producer (a transpose, usually fused) writes that order directly.
-        for (w, inst) in c.instructions.iter().enumerate() {
-            if matches!(inst.op, Op::Constant(_) | Op::Parameter { .. })
-                || outs[w] > 0
-                || users_of[w].is_empty()
-                || inst.shape.layout != Layout::row_major(inst.shape.rank())
-            {
-                continue;
-            }
-            let mut wanted: Option<(Vec<usize>, Vec<usize>, Vec<usize>)> = None;
-            let ok = users_of[w].iter().all(|u| {
-                let ui = c.inst(*u);
-                let Op::Dot(d) = &ui.op else { return false };
-                if ui.operands[1].index() != w || ui.operands[0].index() == w {
-                    return false;
-                }
-                let free: Vec<usize> = (0..inst.shape.rank())
-                    .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
-                    .collect();
-                let dims = (free, d.rhs_contracting.clone(), d.rhs_batch.clone());
-                match &wanted {
-                    None => {
-                        wanted = Some(dims);
-                        true
-                    }
-                    Some(f) => *f == dims,
-                }
-            });
-            let Some((free, contracting, batch)) = wanted.filter(|_| ok) else {
-                continue;
-            };
-            let mut m2m: Vec<usize> = free.iter().rev().copied().collect();
-            m2m.extend(contracting.iter().rev());
-            m2m.extend(batch.iter().rev());
             let layout = Layout {
                 minor_to_major: m2m,
             };
@@ -177,4 +127,32 @@ impl Pass for LayoutAssignment {
         }
         changed
     }
+}
+
+/// The rhs (free, contracting, batch) dims of `w` when every user reads it as the rhs of a dot
+/// (and not as its lhs), all with the same dims.
+fn dot_rhs_dims(
+    c: &crate::ir::Computation,
+    users: &[crate::ir::InstId],
+    w: usize,
+) -> Option<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    let rank = c.instructions[w].shape.rank();
+    let mut wanted = None;
+    for u in users {
+        let ui = c.inst(*u);
+        let Op::Dot(d) = &ui.op else { return None };
+        if ui.operands[1].index() != w || ui.operands[0].index() == w {
+            return None;
+        }
+        let free: Vec<usize> = (0..rank)
+            .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
+            .collect();
+        let dims = (free, d.rhs_contracting.clone(), d.rhs_batch.clone());
+        match &wanted {
+            None => wanted = Some(dims),
+            Some(f) if *f != dims => return None,
+            Some(_) => {}
+        }
+    }
+    wanted
 }

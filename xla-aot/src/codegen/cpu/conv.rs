@@ -124,6 +124,50 @@ fn interior(
     (lo.min(hi), hi)
 }
 
+/// The sizes, strides and interior ranges of a 2-D convolution `conv(x, w) -> out`.
+struct ConvShape {
+    n: usize,
+    c: usize,
+    h: usize,
+    wd: usize,
+    o: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    /// Element strides of the input, kernel and output (logical dim order).
+    xst: Vec<u64>,
+    wst: Vec<u64>,
+    ost: Vec<u64>,
+    /// Output rows and columns whose windows need no bounds check.
+    ih_in: (usize, usize),
+    iw_in: (usize, usize),
+}
+
+impl ConvShape {
+    fn new(win: &Window, x: &Shape, w: &Shape, out: &Shape) -> ConvShape {
+        let (oh, ow) = (out.dims[2], out.dims[3]);
+        let (h, wd) = (x.dims[2], x.dims[3]);
+        let (kh, kw) = (w.dims[2], w.dims[3]);
+        ConvShape {
+            n: x.dims[0],
+            c: x.dims[1],
+            h,
+            wd,
+            o: w.dims[0],
+            kh,
+            kw,
+            oh,
+            ow,
+            xst: physical_strides(x),
+            wst: physical_strides(w),
+            ost: physical_strides(out),
+            ih_in: interior(oh, h, kh, win.stride[0], win.dilation[0], win.pad_low[0]),
+            iw_in: interior(ow, wd, kw, win.stride[1], win.dilation[1], win.pad_low[1]),
+        }
+    }
+}
+
 /// Output row `(n, oh)` and the tile within it, from a row-unit index.
 struct RowUnit<'ctx> {
     n: IntValue<'ctx>,
@@ -276,6 +320,30 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_and(inside, okv, "").unwrap()
     }
 
+    /// The task plumbing of the three paths: `body(cg, kernel view, unit)` for every unit of
+    /// this task's share of `units`, run as one task or split over the app's threads.
+    fn conv_tasks(
+        &self,
+        k: &Kernel<'ctx>,
+        units: usize,
+        flops: u64,
+        body: &dyn Fn(&Self, &Kernel<'ctx>, IntValue<'ctx>),
+    ) {
+        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
+            .chain(k.args.iter().copied())
+            .collect();
+        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
+            let tk = Kernel {
+                f,
+                out: p[0],
+                args: p[1..].to_vec(),
+                noalias: k.noalias.clone(),
+            };
+            let (lo, hi) = cg.share(ti, nt, units);
+            cg.for_range(lo, hi, &mut |cg, u| body(cg, &tk, u));
+        });
+    }
+
     fn acc_slots(
         &self,
         f: FunctionValue<'ctx>,
@@ -317,18 +385,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         operands: (usize, usize),
         epi: Option<RegEpilogue>,
     ) {
-        let flops = {
-            let (_, ws, os) = shapes;
-            2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64
-        };
+        let (xs, ws, os) = shapes;
+        let flops =
+            2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
+        let cs = &ConvShape::new(window, xs, ws, os);
         match path {
             ConvPath::PixelsByChannels => {
-                self.conv_pixels_by_channels(k, window, shapes, operands, flops, &epi)
+                self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi)
             }
             ConvPath::ChannelsByPixels => {
-                self.conv_channels_by_pixels(k, window, shapes, operands, flops, &epi)
+                self.conv_channels_by_pixels(k, window, cs, operands, flops, &epi)
             }
-            ConvPath::Depthwise => self.conv_depthwise(k, window, shapes, operands, flops, &epi),
+            ConvPath::Depthwise => self.conv_depthwise(k, window, cs, operands, flops, &epi),
         }
     }
 
@@ -337,20 +405,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         &self,
         k: &Kernel<'ctx>,
         win: &Window,
-        (xs, ws, os): (&Shape, &Shape, &Shape),
+        cs: &ConvShape,
         (xi, wi): (usize, usize),
         flops: u64,
         epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
-        let nr = panel_width(ws.dims[0], &t);
+        let ConvShape {
+            n: n_count,
+            c,
+            h,
+            wd,
+            o,
+            kh,
+            kw,
+            oh: oh_count,
+            ow: ow_count,
+            ref xst,
+            wst: _,
+            ref ost,
+            ih_in,
+            iw_in,
+        } = *cs;
+        let nr = panel_width(o, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
         let rows_max = ((regs - nv - 1) / nv).clamp(1, MAX_PIXEL_ROWS);
-        let (xst, ost) = (physical_strides(xs), physical_strides(os));
-        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
-        let (o, kh, kw) = (ws.dims[0], ws.dims[2], ws.dims[3]);
-        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
         let kk = c * kh * kw;
         let mr = gemm::balanced(ow_count, rows_max);
         let tiles_per_row = ow_count.div_ceil(mr);
@@ -360,173 +440,132 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let chunks = o.div_ceil(nr);
         let units = n_count * oh_count * tiles_per_row;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
-        let ih_in = interior(
-            oh_count,
-            h,
-            kh,
-            win.stride[0],
-            win.dilation[0],
-            win.pad_low[0],
-        );
-        let iw_in = interior(
-            ow_count,
-            wd,
-            kw,
-            win.stride[1],
-            win.dilation[1],
-            win.pad_low[1],
-        );
-        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
-            .chain(k.args.iter().copied())
-            .collect();
-        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
-            let tk = Kernel {
-                f,
-                out: p[0],
-                args: p[1..].to_vec(),
-                noalias: k.noalias.clone(),
-            };
-            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
-            let (lo, hi) = cg.share(ti, nt, units);
-            cg.for_range(lo, hi, &mut |cg, u| {
-                let ru = cg.row_unit(u, oh_count, tiles_per_row);
-                let per_rows = |cg: &Self, rows: usize| {
-                    cg.for_loop(chunks, &mut |cg, jr| {
-                        let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                            let ow0 = cg.mul(ru.tile, mr as u64);
-                            let acc = cg.acc_slots(f, rows, cols);
-                            let panel = cg.mul(jr, (kk * nr) as u64);
-                            for y in 0..kh {
-                                for xw in 0..kw {
-                                    let tap = y * kw + xw;
-                                    let (row_ok, ih) = cg.in_pos(
+        self.conv_tasks(k, units, flops, &|cg, tk, u| {
+            let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let ru = cg.row_unit(u, oh_count, tiles_per_row);
+            let per_rows = |cg: &Self, rows: usize| {
+                cg.for_loop(chunks, &mut |cg, jr| {
+                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
+                        let ow0 = cg.mul(ru.tile, mr as u64);
+                        let acc = cg.acc_slots(f, rows, cols);
+                        let panel = cg.mul(jr, (kk * nr) as u64);
+                        for y in 0..kh {
+                            for xw in 0..kw {
+                                let tap = y * kw + xw;
+                                let (row_ok, ih) = cg.in_pos(
+                                    checked,
+                                    ru.oh,
+                                    y,
+                                    win.stride[0],
+                                    win.dilation[0],
+                                    win.pad_low[0],
+                                    h,
+                                );
+                                let mut valid = Vec::with_capacity(rows);
+                                let mut base = Vec::with_capacity(rows);
+                                for i in 0..rows {
+                                    let owi = cg.add(ow0, cg.i64(i as u64));
+                                    let (ok, iw) = cg.in_pos(
                                         checked,
-                                        ru.oh,
-                                        y,
-                                        win.stride[0],
-                                        win.dilation[0],
-                                        win.pad_low[0],
-                                        h,
+                                        owi,
+                                        xw,
+                                        win.stride[1],
+                                        win.dilation[1],
+                                        win.pad_low[1],
+                                        wd,
                                     );
-                                    let mut valid = Vec::with_capacity(rows);
-                                    let mut base = Vec::with_capacity(rows);
+                                    valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
+                                    let b = cg.add(
+                                        cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                        cg.mul(iw, xst[3]),
+                                    );
+                                    base.push(b);
+                                }
+                                cg.for_loop(c, &mut |cg, ci| {
+                                    let krow = cg.add(
+                                        panel,
+                                        cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
+                                    );
+                                    let bv: Vec<VectorValue<'ctx>> = cols
+                                        .iter()
+                                        .map(|v| {
+                                            cg.vload(w, cg.add(krow, cg.i64(v.col as u64)), v.lanes)
+                                        })
+                                        .collect();
                                     for i in 0..rows {
-                                        let owi = cg.add(ow0, cg.i64(i as u64));
-                                        let (ok, iw) = cg.in_pos(
-                                            checked,
-                                            owi,
-                                            xw,
-                                            win.stride[1],
-                                            win.dilation[1],
-                                            win.pad_low[1],
-                                            wd,
-                                        );
-                                        valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
-                                        let b = cg.add(
-                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                            cg.mul(iw, xst[3]),
-                                        );
-                                        base.push(b);
-                                    }
-                                    cg.for_loop(c, &mut |cg, ci| {
-                                        let krow = cg.add(
-                                            panel,
-                                            cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
-                                        );
-                                        let bv: Vec<VectorValue<'ctx>> = cols
-                                            .iter()
-                                            .map(|v| {
-                                                cg.vload(
-                                                    w,
-                                                    cg.add(krow, cg.i64(v.col as u64)),
-                                                    v.lanes,
-                                                )
-                                            })
-                                            .collect();
-                                        for i in 0..rows {
-                                            let mut a = cg
-                                                .load(
-                                                    x,
-                                                    cg.add(base[i], cg.mul(ci, xst[1])),
-                                                    DType::F32,
-                                                )
+                                        let mut a = cg
+                                            .load(
+                                                x,
+                                                cg.add(base[i], cg.mul(ci, xst[1])),
+                                                DType::F32,
+                                            )
+                                            .into_float_value();
+                                        if pads && checked {
+                                            a = cg
+                                                .select(valid[i], a.into(), cg.f32c(0.0).into())
                                                 .into_float_value();
-                                            if pads && checked {
-                                                a = cg
-                                                    .select(valid[i], a.into(), cg.f32c(0.0).into())
-                                                    .into_float_value();
-                                            }
-                                            for (j, v) in cols.iter().enumerate() {
-                                                cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
-                                            }
                                         }
-                                    });
-                                }
-                            }
-                            for (i, row) in acc.iter().enumerate() {
-                                let owi = cg.add(ow0, cg.i64(i as u64));
-                                let pix = cg.add(
-                                    cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
-                                    cg.mul(owi, ost[3]),
-                                );
-                                for (v, slot) in cols.iter().zip(row) {
-                                    let ch = cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64));
-                                    let off = cg.add(pix, ch);
-                                    let mut val =
-                                        cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                                    if let Some(e) = epi {
-                                        let role = |d: usize| match d {
-                                            0 => Role::At(ru.n),
-                                            1 => Role::Col,
-                                            2 => Role::At(ru.oh),
-                                            _ => Role::Row,
-                                        };
-                                        val = cg.apply_epilogue(e, &tk, val, owi, ch, v, &role);
+                                        for (j, v) in cols.iter().enumerate() {
+                                            cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
+                                        }
                                     }
-                                    cg.store_lanes(out, off, val, v.store);
-                                }
+                                });
                             }
-                        };
-                        let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
-                            let ow0 = cg.mul(ru.tile, mr as u64);
-                            let full = (oh_count, ow_count);
-                            cg.interior_or_checked(
-                                ru.oh,
-                                ow0,
-                                rows,
-                                ih_in,
-                                iw_in,
-                                full,
-                                &|cg, chk| tile_body(cg, rows, cols, chk),
+                        }
+                        for (i, row) in acc.iter().enumerate() {
+                            let owi = cg.add(ow0, cg.i64(i as u64));
+                            let pix = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                cg.mul(owi, ost[3]),
                             );
-                        };
-                        let full = gemm::vectors(nr, t.lanes, true);
-                        let part = gemm::vectors(part_cols, t.lanes, true);
-                        let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0)
-                        {
-                            (true, false) => tile_cols(cg, rows, &full),
-                            (false, true) => tile_cols(cg, rows, &part),
-                            _ => {
-                                let is_full =
-                                    cg.b.build_int_compare(
-                                        IntPredicate::ULT,
-                                        jr,
-                                        cg.i64(full_cols as u64),
-                                        "",
-                                    )
-                                    .unwrap();
-                                cg.if_else(
-                                    is_full,
-                                    &mut |cg| tile_cols(cg, rows, &full),
-                                    &mut |cg| tile_cols(cg, rows, &part),
-                                );
+                            for (v, slot) in cols.iter().zip(row) {
+                                let ch = cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64));
+                                let off = cg.add(pix, ch);
+                                let mut val =
+                                    cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                if let Some(e) = epi {
+                                    let role = |d: usize| match d {
+                                        0 => Role::At(ru.n),
+                                        1 => Role::Col,
+                                        2 => Role::At(ru.oh),
+                                        _ => Role::Row,
+                                    };
+                                    val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                                }
+                                cg.store_lanes(out, off, val, v.store);
                             }
-                        };
-                        by_cols(cg, rows);
-                    });
-                };
-                cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
-            });
+                        }
+                    };
+                    let tile_cols = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let ow0 = cg.mul(ru.tile, mr as u64);
+                        let full = (oh_count, ow_count);
+                        cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
+                            tile_body(cg, rows, cols, chk)
+                        });
+                    };
+                    let full = gemm::vectors(nr, t.lanes, true);
+                    let part = gemm::vectors(part_cols, t.lanes, true);
+                    let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
+                        (true, false) => tile_cols(cg, rows, &full),
+                        (false, true) => tile_cols(cg, rows, &part),
+                        _ => {
+                            let is_full =
+                                cg.b.build_int_compare(
+                                    IntPredicate::ULT,
+                                    jr,
+                                    cg.i64(full_cols as u64),
+                                    "",
+                                )
+                                .unwrap();
+                            cg.if_else(is_full, &mut |cg| tile_cols(cg, rows, &full), &mut |cg| {
+                                tile_cols(cg, rows, &part)
+                            });
+                        }
+                    };
+                    by_cols(cg, rows);
+                });
+            };
+            cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
         });
     }
 
@@ -535,20 +574,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         &self,
         k: &Kernel<'ctx>,
         win: &Window,
-        (xs, ws, os): (&Shape, &Shape, &Shape),
+        cs: &ConvShape,
         (xi, wi): (usize, usize),
         flops: u64,
         epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
-        let (xst, wst, ost) = (
-            physical_strides(xs),
-            physical_strides(ws),
-            physical_strides(os),
-        );
-        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
-        let (o, kh, kw) = (ws.dims[0], ws.dims[2], ws.dims[3]);
-        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
+        let ConvShape {
+            n: n_count,
+            c,
+            h,
+            wd,
+            o,
+            kh,
+            kw,
+            oh: oh_count,
+            ow: ow_count,
+            ref xst,
+            ref wst,
+            ref ost,
+            ih_in,
+            iw_in,
+        } = *cs;
         let mr = gemm::balanced(o, t.mr);
         let (full_rows, part_rows) = (o / mr, o % mr);
         let row_tiles = o.div_ceil(mr);
@@ -558,15 +605,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let chunks_per_row = ow_count.div_ceil(cw);
         let (full_cols, part_cols) = (ow_count / cw, ow_count % cw);
         let units = n_count * oh_count * chunks_per_row;
-        let ih_in = interior(
-            oh_count,
-            h,
-            kh,
-            win.stride[0],
-            win.dilation[0],
-            win.pad_low[0],
-        );
-        let iw_in = interior(ow_count, wd, kw, 1, win.dilation[1], win.pad_low[1]);
         let masked_load = inkwell::intrinsics::Intrinsic::find("llvm.masked.load")
             .expect("llvm.masked.load exists")
             .get_declaration(
@@ -579,243 +617,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 ],
             )
             .expect("masked load declaration");
-        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
-            .chain(k.args.iter().copied())
-            .collect();
-        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
-            let tk = Kernel {
-                f,
-                out: p[0],
-                args: p[1..].to_vec(),
-                noalias: k.noalias.clone(),
-            };
-            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
-            let (lo, hi) = cg.share(ti, nt, units);
-            cg.for_range(lo, hi, &mut |cg, u| {
-                let ru = cg.row_unit(u, oh_count, chunks_per_row);
-                let ow0 = cg.mul(ru.tile, cw as u64);
-                let per_cols = |cg: &Self, cols: &[VecCol]| {
-                    cg.for_loop(row_tiles, &mut |cg, ir| {
-                        let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                            let oc0 = cg.mul(ir, mr as u64);
-                            let acc = cg.acc_slots(f, rows, cols);
-                            // Per tap and vector: the input row offset and the lanes inside the image.
-                            let mut taps = Vec::new();
-                            for y in 0..kh {
-                                let (row_ok, ih) = cg.in_pos(
-                                    checked,
-                                    ru.oh,
-                                    y,
-                                    win.stride[0],
-                                    win.dilation[0],
-                                    win.pad_low[0],
-                                    h,
-                                );
-                                for xw in 0..kw {
-                                    let per_vec: Vec<(IntValue<'ctx>, VectorValue<'ctx>)> = cols
-                                        .iter()
-                                        .map(|v| {
-                                            // iw of lane 0: ow0 + col + xw·dil - pad (stride 1).
-                                            let iw0 =
-                                                cg.b.build_int_sub(
-                                                    cg.add(
-                                                        ow0,
-                                                        cg.i64(
-                                                            (v.col + xw * win.dilation[1]) as u64,
-                                                        ),
-                                                    ),
-                                                    cg.i64(win.pad_low[1] as u64),
-                                                    "",
-                                                )
-                                                .unwrap();
-                                            let mask = cg.lane_mask(iw0, v.lanes, wd, row_ok);
-                                            let off = cg.add(
-                                                cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                                iw0,
-                                            );
-                                            (off, mask)
-                                        })
-                                        .collect();
-                                    taps.push((y, xw, per_vec));
-                                }
-                            }
-                            cg.for_loop(c, &mut |cg, ci| {
-                                let xc = cg.mul(ci, xst[1]);
-                                for (y, xw, per_vec) in &taps {
-                                    let bv: Vec<VectorValue<'ctx>> = per_vec
-                                        .iter()
-                                        .map(|&(off, mask)| {
-                                            if !checked {
-                                                return cg.vload(x, cg.add(off, xc), t.lanes);
-                                            }
-                                            // Lanes outside the image are never read (their address may be).
-                                            let ptr = unsafe {
-                                                cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
-                                            };
-                                            let vp =
-                                                cg.b.build_pointer_cast(
-                                                    ptr,
-                                                    cg.vec_ty(t.lanes)
-                                                        .ptr_type(inkwell::AddressSpace::default()),
-                                                    "",
-                                                )
-                                                .unwrap();
-                                            cg.call(
-                                                masked_load,
-                                                &[
-                                                    vp.into(),
-                                                    cg.ctx.i32_type().const_int(4, false).into(),
-                                                    mask.into(),
-                                                    cg.vec_ty(t.lanes).const_zero().into(),
-                                                ],
-                                            )
-                                            .into_vector_value()
-                                        })
-                                        .collect();
-                                    let wt = cg.add(
-                                        cg.mul(ci, wst[1]),
-                                        cg.i64((y * wst[2] as usize + xw * wst[3] as usize) as u64),
-                                    );
-                                    for (i, row) in acc.iter().enumerate() {
-                                        let oc = cg.add(oc0, cg.i64(i as u64));
-                                        let a: FloatValue<'ctx> = cg
-                                            .load(w, cg.add(cg.mul(oc, wst[0]), wt), DType::F32)
-                                            .into_float_value();
-                                        for (j, v) in cols.iter().enumerate() {
-                                            cg.fma_into(row[j], cg.splat(a, v.lanes), bv[j]);
-                                        }
-                                    }
-                                }
-                            });
-                            for (i, row) in acc.iter().enumerate() {
-                                let oc = cg.add(oc0, cg.i64(i as u64));
-                                let base = cg.add(
-                                    cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
-                                    cg.add(cg.mul(ru.oh, ost[2]), ow0),
-                                );
-                                for (v, slot) in cols.iter().zip(row) {
-                                    let mut val =
-                                        cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                                    if let Some(e) = epi {
-                                        let px = cg.add(ow0, cg.i64(v.col as u64));
-                                        let role = |d: usize| match d {
-                                            0 => Role::At(ru.n),
-                                            1 => Role::Row,
-                                            2 => Role::At(ru.oh),
-                                            _ => Role::Col,
-                                        };
-                                        val = cg.apply_epilogue(e, &tk, val, oc, px, v, &role);
-                                    }
-                                    cg.store_lanes(
-                                        out,
-                                        cg.add(base, cg.i64(v.col as u64)),
-                                        val,
-                                        v.store,
-                                    );
-                                }
-                            }
-                        };
-                        let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
-                            let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
-                            let full = (oh_count, ow_count);
-                            cg.interior_or_checked(
-                                ru.oh,
-                                ow0,
-                                width,
-                                ih_in,
-                                iw_in,
-                                full,
-                                &|cg, chk| tile_body(cg, rows, cols, chk),
-                            );
-                        };
-                        cg.by_rows(ir, full_rows, part_rows, mr, &|cg, rows| {
-                            tile(cg, rows, cols)
-                        });
-                    });
-                };
-                let full = gemm::vectors(cw, t.lanes, true);
-                let part = gemm::vectors(part_cols, t.lanes, true);
-                match (full_cols > 0, part_cols > 0) {
-                    (true, false) => per_cols(cg, &full),
-                    (false, true) => per_cols(cg, &part),
-                    _ => {
-                        let is_full =
-                            cg.b.build_int_compare(
-                                IntPredicate::ULT,
-                                ru.tile,
-                                cg.i64(full_cols as u64),
-                                "",
-                            )
-                            .unwrap();
-                        cg.if_else(is_full, &mut |cg| per_cols(cg, &full), &mut |cg| {
-                            per_cols(cg, &part)
-                        });
-                    }
-                }
-            });
-        });
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn conv_depthwise(
-        &self,
-        k: &Kernel<'ctx>,
-        win: &Window,
-        (xs, ws, os): (&Shape, &Shape, &Shape),
-        (xi, wi): (usize, usize),
-        flops: u64,
-        epi: &Option<RegEpilogue>,
-    ) {
-        let t = Tiles::for_target(self.target);
-        let (xst, wst, ost) = (
-            physical_strides(xs),
-            physical_strides(ws),
-            physical_strides(os),
-        );
-        let (n_count, c, h, wd) = (xs.dims[0], xs.dims[1], xs.dims[2], xs.dims[3]);
-        let (kh, kw) = (ws.dims[2], ws.dims[3]);
-        let (oh_count, ow_count) = (os.dims[2], os.dims[3]);
-        let mr = gemm::balanced(ow_count, DW_PIXELS);
-        let tiles_per_row = ow_count.div_ceil(mr);
-        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
-        let units = n_count * oh_count * tiles_per_row;
-        let ih_in = interior(
-            oh_count,
-            h,
-            kh,
-            win.stride[0],
-            win.dilation[0],
-            win.pad_low[0],
-        );
-        let iw_in = interior(
-            ow_count,
-            wd,
-            kw,
-            win.stride[1],
-            win.dilation[1],
-            win.pad_low[1],
-        );
-        // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
-        let cols = gemm::vectors(c, t.lanes, false);
-        let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
-            .chain(k.args.iter().copied())
-            .collect();
-        self.run_tasks(k, &bufs, &k.noalias, units, flops, &|cg, f, p, ti, nt| {
-            let tk = Kernel {
-                f,
-                out: p[0],
-                args: p[1..].to_vec(),
-                noalias: k.noalias.clone(),
-            };
-            let (x, w, out) = (tk.args[xi], tk.args[wi], tk.out);
-            let (lo, hi) = cg.share(ti, nt, units);
-            cg.for_range(lo, hi, &mut |cg, u| {
-                let ru = cg.row_unit(u, oh_count, tiles_per_row);
-                let tile_body = |cg: &Self, rows: usize, checked: bool| {
-                    let ow0 = cg.mul(ru.tile, mr as u64);
-                    // Channel vectors in groups of 2 (2 × rows chains).
-                    for group in cols.chunks(2) {
-                        let acc = cg.acc_slots(f, rows, group);
+        self.conv_tasks(k, units, flops, &|cg, tk, u| {
+            let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let ru = cg.row_unit(u, oh_count, chunks_per_row);
+            let ow0 = cg.mul(ru.tile, cw as u64);
+            let per_cols = |cg: &Self, cols: &[VecCol]| {
+                cg.for_loop(row_tiles, &mut |cg, ir| {
+                    let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
+                        let oc0 = cg.mul(ir, mr as u64);
+                        let acc = cg.acc_slots(f, rows, cols);
+                        // Per tap and vector: the input row offset and the lanes inside the image.
+                        let mut taps = Vec::new();
                         for y in 0..kh {
                             let (row_ok, ih) = cg.in_pos(
                                 checked,
@@ -827,89 +639,271 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 h,
                             );
                             for xw in 0..kw {
-                                let wv: Vec<VectorValue<'ctx>> = group
+                                let per_vec: Vec<(IntValue<'ctx>, VectorValue<'ctx>)> = cols
                                     .iter()
                                     .map(|v| {
-                                        let off = cg.i64(
-                                            v.col as u64 * wst[0]
-                                                + y as u64 * wst[2]
-                                                + xw as u64 * wst[3],
+                                        // iw of lane 0: ow0 + col + xw·dil - pad (stride 1).
+                                        let iw0 =
+                                            cg.b.build_int_sub(
+                                                cg.add(
+                                                    ow0,
+                                                    cg.i64((v.col + xw * win.dilation[1]) as u64),
+                                                ),
+                                                cg.i64(win.pad_low[1] as u64),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        let mask = cg.lane_mask(iw0, v.lanes, wd, row_ok);
+                                        let off = cg.add(
+                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                            iw0,
                                         );
-                                        cg.gather(w, off, wst[0], v.lanes)
+                                        (off, mask)
                                     })
                                     .collect();
-                                for (i, row) in acc.iter().enumerate() {
-                                    let owi = cg.add(ow0, cg.i64(i as u64));
-                                    let (ok, iw) = cg.in_pos(
-                                        checked,
-                                        owi,
-                                        xw,
-                                        win.stride[1],
-                                        win.dilation[1],
-                                        win.pad_low[1],
-                                        wd,
-                                    );
-                                    let valid = cg.b.build_and(row_ok, ok, "").unwrap();
-                                    let base = cg.add(
-                                        cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                        cg.mul(iw, xst[3]),
-                                    );
-                                    let mut taps = |cg: &Self| {
-                                        for (j, v) in group.iter().enumerate() {
-                                            let xv = cg.vload(
-                                                x,
-                                                cg.add(base, cg.i64(v.col as u64)),
-                                                v.lanes,
-                                            );
-                                            cg.fma_into(row[j], xv, wv[j]);
+                                taps.push((y, xw, per_vec));
+                            }
+                        }
+                        cg.for_loop(c, &mut |cg, ci| {
+                            let xc = cg.mul(ci, xst[1]);
+                            for (y, xw, per_vec) in &taps {
+                                let bv: Vec<VectorValue<'ctx>> = per_vec
+                                    .iter()
+                                    .map(|&(off, mask)| {
+                                        if !checked {
+                                            return cg.vload(x, cg.add(off, xc), t.lanes);
                                         }
-                                    };
-                                    if checked {
-                                        cg.if_then(valid, &mut taps);
-                                    } else {
-                                        taps(cg);
+                                        // Lanes outside the image are never read (their address may be).
+                                        let ptr = unsafe {
+                                            cg.b.build_gep(x, &[cg.add(off, xc)], "").unwrap()
+                                        };
+                                        let vp =
+                                            cg.b.build_pointer_cast(
+                                                ptr,
+                                                cg.vec_ty(t.lanes)
+                                                    .ptr_type(inkwell::AddressSpace::default()),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        cg.call(
+                                            masked_load,
+                                            &[
+                                                vp.into(),
+                                                cg.ctx.i32_type().const_int(4, false).into(),
+                                                mask.into(),
+                                                cg.vec_ty(t.lanes).const_zero().into(),
+                                            ],
+                                        )
+                                        .into_vector_value()
+                                    })
+                                    .collect();
+                                let wt = cg.add(
+                                    cg.mul(ci, wst[1]),
+                                    cg.i64((y * wst[2] as usize + xw * wst[3] as usize) as u64),
+                                );
+                                for (i, row) in acc.iter().enumerate() {
+                                    let oc = cg.add(oc0, cg.i64(i as u64));
+                                    let a: FloatValue<'ctx> = cg
+                                        .load(w, cg.add(cg.mul(oc, wst[0]), wt), DType::F32)
+                                        .into_float_value();
+                                    for (j, v) in cols.iter().enumerate() {
+                                        cg.fma_into(row[j], cg.splat(a, v.lanes), bv[j]);
                                     }
                                 }
                             }
-                        }
+                        });
                         for (i, row) in acc.iter().enumerate() {
-                            let owi = cg.add(ow0, cg.i64(i as u64));
-                            let pix = cg.add(
-                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
-                                cg.mul(owi, ost[3]),
+                            let oc = cg.add(oc0, cg.i64(i as u64));
+                            let base = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
+                                cg.add(cg.mul(ru.oh, ost[2]), ow0),
                             );
-                            for (v, slot) in group.iter().zip(row) {
+                            for (v, slot) in cols.iter().zip(row) {
                                 let mut val =
                                     cg.b.build_load(*slot, "").unwrap().into_vector_value();
                                 if let Some(e) = epi {
+                                    let px = cg.add(ow0, cg.i64(v.col as u64));
                                     let role = |d: usize| match d {
                                         0 => Role::At(ru.n),
-                                        1 => Role::Col,
+                                        1 => Role::Row,
                                         2 => Role::At(ru.oh),
-                                        _ => Role::Row,
+                                        _ => Role::Col,
                                     };
-                                    let ch = cg.i64(v.col as u64);
-                                    val = cg.apply_epilogue(e, &tk, val, owi, ch, v, &role);
+                                    val = cg.apply_epilogue(e, tk, val, oc, px, v, &role);
                                 }
                                 cg.store_lanes(
                                     out,
-                                    cg.add(pix, cg.i64(v.col as u64)),
+                                    cg.add(base, cg.i64(v.col as u64)),
                                     val,
                                     v.store,
                                 );
                             }
                         }
-                    }
-                };
-                let tile = |cg: &Self, rows: usize| {
-                    let ow0 = cg.mul(ru.tile, mr as u64);
-                    let full = (oh_count, ow_count);
-                    cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
-                        tile_body(cg, rows, chk)
+                    };
+                    let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
+                        let full = (oh_count, ow_count);
+                        cg.interior_or_checked(
+                            ru.oh,
+                            ow0,
+                            width,
+                            ih_in,
+                            iw_in,
+                            full,
+                            &|cg, chk| tile_body(cg, rows, cols, chk),
+                        );
+                    };
+                    cg.by_rows(ir, full_rows, part_rows, mr, &|cg, rows| {
+                        tile(cg, rows, cols)
                     });
-                };
-                cg.by_rows(ru.tile, full_rows, part_rows, mr, &tile);
-            });
+                });
+            };
+            let full = gemm::vectors(cw, t.lanes, true);
+            let part = gemm::vectors(part_cols, t.lanes, true);
+            match (full_cols > 0, part_cols > 0) {
+                (true, false) => per_cols(cg, &full),
+                (false, true) => per_cols(cg, &part),
+                _ => {
+                    let is_full = cg
+                        .b
+                        .build_int_compare(IntPredicate::ULT, ru.tile, cg.i64(full_cols as u64), "")
+                        .unwrap();
+                    cg.if_else(is_full, &mut |cg| per_cols(cg, &full), &mut |cg| {
+                        per_cols(cg, &part)
+                    });
+                }
+            }
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_depthwise(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        cs: &ConvShape,
+        (xi, wi): (usize, usize),
+        flops: u64,
+        epi: &Option<RegEpilogue>,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let ConvShape {
+            n: n_count,
+            c,
+            h,
+            wd,
+            o: _,
+            kh,
+            kw,
+            oh: oh_count,
+            ow: ow_count,
+            ref xst,
+            ref wst,
+            ref ost,
+            ih_in,
+            iw_in,
+        } = *cs;
+        let mr = gemm::balanced(ow_count, DW_PIXELS);
+        let tiles_per_row = ow_count.div_ceil(mr);
+        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
+        let units = n_count * oh_count * tiles_per_row;
+        // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
+        let cols = gemm::vectors(c, t.lanes, false);
+        self.conv_tasks(k, units, flops, &|cg, tk, u| {
+            let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let ru = cg.row_unit(u, oh_count, tiles_per_row);
+            let tile_body = |cg: &Self, rows: usize, checked: bool| {
+                let ow0 = cg.mul(ru.tile, mr as u64);
+                // Channel vectors in groups of 2 (2 × rows chains).
+                for group in cols.chunks(2) {
+                    let acc = cg.acc_slots(f, rows, group);
+                    for y in 0..kh {
+                        let (row_ok, ih) = cg.in_pos(
+                            checked,
+                            ru.oh,
+                            y,
+                            win.stride[0],
+                            win.dilation[0],
+                            win.pad_low[0],
+                            h,
+                        );
+                        for xw in 0..kw {
+                            let wv: Vec<VectorValue<'ctx>> = group
+                                .iter()
+                                .map(|v| {
+                                    let off = cg.i64(
+                                        v.col as u64 * wst[0]
+                                            + y as u64 * wst[2]
+                                            + xw as u64 * wst[3],
+                                    );
+                                    cg.gather(w, off, wst[0], v.lanes)
+                                })
+                                .collect();
+                            for (i, row) in acc.iter().enumerate() {
+                                let owi = cg.add(ow0, cg.i64(i as u64));
+                                let (ok, iw) = cg.in_pos(
+                                    checked,
+                                    owi,
+                                    xw,
+                                    win.stride[1],
+                                    win.dilation[1],
+                                    win.pad_low[1],
+                                    wd,
+                                );
+                                let valid = cg.b.build_and(row_ok, ok, "").unwrap();
+                                let base = cg.add(
+                                    cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                    cg.mul(iw, xst[3]),
+                                );
+                                let mut taps = |cg: &Self| {
+                                    for (j, v) in group.iter().enumerate() {
+                                        let xv = cg.vload(
+                                            x,
+                                            cg.add(base, cg.i64(v.col as u64)),
+                                            v.lanes,
+                                        );
+                                        cg.fma_into(row[j], xv, wv[j]);
+                                    }
+                                };
+                                if checked {
+                                    cg.if_then(valid, &mut taps);
+                                } else {
+                                    taps(cg);
+                                }
+                            }
+                        }
+                    }
+                    for (i, row) in acc.iter().enumerate() {
+                        let owi = cg.add(ow0, cg.i64(i as u64));
+                        let pix = cg.add(
+                            cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                            cg.mul(owi, ost[3]),
+                        );
+                        for (v, slot) in group.iter().zip(row) {
+                            let mut val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                            if let Some(e) = epi {
+                                let role = |d: usize| match d {
+                                    0 => Role::At(ru.n),
+                                    1 => Role::Col,
+                                    2 => Role::At(ru.oh),
+                                    _ => Role::Row,
+                                };
+                                let ch = cg.i64(v.col as u64);
+                                val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                            }
+                            cg.store_lanes(out, cg.add(pix, cg.i64(v.col as u64)), val, v.store);
+                        }
+                    }
+                }
+            };
+            let tile = |cg: &Self, rows: usize| {
+                let ow0 = cg.mul(ru.tile, mr as u64);
+                let full = (oh_count, ow_count);
+                cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
+                    tile_body(cg, rows, chk)
+                });
+            };
+            cg.by_rows(ru.tile, full_rows, part_rows, mr, &tile);
         });
     }
 
