@@ -208,6 +208,7 @@ impl Build {
             codegen: crate::codegen::cpu::Options {
                 assembly: dump_to.is_some(),
                 ir: dump_to.is_some(),
+                grid: false,
             },
             keep_stages: dump_to.is_some(),
             // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).

@@ -84,6 +84,7 @@ pub fn compile(
         codegen: crate::codegen::cpu::Options {
             assembly: dumping,
             ir: dumping,
+            grid: false,
         },
         disabled_passes: req.disabled_passes.clone(),
         no_pipeline: false,

@@ -120,7 +120,7 @@ fn vector_fma_code_for_each_target() {
             &CompileOptions {
                 codegen: Options {
                     assembly: true,
-                    ir: false,
+                    ..Options::default()
                 },
                 ..CompileOptions::default()
             },
@@ -395,7 +395,7 @@ fn dense_weights_are_packed_so_the_dot_streams_them() {
     let opts = |disabled: Vec<String>| CompileOptions {
         codegen: Options {
             assembly: true,
-            ir: false,
+            ..Options::default()
         },
         disabled_passes: disabled,
         ..CompileOptions::default()

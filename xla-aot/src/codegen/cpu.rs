@@ -17,6 +17,7 @@
 mod conv;
 mod epilogue;
 mod gemm;
+mod grid;
 mod parallel;
 mod reduce;
 
@@ -121,6 +122,9 @@ pub struct Options {
     pub assembly: bool,
     /// Also keep the LLVM IR text before and after optimisation.
     pub ir: bool,
+    /// Kernels in the per-element (grid) form of the GPU backend, each run over its whole grid by
+    /// the entry points: the host emulation of the PTX kernels (`codegen/ptx.rs`).
+    pub grid: bool,
 }
 
 pub(crate) fn init_llvm() {
@@ -163,10 +167,11 @@ pub fn compile(
 ) -> Result<CpuObject, CodegenError> {
     let tm = target_machine(target)?;
     let ctx = Context::create();
-    let (module, kernels) = build_module(&ctx, &tm, hlo, plan, target)?;
+    let (module, kernels) = build_module(&ctx, &tm, hlo, plan, target, opts.grid)?;
     let exports = vec![
         format!("{}_run", hlo.name),
         format!("{}_run_ptrs", hlo.name),
+        format!("{}_set_parallel_for", hlo.name),
     ];
     let before = opts.ir.then(|| module.print_to_string().to_string());
     let kernel_text = |m: &Module| -> Vec<String> {
@@ -226,11 +231,14 @@ pub fn build_module<'ctx>(
     hlo: &Hlo,
     plan: &BufferPlan,
     target: &Target,
+    grid: bool,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
     let module = ctx.create_module(&hlo.name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let kernels = Cg::new(ctx, &module, hlo, plan, target).build()?;
+    let mut cg = Cg::new(ctx, &module, hlo, plan, target);
+    cg.grid = grid;
+    let kernels = cg.build()?;
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
@@ -267,6 +275,11 @@ struct Cg<'a, 'ctx> {
     reg_epi: std::cell::RefCell<Option<epilogue::RegEpilogue>>,
     /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
     epi_applied: std::cell::Cell<bool>,
+    /// Per-element (grid) kernels: each kernel function takes a trailing `i64` element index and
+    /// computes that one output element (the GPU form; `ptx.rs`).
+    grid: bool,
+    /// The element index parameter of the grid kernel being generated.
+    gid: std::cell::Cell<Option<IntValue<'ctx>>>,
 }
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -355,6 +368,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             packed_rhs: std::cell::Cell::new(false),
             reg_epi: std::cell::RefCell::new(None),
             epi_applied: std::cell::Cell::new(false),
+            grid: false,
+            gid: std::cell::Cell::new(None),
         }
     }
 
@@ -598,6 +613,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// innermost loop walks the buffer contiguously); `body` gets the logical index.
     fn loop_nest_physical(&self, shape: &Shape, body: &mut dyn FnMut(&Self, &[IntValue<'ctx>])) {
         let order: Vec<usize> = shape.layout.minor_to_major.iter().rev().copied().collect();
+        if let Some(gid) = self.gid.get() {
+            // Grid form: this invocation's element only (elements in memory order).
+            let inside = self
+                .b
+                .build_int_compare(
+                    IntPredicate::ULT,
+                    gid,
+                    self.i64(shape.element_count() as u64),
+                    "",
+                )
+                .unwrap();
+            let phys_dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+            self.if_then(inside, &mut |cg| {
+                let phys = cg.unravel(gid, &phys_dims);
+                let mut idx = phys.clone();
+                for (k, &d) in order.iter().enumerate() {
+                    idx[d] = phys[k];
+                }
+                body(cg, &idx);
+            });
+            return;
+        }
         let dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
         self.loop_nest(&dims, &mut |cg, phys| {
             let mut idx = phys.to_vec();
@@ -840,7 +877,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         self.packed = (0..c.instructions.len())
             .map(|i| {
-                matches!(c.instructions[i].op, Op::Constant(_))
+                !self.grid
+                    && matches!(c.instructions[i].op, Op::Constant(_))
                     && self.packing_of(InstId(i as u32)).is_some()
             })
             .collect();
@@ -857,7 +895,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // Weights are stored in their assigned layout, or as the GEMM panels of the dots
                 // reading them: re-laid here, at compile time.
                 let nr = gemm::Tiles::for_target(self.target).nr();
-                let physical = match self.packing_of(InstId(i as u32)) {
+                let packing = self
+                    .packing_of(InstId(i as u32))
+                    .filter(|_| self.packed[i]);
+                let physical = match packing {
                     Some(Packing::Gemm(d)) => gemm::pack(bytes, &inst.shape, &d, nr),
                     Some(Packing::Conv) => conv::pack(
                         bytes,
@@ -885,7 +926,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         // The kernels.
         let mut kernels = Vec::new();
-        let mut calls: Vec<(FunctionValue<'ctx>, Vec<InstId>, Loc)> = Vec::new();
+        let mut calls: Vec<(FunctionValue<'ctx>, Vec<InstId>, Loc, usize)> = Vec::new();
         for (i, inst) in c.instructions.iter().enumerate() {
             let id = InstId(i as u32);
             let loc = self.plan.locs[i];
@@ -919,7 +960,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 writes: inst.shape.size_bytes(),
                 flops: crate::ir::flops::flops(c, id),
             });
-            calls.push((f, inst.operands.clone(), loc));
+            calls.push((f, inst.operands.clone(), loc, inst.shape.element_count()));
         }
         for &(k, v) in &self.plan.copies {
             let name = format!("{}_copy_out{k}", self.hlo.name);
@@ -937,8 +978,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 writes: c.inst(v).shape.size_bytes(),
                 flops: 0,
             });
-            calls.push((f, vec![v], Loc::Output(k)));
+            calls.push((f, vec![v], Loc::Output(k), c.inst(v).shape.element_count()));
         }
+        self.gid.set(None);
         self.entry_points(&globals, &calls);
         self.parallel_setter();
         Ok(kernels)
@@ -948,7 +990,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     fn entry_points(
         &self,
         globals: &[Option<PointerValue<'ctx>>],
-        calls: &[(FunctionValue<'ctx>, Vec<InstId>, Loc)],
+        calls: &[(FunctionValue<'ctx>, Vec<InstId>, Loc, usize)],
     ) {
         let c = &self.hlo.entry;
         let params = c.parameters();
@@ -990,7 +1032,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ty = self.ptr_type(c.inst(v).shape.dtype);
             self.b.build_pointer_cast(p, ty, "").unwrap()
         };
-        for (f, operands, loc) in calls {
+        for (f, operands, loc, elements) in calls {
             let out = match loc {
                 Loc::Output(k) => *k,
                 _ => usize::MAX,
@@ -1009,7 +1051,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ];
             args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
             let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-            self.b.build_call(*f, &a, "").unwrap();
+            if self.grid {
+                // Host emulation of a GPU grid: one call per output element.
+                self.for_loop(*elements, &mut |cg, gid| {
+                    let mut a = a.clone();
+                    a.push(gid.into());
+                    cg.b.build_call(*f, &a, "").unwrap();
+                });
+            } else {
+                self.b.build_call(*f, &a, "").unwrap();
+            }
         }
         self.b.build_return(None).unwrap();
 
@@ -1217,6 +1268,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ins.iter()
                 .map(|&d| BasicMetadataTypeEnum::from(self.ptr_type(d))),
         );
+        let nbufs = tys.len();
+        if self.grid {
+            tys.push(self.ctx.i64_type().into());
+        }
         let f = self.m.add_function(
             name,
             self.ctx.void_type().fn_type(&tys, false),
@@ -1228,7 +1283,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
         let mut noalias = Vec::with_capacity(tys.len());
         let any_shared = shared.iter().any(|&s| s);
-        for p in 0..tys.len() as u32 {
+        for p in 0..nbufs as u32 {
             let is_shared = if p == 0 {
                 any_shared
             } else {
@@ -1245,10 +1300,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         self.b
             .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        self.gid.set(
+            self.grid
+                .then(|| f.get_nth_param(nbufs as u32).unwrap().into_int_value()),
+        );
         Kernel {
             f,
             out: f.get_nth_param(0).unwrap().into_pointer_value(),
-            args: (1..tys.len() as u32)
+            args: (1..nbufs as u32)
                 .map(|p| f.get_nth_param(p).unwrap().into_pointer_value())
                 .collect(),
             noalias,
@@ -1257,10 +1316,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     fn copy_kernel(&self, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
         let k = self.declare_kernel(name, d, &[d], &[false]);
-        self.for_loop(n, &mut |cg, i| {
+        let mut copy = |cg: &Self, i: IntValue<'ctx>| {
             let v = cg.b.build_load(cg.gep(k.args[0], i), "").unwrap();
             cg.b.build_store(cg.gep(k.out, i), v).unwrap();
-        });
+        };
+        match self.gid.get() {
+            Some(gid) => {
+                let inside = self
+                    .b
+                    .build_int_compare(IntPredicate::ULT, gid, self.i64(n as u64), "")
+                    .unwrap();
+                self.if_then(inside, &mut |cg| copy(cg, gid));
+            }
+            None => self.for_loop(n, &mut copy),
+        }
         self.b.build_return(None).unwrap();
         k.f
     }
@@ -1287,7 +1356,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match &inst.op {
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
             Op::Reduce { kind, dimensions }
-                if self.reduce_in_registers(
+                if !self.grid
+                    && self.reduce_in_registers(
                     &k,
                     *kind,
                     dimensions,
@@ -1357,7 +1427,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
             FusionKind::Input => {
-                if let Op::Reduce { kind, dimensions } = &root.op {
+                if let (false, Op::Reduce { kind, dimensions }) = (self.grid, &root.op) {
                     if let Some((chain, param)) =
                         epilogue::recognize_operand(comp, root.operands[0])
                     {
@@ -1406,7 +1476,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 };
                 // A chain of per-channel / scalar steps is applied to the accumulators before they
                 // are stored (`cpu/epilogue.rs`); otherwise the epilogue sweeps the output.
-                self.reg_epi.replace(epilogue::recognize(comp, heavy));
+                self.reg_epi
+                    .replace(epilogue::recognize(comp, heavy).filter(|_| !self.grid));
                 self.epi_applied.set(false);
                 self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
                 self.reg_epi.replace(None);
@@ -1468,7 +1539,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let opnd = |j: usize| &opnds[j];
         match op {
             Op::Reduce { kind, dimensions }
-                if opnd(0)
+                if !self.grid
+                    && opnd(0)
                     .layout
                     .minor_to_major
                     .first()
@@ -1498,7 +1570,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
             Op::Reduce { kind, dimensions }
-                if dimensions.len() == 1
+                if !self.grid
+                    && dimensions.len() == 1
                     && opnd(0).layout.minor_to_major.first() == Some(&dimensions[0])
                     && opnd(0).dims[dimensions[0]] >= 2 * REDUCE_PARTIALS =>
             {
@@ -1579,7 +1652,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
             Op::ReduceWindow { kind, window }
-                if shape.layout.minor_to_major.first().is_some_and(|&m| {
+                if !self.grid && shape.layout.minor_to_major.first().is_some_and(|&m| {
                     opnd(0).layout.minor_to_major.first() == Some(&m)
                         && window.size[m] == 1
                         && window.stride[m] == 1
@@ -1664,6 +1737,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let a = cg.b.build_load(acc, "").unwrap();
                     cg.store(k.out, cg.offset(oidx, shape), a, odt);
                 });
+            }
+            Op::Dot(d) if self.grid => self.dot_element(k, d, shape, opnds, bufs),
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } if self.grid => {
+                self.conv_element(k, window, *feature_group_count, shape, opnds, bufs)
             }
             Op::Dot(d)
                 if gemm::geometry(d, opnd(0), opnd(1), shape)

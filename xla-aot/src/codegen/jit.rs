@@ -25,7 +25,7 @@ pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError>
     let tm = target_machine(&target)?;
     let p = plan(m);
     let ctx = Context::create();
-    let (module, _) = build_module(&ctx, &tm, m, &p, &target)?;
+    let (module, _) = build_module(&ctx, &tm, m, &p, &target, false)?;
     optimize(&module, &tm)?;
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Default)

@@ -1,0 +1,116 @@
+//! Per-element (grid) kernels for dot and convolution: the GPU form of the two ops whose CPU
+//! kernels accumulate into their whole output.
+//!
+//! Contract: in grid mode (`Cg::grid`, `ptx.rs`) every kernel computes the one output element
+//! its trailing index parameter names (`loop_nest_physical` visits just that element). These
+//! two functions give dot and convolution that form: the element's full reduction (contracting
+//! dims; input channels of its group, then window taps) accumulated with `llvm.fmuladd` in a
+//! register, then one store. No element reads another's result, so any number of threads may
+//! run any elements in any order.
+
+use super::{Cg, Kernel};
+use crate::ir::{DType, DotDims, Shape, Window};
+use inkwell::values::{FloatValue, IntValue, PointerValue};
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// `out[idx] = Σ_k lhs[..k..] · rhs[..k..]` for this kernel's element.
+    pub(super) fn dot_element(
+        &self,
+        k: &Kernel<'ctx>,
+        d: &DotDims,
+        shape: &Shape,
+        opnds: &[Shape],
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let (l, r) = (&opnds[0], &opnds[1]);
+        let lfree: Vec<usize> = (0..l.rank())
+            .filter(|i| !d.lhs_batch.contains(i) && !d.lhs_contracting.contains(i))
+            .collect();
+        let rfree: Vec<usize> = (0..r.rank())
+            .filter(|i| !d.rhs_batch.contains(i) && !d.rhs_contracting.contains(i))
+            .collect();
+        let nb = d.lhs_batch.len();
+        let csizes: Vec<usize> = d.lhs_contracting.iter().map(|&i| l.dims[i]).collect();
+        let acc = self.slot(k.f, self.ctx.f32_type().into());
+        self.loop_nest_physical(shape, &mut |cg, oidx| {
+            cg.b.build_store(acc, cg.f32c(0.0)).unwrap();
+            cg.loop_nest(&csizes, &mut |cg, c| {
+                let mut li = vec![cg.i64(0); l.rank()];
+                let mut ri = vec![cg.i64(0); r.rank()];
+                for b in 0..nb {
+                    li[d.lhs_batch[b]] = oidx[b];
+                    ri[d.rhs_batch[b]] = oidx[b];
+                }
+                for (j, &a) in lfree.iter().enumerate() {
+                    li[a] = oidx[nb + j];
+                }
+                for (j, &a) in rfree.iter().enumerate() {
+                    ri[a] = oidx[nb + lfree.len() + j];
+                }
+                for (j, (&lc, &rc)) in d.lhs_contracting.iter().zip(&d.rhs_contracting).enumerate() {
+                    li[lc] = c[j];
+                    ri[rc] = c[j];
+                }
+                let lv = cg.load(bufs[0], cg.offset(&li, l), DType::F32).into_float_value();
+                let rv = cg.load(bufs[1], cg.offset(&ri, r), DType::F32).into_float_value();
+                let a = cg.b.build_load(acc, "").unwrap().into_float_value();
+                cg.b.build_store(acc, cg.fma(lv, rv, a)).unwrap();
+            });
+            let a = cg.b.build_load(acc, "").unwrap();
+            cg.store(k.out, cg.offset(oidx, shape), a, DType::F32);
+        });
+    }
+
+    /// `out[n, o, p...] = Σ_ci Σ_taps x[n, g·C/G + ci, p·s + t·d - pad] · w[o, ci, t...]` for this
+    /// kernel's element (taps outside the input contribute nothing).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conv_element(
+        &self,
+        k: &Kernel<'ctx>,
+        window: &Window,
+        groups: usize,
+        shape: &Shape,
+        opnds: &[Shape],
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let (xs, ws) = (&opnds[0], &opnds[1]);
+        let sp = window.rank();
+        let cin_g = ws.dims[1];
+        let cout_g = ws.dims[0] / groups;
+        let acc = self.slot(k.f, self.ctx.f32_type().into());
+        self.loop_nest_physical(shape, &mut |cg, oidx| {
+            cg.b.build_store(acc, cg.f32c(0.0)).unwrap();
+            let (n, oc) = (oidx[0], oidx[1]);
+            let g = cg
+                .b
+                .build_int_unsigned_div(oc, cg.i64(cout_g as u64), "")
+                .unwrap();
+            let cin0 = cg.b.build_int_mul(g, cg.i64(cin_g as u64), "").unwrap();
+            cg.for_loop(cin_g, &mut |cg, ci| {
+                cg.loop_nest(&window.size, &mut |cg, taps| {
+                    let mut valid = cg.ctx.bool_type().const_all_ones();
+                    let mut xi: Vec<IntValue<'ctx>> =
+                        vec![n, cg.b.build_int_add(cin0, ci, "").unwrap()];
+                    for dd in 0..sp {
+                        let p = cg.window_pos(oidx[2 + dd], taps[dd], window, dd);
+                        valid = cg
+                            .b
+                            .build_and(valid, cg.in_range(p, xs.dims[2 + dd]), "")
+                            .unwrap();
+                        xi.push(cg.clamp_index(p, xs.dims[2 + dd]));
+                    }
+                    let mut wi = vec![oc, ci];
+                    wi.extend_from_slice(taps);
+                    let xv = cg.load(bufs[0], cg.offset(&xi, xs), DType::F32).into_float_value();
+                    let wv = cg.load(bufs[1], cg.offset(&wi, ws), DType::F32).into_float_value();
+                    let a = cg.b.build_load(acc, "").unwrap().into_float_value();
+                    let next: FloatValue<'ctx> = cg.fma(xv, wv, a);
+                    let v = cg.select(valid, next.into(), a.into());
+                    cg.b.build_store(acc, v).unwrap();
+                });
+            });
+            let a = cg.b.build_load(acc, "").unwrap();
+            cg.store(k.out, cg.offset(oidx, shape), a, DType::F32);
+        });
+    }
+}
