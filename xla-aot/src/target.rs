@@ -15,6 +15,8 @@ use thiserror::Error;
 pub enum Arch {
     X86_64,
     Aarch64,
+    /// NVIDIA GPUs (`nvptx64-nvidia-cuda`): the device side of a CUDA target (`codegen/ptx.rs`).
+    Nvptx64,
 }
 
 /// A resolved target.

@@ -133,6 +133,7 @@ pub(crate) fn init_llvm() {
         let cfg = InitializationConfig::default();
         LlvmTarget::initialize_x86(&cfg);
         LlvmTarget::initialize_aarch64(&cfg);
+        LlvmTarget::initialize_nvptx(&cfg);
     });
 }
 
@@ -245,6 +246,30 @@ pub fn build_module<'ctx>(
     Ok((module, kernels))
 }
 
+/// Generates the PTX-mode module of `hlo` (`ptx.rs`): grid kernels with `.entry` wrappers, no
+/// host entry points, no weight globals. Returns the kernels and the entries (name, elements).
+#[allow(clippy::type_complexity)]
+pub fn build_ptx_module<'ctx>(
+    ctx: &'ctx Context,
+    tm: &TargetMachine,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<(String, usize)>), CodegenError> {
+    let module = ctx.create_module(&hlo.name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut cg = Cg::new(ctx, &module, hlo, plan, target);
+    cg.grid = true;
+    cg.ptx = true;
+    let kernels = cg.build()?;
+    let entries = cg.ptx_entries.take();
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    Ok((module, kernels, entries))
+}
+
 /// Runs LLVM's O3 pipeline for the target machine.
 pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
     let popts = PassBuilderOptions::create();
@@ -280,6 +305,11 @@ struct Cg<'a, 'ctx> {
     grid: bool,
     /// The element index parameter of the grid kernel being generated.
     gid: std::cell::Cell<Option<IntValue<'ctx>>>,
+    /// PTX mode (implies `grid`): no host entry points and no weight globals; every kernel gets a
+    /// `.entry` wrapper computing its element index from the thread grid (`ptx.rs`).
+    ptx: bool,
+    /// The PTX entries generated: (name, elements of the kernel's grid).
+    ptx_entries: std::cell::RefCell<Vec<(String, usize)>>,
 }
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -370,6 +400,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             epi_applied: std::cell::Cell::new(false),
             grid: false,
             gid: std::cell::Cell::new(None),
+            ptx: false,
+            ptx_entries: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -657,6 +689,54 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.position_at_end(done);
     }
 
+    /// The `.entry` wrapper of grid kernel `f(out, args..., index)`: the index is
+    /// `ctaid.x · ntid.x + tid.x`; marked a kernel in `nvvm.annotations`. Returns its name.
+    fn ptx_entry(&self, f: FunctionValue<'ctx>) -> String {
+        let n = f.count_params() as usize - 1;
+        let params: Vec<BasicMetadataTypeEnum> = (0..n as u32)
+            .map(|i| f.get_nth_param(i).unwrap().get_type().into())
+            .collect();
+        let name = format!("{}_entry", f.get_name().to_str().unwrap_or("kernel"));
+        let e = self.m.add_function(
+            &name,
+            self.ctx.void_type().fn_type(&params, false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(e);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(e, "entry"));
+        let i32t = self.ctx.i32_type();
+        let sreg = |reg: &str| {
+            let name = format!("llvm.nvvm.read.ptx.sreg.{reg}");
+            let fv = self
+                .m
+                .get_function(&name)
+                .unwrap_or_else(|| self.m.add_function(&name, i32t.fn_type(&[], false), None));
+            let v = self.call(fv, &[]).into_int_value();
+            self.b
+                .build_int_z_extend(v, self.ctx.i64_type(), "")
+                .unwrap()
+        };
+        let (ctaid, ntid, tid) = (sreg("ctaid.x"), sreg("ntid.x"), sreg("tid.x"));
+        let block = self.b.build_int_mul(ctaid, ntid, "").unwrap();
+        let gid = self.b.build_int_add(block, tid, "").unwrap();
+        let mut args: Vec<inkwell::values::BasicMetadataValueEnum> = (0..n as u32)
+            .map(|i| e.get_nth_param(i).unwrap().into())
+            .collect();
+        args.push(gid.into());
+        self.b.build_call(f, &args, "").unwrap();
+        self.b.build_return(None).unwrap();
+        let md = self.ctx.metadata_node(&[
+            e.as_global_value().as_pointer_value().into(),
+            self.ctx.metadata_string("kernel").into(),
+            i32t.const_int(1, false).into(),
+        ]);
+        self.m
+            .add_global_metadata("nvvm.annotations", &md)
+            .expect("nvvm.annotations");
+        name
+    }
+
     /// `if cond { then } else { otherwise }`.
     fn if_else(
         &self,
@@ -885,7 +965,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // Weights and constants: private read-only globals (raw bytes, cache-line aligned).
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
         for (i, inst) in c.instructions.iter().enumerate() {
-            if let Op::Constant(lit) = &inst.op {
+            if let (false, Op::Constant(lit)) = (self.ptx, &inst.op) {
                 let Some(bytes) = lit.bytes() else {
                     return Err(CodegenError::Unsupported {
                         inst: inst.name.clone(),
@@ -895,9 +975,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // Weights are stored in their assigned layout, or as the GEMM panels of the dots
                 // reading them: re-laid here, at compile time.
                 let nr = gemm::Tiles::for_target(self.target).nr();
-                let packing = self
-                    .packing_of(InstId(i as u32))
-                    .filter(|_| self.packed[i]);
+                let packing = self.packing_of(InstId(i as u32)).filter(|_| self.packed[i]);
                 let physical = match packing {
                     Some(Packing::Gemm(d)) => gemm::pack(bytes, &inst.shape, &d, nr),
                     Some(Packing::Conv) => conv::pack(
@@ -981,6 +1059,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             calls.push((f, vec![v], Loc::Output(k), c.inst(v).shape.element_count()));
         }
         self.gid.set(None);
+        if self.ptx {
+            for (f, _, _, elements) in &calls {
+                let name = self.ptx_entry(*f);
+                self.ptx_entries.borrow_mut().push((name, *elements));
+            }
+            return Ok(kernels);
+        }
         self.entry_points(&globals, &calls);
         self.parallel_setter();
         Ok(kernels)
@@ -1280,7 +1365,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.common_attrs(f);
         // Kernels stay functions after O3: a kernel boundary shows up in profiles and dumps, and
         // a call per kernel per run costs nothing next to its loops.
-        f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
+        if !self.ptx {
+            f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
+        }
         let mut noalias = Vec::with_capacity(tys.len());
         let any_shared = shared.iter().any(|&s| s);
         for p in 0..nbufs as u32 {
@@ -1358,14 +1445,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Op::Reduce { kind, dimensions }
                 if !self.grid
                     && self.reduce_in_registers(
-                    &k,
-                    *kind,
-                    dimensions,
-                    &inst.shape,
-                    &c.inst(inst.operands[0]).shape,
-                    0,
-                    &epilogue::RegEpilogue { steps: vec![] },
-                ) => {}
+                        &k,
+                        *kind,
+                        dimensions,
+                        &inst.shape,
+                        &c.inst(inst.operands[0]).shape,
+                        0,
+                        &epilogue::RegEpilogue { steps: vec![] },
+                    ) => {}
             _ => {
                 let shapes: Vec<Shape> = inst
                     .operands
@@ -1541,10 +1628,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Op::Reduce { kind, dimensions }
                 if !self.grid
                     && opnd(0)
-                    .layout
-                    .minor_to_major
-                    .first()
-                    .is_some_and(|d| !dimensions.contains(d)) =>
+                        .layout
+                        .minor_to_major
+                        .first()
+                        .is_some_and(|d| !dimensions.contains(d)) =>
             {
                 // The input's minor-most dim is kept (a spatial reduction of NHWC data): walk the
                 // input in memory order and accumulate into the output, so the inner loop runs
@@ -1652,14 +1739,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             }
             Op::ReduceWindow { kind, window }
-                if !self.grid && shape.layout.minor_to_major.first().is_some_and(|&m| {
-                    opnd(0).layout.minor_to_major.first() == Some(&m)
-                        && window.size[m] == 1
-                        && window.stride[m] == 1
-                        && window.pad_low[m] == 0
-                        && window.pad_high[m] == 0
-                        && window.dilation[m] == 1
-                }) =>
+                if !self.grid
+                    && shape.layout.minor_to_major.first().is_some_and(|&m| {
+                        opnd(0).layout.minor_to_major.first() == Some(&m)
+                            && window.size[m] == 1
+                            && window.stride[m] == 1
+                            && window.pad_low[m] == 0
+                            && window.pad_high[m] == 0
+                            && window.dilation[m] == 1
+                    }) =>
             {
                 // Pooling of channels-minor data: per output pixel and window tap (the validity
                 // test hoisted), the innermost loop runs along the contiguous channels and

@@ -6,3 +6,4 @@
 pub mod cpu;
 pub mod jit;
 pub mod math;
+pub mod ptx;

@@ -146,6 +146,7 @@ pub fn toolchain(t: &Target) -> (String, Vec<String>) {
                 "/usr/aarch64-linux-gnu".into(),
             ],
         ),
+        Arch::Nvptx64 => panic!("{}: PTX has no host toolchain; see tests/ptx.rs", t.name),
     }
 }
 

@@ -47,12 +47,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 for (j, &a) in rfree.iter().enumerate() {
                     ri[a] = oidx[nb + lfree.len() + j];
                 }
-                for (j, (&lc, &rc)) in d.lhs_contracting.iter().zip(&d.rhs_contracting).enumerate() {
+                for (j, (&lc, &rc)) in d.lhs_contracting.iter().zip(&d.rhs_contracting).enumerate()
+                {
                     li[lc] = c[j];
                     ri[rc] = c[j];
                 }
-                let lv = cg.load(bufs[0], cg.offset(&li, l), DType::F32).into_float_value();
-                let rv = cg.load(bufs[1], cg.offset(&ri, r), DType::F32).into_float_value();
+                let lv = cg
+                    .load(bufs[0], cg.offset(&li, l), DType::F32)
+                    .into_float_value();
+                let rv = cg
+                    .load(bufs[1], cg.offset(&ri, r), DType::F32)
+                    .into_float_value();
                 let a = cg.b.build_load(acc, "").unwrap().into_float_value();
                 cg.b.build_store(acc, cg.fma(lv, rv, a)).unwrap();
             });
@@ -81,10 +86,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.loop_nest_physical(shape, &mut |cg, oidx| {
             cg.b.build_store(acc, cg.f32c(0.0)).unwrap();
             let (n, oc) = (oidx[0], oidx[1]);
-            let g = cg
-                .b
-                .build_int_unsigned_div(oc, cg.i64(cout_g as u64), "")
-                .unwrap();
+            let g =
+                cg.b.build_int_unsigned_div(oc, cg.i64(cout_g as u64), "")
+                    .unwrap();
             let cin0 = cg.b.build_int_mul(g, cg.i64(cin_g as u64), "").unwrap();
             cg.for_loop(cin_g, &mut |cg, ci| {
                 cg.loop_nest(&window.size, &mut |cg, taps| {
@@ -93,16 +97,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         vec![n, cg.b.build_int_add(cin0, ci, "").unwrap()];
                     for dd in 0..sp {
                         let p = cg.window_pos(oidx[2 + dd], taps[dd], window, dd);
-                        valid = cg
-                            .b
-                            .build_and(valid, cg.in_range(p, xs.dims[2 + dd]), "")
-                            .unwrap();
+                        valid =
+                            cg.b.build_and(valid, cg.in_range(p, xs.dims[2 + dd]), "")
+                                .unwrap();
                         xi.push(cg.clamp_index(p, xs.dims[2 + dd]));
                     }
                     let mut wi = vec![oc, ci];
                     wi.extend_from_slice(taps);
-                    let xv = cg.load(bufs[0], cg.offset(&xi, xs), DType::F32).into_float_value();
-                    let wv = cg.load(bufs[1], cg.offset(&wi, ws), DType::F32).into_float_value();
+                    let xv = cg
+                        .load(bufs[0], cg.offset(&xi, xs), DType::F32)
+                        .into_float_value();
+                    let wv = cg
+                        .load(bufs[1], cg.offset(&wi, ws), DType::F32)
+                        .into_float_value();
                     let a = cg.b.build_load(acc, "").unwrap().into_float_value();
                     let next: FloatValue<'ctx> = cg.fma(xv, wv, a);
                     let v = cg.select(valid, next.into(), a.into());

@@ -1,0 +1,105 @@
+//! The PTX backend (`codegen/ptx.rs`): every kernel of every example becomes a `.entry` that
+//! ptxas accepts for sm_87 (Jetson Orin) and sm_90 (Hopper), and references no global (weights
+//! live in the device arena). The kernels' logic is checked on the host by `tests/grid.rs`.
+//!
+//! ptxas comes from the PyPI wheel `nvidia-cuda-nvcc-cu12` (`.ci/run` installs it into `.venv`
+//! and sets `XLA_AOT_PTXAS`); without it this test fails and says how to install it.
+
+mod common;
+
+use common::{EXAMPLES, repo, scratch};
+use std::path::PathBuf;
+use xla_aot::codegen::ptx;
+use xla_aot::spec::load_spec;
+
+fn ptxas() -> PathBuf {
+    if let Some(p) = std::env::var_os("XLA_AOT_PTXAS") {
+        return PathBuf::from(p);
+    }
+    let venv_lib = repo().join(".venv/lib");
+    if let Ok(dirs) = std::fs::read_dir(&venv_lib) {
+        for d in dirs.flatten() {
+            let p = d.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    if std::process::Command::new("ptxas")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return PathBuf::from("ptxas");
+    }
+    panic!(
+        "ptxas not found: python3 -m venv .venv && .venv/bin/pip install nvidia-cuda-nvcc-cu12 \
+         (or set XLA_AOT_PTXAS to a ptxas binary)"
+    );
+}
+
+#[test]
+fn every_example_kernel_assembles_for_orin_and_hopper() {
+    let ptxas = ptxas();
+    for ex in EXAMPLES {
+        let mut m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        xla_aot::passes::Pipeline::default_pipeline()
+            .run(&mut m, &mut |_, _, _| {})
+            .unwrap();
+        let plan = xla_aot::arena::plan(&m);
+        for sm in ["sm_87", "sm_90"] {
+            let module = ptx::compile(&m, &plan, sm).unwrap();
+            assert!(!module.kernels.is_empty(), "{ex}: no kernels");
+            for k in &module.kernels {
+                assert!(k.elements > 0, "{ex}: {} has an empty grid", k.name);
+                assert!(
+                    module.ptx.contains(&format!(".visible .entry {}(", k.name)),
+                    "{ex}: no .entry {}",
+                    k.name
+                );
+            }
+            assert!(
+                module.ptx.contains(&format!(".target {sm}")),
+                "{ex}: not labelled {sm}"
+            );
+            assert!(
+                !module
+                    .ptx
+                    .lines()
+                    .any(|l| l.starts_with(".global") || l.starts_with(".const")),
+                "{ex}: the PTX holds data; weights belong in the device arena"
+            );
+            let dir = scratch(&format!("ptx-{ex}-{sm}"));
+            let file = dir.join(format!("{ex}.ptx"));
+            std::fs::write(&file, &module.ptx).unwrap();
+            let out = std::process::Command::new(&ptxas)
+                .arg(format!("-arch={sm}"))
+                .arg(&file)
+                .arg("-o")
+                .arg(dir.join(format!("{ex}.cubin")))
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", ptxas.display()));
+            assert!(
+                out.status.success(),
+                "{ex}: ptxas -arch={sm} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+#[test]
+#[ignore = "prints the PTX of simplenet; run with --ignored --nocapture"]
+fn print_simplenet_ptx() {
+    let mut m = load_spec(&repo().join("examples/simplenet/model.yaml"))
+        .unwrap()
+        .module;
+    xla_aot::passes::Pipeline::default_pipeline()
+        .run(&mut m, &mut |_, _, _| {})
+        .unwrap();
+    let plan = xla_aot::arena::plan(&m);
+    println!("{}", ptx::compile(&m, &plan, "sm_87").unwrap().ptx);
+}
