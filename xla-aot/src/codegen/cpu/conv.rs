@@ -373,8 +373,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// The convolution of kernel `k` along `path`: input `k.args[xi]`, kernel `k.args[wi]`,
-    /// result `k.out`. (An output fusion's epilogue then sweeps the result once: applying it per
-    /// finished block was measured slower, the block's stores still in flight when re-read.)
+    /// result `k.out`; `epi`, an output fusion's register epilogue, is applied to the
+    /// accumulators before they are stored (other epilogues sweep the result afterwards).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn conv_fast(
         &self,

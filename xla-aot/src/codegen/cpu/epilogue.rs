@@ -167,10 +167,10 @@ fn chain(
             }
             _ => return None,
         };
-        if users[next.index()] != 1 && !is_base(next) {
-            return None;
-        }
-        if users[next.index()] != 1 && !matches!(comp.inst(next).op, Op::Parameter { .. }) {
+        // Every value on the chain feeds only the next step; a parameter at the bottom is a
+        // buffer and may have other readers.
+        let param_base = is_base(next) && matches!(comp.inst(next).op, Op::Parameter { .. });
+        if users[next.index()] != 1 && !param_base {
             return None;
         }
         steps.push(step);
