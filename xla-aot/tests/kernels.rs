@@ -185,6 +185,15 @@ fn convolutions_match_the_interpreter_on_every_target() {
         .op("{name: c2, op: conv2d, inputs: [r1, w2], strides: [1, 1], padding: [2, 1, 0, 2], dilations: [1, 2]}")
         .output("c2");
     check_everywhere(&s.module());
+    // Channels × pixels without padding (every position interior) on rows narrower than a
+    // vector: the partial chunk keeps its masks, so no load passes the input's last row (the
+    // harness's guard page would fault).
+    let mut s = Spec::new("conv_narrow", 11);
+    s.input("x", &[2, 2, 9, 7])
+        .weight("w", &[3, 2, 2, 2])
+        .op("{name: y, op: conv2d, inputs: [x, w]}")
+        .output("y");
+    check_everywhere(&s.module());
     // Strided NHWC chain with 40 output channels (a full and a partial panel), then depthwise
     // (stride 2, padding) and a 1x1 convolution, as in a MobileNet block.
     let mut s = Spec::new("conv_block", 6);

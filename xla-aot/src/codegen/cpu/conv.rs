@@ -240,7 +240,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Runs `body(false)` (no bounds checks) when output row `oh` and columns `[c0, c0 + width)`
-    /// are inside the interior ranges, else `body(true)`.
+    /// are inside the interior ranges, else `body(true)`. `width` must not pass the output's last
+    /// column (`full.1`): when every position is interior no test is emitted at all.
     #[allow(clippy::too_many_arguments)]
     fn interior_or_checked(
         &self,
@@ -741,6 +742,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         }
                     };
                     let tile = |cg: &Self, rows: usize, cols: &[VecCol]| {
+                        // A partial chunk's last vector reaches past the output row, and may
+                        // reach past the input row: its loads always need their masks.
+                        if cols.iter().any(|v| v.store < v.lanes) {
+                            return tile_body(cg, rows, cols, true);
+                        }
                         let width = cols.iter().map(|v| v.lanes as usize).sum::<usize>();
                         let full = (oh_count, ow_count);
                         cg.interior_or_checked(
