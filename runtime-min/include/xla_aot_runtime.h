@@ -6,6 +6,8 @@
 #undef XLA_AOT_STATUS_NULL_POINTER
 #undef XLA_AOT_STATUS_MISALIGNED_ARENA
 #undef XLA_AOT_STATUS_BAD_ARGUMENT
+#undef XLA_AOT_STATUS_NO_CUDA_DRIVER
+#undef XLA_AOT_STATUS_CUDA_ERROR
 #else
 #define XLA_AOT_STATUS_CODES
 #endif
@@ -44,6 +46,16 @@ typedef enum XlaAotStatus {
    * A size or count argument is outside what the model was compiled for.
    */
   XLA_AOT_STATUS_BAD_ARGUMENT = -3,
+  /**
+   * CUDA path only: the NVIDIA driver (`libcuda.so.1`) could not be loaded, or lacks an entry
+   * point the launcher needs (`<name>_cuda_error_name` says which).
+   */
+  XLA_AOT_STATUS_NO_CUDA_DRIVER = -4,
+  /**
+   * CUDA path only: a driver call failed; `<name>_cuda_error_name` gives the driver's name of
+   * the error (`CUDA_ERROR_NO_DEVICE`, ...).
+   */
+  XLA_AOT_STATUS_CUDA_ERROR = -5,
 } XlaAotStatus;
 
 /**

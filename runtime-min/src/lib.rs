@@ -6,6 +6,11 @@
 //! and headers, and cbindgen writes them into `include/xla_aot_runtime.h`.
 #![no_std]
 
+/// The CUDA launcher's ABI, for the compiler (C apps see it through the generated model header).
+/// cbindgen:ignore
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
 /// Status returned by every generated entry point. `0` is success; errors are negative so C callers
 /// can test `if (status < 0)`.
 #[repr(C)]
@@ -19,16 +24,24 @@ pub enum Status {
     MisalignedArena = -2,
     /// A size or count argument is outside what the model was compiled for.
     BadArgument = -3,
+    /// CUDA path only: the NVIDIA driver (`libcuda.so.1`) could not be loaded, or lacks an entry
+    /// point the launcher needs (`<name>_cuda_error_name` says which).
+    NoCudaDriver = -4,
+    /// CUDA path only: a driver call failed; `<name>_cuda_error_name` gives the driver's name of
+    /// the error (`CUDA_ERROR_NO_DEVICE`, ...).
+    CudaError = -5,
 }
 
 impl Status {
     /// Every status, in code order (for generated headers).
     /// cbindgen:ignore
-    pub const ALL: [Status; 4] = [
+    pub const ALL: [Status; 6] = [
         Status::Ok,
         Status::NullPointer,
         Status::MisalignedArena,
         Status::BadArgument,
+        Status::NoCudaDriver,
+        Status::CudaError,
     ];
 
     /// The C value of this status.
@@ -43,6 +56,8 @@ impl Status {
             Status::NullPointer => "NULL_POINTER",
             Status::MisalignedArena => "MISALIGNED_ARENA",
             Status::BadArgument => "BAD_ARGUMENT",
+            Status::NoCudaDriver => "NO_CUDA_DRIVER",
+            Status::CudaError => "CUDA_ERROR",
         }
     }
 
@@ -181,6 +196,8 @@ mod tests {
         assert_eq!(Status::NullPointer.code(), -1);
         assert_eq!(Status::MisalignedArena.code(), -2);
         assert_eq!(Status::BadArgument.code(), -3);
+        assert_eq!(Status::NoCudaDriver.code(), -4);
+        assert_eq!(Status::CudaError.code(), -5);
         assert_eq!(Status::from_code(-2), Some(Status::MisalignedArena));
         assert_eq!(Status::from_code(5), None);
     }

@@ -43,6 +43,21 @@ pub struct Target {
     pub l1d_bytes: u64,
     /// L2 cache per core in bytes: a block of GEMM rows times one K-block fits in half of it.
     pub l2_bytes: u64,
+    /// For a CUDA target: the GPU's SM (`sm_87`). The library then also carries PTX kernels and
+    /// the CUDA launcher (`codegen/ptx.rs`, `codegen/cuda_host.rs`); the fields above describe
+    /// the host CPU.
+    pub cuda_sm: Option<String>,
+}
+
+/// The GPU architectures a CUDA target may name: the SMs since Pascal that LLVM 14 emits
+/// directly (up to sm_86) or that PTX ISA 7.5/7.8 code relabelled for them runs on (sm_87 Jetson
+/// Orin, sm_89 Ada, sm_90 Hopper). Newer SMs need a newer PTX ISA than LLVM 14 writes.
+pub const CUDA_SMS: &[u32] = &[60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
+/// The SM number of `sm_NN`, if it is one of [`CUDA_SMS`].
+pub fn cuda_sm_number(sm: &str) -> Option<u32> {
+    let n: u32 = sm.strip_prefix("sm_")?.parse().ok()?;
+    CUDA_SMS.contains(&n).then_some(n)
 }
 
 /// L1D and L2 sizes assumed when a target file gives none: 32 KiB and 1 MiB, the per-core sizes
@@ -66,6 +81,8 @@ struct TargetFile {
     l1d_bytes: Option<u64>,
     #[serde(default)]
     l2_bytes: Option<u64>,
+    #[serde(default)]
+    cuda_sm: Option<String>,
 }
 
 /// The built-in target files, in listing order.
@@ -86,6 +103,14 @@ const BUILTIN: &[(&str, &str)] = &[
     (
         "aarch64-a78",
         include_str!("../../targets/aarch64-a78.yaml"),
+    ),
+    (
+        "jetson-orin",
+        include_str!("../../targets/jetson-orin.yaml"),
+    ),
+    (
+        "cuda-x86_64",
+        include_str!("../../targets/cuda-x86_64.yaml"),
     ),
     ("host", include_str!("../../targets/host.yaml")),
 ];
@@ -238,6 +263,15 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
             "vector_registers {vector_registers} must be between 8 and 64 ({origin})"
         ));
     }
+    if let Some(sm) = &f.cuda_sm {
+        if cuda_sm_number(sm).is_none() {
+            let known: Vec<String> = CUDA_SMS.iter().map(|n| format!("sm_{n}")).collect();
+            return Err(format!(
+                "cuda_sm `{sm}` is not supported; expected one of {} ({origin})",
+                known.join(", ")
+            ));
+        }
+    }
     Ok(Target {
         name: f.name,
         description: f.description,
@@ -249,5 +283,6 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         vector_registers,
         l1d_bytes: f.l1d_bytes.unwrap_or(DEFAULT_L1D_BYTES).max(4096),
         l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
+        cuda_sm: f.cuda_sm,
     })
 }

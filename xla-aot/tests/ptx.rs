@@ -1,6 +1,7 @@
 //! The PTX backend (`codegen/ptx.rs`): every kernel of every example becomes a `.entry` that
-//! ptxas accepts for sm_87 (Jetson Orin) and sm_90 (Hopper), and references no global (weights
-//! live in the device arena). The kernels' logic is checked on the host by `tests/grid.rs`.
+//! ptxas accepts for sm_80 (the `cuda-x86_64` target), sm_87 (Jetson Orin) and sm_90 (Hopper),
+//! takes one pointer per planned launch argument, and references no global (weights live in the
+//! device arena). The kernels' logic is checked on the host by `tests/grid.rs`.
 //!
 //! ptxas comes from the PyPI wheel `nvidia-cuda-nvcc-cu12` (`.ci/run` installs it into `.venv`
 //! and sets `XLA_AOT_PTXAS`); without it this test fails and says how to install it.
@@ -49,16 +50,26 @@ fn every_example_kernel_assembles_for_orin_and_hopper() {
             .run(&mut m, &mut |_, _, _| {})
             .unwrap();
         let plan = xla_aot::arena::plan(&m);
-        for sm in ["sm_87", "sm_90"] {
+        for sm in ["sm_80", "sm_87", "sm_90"] {
             let module = ptx::compile(&m, &plan, sm).unwrap();
-            assert!(!module.kernels.is_empty(), "{ex}: no kernels");
-            for k in &module.kernels {
-                assert!(k.elements > 0, "{ex}: {} has an empty grid", k.name);
-                assert!(
-                    module.ptx.contains(&format!(".visible .entry {}(", k.name)),
-                    "{ex}: no .entry {}",
-                    k.name
+            assert!(!module.launches.is_empty(), "{ex}: no kernels");
+            for k in &module.launches {
+                assert!(k.elements > 0, "{ex}: {} has an empty grid", k.entry);
+                let head = format!(".visible .entry {}(", k.entry);
+                let at = module
+                    .ptx
+                    .find(&head)
+                    .unwrap_or_else(|| panic!("{ex}: no .entry {}", k.entry));
+                let params = &module.ptx[at..at + module.ptx[at..].find(')').unwrap()];
+                assert_eq!(
+                    params.matches(".param .u64").count(),
+                    k.args.len(),
+                    "{ex}: {} takes one pointer per launch argument",
+                    k.entry
                 );
+                for &a in &k.args {
+                    assert!(a < module.layout.size, "{ex}: argument outside the arena");
+                }
             }
             assert!(
                 module.ptx.contains(&format!(".target {sm}")),

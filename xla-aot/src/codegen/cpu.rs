@@ -255,7 +255,7 @@ pub fn build_ptx_module<'ctx>(
     hlo: &Hlo,
     plan: &BufferPlan,
     target: &Target,
-) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<(String, usize)>), CodegenError> {
+) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<GridLaunch>), CodegenError> {
     let module = ctx.create_module(&hlo.name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
@@ -308,8 +308,21 @@ struct Cg<'a, 'ctx> {
     /// PTX mode (implies `grid`): no host entry points and no weight globals; every kernel gets a
     /// `.entry` wrapper computing its element index from the thread grid (`ptx.rs`).
     ptx: bool,
-    /// The PTX entries generated: (name, elements of the kernel's grid).
-    ptx_entries: std::cell::RefCell<Vec<(String, usize)>>,
+    /// The PTX entries generated, in launch order.
+    ptx_entries: std::cell::RefCell<Vec<GridLaunch>>,
+}
+
+/// One launch of a PTX-mode module (`ptx.rs` turns these into device-arena offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GridLaunch {
+    /// The `.entry` name.
+    pub entry: String,
+    /// Output elements: one thread each.
+    pub elements: usize,
+    /// Where the kernel writes (an output or an arena slice).
+    pub out: Loc,
+    /// The values its operands read, aliases followed to the value owning the bytes.
+    pub operands: Vec<InstId>,
 }
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -1060,9 +1073,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         self.gid.set(None);
         if self.ptx {
-            for (f, _, _, elements) in &calls {
-                let name = self.ptx_entry(*f);
-                self.ptx_entries.borrow_mut().push((name, *elements));
+            for (f, operands, loc, elements) in &calls {
+                let launch = GridLaunch {
+                    entry: self.ptx_entry(*f),
+                    elements: *elements,
+                    out: *loc,
+                    operands: operands.iter().map(|&o| root(&self.plan.locs, o)).collect(),
+                };
+                self.ptx_entries.borrow_mut().push(launch);
             }
             return Ok(kernels);
         }
@@ -1357,10 +1375,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if self.grid {
             tys.push(self.ctx.i64_type().into());
         }
+        // Host grid kernels are exported: the fake CUDA driver of the launcher tests runs them
+        // as the GPU would run their PTX (`tests/harness/fake_cuda.c`).
+        let linkage = if self.grid && !self.ptx {
+            Linkage::External
+        } else {
+            Linkage::Internal
+        };
         let f = self.m.add_function(
             name,
             self.ctx.void_type().fn_type(&tys, false),
-            Some(Linkage::Internal),
+            Some(linkage),
         );
         self.common_attrs(f);
         // Kernels stay functions after O3: a kernel boundary shows up in profiles and dumps, and
@@ -2311,7 +2336,7 @@ fn conv_inner<'a, 'ctx>(
 }
 
 /// The bytes of a row-major literal of shape `s` rearranged into `s`'s layout.
-fn relayout(bytes: &[u8], s: &Shape) -> Vec<u8> {
+pub(crate) fn relayout(bytes: &[u8], s: &Shape) -> Vec<u8> {
     if is_row_major(s) {
         return bytes.to_vec();
     }

@@ -4,6 +4,7 @@
 //! transcendental functions shared by the backends.
 
 pub mod cpu;
+pub mod cuda_host;
 pub mod jit;
 pub mod math;
 pub mod ptx;

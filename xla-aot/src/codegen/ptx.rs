@@ -1,72 +1,130 @@
 //! NVPTX code generation: the fused, planned HLO as PTX text, one `.entry` kernel per kernel of
-//! the CPU backend, in grid form (each thread computes one output element).
+//! the CPU backend, in grid form (each thread computes one output element), and the device
+//! arena those kernels run in.
 //!
 //! Contract: [`compile`] builds the same kernels as `cpu.rs` in grid mode (`cpu/grid.rs`: the
 //! trailing element index becomes `ctaid.x · ntid.x + tid.x`, threads past the end do nothing),
-//! emits PTX for sm_86 / PTX ISA 7.5 (LLVM 14's newest), and relabels it for the requested SM
-//! ([`relabel`]: `.target sm_87` for Jetson Orin; `sm_90` also needs `.version 7.8`). Kernels take
-//! their buffers (output first, then operands, weights included) as generic pointers and
-//! reference no global: the host side uploads weights into the device arena once. The kernel
-//! list gives each entry's name and grid size in elements, in launch order. The host emulation of
-//! these kernel bodies is the CPU backend's grid mode (`Options::grid`), tested against the
-//! interpreter; ptxas checks the PTX itself (`tests/ptx.rs`).
+//! emits PTX with LLVM 14 (for the requested SM up to sm_86; newer SMs get sm_86 / ISA 7.5 code
+//! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
+//! ([`DeviceLayout`]): the weights (in their assigned layouts, not GEMM-packed: grid kernels
+//! index them directly), then the planned arena, then a slot per input and output, every region
+//! [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
+//! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
+//! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
+//! The host emulation of these kernel bodies is the CPU backend's grid mode (`Options::grid`),
+//! tested against the interpreter; ptxas checks the PTX itself (`tests/ptx.rs`).
 
-use super::cpu::{CodegenError, KernelInfo};
-use crate::arena::BufferPlan;
-use crate::ir::Module as Hlo;
+use super::cpu::{CodegenError, GridLaunch, KernelInfo};
+use crate::arena::{BufferPlan, Loc};
+use crate::ir::{InstId, Module as Hlo, Op};
 use crate::target::{Arch, Target};
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
 use inkwell::targets::{CodeModel, FileType, RelocMode, Target as LlvmTarget, TargetTriple};
+pub use runtime_min::cuda::DEVICE_ALIGN;
 
-/// LLVM 14's newest NVPTX target and PTX ISA (ENV.md): emitted, then relabelled.
+/// LLVM 14's newest NVPTX target and PTX ISA (ENV.md): newer SMs get this code, relabelled.
 pub const EMIT_SM: &str = "sm_86";
+pub const NEWEST_EMITTED_SM: u32 = 86;
 pub const EMIT_PTX_FEATURES: &str = "+ptx75";
 
 /// Threads per block the launcher uses for grid kernels (a multiple of the 32-thread warp; 256 is
 /// the usual occupancy sweet spot of elementwise kernels on sm_8x/sm_9x).
 pub const BLOCK_THREADS: usize = 256;
 
-/// One kernel of the PTX module.
+/// One launch of the PTX module.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PtxKernel {
+pub struct Launch {
     /// The `.entry` name.
-    pub name: String,
-    /// Output elements: threads to launch (blocks = ⌈elements / BLOCK_THREADS⌉).
+    pub entry: String,
+    /// Output elements: threads to launch.
     pub elements: usize,
+    /// The kernel's arguments (output first, then operands) as byte offsets into the device arena.
+    pub args: Vec<u64>,
+}
+
+impl Launch {
+    /// Blocks of [`BLOCK_THREADS`] threads covering the elements.
+    pub fn blocks(&self) -> u32 {
+        self.elements.div_ceil(BLOCK_THREADS) as u32
+    }
+}
+
+/// A region of the device arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// Byte offset from the device arena's base.
+    pub offset: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The device arena: `[weights | planned arena | inputs | outputs]`, each region aligned to
+/// [`DEVICE_ALIGN`]. One `cuMemAlloc` of [`DeviceLayout::size`] bytes at init; the weights are
+/// uploaded once from [`DeviceLayout::weights`] (the bytes of `[0, weights.len())`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceLayout {
+    /// The image of the weights region (padding included), uploaded at init.
+    pub weights: Vec<u8>,
+    /// Each uploaded constant: (instruction name, region).
+    pub constants: Vec<(String, Region)>,
+    /// The buffer plan's arena.
+    pub arena: Region,
+    /// One slot per model input, in parameter order: (name, region).
+    pub inputs: Vec<(String, Region)>,
+    /// One slot per model output: (name, region).
+    pub outputs: Vec<(String, Region)>,
+    /// Total bytes.
+    pub size: u64,
 }
 
 /// A compiled PTX module.
 #[derive(Debug, Clone)]
 pub struct PtxModule {
-    /// PTX text for the requested SM.
+    /// The SM it is labelled for (`sm_87`).
+    pub sm: String,
+    /// PTX text for that SM.
     pub ptx: String,
     /// Entries in launch order.
-    pub kernels: Vec<PtxKernel>,
+    pub launches: Vec<Launch>,
+    /// The device arena.
+    pub layout: DeviceLayout,
     /// What each kernel computes (as for the CPU backend).
     pub info: Vec<KernelInfo>,
 }
 
-/// The device target: sm_86 code, 128-bit "vectors" (unused: grid kernels are scalar per thread).
-fn device_target() -> Target {
+/// The device target for `sm`: 128-bit "vectors" (unused: grid kernels are scalar per thread).
+fn device_target(sm: u32) -> Target {
+    let cpu = if sm <= NEWEST_EMITTED_SM {
+        format!("sm_{sm}")
+    } else {
+        EMIT_SM.to_string()
+    };
     Target {
         name: "nvptx64".into(),
         description: "NVIDIA GPU (PTX)".into(),
         triple: "nvptx64-nvidia-cuda".into(),
-        cpu: EMIT_SM.into(),
+        cpu,
         features: EMIT_PTX_FEATURES.into(),
         vector_bits: 128,
         arch: Arch::Nvptx64,
         vector_registers: 32,
         l1d_bytes: 128 * 1024,
         l2_bytes: 4 * 1024 * 1024,
+        cuda_sm: None,
     }
 }
 
-/// PTX for `hlo` (planned by `plan`), labelled for `sm` (`"sm_80"`, `"sm_87"`, `"sm_90"`, ...).
+/// PTX for `hlo` (planned by `plan`) for `sm` (`"sm_80"`, `"sm_87"`, `"sm_90"`: one of
+/// [`crate::target::CUDA_SMS`]), with its launches and device arena.
 pub fn compile(hlo: &Hlo, plan: &BufferPlan, sm: &str) -> Result<PtxModule, CodegenError> {
     super::cpu::init_llvm();
-    let t = device_target();
+    let sm_number = crate::target::cuda_sm_number(sm).ok_or_else(|| CodegenError::Target {
+        triple: "nvptx64-nvidia-cuda".into(),
+        cpu: sm.into(),
+        reason: "not one of the supported SMs (xla-aot targets lists the CUDA targets)".into(),
+    })?;
+    let t = device_target(sm_number);
     let triple = TargetTriple::create(&t.triple);
     let err = |reason: String| CodegenError::Target {
         triple: t.triple.clone(),
@@ -85,25 +143,165 @@ pub fn compile(hlo: &Hlo, plan: &BufferPlan, sm: &str) -> Result<PtxModule, Code
         )
         .ok_or_else(|| err("LLVM has no NVPTX target machine".into()))?;
     let ctx = Context::create();
-    let (module, info, entries) = super::cpu::build_ptx_module(&ctx, &tm, hlo, plan, &t)?;
+    let (module, info, grid) = super::cpu::build_ptx_module(&ctx, &tm, hlo, plan, &t)?;
     super::cpu::optimize(&module, &tm)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let ptx = relabel(&String::from_utf8_lossy(buf.as_slice()), sm);
+    let (layout, launches) = device_arena(hlo, plan, &grid)?;
     Ok(PtxModule {
+        sm: sm.to_string(),
         ptx,
-        kernels: entries
-            .into_iter()
-            .map(|(name, elements)| PtxKernel { name, elements })
-            .collect(),
+        launches,
+        layout,
         info,
     })
 }
 
+fn align_up(n: u64) -> u64 {
+    n.div_ceil(DEVICE_ALIGN as u64) * DEVICE_ALIGN as u64
+}
+
+/// Lays out the device arena and resolves every launch argument to an offset in it.
+fn device_arena(
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    grid: &[GridLaunch],
+) -> Result<(DeviceLayout, Vec<Launch>), CodegenError> {
+    let c = &hlo.entry;
+    // The constants the kernels read, in instruction order (each uploaded once).
+    let mut used: Vec<InstId> = grid
+        .iter()
+        .flat_map(|l| l.operands.iter().copied())
+        .filter(|&v| plan.locs[v.index()] == Loc::Constant)
+        .collect();
+    used.sort();
+    used.dedup();
+    let mut weights = Vec::new();
+    let mut constants = Vec::new();
+    let mut constant_at = vec![None; c.instructions.len()];
+    for v in used {
+        let inst = c.inst(v);
+        let Op::Constant(lit) = &inst.op else {
+            unreachable!("values the plan places as constants are constants")
+        };
+        let bytes = lit.bytes().ok_or_else(|| CodegenError::Unsupported {
+            inst: inst.name.clone(),
+            reason: "the constant's data was elided in the HLO text".into(),
+        })?;
+        let physical = super::cpu::relayout(bytes, &inst.shape);
+        weights.resize(align_up(weights.len() as u64) as usize, 0);
+        let region = Region {
+            offset: weights.len() as u64,
+            bytes: physical.len() as u64,
+        };
+        weights.extend_from_slice(&physical);
+        constant_at[v.index()] = Some(region.offset);
+        constants.push((inst.name.clone(), region));
+    }
+    let mut end = align_up(weights.len() as u64);
+    let mut region = |bytes: u64| {
+        let r = Region { offset: end, bytes };
+        end = align_up(end + bytes);
+        r
+    };
+    let arena = region(plan.arena_size as u64);
+    let inputs: Vec<(String, Region)> = c
+        .parameters()
+        .iter()
+        .map(|&p| {
+            let i = c.inst(p);
+            (i.name.clone(), region(i.shape.size_bytes() as u64))
+        })
+        .collect();
+    let outputs: Vec<(String, Region)> = c
+        .outputs
+        .iter()
+        .map(|o| {
+            let bytes = c.inst(o.value).shape.size_bytes() as u64;
+            (o.name.clone(), region(bytes))
+        })
+        .collect();
+    let offset_of = |loc: Loc, v: Option<InstId>| -> u64 {
+        match loc {
+            Loc::Input(k) => inputs[k].1.offset,
+            Loc::Output(k) => outputs[k].1.offset,
+            Loc::Arena(off) => arena.offset + off as u64,
+            Loc::Constant => {
+                constant_at[v.expect("constants are operands").index()].expect("uploaded")
+            }
+            Loc::Alias(_) => unreachable!("launch operands are roots"),
+        }
+    };
+    let launches = grid
+        .iter()
+        .map(|l| {
+            let mut args = vec![offset_of(l.out, None)];
+            args.extend(
+                l.operands
+                    .iter()
+                    .map(|&v| offset_of(plan.locs[v.index()], Some(v))),
+            );
+            Launch {
+                entry: l.entry.clone(),
+                elements: l.elements,
+                args,
+            }
+        })
+        .collect();
+    let layout = DeviceLayout {
+        weights,
+        constants,
+        arena,
+        inputs,
+        outputs,
+        size: end.max(DEVICE_ALIGN as u64),
+    };
+    Ok((layout, launches))
+}
+
+impl PtxModule {
+    /// The device arena and the launches as text (`--dump-to` writes it as `launches.txt`).
+    pub fn launch_plan_text(&self) -> String {
+        let l = &self.layout;
+        let mut s = format!(
+            "device arena {} bytes for {} ({} kernels, {} threads per block)\n",
+            l.size,
+            self.sm,
+            self.launches.len(),
+            BLOCK_THREADS
+        );
+        let mut region = |what: &str, r: &Region| {
+            s.push_str(&format!("  {:>10} +{:<10} {what}\n", r.bytes, r.offset));
+        };
+        for (name, r) in &l.constants {
+            region(&format!("weight %{name}"), r);
+        }
+        region("arena (buffer plan)", &l.arena);
+        for (name, r) in &l.inputs {
+            region(&format!("input {name}"), r);
+        }
+        for (name, r) in &l.outputs {
+            region(&format!("output {name}"), r);
+        }
+        for k in &self.launches {
+            let args: Vec<String> = k.args.iter().map(|a| format!("+{a}")).collect();
+            s.push_str(&format!(
+                "launch {} blocks {} ({} elements) args {}\n",
+                k.entry,
+                k.blocks(),
+                k.elements,
+                args.join(" ")
+            ));
+        }
+        s
+    }
+}
+
 /// Relabels PTX emitted for sm_86 / ISA 7.5 for `sm`: the `.target` line, and `.version 7.8`
-/// for sm_90 and later (ptxas requires ISA 7.8 there). PTX is forward compatible, so the code is
-/// valid for any newer SM.
+/// for sm_89 and later (ptxas requires ISA 7.8 for Ada and Hopper). PTX is forward compatible,
+/// so the code is valid for any newer SM. Text already labelled `sm` is unchanged.
 pub fn relabel(ptx: &str, sm: &str) -> String {
     let newer: u32 = sm
         .trim_start_matches("sm_")
@@ -114,7 +312,7 @@ pub fn relabel(ptx: &str, sm: &str) -> String {
         .map(|l| {
             if l.starts_with(".target ") {
                 format!(".target {sm}")
-            } else if l.starts_with(".version ") && newer >= 90 {
+            } else if l.starts_with(".version ") && newer >= 89 {
                 ".version 7.8".to_string()
             } else {
                 l.to_string()

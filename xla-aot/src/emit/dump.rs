@@ -5,7 +5,8 @@
 //! with its reason), `memory.svg` (the arena over the schedule), `graph.before.dot` and
 //! `graph.after.dot` (and `.svg` when Graphviz is installed), `<name>.ll` and `<name>.opt.ll` (LLVM
 //! IR before and after optimisation), `kernels/<kernel>.ll` and `kernels/<kernel>.opt.ll` (each
-//! kernel's IR before and after) and `<name>.s` (target assembly), all deterministic.
+//! kernel's IR before and after), `<name>.s` (target assembly) and, for a CUDA target,
+//! `<name>.ptx` and `launches.txt` (the device arena and every launch), all deterministic.
 
 use super::Artefacts;
 use crate::arena::plan_text;
@@ -58,6 +59,10 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
     }
     if let Some(asm) = &a.assembly {
         std::fs::write(dir.join(format!("{}.s", a.name)), asm)?;
+    }
+    if let Some(p) = &a.ptx {
+        std::fs::write(dir.join(format!("{}.ptx", a.name)), &p.ptx)?;
+        std::fs::write(dir.join("launches.txt"), p.launch_plan_text())?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use crate::ir::{DType, Module};
 use runtime_min::Status;
 
 const TEMPLATE: &str = include_str!("../../../templates/model.h.in");
+const CUDA_TEMPLATE: &str = include_str!("../../../templates/model_cuda.h.in");
 
 /// C keywords and names a parameter may not take.
 const RESERVED: &[&str] = &[
@@ -98,8 +99,39 @@ pub fn weight_bytes(m: &Module) -> usize {
         .sum()
 }
 
-/// Renders the header.
-pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize) -> String {
+/// The CUDA section of the header of a CUDA target's library.
+pub fn render_cuda(m: &Module, ptx: &crate::codegen::ptx::PtxModule) -> String {
+    let names: Vec<String> = ptx
+        .launches
+        .iter()
+        .map(|l| format!("\"{}\"", l.entry))
+        .collect();
+    let blocks: Vec<String> = ptx
+        .launches
+        .iter()
+        .map(|l| l.blocks().to_string())
+        .collect();
+    CUDA_TEMPLATE
+        .replace("{{name}}", &m.name)
+        .replace("{{NAME}}", &m.name.to_ascii_uppercase())
+        .replace("{{sm}}", &ptx.sm)
+        .replace("{{device_bytes}}", &ptx.layout.size.to_string())
+        .replace("{{device_weights}}", &ptx.layout.weights.len().to_string())
+        .replace(
+            "{{block_threads}}",
+            &crate::codegen::ptx::BLOCK_THREADS.to_string(),
+        )
+        .replace("{{cuda_kernels}}", &ptx.launches.len().to_string())
+        .replace("{{kernel_names}}", &format!("{{{}}}", names.join(", ")))
+        .replace("{{kernel_blocks}}", &format!("{{{}}}", blocks.join(", ")))
+        .replace(
+            "{{ctx_words}}",
+            &crate::codegen::cuda_host::ctx_words(ptx.launches.len()).to_string(),
+        )
+}
+
+/// Renders the header; `cuda` is the CUDA section ([`render_cuda`]) of a CUDA target, or empty.
+pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda: &str) -> String {
     let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
     let mut macros = String::new();
@@ -159,4 +191,5 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize) -> St
         .replace("{{shape_macros}}", macros.trim_end())
         .replace("{{status_codes}}", statuses.trim_end())
         .replace("{{run_params}}", &params.join(", "))
+        .replace("{{cuda_api}}", cuda)
 }

@@ -60,6 +60,50 @@ pub struct Manifest {
     pub flops: u64,
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
+    /// The GPU side of a CUDA target (absent for CPU targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<Cuda>,
+}
+
+/// The CUDA part of a library: its device arena and launches (`codegen/ptx.rs`).
+#[derive(Serialize)]
+pub struct Cuda {
+    pub sm: String,
+    pub ptx_bytes: usize,
+    pub device_arena_bytes: u64,
+    pub device_weight_bytes: usize,
+    pub block_threads: usize,
+    pub launches: Vec<Launch>,
+}
+
+#[derive(Serialize)]
+pub struct Launch {
+    pub entry: String,
+    pub blocks: u32,
+    pub elements: usize,
+    /// Argument addresses as offsets into the device arena (output first).
+    pub args: Vec<u64>,
+}
+
+/// The manifest's CUDA section for a compiled PTX module.
+pub fn cuda(ptx: &crate::codegen::ptx::PtxModule) -> Cuda {
+    Cuda {
+        sm: ptx.sm.clone(),
+        ptx_bytes: ptx.ptx.len(),
+        device_arena_bytes: ptx.layout.size,
+        device_weight_bytes: ptx.layout.weights.len(),
+        block_threads: crate::codegen::ptx::BLOCK_THREADS,
+        launches: ptx
+            .launches
+            .iter()
+            .map(|l| Launch {
+                entry: l.entry.clone(),
+                blocks: l.blocks(),
+                elements: l.elements,
+                args: l.args.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// Builds the manifest.
@@ -126,5 +170,6 @@ pub fn build(
                 flops: k.flops,
             })
             .collect(),
+        cuda: None,
     }
 }

@@ -1,11 +1,14 @@
 //! Emitting a compiled model: object, static library, header and manifest, written atomically.
 //!
-//! Contract: [`compile_model`] produces every artefact in memory; [`write_artefacts`] writes them
+//! Contract: [`compile_model`] produces every artefact in memory (for a CUDA target the archive
+//! also holds the launcher and the PTX data object, and `<name>.ptx` is written beside it);
+//! [`write_artefacts`] writes them
 //! into the output directory through a temporary directory beside them and renames each file into
 //! place, so an error never leaves a half-written library behind.
 
 pub mod archive;
 pub mod bindings;
+pub mod cuda;
 pub mod dump;
 pub mod graphs;
 pub mod header;
@@ -13,6 +16,8 @@ pub mod manifest;
 
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::cpu::{self, CodegenError, Options};
+use crate::codegen::cuda_host;
+use crate::codegen::ptx::{self, PtxModule};
 use crate::ir::Module;
 use crate::passes::{PassRecord, Pipeline, PipelineError};
 use crate::target::Target;
@@ -46,6 +51,8 @@ pub struct Artefacts {
     pub instructions_before_fusion: usize,
     /// The module before and after the pipeline (for the dump's graphs).
     pub modules: Option<Box<(Module, Module)>>,
+    /// A CUDA target's PTX module (`<name>.ptx`, and the launches for dumps and tests).
+    pub ptx: Option<PtxModule>,
 }
 
 /// How to compile.
@@ -153,16 +160,49 @@ pub fn compile_model(
     } else {
         "model.o".to_string()
     };
-    let archive = archive::write_archive(&[archive::Member {
+    // A CUDA target's library also holds the PTX kernels (data object) and their launcher.
+    let cuda = match &target.cuda_sm {
+        Some(sm) => {
+            let module = ptx::compile(m, &plan, sm)?;
+            let launcher = cuda_host::compile(&m.name, &module, target)?;
+            let data = cuda::data_object(&m.name, &module, target.arch);
+            progress.stage(&format!(
+                "generated {} PTX kernels for {sm}",
+                module.launches.len()
+            ));
+            Some((module, launcher, data))
+        }
+        None => None,
+    };
+    let mut members = vec![archive::Member {
         name: &member_name,
         data: &obj.object,
         symbols: obj.exports.clone(),
-    }]);
-    let header = header::render(m, &plan, &target.name, obj.kernels.len());
-    let manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
+    }];
+    if let Some((_, launcher, data)) = &cuda {
+        members.push(archive::Member {
+            name: "cuda.o",
+            data: launcher,
+            symbols: cuda_host::exports(&m.name),
+        });
+        members.push(archive::Member {
+            name: "ptx.o",
+            data,
+            symbols: cuda::data_symbols(&m.name),
+        });
+    }
+    let archive = archive::write_archive(&members);
+    let cuda_header = cuda
+        .as_ref()
+        .map(|(p, _, _)| header::render_cuda(m, p))
+        .unwrap_or_default();
+    let header = header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header);
+    let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
+    manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
+        ptx: cuda.map(|(p, _, _)| p),
         name: m.name.clone(),
         object: obj.object,
         archive,
@@ -187,12 +227,15 @@ pub fn write_artefacts(a: &Artefacts, dir: &Path) -> std::io::Result<Vec<PathBuf
     let tmp = dir.join(format!(".xla-aot-tmp-{}-{}", a.name, std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir(&tmp)?;
-    let files: Vec<(String, &[u8])> = vec![
+    let mut files: Vec<(String, &[u8])> = vec![
         (format!("{}.o", a.name), &a.object),
         (format!("lib{}.a", a.name), &a.archive),
         (format!("{}.h", a.name), a.header.as_bytes()),
         (format!("{}.json", a.name), a.manifest.as_bytes()),
     ];
+    if let Some(p) = &a.ptx {
+        files.push((format!("{}.ptx", a.name), p.ptx.as_bytes()));
+    }
     let result = (|| {
         for (name, data) in &files {
             std::fs::write(tmp.join(name), data)?;
