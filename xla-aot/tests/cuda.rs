@@ -14,7 +14,7 @@ use common::{EXAMPLES, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
-use xla_aot::emit::{Artefacts, compile_model};
+use xla_aot::emit::{Artefacts, CompileOptions, compile_model};
 use xla_aot::spec::load_spec;
 use xla_aot::target::{Arch, Target};
 
@@ -272,6 +272,31 @@ fn every_example_runs_the_planned_launch_sequence_on_a_fake_driver() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The host build of `m`'s kernels in grid form as a shared object (`dir/grid_<name>.so`), for
+/// the fake driver to run launches with (`FAKE_CUDA_KERNELS`); compiled with `opts` (the PTX
+/// side must have been compiled with the same passes, so that the kernels are the same).
+fn grid_kernels(m: &xla_aot::ir::Module, dir: &Path, opts: &CompileOptions) -> PathBuf {
+    let host = Target::resolve("x86_64-avx2").unwrap();
+    let mut grid = opts.clone();
+    grid.codegen.grid = true;
+    let g = compile_model(m, &host, &grid).unwrap();
+    let lib = dir.join(format!("libgrid_{}.a", m.name));
+    std::fs::write(&lib, &g.archive).unwrap();
+    let so = dir.join(format!("grid_{}.so", m.name));
+    cc(
+        "cc",
+        &[
+            "-shared",
+            "-o",
+            so.to_str().unwrap(),
+            "-Wl,--whole-archive",
+            lib.to_str().unwrap(),
+            "-Wl,--no-whole-archive",
+        ],
+    );
+    so
+}
+
 /// End to end without a GPU: the launcher drives the fake driver, which runs each launch as the
 /// host build of the same grid kernel over the whole grid on the device arena's bytes; the
 /// outputs copied back match the reference interpreter. This checks the device layout (weights,
@@ -280,27 +305,10 @@ fn every_example_runs_the_planned_launch_sequence_on_a_fake_driver() {
 fn every_example_matches_the_interpreter_through_the_launcher_with_emulated_kernels() {
     let dir = scratch("cuda-emulated");
     fake_driver(&dir, "cc", &[]);
-    let host = Target::resolve("x86_64-avx2").unwrap();
-    let mut grid = common::default_options();
-    grid.codegen.grid = true;
     for ex in EXAMPLES {
         let (m, a) = compile(ex, "cuda-x86_64");
         let exe = harness(&a, &dir, "cc");
-        let g = compile_model(&m, &host, &grid).unwrap();
-        let grid_lib = dir.join(format!("libgrid_{ex}.a"));
-        std::fs::write(&grid_lib, &g.archive).unwrap();
-        let kernels = dir.join(format!("grid_{ex}.so"));
-        cc(
-            "cc",
-            &[
-                "-shared",
-                "-o",
-                kernels.to_str().unwrap(),
-                "-Wl,--whole-archive",
-                grid_lib.to_str().unwrap(),
-                "-Wl,--no-whole-archive",
-            ],
-        );
+        let kernels = grid_kernels(&m, &dir, &common::default_options());
         let golden = repo().join("examples").join(ex).join("golden");
         let inputs = common::case_inputs(&m, &golden);
         let expected = xla_aot::interp::evaluate(&m, &inputs).unwrap();
@@ -342,6 +350,65 @@ fn every_example_matches_the_interpreter_through_the_launcher_with_emulated_kern
                 panic!("{ex} output {i} through the CUDA launcher: {msg}");
             }
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `scripts/gpu-check.sh`, the check for a machine with a GPU, run here against the fake driver
+/// with emulated kernels: it compiles, links and runs every example and compares with the golden
+/// outputs and the CPU path. Without a driver it says so and exits 2.
+#[test]
+fn gpu_check_script_runs_every_example_on_the_emulating_fake_driver() {
+    let dir = scratch("cuda-gpu-check");
+    fake_driver(&dir, "cc", &[]);
+    let mut libs = Vec::new();
+    for ex in EXAMPLES {
+        let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        // The script compiles with the CLI's full pipeline.
+        let full = CompileOptions::default();
+        libs.push(grid_kernels(&m, &dir, &full).display().to_string());
+    }
+    let script = |driver: &Path| {
+        Command::new("bash")
+            .arg(repo().join("scripts/gpu-check.sh"))
+            .arg("x86_64")
+            .env("XLA_AOT", env!("CARGO_BIN_EXE_xla-aot"))
+            .env("GPU_CHECK_ITERS", "2")
+            .env("LD_LIBRARY_PATH", driver)
+            .env("FAKE_CUDA_KERNELS", libs.join(":"))
+            .env("FAKE_CUDA_LOG", dir.join("gpu-check.log"))
+            .env_remove("FAKE_CUDA_FAIL")
+            .output()
+            .unwrap()
+    };
+    let out = script(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("gpu-check: 4 of 4 examples match on the GPU (cuda-x86_64)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("kernel  0 tiny_transformer_k0_ln1_sum_entry"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("MISMATCH"), "{stdout}");
+    if !real_driver_installed() {
+        let empty = scratch("cuda-gpu-check-none");
+        let out = script(&empty);
+        assert_eq!(out.status.code(), Some(2), "no driver: exit status 2");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no NVIDIA driver or GPU"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&empty);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

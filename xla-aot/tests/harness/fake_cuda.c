@@ -5,7 +5,7 @@
  * copy, and every launch is logged with its grid and its arguments as offsets from the device
  * arena.
  *
- *   FAKE_CUDA_KERNELS=<lib.so>                runs each launch as the GPU would: the host build of
+ *   FAKE_CUDA_KERNELS=<lib.so>[:<lib.so>...]  runs each launch as the GPU would: the host build of
  *                                             the same kernel in grid form (the library of the
  *                                             model compiled with Options::grid, whose kernel
  *                                             <k> is the PTX entry <k>_entry), once per thread of
@@ -280,25 +280,35 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *stream
 /* The host build of PTX entry `entry` (its name without "_entry"), or NULL without
  * FAKE_CUDA_KERNELS. */
 typedef void (*host_kernel)();
+#define MAX_KERNEL_LIBS 16
 static host_kernel find_host_kernel(const char *entry) {
-    static void *lib;
-    const char *path = getenv("FAKE_CUDA_KERNELS");
-    if (!path) return NULL;
-    if (!lib && !(lib = dlopen(path, RTLD_NOW))) {
-        say("FAKE_CUDA_KERNELS: %s", dlerror());
-        exit(4);
+    static void *libs[MAX_KERNEL_LIBS];
+    static int nlibs = -1;
+    const char *paths = getenv("FAKE_CUDA_KERNELS");
+    if (!paths) return NULL;
+    if (nlibs < 0) {
+        /* A colon-separated list of libraries, searched in order. */
+        char *list = strdup(paths);
+        nlibs = 0;
+        for (char *p = strtok(list, ":"); p && nlibs < MAX_KERNEL_LIBS; p = strtok(NULL, ":")) {
+            if (!(libs[nlibs++] = dlopen(p, RTLD_NOW))) {
+                say("FAKE_CUDA_KERNELS: %s", dlerror());
+                exit(4);
+            }
+        }
+        free(list);
     }
     char name[512];
     size_t n = strlen(entry);
     if (n < 6 || n - 6 >= sizeof name || strcmp(entry + n - 6, "_entry") != 0) return NULL;
     memcpy(name, entry, n - 6);
     name[n - 6] = 0;
-    host_kernel k = (host_kernel)dlsym(lib, name);
-    if (!k) {
-        say("FAKE_CUDA_KERNELS: no host kernel %s", name);
-        exit(4);
+    for (int i = 0; i < nlibs; i++) {
+        host_kernel k = (host_kernel)dlsym(libs[i], name);
+        if (k) return k;
     }
-    return k;
+    say("FAKE_CUDA_KERNELS: no host kernel %s", name);
+    exit(4);
 }
 
 /* Runs host kernel k(args..., thread) for every thread of the grid. */
