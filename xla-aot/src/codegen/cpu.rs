@@ -310,6 +310,9 @@ struct Cg<'a, 'ctx> {
     ptx: bool,
     /// The PTX entries generated, in launch order.
     ptx_entries: std::cell::RefCell<Vec<GridLaunch>>,
+    /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
+    /// (register epilogues use the number instead of loading it).
+    scalar_consts: std::cell::RefCell<Vec<Option<f32>>>,
 }
 
 /// One launch of a PTX-mode module (`ptx.rs` turns these into device-arena offsets).
@@ -415,6 +418,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             gid: std::cell::Cell::new(None),
             ptx: false,
             ptx_entries: std::cell::RefCell::new(Vec::new()),
+            scalar_consts: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -1461,6 +1465,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .map(|&o| self.plan.in_place[id.index()] == Some(o))
             .collect();
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
+        *self.scalar_consts.borrow_mut() = inst
+            .operands
+            .iter()
+            .map(|&o| match &c.inst(o).op {
+                Op::Constant(lit)
+                    if lit.dtype == DType::F32 && lit.dims.iter().product::<usize>() == 1 =>
+                {
+                    lit.to_f32_vec().and_then(|v| v.first().copied())
+                }
+                _ => None,
+            })
+            .collect();
         let rhs_packed = self
             .heavy_in(id)
             .is_some_and(|(_, _, rhs, _)| self.packed[rhs.index()]);

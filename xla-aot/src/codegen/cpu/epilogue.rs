@@ -206,6 +206,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .into_vector_value()
     }
 
+    /// [`Cg::vfmax`] against `b`, a splat of a constant that is not NaN: "a is larger, or a is
+    /// NaN" is then one unordered compare, the same result in fewer instructions (LLVM does not
+    /// always find it: ReLU6's upper bound kept four instructions per vector).
+    pub(super) fn vfmax_number(
+        &self,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+        max: bool,
+    ) -> VectorValue<'ctx> {
+        let p = if max {
+            FloatPredicate::UGT
+        } else {
+            FloatPredicate::ULT
+        };
+        let take_a = self.b.build_float_compare(p, a, b, "").unwrap();
+        self.b
+            .build_select(take_a, a, b, "")
+            .unwrap()
+            .into_vector_value()
+    }
+
     /// Applies `epi` to the accumulator vector `x` of tile row `row` (index along the row dim)
     /// whose lane 0 is at index `col` along the column dim; `role` says where each output dim
     /// lies; `v` is the vector (its lanes beyond `v.store` are not real columns).
@@ -223,9 +244,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let value = |o: &Operand| -> VectorValue<'ctx> {
             match *o {
                 Operand::Scalar(p) => {
-                    let s = self
-                        .load(k.args[p], self.i64(0), DType::F32)
-                        .into_float_value();
+                    // A compile-time scalar (ReLU6's bounds, a folded scale) is emitted as the
+                    // number itself: the same value the load would give, so the same result,
+                    // and LLVM can fold the NaN tests of a max/min against it.
+                    let s = match self.scalar_consts.borrow().get(p).copied().flatten() {
+                        Some(c) => self.f32c(c as f64),
+                        None => self
+                            .load(k.args[p], self.i64(0), DType::F32)
+                            .into_float_value(),
+                    };
                     self.splat(s, v.lanes)
                 }
                 Operand::Along { param, dim } => match role(dim) {
@@ -259,6 +286,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 },
             }
         };
+        // Whether an operand is a compile-time number (not NaN): max/min against it are cheaper.
+        let number = |o: &Operand| match *o {
+            Operand::Scalar(p) => self
+                .scalar_consts
+                .borrow()
+                .get(p)
+                .copied()
+                .flatten()
+                .is_some_and(|c| !c.is_nan()),
+            Operand::Along { .. } => false,
+        };
+        let max_min = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, b_number: bool, max: bool| {
+            if b_number {
+                self.vfmax_number(a, b, max)
+            } else {
+                self.vfmax(a, b, max)
+            }
+        };
         let mut x = x;
         for step in &epi.steps {
             x = match step {
@@ -273,14 +318,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         BinaryOp::Add => self.b.build_float_add(a, b, "").unwrap(),
                         BinaryOp::Subtract => self.b.build_float_sub(a, b, "").unwrap(),
                         BinaryOp::Multiply => self.b.build_float_mul(a, b, "").unwrap(),
-                        BinaryOp::Maximum => self.vfmax(a, b, true),
-                        BinaryOp::Minimum => self.vfmax(a, b, false),
+                        BinaryOp::Maximum => max_min(a, b, *value_first && number(other), true),
+                        BinaryOp::Minimum => max_min(a, b, *value_first && number(other), false),
                         _ => unreachable!("recognize() admits no other op"),
                     }
                 }
                 Step::Clamp { lo, hi } => {
-                    let l = self.vfmax(x, value(lo), true);
-                    self.vfmax(l, value(hi), false)
+                    let l = max_min(x, value(lo), number(lo), true);
+                    max_min(l, value(hi), number(hi), false)
                 }
             };
         }
