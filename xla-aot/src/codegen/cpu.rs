@@ -20,6 +20,7 @@ mod gemm;
 mod grid;
 mod parallel;
 mod reduce;
+mod tiled;
 
 use super::math::{self, MathFn};
 use crate::arena::{ARENA_ALIGN, BufferPlan, Loc, root};
@@ -313,6 +314,9 @@ struct Cg<'a, 'ctx> {
     /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
     /// (register epilogues use the number instead of loading it).
     scalar_consts: std::cell::RefCell<Vec<Option<f32>>>,
+    /// Set by a kernel whose grid is not one invocation per output element (a tiled product:
+    /// `cpu/tiled.rs`): its invocations.
+    grid_size: std::cell::Cell<Option<usize>>,
 }
 
 /// One launch of a PTX-mode module (`ptx.rs` turns these into device-arena offsets).
@@ -419,6 +423,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ptx: false,
             ptx_entries: std::cell::RefCell::new(Vec::new()),
             scalar_consts: std::cell::RefCell::new(Vec::new()),
+            grid_size: std::cell::Cell::new(None),
         }
     }
 
@@ -1055,7 +1060,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 writes: inst.shape.size_bytes(),
                 flops: crate::ir::flops::flops(c, id),
             });
-            calls.push((f, inst.operands.clone(), loc, inst.shape.element_count()));
+            let invocations = self.grid_size.take().unwrap_or(inst.shape.element_count());
+            calls.push((f, inst.operands.clone(), loc, invocations));
         }
         for &(k, v) in &self.plan.copies {
             let name = format!("{}_copy_out{k}", self.hlo.name);
@@ -1481,7 +1487,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .heavy_in(id)
             .is_some_and(|(_, _, rhs, _)| self.packed[rhs.index()]);
         self.packed_rhs.set(rhs_packed);
+        let tiled = match &inst.op {
+            Op::Dot(d) if self.grid => tiled::tiled_geometry(
+                d,
+                &c.inst(inst.operands[0]).shape,
+                &c.inst(inst.operands[1]).shape,
+                &inst.shape,
+            ),
+            _ => None,
+        };
         match &inst.op {
+            Op::Dot(_) if tiled.is_some() => self.dot_tiled(&k, tiled.as_ref().unwrap()),
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
             Op::Reduce { kind, dimensions }
                 if !self.grid

@@ -281,7 +281,7 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *stream
  * FAKE_CUDA_KERNELS. */
 typedef void (*host_kernel)();
 #define MAX_KERNEL_LIBS 16
-static host_kernel find_host_kernel(const char *entry) {
+static host_kernel find_host_kernel(const char *entry, long long *threads_per_call) {
     static void *libs[MAX_KERNEL_LIBS];
     static int nlibs = -1;
     const char *paths = getenv("FAKE_CUDA_KERNELS");
@@ -305,16 +305,23 @@ static host_kernel find_host_kernel(const char *entry) {
     name[n - 6] = 0;
     for (int i = 0; i < nlibs; i++) {
         host_kernel k = (host_kernel)dlsym(libs[i], name);
-        if (k) return k;
+        if (k) {
+            /* A tiled kernel's host form runs a whole block per call (codegen/cpu/tiled.rs). */
+            char step[560];
+            snprintf(step, sizeof step, "%s_threads_per_call", name);
+            const int *per_call = dlsym(libs[i], step);
+            *threads_per_call = per_call ? *per_call : 1;
+            return k;
+        }
     }
     say("FAKE_CUDA_KERNELS: no host kernel %s", name);
     exit(4);
 }
 
-/* Runs host kernel k(args..., thread) for every thread of the grid. */
-static int run_grid(host_kernel k, int nargs, void **kernel_params, long long threads) {
+/* Runs host kernel k(args..., i) for i < calls (every thread, or every block of a tiled one). */
+static int run_grid(host_kernel k, int nargs, void **kernel_params, long long calls) {
 #define A(i) ((void *)(uintptr_t) * (CUdeviceptr *)kernel_params[i])
-    for (long long t = 0; t < threads; t++) {
+    for (long long t = 0; t < calls; t++) {
         switch (nargs) {
         case 1: k(A(0), t); break;
         case 2: k(A(0), A(1), t); break;
@@ -358,8 +365,14 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
         at += snprintf(line + at, sizeof line - at, " +%llu", (unsigned long long)off);
     }
     say("%s", line);
-    host_kernel k = find_host_kernel(names[i - 1]);
-    if (k && run_grid(k, params[i - 1], kernel_params, (long long)gx * gy * gz * bx * by * bz) != 0) {
+    long long per_call = 1;
+    host_kernel k = find_host_kernel(names[i - 1], &per_call);
+    long long threads = (long long)gx * gy * gz * bx * by * bz;
+    if (k && threads % per_call != 0) {
+        say("cuLaunchKernel %s -> %lld threads: not whole blocks of %lld", names[i - 1], threads, per_call);
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    if (k && run_grid(k, params[i - 1], kernel_params, threads / per_call) != 0) {
         say("cuLaunchKernel %s -> %d arguments: more than the emulation takes", names[i - 1], params[i - 1]);
         return CUDA_ERROR_LAUNCH_FAILED;
     }
