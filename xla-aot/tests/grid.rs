@@ -33,8 +33,9 @@ fn every_example_matches_the_interpreter_when_run_over_its_grid() {
 
 /// Tiled products (`codegen/cpu/tiled.rs`: 16×16 blocks staging K-slices through shared memory,
 /// the host emulation running each phase for the whole block before the next) on shapes that
-/// leave partial tiles in every dim, with batch dims, and with a transposed lhs: in grid form on
-/// the host they match the interpreter, and their PTX holds the shared tiles and the barriers.
+/// leave partial tiles in every dim, with batch dims, with a transposed lhs, and fused with a
+/// bias and ReLU: in grid form on the host they match the interpreter, and their PTX holds the
+/// shared tiles and the barriers, one block per 16×16 tile.
 #[test]
 fn tiled_products_match_the_interpreter_on_partial_tiles() {
     let cases = [
@@ -43,61 +44,79 @@ fn tiled_products_match_the_interpreter_on_partial_tiles() {
             "f32[33,18]{1,0}",
             "f32[17,18]{1,0}",
             "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+            2 * 2,
         ),
         (
             "f32[3,20,17]{2,1,0}",
             "f32[3,17,19]{2,1,0}",
             "f32[3,20,19]{2,1,0}",
             "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+            3 * 2 * 2,
         ),
         (
             "f32[40,16]{1,0}",
             "f32[40,32]{1,0}",
             "f32[16,32]{1,0}",
             "lhs_contracting_dims={0}, rhs_contracting_dims={0}",
+            2,
         ),
     ];
-    let t = Target::resolve("x86_64").unwrap();
-    let mut opts = CompileOptions::default();
-    opts.codegen.grid = true;
-    for (i, (a, b, y, dims)) in cases.iter().enumerate() {
+    for (i, (a, b, y, dims, blocks)) in cases.iter().enumerate() {
         let text = format!(
             "HloModule tiled{i}\n\nENTRY %main {{\n  %a = {a} parameter(0)\n  %b = {b} parameter(1)\n  \
              %y = {y} dot(%a, %b), {dims}\n  ROOT %outputs = ({y}) tuple(%y), names={{y}}\n}}\n"
         );
-        let m = xla_aot::ir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let inputs: Vec<_> = m
-            .entry
-            .parameters()
-            .iter()
-            .enumerate()
-            .map(|(s, &p)| {
-                let shape = &m.entry.inst(p).shape;
-                xla_aot::driver::random_input(shape.dtype, &shape.dims, 7 + s as u64)
-            })
-            .collect();
-        let expected = evaluate(&m, &inputs).unwrap();
-        let actual = run_compiled_with(&m, &t, &inputs, &format!("tiled-{i}"), &opts);
-        if let Err(msg) = check_close(&actual[0], &expected[0]) {
-            panic!("case {i} ({a} x {b}) in grid form: {msg}");
-        }
-        let plan = xla_aot::arena::plan(&m);
-        let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
-        assert!(
-            ptx.ptx.contains(".shared") && ptx.ptx.matches("bar.sync").count() >= 2,
-            "case {i}: the product is tiled"
-        );
-        let blocks: usize = ptx.launches.iter().map(|l| l.blocks() as usize).sum();
-        let expected_blocks = match i {
-            0 => 2 * 2,
-            1 => 3 * 2 * 2,
-            _ => 2,
-        };
-        assert_eq!(
-            blocks, expected_blocks,
-            "case {i}: one block per 16x16 tile"
-        );
+        tiled_case(i, &text, *blocks);
     }
+    // An output fusion: dot + per-column bias + ReLU, the epilogue applied by each thread.
+    let fused = "HloModule fused\n\nENTRY %main {\n  %a = f32[20,24]{1,0} parameter(0)\n  \
+                 %b = f32[24,40]{1,0} parameter(1)\n  %bias = f32[40]{0} parameter(2)\n  \
+                 %y = f32[20,40]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+                 %bb = f32[20,40]{1,0} broadcast(%bias), dimensions={1}\n  \
+                 %z = f32[20,40]{1,0} add(%y, %bb)\n  %zero = f32[] constant(0)\n  \
+                 %zb = f32[20,40]{1,0} broadcast(%zero), dimensions={}\n  \
+                 %r = f32[20,40]{1,0} maximum(%z, %zb)\n  \
+                 ROOT %outputs = (f32[20,40]{1,0}) tuple(%r), names={r}\n}\n";
+    tiled_case(3, fused, 2 * 3);
+}
+
+/// One tiled case: grid form on the host against the interpreter, then the PTX of the fully
+/// optimised module: one tiled kernel of `expected_blocks` blocks.
+fn tiled_case(i: usize, text: &str, expected_blocks: usize) {
+    let t = Target::resolve("x86_64").unwrap();
+    let mut opts = CompileOptions::default();
+    opts.codegen.grid = true;
+    let mut m = xla_aot::ir::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let inputs: Vec<_> = m
+        .entry
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(s, &p)| {
+            let shape = &m.entry.inst(p).shape;
+            xla_aot::driver::random_input(shape.dtype, &shape.dims, 7 + s as u64)
+        })
+        .collect();
+    let expected = evaluate(&m, &inputs).unwrap();
+    let actual = run_compiled_with(&m, &t, &inputs, &format!("tiled-{i}"), &opts);
+    if let Err(msg) = check_close(&actual[0], &expected[0]) {
+        panic!("case {i} in grid form: {msg}\n{text}");
+    }
+    xla_aot::passes::Pipeline::default_pipeline()
+        .run(&mut m, &mut |_, _, _| {})
+        .unwrap();
+    let plan = xla_aot::arena::plan(&m);
+    let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
+    assert_eq!(ptx.launches.len(), 1, "case {i}: one kernel");
+    assert!(
+        ptx.ptx.contains(".shared") && ptx.ptx.matches("bar.sync").count() >= 2,
+        "case {i}: the product is tiled"
+    );
+    assert_eq!(
+        ptx.launches[0].blocks() as usize,
+        expected_blocks,
+        "case {i}: one block per 16x16 tile"
+    );
 }
 
 /// A batch-1 dense layer stays one thread per output: a 16×16 block would idle 15 rows.

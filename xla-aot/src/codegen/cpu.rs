@@ -1497,7 +1497,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             _ => None,
         };
         match &inst.op {
-            Op::Dot(_) if tiled.is_some() => self.dot_tiled(&k, tiled.as_ref().unwrap()),
+            Op::Dot(d) if tiled.is_some() => {
+                let dims = tiled::out_dims(d, &c.inst(inst.operands[0]).shape, &inst.shape);
+                self.dot_tiled(
+                    &k,
+                    tiled.as_ref().unwrap(),
+                    (k.args[0], k.args[1]),
+                    (dims.0, dims.1, dims.2),
+                    None,
+                )
+            }
             Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
             Op::Reduce { kind, dimensions }
                 if !self.grid
@@ -1618,6 +1627,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let no_at = |_: usize, _: Ix<'_, 'ctx>| -> BasicValueEnum<'ctx> {
                     unreachable!("dot and convolution read buffers")
                 };
+                let id = comp.outputs[0].value;
+                // On the GPU a large enough product runs tiled, each thread finishing its element
+                // with the epilogue (the root must have the dot's shape: it is computed where the
+                // dot's value was stored).
+                if let (true, Op::Dot(d)) = (self.grid, &h.op) {
+                    let (l, r) = (
+                        &comp.inst(h.operands[0]).shape,
+                        &comp.inst(h.operands[1]).shape,
+                    );
+                    let same_place = root.shape.dims == h.shape.dims
+                        && root.shape.layout == h.shape.layout
+                        && root.shape.dtype == h.shape.dtype;
+                    if let (true, Some(g)) = (same_place, tiled::tiled_geometry(d, l, r, &h.shape))
+                    {
+                        let dims = tiled::out_dims(d, l, &h.shape);
+                        let finish = |cg: &Self, idx: &[IntValue<'ctx>]| {
+                            let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
+                            cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
+                        };
+                        self.dot_tiled(k, &g, (bufs[0], bufs[1]), dims, Some(&finish));
+                        return;
+                    }
+                }
                 // A chain of per-channel / scalar steps is applied to the accumulators before they
                 // are stored (`cpu/epilogue.rs`); otherwise the epilogue sweeps the output.
                 self.reg_epi
@@ -1629,7 +1661,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     return;
                 }
                 // The epilogue, in place: the heavy value is read back from the output buffer.
-                let id = comp.outputs[0].value;
                 self.loop_nest_physical(&root.shape, &mut |cg, idx| {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
                     cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);

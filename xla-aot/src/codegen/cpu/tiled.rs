@@ -9,6 +9,10 @@
 //! every loaded element serves 16 threads instead of one. Products are accumulated in K order
 //! with `llvm.fmuladd`, as the per-element kernel does (`grid.rs`).
 //!
+//! In an output fusion (dot + bias + GELU, say) whose root has the dot's shape, each thread
+//! applies the fused epilogue to the element it stored (`Finish`), as the per-element kernel
+//! does after its dot.
+//!
 //! The same phase bodies have two forms. PTX (`Cg::ptx`): the kernel runs once per thread
 //! (`gid = block · 256 + t`), the tiles are `addrspace(3)` (`.shared`) arrays and the barriers
 //! `bar.sync 0`. Host emulation (grid mode for a CPU): the kernel runs once per *block*
@@ -40,15 +44,41 @@ pub fn tiled_geometry(d: &DotDims, lhs: &Shape, rhs: &Shape, out: &Shape) -> Opt
     (g.m >= TILE && g.n >= TILE && g.k >= TILE && g.b_n_unit).then_some(g)
 }
 
+/// The output dims of `dot(lhs, ..)` split as (batch dims, lhs free dims, rhs free dims).
+pub fn out_dims<'s>(
+    d: &DotDims,
+    lhs: &Shape,
+    out: &'s Shape,
+) -> (&'s [usize], &'s [usize], &'s [usize]) {
+    let nb = d.lhs_batch.len();
+    let nl = lhs.rank() - nb - d.lhs_contracting.len();
+    let (batch, rest) = out.dims.split_at(nb);
+    let (lfree, rfree) = rest.split_at(nl);
+    (batch, lfree, rfree)
+}
+
 /// Blocks of the tiled kernel of `g`.
 pub fn tiled_blocks(g: &Geometry) -> usize {
     let batch: usize = g.batch.iter().map(|b| b.0).product();
     batch * g.m.div_ceil(TILE) * g.n.div_ceil(TILE)
 }
 
+/// What a thread does with its finished element: given the output's logical index, compute and
+/// store the fused epilogue (the heavy value is already in the output buffer there).
+pub(super) type Finish<'f, 'a, 'ctx> = &'f dyn Fn(&Cg<'a, 'ctx>, &[IntValue<'ctx>]);
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// The tiled product `out = lhs · rhs` of geometry `g` (operands `k.args[0]`, `k.args[1]`).
-    pub(super) fn dot_tiled(&self, k: &Kernel<'ctx>, g: &Geometry) {
+    /// The tiled product `out = a · b` of geometry `g` (`bufs`: the two operand buffers) whose
+    /// output has dims `out_dims` (batch dims, then the lhs free dims, then the rhs free dims);
+    /// `finish` applies an output fusion's epilogue to each stored element.
+    pub(super) fn dot_tiled(
+        &self,
+        k: &Kernel<'ctx>,
+        g: &Geometry,
+        bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
+        out_dims: (&[usize], &[usize], &[usize]),
+        finish: Option<Finish<'_, 'a, 'ctx>>,
+    ) {
         let gid = self.gid.get().expect("tiled kernels exist in grid mode");
         let f32t = self.ctx.f32_type();
         let tile_ty = f32t.array_type(TILE_THREADS as u32);
@@ -123,11 +153,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .build_int_unsigned_div(rest, self.i64(tiles_m), "")
             .unwrap();
         let (mut a_base, mut b_base, mut c_base) = (self.i64(0), self.i64(0), self.i64(0));
+        let mut batch_index = Vec::new();
         for &(size, ls, rs, os) in g.batch.iter().rev() {
             let i = self
                 .b
                 .build_int_unsigned_rem(batch, self.i64(size as u64), "")
                 .unwrap();
+            batch_index.insert(0, i);
             batch = self
                 .b
                 .build_int_unsigned_div(batch, self.i64(size as u64), "")
@@ -188,12 +220,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.b.build_and(below(cg, row, g.m), below(cg, ka, g.k), "")
                         .unwrap();
                 let a_off = cg.add(a_base, cg.add(cg.mul(row, g.a_m), cg.mul(ka, g.a_k)));
-                let a = load(cg, k.args[0], a_ok, a_off);
+                let a = load(cg, bufs.0, a_ok, a_off);
                 let b_ok =
                     cg.b.build_and(below(cg, kb, g.k), below(cg, col, g.n), "")
                         .unwrap();
                 let b_off = cg.add(b_base, cg.add(cg.mul(kb, g.b_k), col));
-                let b = load(cg, k.args[1], b_ok, b_off);
+                let b = load(cg, bufs.1, b_ok, b_off);
                 cg.b.build_store(elem(cg, a_tile, t), a).unwrap();
                 cg.b.build_store(elem(cg, b_tile, t), b).unwrap();
             });
@@ -224,6 +256,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let v = cg.b.build_load(acc_of(cg, t), "").unwrap();
                 let off = cg.add(c_base, cg.add(cg.mul(row, g.c_m), col));
                 cg.store(k.out, off, v, DType::F32);
+                if let Some(finish) = finish {
+                    let mut idx = batch_index.clone();
+                    idx.extend(cg.unravel(row, out_dims.1));
+                    idx.extend(cg.unravel(col, out_dims.2));
+                    debug_assert_eq!(
+                        idx.len(),
+                        out_dims.0.len() + out_dims.1.len() + out_dims.2.len()
+                    );
+                    finish(cg, &idx);
+                }
             });
         });
     }
