@@ -16,7 +16,7 @@ use std::process::Command;
 use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
 use xla_aot::emit::{Artefacts, CompileOptions, compile_model};
 use xla_aot::spec::load_spec;
-use xla_aot::target::{Arch, Target};
+use xla_aot::target::Target;
 
 /// FNV-1a, as the fake driver hashes what it is given.
 fn fnv(bytes: &[u8]) -> u64 {
@@ -34,19 +34,10 @@ fn compile(example: &str, target: &str) -> (xla_aot::ir::Module, Artefacts) {
     (m, a)
 }
 
-/// The C compiler and runner prefix for a host architecture.
-fn toolchain(arch: Arch) -> (&'static str, Vec<&'static str>) {
-    match arch {
-        Arch::Aarch64 => (
-            "aarch64-linux-gnu-gcc",
-            vec!["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"],
-        ),
-        _ => ("cc", vec![]),
-    }
-}
-
+/// Runs a C compiler (warnings are errors) with `args`.
 fn cc(compiler: &str, args: &[&str]) {
     let out = Command::new(compiler)
+        .args(["-O1", "-std=c11", "-Wall", "-Werror"])
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {compiler} ({e}); install it as .ci/run does"));
@@ -61,7 +52,7 @@ fn cc(compiler: &str, args: &[&str]) {
 fn fake_driver(dir: &Path, compiler: &str, extra: &[&str]) {
     let src = repo().join("xla-aot/tests/harness/fake_cuda.c");
     let out = dir.join("libcuda.so.1");
-    let mut args = vec!["-O1", "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC"];
+    let mut args = vec!["-shared", "-fPIC"];
     args.extend_from_slice(extra);
     args.extend([src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     cc(compiler, &args);
@@ -77,10 +68,6 @@ fn harness(a: &Artefacts, dir: &Path, compiler: &str) -> PathBuf {
     cc(
         compiler,
         &[
-            "-O1",
-            "-std=c11",
-            "-Wall",
-            "-Werror",
             &format!("-DMODEL={}", a.name),
             &format!("-DHEADER=\"{}.h\"", a.name),
             &format!("-DDEVICE_BYTES={}", ptx.layout.size),
@@ -569,16 +556,16 @@ fn jetson_orin_library_links_with_the_cross_compiler_and_runs_under_qemu() {
         "b7 00",
         "the launcher is an aarch64 object (e_machine EM_AARCH64)"
     );
-    let (compiler, runner) = toolchain(Arch::Aarch64);
+    let (compiler, runner) = common::toolchain(&Target::resolve("jetson-orin").unwrap());
+    let (compiler, runner) = (
+        compiler.as_str(),
+        runner.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+    );
     let app = repo().join("examples/cuda-app/main.c");
     let exe = dir.join("app");
     cc(
         compiler,
         &[
-            "-O1",
-            "-std=c11",
-            "-Wall",
-            "-Werror",
             "-I",
             dir.to_str().unwrap(),
             app.to_str().unwrap(),

@@ -333,6 +333,27 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         self.b.position_at_end(ok);
     }
 
+    /// Calls `f` (a C function or one of ours) and returns its value.
+    fn call_value(
+        &self,
+        f: FunctionValue<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> BasicValueEnum<'ctx> {
+        super::math::call_value(&self.b, f, args)
+    }
+
+    /// `if cond { message = msg; return status }`, continuing after it.
+    fn fail_if(&self, c: PointerValue<'ctx>, cond: IntValue<'ctx>, msg: &str, status: Status) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let fail = self.ctx.append_basic_block(f, "fail");
+        let go = self.ctx.append_basic_block(f, "continue");
+        self.b.build_conditional_branch(cond, fail, go).unwrap();
+        self.b.position_at_end(fail);
+        self.set_message(c, msg);
+        self.b.build_return(Some(&self.status(status))).unwrap();
+        self.b.position_at_end(go);
+    }
+
     /// `if cond { return status }`, continuing after it.
     fn return_if(&self, cond: IntValue<'ctx>, ret: Option<BasicValueEnum<'ctx>>) {
         let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
@@ -541,51 +562,24 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
             self.i8p.fn_type(&[self.i8p.into(), self.i8p.into()], false),
         );
         let lib = self.string(abi::DRIVER_LIBRARY);
+        let rtld = self.i32c(abi::RTLD_NOW as i64).into();
         let h = self
-            .b
-            .build_call(
-                dlopen,
-                &[lib.into(), self.i32c(abi::RTLD_NOW as i64).into()],
-                "",
-            )
-            .unwrap()
-            .try_as_basic_value()
-            .basic()
-            .expect("the callee returns a value")
+            .call_value(dlopen, &[lib.into(), rtld])
             .into_pointer_value();
-        let no_driver = self.ctx.append_basic_block(f, "no_driver");
-        let loaded = self.ctx.append_basic_block(f, "loaded");
-        self.b
-            .build_conditional_branch(self.is_null(h), no_driver, loaded)
-            .unwrap();
-        self.b.position_at_end(no_driver);
-        self.set_message(c, abi::NO_DRIVER_MESSAGE);
-        self.b
-            .build_return(Some(&self.status(Status::NoCudaDriver)))
-            .unwrap();
-        self.b.position_at_end(loaded);
+        self.fail_if(
+            c,
+            self.is_null(h),
+            abi::NO_DRIVER_MESSAGE,
+            Status::NoCudaDriver,
+        );
         self.store_ptr_word(c, slot::LIBRARY, h);
         for (i, name) in abi::DRIVER_FUNCTIONS.iter().enumerate() {
             let sym = self.string(name);
             let p = self
-                .b
-                .build_call(dlsym, &[h.into(), sym.into()], "")
-                .unwrap()
-                .try_as_basic_value()
-                .basic()
-                .expect("the callee returns a value")
+                .call_value(dlsym, &[h.into(), sym.into()])
                 .into_pointer_value();
-            let missing = self.ctx.append_basic_block(f, "missing_entry");
-            let found = self.ctx.append_basic_block(f, "found");
-            self.b
-                .build_conditional_branch(self.is_null(p), missing, found)
-                .unwrap();
-            self.b.position_at_end(missing);
-            self.set_message(c, &format!("{}{name}", abi::MISSING_ENTRY_PREFIX));
-            self.b
-                .build_return(Some(&self.status(Status::NoCudaDriver)))
-                .unwrap();
-            self.b.position_at_end(found);
+            let missing = format!("{}{name}", abi::MISSING_ENTRY_PREFIX);
+            self.fail_if(c, self.is_null(p), &missing, Status::NoCudaDriver);
             self.store_ptr_word(c, slot::DRIVER + i, p);
         }
         let fail = self.pop_and_fail(f, c);
@@ -693,22 +687,8 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
             self.is_null(c),
             Some(self.status(Status::NullPointer).into()),
         );
-        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
-        let not_ready = self.ctx.append_basic_block(f, "not_ready");
-        let ready = self.ctx.append_basic_block(f, "ready");
-        self.b
-            .build_conditional_branch(
-                self.is_zero(self.load_word(c, slot::READY)),
-                not_ready,
-                ready,
-            )
-            .unwrap();
-        self.b.position_at_end(not_ready);
-        self.set_message(c, abi::NOT_READY_MESSAGE);
-        self.b
-            .build_return(Some(&self.status(Status::BadArgument)))
-            .unwrap();
-        self.b.position_at_end(ready);
+        let not_ready = self.is_zero(self.load_word(c, slot::READY));
+        self.fail_if(c, not_ready, abi::NOT_READY_MESSAGE, Status::BadArgument);
         self.store_word(c, slot::ERROR_CODE, self.i64c(0));
         self.set_message(c, abi::NO_ERROR_MESSAGE);
     }
@@ -775,16 +755,10 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         }
         for i in 0..self.ptx.launches.len() {
             let rc = self
-                .b
-                .build_call(
+                .call_value(
                     launch,
                     &[c.into(), stream.into(), self.i32c(i as i64).into()],
-                    "",
                 )
-                .unwrap()
-                .try_as_basic_value()
-                .basic()
-                .expect("the callee returns a value")
                 .into_int_value();
             self.check(record, c, rc, fail.pushed);
         }
@@ -836,12 +810,7 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         );
         self.check(record, c, rc, fail.unpushed);
         let rc = self
-            .b
-            .build_call(launch, &[c.into(), stream.into(), index.into()], "")
-            .unwrap()
-            .try_as_basic_value()
-            .basic()
-            .expect("the callee returns a value")
+            .call_value(launch, &[c.into(), stream.into(), index.into()])
             .into_int_value();
         self.check(record, c, rc, fail.pushed);
         let rc = self.driver(c, "cuStreamSynchronize", &[stream.into()]);

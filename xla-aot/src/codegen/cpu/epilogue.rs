@@ -189,38 +189,39 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         b: VectorValue<'ctx>,
         max: bool,
     ) -> VectorValue<'ctx> {
-        let p = if max {
-            FloatPredicate::OGT
-        } else {
-            FloatPredicate::OLT
-        };
-        let gt = self.b.build_float_compare(p, a, b, "").unwrap();
-        let nan = self
-            .b
-            .build_float_compare(FloatPredicate::UNO, a, a, "")
-            .unwrap();
-        let take_a = self.b.build_or(gt, nan, "").unwrap();
-        self.b
-            .build_select(take_a, a, b, "")
-            .unwrap()
-            .into_vector_value()
+        self.vfmax_with(a, b, max, false)
     }
 
-    /// [`Cg::vfmax`] against `b`, a splat of a constant that is not NaN: "a is larger, or a is
-    /// NaN" is then one unordered compare, the same result in fewer instructions (LLVM does not
-    /// always find it: ReLU6's upper bound kept four instructions per vector).
-    pub(super) fn vfmax_number(
+    /// [`Cg::vfmax`]; `b_is_number`: `b` is a splat of a constant that is not NaN, and "a is
+    /// larger, or a is NaN" is then one unordered compare, the same result in fewer instructions
+    /// (LLVM does not always find it: ReLU6's upper bound kept four instructions per vector).
+    pub(super) fn vfmax_with(
         &self,
         a: VectorValue<'ctx>,
         b: VectorValue<'ctx>,
         max: bool,
+        b_is_number: bool,
     ) -> VectorValue<'ctx> {
-        let p = if max {
-            FloatPredicate::UGT
+        let take_a = if b_is_number {
+            let p = if max {
+                FloatPredicate::UGT
+            } else {
+                FloatPredicate::ULT
+            };
+            self.b.build_float_compare(p, a, b, "").unwrap()
         } else {
-            FloatPredicate::ULT
+            let p = if max {
+                FloatPredicate::OGT
+            } else {
+                FloatPredicate::OLT
+            };
+            let gt = self.b.build_float_compare(p, a, b, "").unwrap();
+            let nan = self
+                .b
+                .build_float_compare(FloatPredicate::UNO, a, a, "")
+                .unwrap();
+            self.b.build_or(gt, nan, "").unwrap()
         };
-        let take_a = self.b.build_float_compare(p, a, b, "").unwrap();
         self.b
             .build_select(take_a, a, b, "")
             .unwrap()
@@ -298,11 +299,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Operand::Along { .. } => false,
         };
         let max_min = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, b_number: bool, max: bool| {
-            if b_number {
-                self.vfmax_number(a, b, max)
-            } else {
-                self.vfmax(a, b, max)
-            }
+            self.vfmax_with(a, b, max, b_number)
         };
         let mut x = x;
         for step in &epi.steps {
