@@ -185,6 +185,16 @@ def pinned(cmd, cpu):
     return ["taskset", "-c", str(cpu)] + cmd
 
 
+def default_target():
+    """x86_64-avx512 on a CPU with AVX-512F, else x86_64-avx2 (the AVX-512 build would not run)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        flags = []
+    return "x86_64-avx512" if "avx512f" in flags else "x86_64-avx2"
+
+
 def measure_peak(tmp, vector_bits, cpu):
     exe = os.path.join(tmp, "peak")
     flags = {512: ["-mavx512f", "-mfma"], 256: ["-mavx2", "-mfma"]}.get(vector_bits, ["-mavx2", "-mfma"])
@@ -195,7 +205,8 @@ def measure_peak(tmp, vector_bits, cpu):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--venv", default=os.path.join(HERE, ".venv"))
-    ap.add_argument("--target", default="x86_64-avx512")
+    ap.add_argument("--target", default="auto",
+                    help="xla-aot target (default: x86_64-avx512 where the CPU has AVX-512, else x86_64-avx2)")
     ap.add_argument("--models", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
@@ -208,6 +219,8 @@ def main():
     args = ap.parse_args()
     if args.worker:
         return worker(args)
+    if args.target == "auto":
+        args.target = default_target()
     ensure_venv(os.path.abspath(args.venv))
     import numpy as np
 
