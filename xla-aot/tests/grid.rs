@@ -33,9 +33,10 @@ fn every_example_matches_the_interpreter_when_run_over_its_grid() {
 
 /// Tiled products (`codegen/cpu/tiled.rs`: 16×16 blocks staging K-slices through shared memory,
 /// the host emulation running each phase for the whole block before the next) on shapes that
-/// leave partial tiles in every dim, with batch dims, with a transposed lhs, and fused with a
-/// bias and ReLU: in grid form on the host they match the interpreter, and their PTX holds the
-/// shared tiles and the barriers, one block per 16×16 tile.
+/// leave partial tiles in every dim, with batch dims, with a transposed lhs, fused with a bias
+/// and ReLU, and convolutions (strided, padded, dilated, fused) as implicit GEMMs: in grid form on
+/// the host they match the interpreter, and their PTX holds the shared tiles and the barriers,
+/// one block per 16×16 tile.
 #[test]
 fn tiled_products_match_the_interpreter_on_partial_tiles() {
     let cases = [
@@ -78,6 +79,22 @@ fn tiled_products_match_the_interpreter_on_partial_tiles() {
                  %r = f32[20,40]{1,0} maximum(%z, %zb)\n  \
                  ROOT %outputs = (f32[20,40]{1,0}) tuple(%r), names={r}\n}\n";
     tiled_case(3, fused, 2 * 3);
+    // Convolutions as implicit GEMMs: stride 2 with padding (rows: 2·5·5 pixels, K = 3·3·3,
+    // 17 output channels), and a dilated one fused with a per-channel bias.
+    let conv = "HloModule conv\n\nENTRY %main {\n  %x = f32[2,3,9,10]{3,2,1,0} parameter(0)\n  \
+                %w = f32[17,3,3,3]{3,2,1,0} parameter(1)\n  \
+                %y = f32[2,17,5,5]{3,2,1,0} convolution(%x, %w), window={size=3x3 stride=2x2 pad=1_1x1_1}, \
+                dim_labels=bf01_oi01->bf01\n  \
+                ROOT %outputs = (f32[2,17,5,5]{3,2,1,0}) tuple(%y), names={y}\n}\n";
+    tiled_case(4, conv, 4 * 2);
+    let dilated = "HloModule dilated\n\nENTRY %main {\n  %x = f32[1,8,12,12]{3,2,1,0} parameter(0)\n  \
+                   %w = f32[20,8,3,3]{3,2,1,0} parameter(1)\n  %bias = f32[20]{0} parameter(2)\n  \
+                   %y = f32[1,20,8,8]{3,2,1,0} convolution(%x, %w), window={size=3x3 rhs_dilate=2x2}, \
+                   dim_labels=bf01_oi01->bf01\n  \
+                   %bb = f32[1,20,8,8]{3,2,1,0} broadcast(%bias), dimensions={1}\n  \
+                   %z = f32[1,20,8,8]{3,2,1,0} add(%y, %bb)\n  \
+                   ROOT %outputs = (f32[1,20,8,8]{3,2,1,0}) tuple(%z), names={z}\n}\n";
+    tiled_case(5, dilated, 4 * 2);
 }
 
 /// One tiled case: grid form on the host against the interpreter, then the PTX of the fully

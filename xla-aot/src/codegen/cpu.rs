@@ -1496,7 +1496,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ),
             _ => None,
         };
+        let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
         match &inst.op {
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } if self.grid
+                && tiled::conv_pays(
+                    *feature_group_count,
+                    operand_shape(0),
+                    operand_shape(1),
+                    &inst.shape,
+                ) =>
+            {
+                self.conv_tiled(
+                    &k,
+                    window,
+                    (operand_shape(0), operand_shape(1), &inst.shape),
+                    (k.args[0], k.args[1]),
+                    None,
+                )
+            }
             Op::Dot(d) if tiled.is_some() => {
                 let dims = tiled::out_dims(d, &c.inst(inst.operands[0]).shape, &inst.shape);
                 self.dot_tiled(
@@ -1631,24 +1651,37 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // On the GPU a large enough product runs tiled, each thread finishing its element
                 // with the epilogue (the root must have the dot's shape: it is computed where the
                 // dot's value was stored).
-                if let (true, Op::Dot(d)) = (self.grid, &h.op) {
-                    let (l, r) = (
-                        &comp.inst(h.operands[0]).shape,
-                        &comp.inst(h.operands[1]).shape,
-                    );
-                    let same_place = root.shape.dims == h.shape.dims
-                        && root.shape.layout == h.shape.layout
-                        && root.shape.dtype == h.shape.dtype;
-                    if let (true, Some(g)) = (same_place, tiled::tiled_geometry(d, l, r, &h.shape))
+                let same_place = root.shape.dims == h.shape.dims
+                    && root.shape.layout == h.shape.layout
+                    && root.shape.dtype == h.shape.dtype;
+                let finish = |cg: &Self, idx: &[IntValue<'ctx>]| {
+                    let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
+                    cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
+                };
+                let (l, r) = (
+                    &comp.inst(h.operands[0]).shape,
+                    &comp.inst(h.operands[1]).shape,
+                );
+                match &h.op {
+                    Op::Dot(d) if self.grid && same_place => {
+                        if let Some(g) = tiled::tiled_geometry(d, l, r, &h.shape) {
+                            let dims = tiled::out_dims(d, l, &h.shape);
+                            self.dot_tiled(k, &g, (bufs[0], bufs[1]), dims, Some(&finish));
+                            return;
+                        }
+                    }
+                    Op::Convolution {
+                        window,
+                        feature_group_count,
+                    } if self.grid
+                        && same_place
+                        && tiled::conv_pays(*feature_group_count, l, r, &h.shape) =>
                     {
-                        let dims = tiled::out_dims(d, l, &h.shape);
-                        let finish = |cg: &Self, idx: &[IntValue<'ctx>]| {
-                            let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
-                            cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
-                        };
-                        self.dot_tiled(k, &g, (bufs[0], bufs[1]), dims, Some(&finish));
+                        let shapes = (l, r, &h.shape);
+                        self.conv_tiled(k, window, shapes, (bufs[0], bufs[1]), Some(&finish));
                         return;
                     }
+                    _ => {}
                 }
                 // A chain of per-channel / scalar steps is applied to the accumulators before they
                 // are stored (`cpu/epilogue.rs`); otherwise the epilogue sweeps the output.

@@ -1,17 +1,20 @@
 //! Tiled matrix products for the GPU: a block of 16×16 threads computes a 16×16 output tile,
 //! staging 16-wide K-slices of both operands through shared memory.
 //!
-//! Contract: in grid mode a plain `dot` whose [`gemm::geometry`] has at least [`TILE`] rows,
-//! columns and contracting elements ([`tiled_geometry`]) becomes a tiled kernel. Each thread
+//! Contract: in grid mode a `dot` whose [`gemm::geometry`] has at least [`TILE`] rows, columns
+//! and contracting elements ([`tiled_geometry`]), and a convolution without groups whose implicit
+//! GEMM (rows: output pixels, columns: output channels, K: input channels × taps, the input read
+//! through the window with zeros in the padding) is that large ([`conv_pays`]), become tiled
+//! kernels: both are a [`Product`], operands addressed by closures. Each thread
 //! `t` of a block (row `t / 16`, column `t % 16` of the tile) loads one element of each operand
 //! slice (zero outside the matrix), the block waits at a barrier, each thread accumulates its
 //! element's 16 products from shared memory, and the block waits again before the next slice;
 //! every loaded element serves 16 threads instead of one. Products are accumulated in K order
 //! with `llvm.fmuladd`, as the per-element kernel does (`grid.rs`).
 //!
-//! In an output fusion (dot + bias + GELU, say) whose root has the dot's shape, each thread
-//! applies the fused epilogue to the element it stored (`Finish`), as the per-element kernel
-//! does after its dot.
+//! In an output fusion (dot + bias + GELU, convolution + batch norm + ReLU6) whose root has the
+//! heavy op's shape, each thread applies the fused epilogue to the element it stored (`Finish`),
+//! as the per-element kernel does after its product.
 //!
 //! The same phase bodies have two forms. PTX (`Cg::ptx`): the kernel runs once per thread
 //! (`gid = block · 256 + t`), the tiles are `addrspace(3)` (`.shared`) arrays and the barriers
@@ -22,8 +25,8 @@
 //! driver (`tests/harness/fake_cuda.c`) knows to call it once per block.
 
 use super::gemm::{self, Geometry};
-use super::{Cg, Kernel};
-use crate::ir::{DType, DotDims, Shape};
+use super::{Cg, Kernel, physical_strides};
+use crate::ir::{DType, DotDims, Shape, Window};
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::module::Linkage;
@@ -57,15 +60,48 @@ pub fn out_dims<'s>(
     (batch, lfree, rfree)
 }
 
-/// Blocks of the tiled kernel of `g`.
-pub fn tiled_blocks(g: &Geometry) -> usize {
-    let batch: usize = g.batch.iter().map(|b| b.0).product();
-    batch * g.m.div_ceil(TILE) * g.n.div_ceil(TILE)
-}
-
 /// What a thread does with its finished element: given the output's logical index, compute and
 /// store the fused epilogue (the heavy value is already in the output buffer there).
 pub(super) type Finish<'f, 'a, 'ctx> = &'f dyn Fn(&Cg<'a, 'ctx>, &[IntValue<'ctx>]);
+
+/// Element addressing of a product: given (batch, i, j) — (row, k) for A, (k, col) for B,
+/// (row, col) for the output — an element offset, and for A whether the element exists (false in
+/// a convolution's padding; the tile then holds zero).
+type At<'f, 'a, 'ctx> =
+    &'f dyn Fn(&Cg<'a, 'ctx>, IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>) -> IntValue<'ctx>;
+type AtIf<'f, 'a, 'ctx> = &'f dyn Fn(
+    &Cg<'a, 'ctx>,
+    IntValue<'ctx>,
+    IntValue<'ctx>,
+    IntValue<'ctx>,
+) -> (Option<IntValue<'ctx>>, IntValue<'ctx>);
+type Index<'f, 'a, 'ctx> = &'f dyn Fn(
+    &Cg<'a, 'ctx>,
+    IntValue<'ctx>,
+    IntValue<'ctx>,
+    IntValue<'ctx>,
+) -> Vec<IntValue<'ctx>>;
+
+/// `out[b, row, col] = Σ_k A(b, row, k) · B(b, k, col)` for `b < batch`, as a tiled kernel sees it.
+pub(super) struct Product<'f, 'a, 'ctx> {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: AtIf<'f, 'a, 'ctx>,
+    pub b: At<'f, 'a, 'ctx>,
+    pub c: At<'f, 'a, 'ctx>,
+    /// The output's logical index of (b, row, col), for a fused epilogue.
+    pub index: Index<'f, 'a, 'ctx>,
+}
+
+/// Whether a convolution of input `x`, kernel `w` and output `out` is large enough to tile.
+pub fn conv_pays(groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+    let f32s = [x, w, out].iter().all(|s| s.dtype == DType::F32);
+    let pixels: usize = out.dims[0] * out.dims[2..].iter().product::<usize>();
+    let k: usize = w.dims[1..].iter().product();
+    f32s && groups == 1 && pixels >= TILE && out.dims[1] >= TILE && k >= TILE
+}
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The tiled product `out = a · b` of geometry `g` (`bufs`: the two operand buffers) whose
@@ -77,6 +113,125 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         g: &Geometry,
         bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
         out_dims: (&[usize], &[usize], &[usize]),
+        finish: Option<Finish<'_, 'a, 'ctx>>,
+    ) {
+        // Offsets of batch matrix `b` in each operand: its index along every batch dim.
+        let batch_offsets = |cg: &Self, b: IntValue<'ctx>, which: usize| {
+            let mut rest = b;
+            let mut off = cg.i64(0);
+            for &(size, ls, rs, os) in g.batch.iter().rev() {
+                let i =
+                    cg.b.build_int_unsigned_rem(rest, cg.i64(size as u64), "")
+                        .unwrap();
+                rest =
+                    cg.b.build_int_unsigned_div(rest, cg.i64(size as u64), "")
+                        .unwrap();
+                off = cg.add(off, cg.mul(i, [ls, rs, os][which]));
+            }
+            off
+        };
+        let a = |cg: &Self, b, row, kk| {
+            let off = cg.add(cg.mul(row, g.a_m), cg.mul(kk, g.a_k));
+            (None, cg.add(batch_offsets(cg, b, 0), off))
+        };
+        let bm =
+            |cg: &Self, b, kk, col| cg.add(batch_offsets(cg, b, 1), cg.add(cg.mul(kk, g.b_k), col));
+        let c = |cg: &Self, b, row, col| {
+            cg.add(batch_offsets(cg, b, 2), cg.add(cg.mul(row, g.c_m), col))
+        };
+        let index = |cg: &Self, b: IntValue<'ctx>, row, col| {
+            let mut idx = cg.unravel(b, out_dims.0);
+            idx.extend(cg.unravel(row, out_dims.1));
+            idx.extend(cg.unravel(col, out_dims.2));
+            idx
+        };
+        let p = Product {
+            batch: g.batch.iter().map(|b| b.0).product(),
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            a: &a,
+            b: &bm,
+            c: &c,
+            index: &index,
+        };
+        self.tiled(k, &p, bufs, finish);
+    }
+
+    /// The tiled convolution (an implicit GEMM: no im2col buffer, the load phase reads the input
+    /// through the window) of input `x`, kernel `w` into `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conv_tiled(
+        &self,
+        k: &Kernel<'ctx>,
+        window: &Window,
+        (x, w, out): (&Shape, &Shape, &Shape),
+        bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
+        finish: Option<Finish<'_, 'a, 'ctx>>,
+    ) {
+        let (xs, ws, os) = (
+            physical_strides(x),
+            physical_strides(w),
+            physical_strides(out),
+        );
+        let sp = window.rank();
+        // Rows: (n, output position...); K: (input channel, tap...); columns: output channels.
+        let mut row_dims = vec![out.dims[0]];
+        row_dims.extend_from_slice(&out.dims[2..]);
+        let mut k_dims = vec![w.dims[1]];
+        k_dims.extend_from_slice(&window.size);
+        let a = |cg: &Self, _b, row, kk| {
+            let r = cg.unravel(row, &row_dims);
+            let t = cg.unravel(kk, &k_dims);
+            let mut ok = cg.ctx.bool_type().const_all_ones();
+            let mut off = cg.add(cg.mul(r[0], xs[0]), cg.mul(t[0], xs[1]));
+            for d in 0..sp {
+                let p = cg.window_pos(r[1 + d], t[1 + d], window, d);
+                ok =
+                    cg.b.build_and(ok, cg.in_range(p, x.dims[2 + d]), "")
+                        .unwrap();
+                let p = cg.clamp_index(p, x.dims[2 + d]);
+                off = cg.add(off, cg.mul(p, xs[2 + d]));
+            }
+            (Some(ok), off)
+        };
+        let b = |cg: &Self, _b, kk, col| {
+            let t = cg.unravel(kk, &k_dims);
+            let mut off = cg.add(cg.mul(col, ws[0]), cg.mul(t[0], ws[1]));
+            for d in 0..sp {
+                off = cg.add(off, cg.mul(t[1 + d], ws[2 + d]));
+            }
+            off
+        };
+        let index = |cg: &Self, _b, row, col| {
+            let r = cg.unravel(row, &row_dims);
+            let mut idx = vec![r[0], col];
+            idx.extend_from_slice(&r[1..]);
+            idx
+        };
+        let c = |cg: &Self, bb, row, col| {
+            let idx = index(cg, bb, row, col);
+            cg.strided(&idx, &os)
+        };
+        let p = Product {
+            batch: 1,
+            m: row_dims.iter().product(),
+            n: out.dims[1],
+            k: k_dims.iter().product(),
+            a: &a,
+            b: &b,
+            c: &c,
+            index: &index,
+        };
+        self.tiled(k, &p, bufs, finish);
+    }
+
+    /// The tiled kernel of product `p` (operand buffers `bufs`).
+    fn tiled(
+        &self,
+        k: &Kernel<'ctx>,
+        p: &Product<'_, 'a, 'ctx>,
+        bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
         finish: Option<Finish<'_, 'a, 'ctx>>,
     ) {
         let gid = self.gid.get().expect("tiled kernels exist in grid mode");
@@ -92,7 +247,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             (gid, None)
         };
         // The invocations: threads on the GPU, blocks in the host emulation.
-        let blocks = tiled_blocks(g);
+        let blocks = p.batch * p.m.div_ceil(TILE) * p.n.div_ceil(TILE);
         self.grid_size.set(Some(if self.ptx {
             blocks * TILE_THREADS
         } else {
@@ -134,8 +289,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             if cg.ptx { acc } else { elem(cg, acc, t) }
         };
         // Which tile of which matrix of the batch this block computes.
-        let tiles_n = g.n.div_ceil(TILE) as u64;
-        let tiles_m = g.m.div_ceil(TILE) as u64;
+        let tiles_n = p.n.div_ceil(TILE) as u64;
+        let tiles_m = p.m.div_ceil(TILE) as u64;
         let bn = self
             .b
             .build_int_unsigned_rem(block, self.i64(tiles_n), "")
@@ -148,26 +303,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .b
             .build_int_unsigned_rem(rest, self.i64(tiles_m), "")
             .unwrap();
-        let mut batch = self
+        let batch = self
             .b
             .build_int_unsigned_div(rest, self.i64(tiles_m), "")
             .unwrap();
-        let (mut a_base, mut b_base, mut c_base) = (self.i64(0), self.i64(0), self.i64(0));
-        let mut batch_index = Vec::new();
-        for &(size, ls, rs, os) in g.batch.iter().rev() {
-            let i = self
-                .b
-                .build_int_unsigned_rem(batch, self.i64(size as u64), "")
-                .unwrap();
-            batch_index.insert(0, i);
-            batch = self
-                .b
-                .build_int_unsigned_div(batch, self.i64(size as u64), "")
-                .unwrap();
-            a_base = self.add(a_base, self.mul(i, ls));
-            b_base = self.add(b_base, self.mul(i, rs));
-            c_base = self.add(c_base, self.mul(i, os));
-        }
         // Thread t's row and column in the tile, and its output element.
         let place = |cg: &Self, t: IntValue<'ctx>| {
             let ty =
@@ -200,7 +339,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         each_thread(self, &|cg, t| {
             cg.b.build_store(acc_of(cg, t), cg.f32c(0.0)).unwrap();
         });
-        self.for_loop(g.k.div_ceil(TILE), &mut |cg, slice| {
+        self.for_loop(p.k.div_ceil(TILE), &mut |cg, slice| {
             let k0 = cg.mul(slice, TILE as u64);
             // Phase 1: thread (ty, tx) loads A[row, k0 + tx] and B[k0 + ty, col] (0 outside).
             each_thread(cg, &|cg, t| {
@@ -216,15 +355,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let v = cg.load(buf, at, DType::F32);
                     cg.select(ok, v, cg.f32c(0.0).into())
                 };
-                let a_ok =
-                    cg.b.build_and(below(cg, row, g.m), below(cg, ka, g.k), "")
+                let mut a_ok =
+                    cg.b.build_and(below(cg, row, p.m), below(cg, ka, p.k), "")
                         .unwrap();
-                let a_off = cg.add(a_base, cg.add(cg.mul(row, g.a_m), cg.mul(ka, g.a_k)));
+                let (exists, a_off) = (p.a)(cg, batch, row, ka);
+                if let Some(e) = exists {
+                    a_ok = cg.b.build_and(a_ok, e, "").unwrap();
+                }
                 let a = load(cg, bufs.0, a_ok, a_off);
                 let b_ok =
-                    cg.b.build_and(below(cg, kb, g.k), below(cg, col, g.n), "")
+                    cg.b.build_and(below(cg, kb, p.k), below(cg, col, p.n), "")
                         .unwrap();
-                let b_off = cg.add(b_base, cg.add(cg.mul(kb, g.b_k), col));
+                let b_off = (p.b)(cg, batch, kb, col);
                 let b = load(cg, bufs.1, b_ok, b_off);
                 cg.b.build_store(elem(cg, a_tile, t), a).unwrap();
                 cg.b.build_store(elem(cg, b_tile, t), b).unwrap();
@@ -233,8 +375,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             // Phase 2: acc += Σ_j A_tile[ty, j] · B_tile[j, tx], in K order.
             each_thread(cg, &|cg, t| {
                 let (ty, tx, _, _) = place(cg, t);
-                let p = acc_of(cg, t);
-                let mut sum = cg.b.build_load(p, "").unwrap().into_float_value();
+                let slot = acc_of(cg, t);
+                let mut sum = cg.b.build_load(slot, "").unwrap().into_float_value();
                 for j in 0..TILE as u64 {
                     let ai = cg.add(cg.mul(ty, TILE as u64), cg.i64(j));
                     let bi = cg.add(cg.i64(j * TILE as u64), tx);
@@ -242,7 +384,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let b = cg.b.build_load(elem(cg, b_tile, bi), "").unwrap();
                     sum = cg.fma(a.into_float_value(), b.into_float_value(), sum);
                 }
-                cg.b.build_store(p, sum).unwrap();
+                cg.b.build_store(slot, sum).unwrap();
             });
             barrier(cg);
         });
@@ -250,21 +392,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         each_thread(self, &|cg, t| {
             let (_, _, row, col) = place(cg, t);
             let ok =
-                cg.b.build_and(below(cg, row, g.m), below(cg, col, g.n), "")
+                cg.b.build_and(below(cg, row, p.m), below(cg, col, p.n), "")
                     .unwrap();
             cg.if_then(ok, &mut |cg| {
                 let v = cg.b.build_load(acc_of(cg, t), "").unwrap();
-                let off = cg.add(c_base, cg.add(cg.mul(row, g.c_m), col));
-                cg.store(k.out, off, v, DType::F32);
+                cg.store(k.out, (p.c)(cg, batch, row, col), v, DType::F32);
                 if let Some(finish) = finish {
-                    let mut idx = batch_index.clone();
-                    idx.extend(cg.unravel(row, out_dims.1));
-                    idx.extend(cg.unravel(col, out_dims.2));
-                    debug_assert_eq!(
-                        idx.len(),
-                        out_dims.0.len() + out_dims.1.len() + out_dims.2.len()
-                    );
-                    finish(cg, &idx);
+                    finish(cg, &(p.index)(cg, batch, row, col));
                 }
             });
         });
