@@ -433,7 +433,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let regs = self.target.vector_registers as usize;
         let rows_max = ((regs - nv - 1) / nv).clamp(1, MAX_PIXEL_ROWS);
         let kk = c * kh * kw;
-        let mr = gemm::balanced(ow_count, rows_max);
+        let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         // Column chunks: one panel each (rows are many pixels, so the tile has mr·nv chains).
