@@ -7,7 +7,8 @@
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
-#   runtime-min's xla_aot_runtime.h. NAME defaults to the spec's `name:`.
+#   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
+#   target uses dlopen). NAME defaults to the spec's `name:`.
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -66,8 +67,11 @@ function(xla_aot_add_model target)
     VERBATIM)
   add_custom_target(${target}_xla_aot DEPENDS "${out}/lib${name}.a" "${out}/${name}.h")
   add_library(${target} STATIC IMPORTED GLOBAL)
+  # The CUDA launcher of a CUDA target's library (jetson-orin, cuda-x86_64) loads the driver with
+  # dlopen: link the platform's dl library. A CPU library never pulls that member, so it is unused.
   set_target_properties(${target} PROPERTIES
     IMPORTED_LOCATION "${out}/lib${name}.a"
-    INTERFACE_INCLUDE_DIRECTORIES "${out};${XLA_AOT_ROOT}/runtime-min/include")
+    INTERFACE_INCLUDE_DIRECTORIES "${out};${XLA_AOT_ROOT}/runtime-min/include"
+    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS}")
   add_dependencies(${target} ${target}_xla_aot)
 endfunction()
