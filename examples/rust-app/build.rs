@@ -1,7 +1,18 @@
-//! Compiles the two example models into static libraries linked into this binary. The xla-aot
-//! target follows Cargo's (`--target aarch64-unknown-linux-gnu` gives NEON code).
+//! Compiles the example models into static libraries linked into this binary. The xla-aot
+//! target follows Cargo's (`--target aarch64-unknown-linux-gnu` gives NEON code); mobilenet_block
+//! is compiled for the CUDA target of the same CPU (`jetson-orin` on aarch64, `cuda-x86_64`
+//! otherwise), so it can also run on an NVIDIA GPU.
 
 fn main() {
     xla_aot::Build::new("../simplenet/model.yaml").compile("simplenet");
     xla_aot::Build::new("../mlp/model.yaml").compile("mlp");
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let gpu = if arch == "aarch64" {
+        "jetson-orin"
+    } else {
+        "cuda-x86_64"
+    };
+    xla_aot::Build::new("../mobilenet_block/model.yaml")
+        .target(gpu)
+        .compile("mobilenet_block");
 }

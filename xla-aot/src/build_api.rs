@@ -168,6 +168,10 @@ impl Build {
             println!("cargo:rerun-if-env-changed=XLA_AOT_VERBOSE");
             println!("cargo:rustc-link-search=native={}", dir.display());
             println!("cargo:rustc-link-lib=static={name}");
+            if target.cuda_sm.is_some() {
+                // The CUDA launcher loads the driver with dlopen.
+                println!("cargo:rustc-link-lib=dylib=dl");
+            }
         }
 
         // Cache key: compiler version, target, model name, and every input file's bytes.
@@ -221,7 +225,8 @@ impl Build {
         };
         let _ = std::fs::remove_file(&key_file);
         write_artefacts(&artefacts, &dir).map_err(werr)?;
-        let bindings = crate::emit::bindings::render(&model.module, &artefacts.plan);
+        let bindings =
+            crate::emit::bindings::render(&model.module, &artefacts.plan, artefacts.ptx.as_ref());
         std::fs::write(dir.join(format!("{name}.rs")), bindings).map_err(werr)?;
         if let Some(d) = &dump_to {
             crate::emit::dump::write_dump(&artefacts, d).map_err(werr)?;

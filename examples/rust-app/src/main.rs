@@ -1,7 +1,9 @@
-//! Runs simplenet and mlp, compiled at build time by `build.rs`, through their safe bindings.
+//! Runs simplenet and mlp, compiled at build time by `build.rs`, through their safe bindings, and
+//! mobilenet_block on the CPU and, where there is an NVIDIA GPU and driver, on the GPU.
 
 runtime_min::include_model!("simplenet");
 runtime_min::include_model!("mlp");
+runtime_min::include_model!("mobilenet_block");
 
 fn summary(name: &str, v: &[f32]) {
     let (lo, hi) = v
@@ -45,5 +47,32 @@ fn main() -> Result<(), runtime_min::Status> {
         probs[best],
         probs.iter().sum::<f32>()
     );
+
+    // mobilenet_block: on the CPU, then on the GPU when there is one (the CPU result otherwise).
+    let mut x = [0f32; mobilenet_block::X_LEN];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = ((i % 13) as f32 - 6.0) / 6.0;
+    }
+    let mut cpu = [0f32; mobilenet_block::PROBS_LEN];
+    let mut arena = Box::new(mobilenet_block::Arena::<{ mobilenet_block::ARENA_SIZE }>::new());
+    mobilenet_block::run(&mut arena, &x, &mut cpu)?;
+    summary("mobilenet_block probs (CPU)", &cpu);
+    let mut gpu = mobilenet_block::cuda::Context::new();
+    match gpu.init(0) {
+        Ok(()) => {
+            let mut probs = [0f32; mobilenet_block::PROBS_LEN];
+            gpu.run(&x, &mut probs)?;
+            let diff = probs
+                .iter()
+                .zip(&cpu)
+                .fold(0f32, |d, (a, b)| d.max((a - b).abs()));
+            summary("mobilenet_block probs (GPU)", &probs);
+            println!("mobilenet_block: GPU and CPU differ by at most {diff:.3e}");
+        }
+        Err(s) => println!(
+            "mobilenet_block on the GPU: not used ({s:?}: {})",
+            gpu.error_name().to_string_lossy()
+        ),
+    }
     Ok(())
 }

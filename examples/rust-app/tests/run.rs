@@ -17,4 +17,14 @@ fn rust_app_runs_both_models() {
         "{text}"
     );
     assert!(text.contains("probabilities sum to 1.0000"), "{text}");
+    assert!(
+        text.contains("mobilenet_block probs (CPU): 10 values"),
+        "{text}"
+    );
+    // The CUDA bindings: without a driver (CI) init says so; with one the GPU run is compared.
+    assert!(
+        text.contains("mobilenet_block on the GPU: not used (NoCudaDriver: no CUDA driver")
+            || text.contains("mobilenet_block: GPU and CPU differ by at most"),
+        "{text}"
+    );
 }

@@ -2,13 +2,15 @@
 //!
 //! Contract: a module named after the model with `ARENA_SIZE`, one `<TENSOR>_LEN` constant per
 //! input and output, and a safe `run(&mut Arena<ARENA_SIZE>, &[T; N]..., &mut [T; M]...)` returning
-//! `Result<(), Status>`. Deterministic.
+//! `Result<(), Status>`; for a CUDA target also `<name>::cuda::Context` (init / run on the GPU /
+//! error_name, destroyed on drop). Deterministic.
 
 use super::header::c_name;
 use crate::arena::BufferPlan;
 use crate::ir::{DType, Module};
 
 const TEMPLATE: &str = include_str!("../../../templates/bindings.rs.in");
+const CUDA_TEMPLATE: &str = include_str!("../../../templates/bindings_cuda.rs.in");
 
 fn rust_type(d: DType) -> &'static str {
     match d {
@@ -18,11 +20,16 @@ fn rust_type(d: DType) -> &'static str {
     }
 }
 
-/// Renders the bindings of `m`.
-pub fn render(m: &Module, plan: &BufferPlan) -> String {
+/// Renders the bindings of `m`; `ptx`: the PTX module of a CUDA target (adds `<name>::cuda`).
+pub fn render(
+    m: &Module,
+    plan: &BufferPlan,
+    ptx: Option<&crate::codegen::ptx::PtxModule>,
+) -> String {
     let c = &m.entry;
     let mut consts = String::new();
     let (mut ffi, mut params, mut args) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut input_ptrs, mut output_ptrs) = (Vec::new(), Vec::new());
     let mut tensor = |name: &str, dtype: DType, n: usize, output: bool| {
         let cn = c_name(name);
         let len = format!("{}_LEN", cn.to_ascii_uppercase());
@@ -34,10 +41,12 @@ pub fn render(m: &Module, plan: &BufferPlan) -> String {
             ffi.push(format!("{cn}: *mut {t}"));
             params.push(format!("{cn}: &mut [{t}; {len}]"));
             args.push(format!("{cn}.as_mut_ptr()"));
+            output_ptrs.push(format!("{cn}.as_mut_ptr().cast()"));
         } else {
             ffi.push(format!("{cn}: *const {t}"));
             params.push(format!("{cn}: &[{t}; {len}]"));
             args.push(format!("{cn}.as_ptr()"));
+            input_ptrs.push(format!("{cn}.as_ptr().cast()"));
         }
     };
     for p in c.parameters() {
@@ -48,7 +57,23 @@ pub fn render(m: &Module, plan: &BufferPlan) -> String {
         let s = &c.inst(o.value).shape;
         tensor(&o.name, s.dtype, s.element_count(), true);
     }
+    let cuda = ptx
+        .map(|p| {
+            CUDA_TEMPLATE
+                .replace("{{sm}}", &p.sm)
+                .replace("{{device_bytes}}", &p.layout.size.to_string())
+                .replace(
+                    "{{ctx_words}}",
+                    &crate::codegen::cuda_host::ctx_words(p.launches.len()).to_string(),
+                )
+                .replace("{{num_inputs}}", &input_ptrs.len().to_string())
+                .replace("{{num_outputs}}", &output_ptrs.len().to_string())
+                .replace("{{input_ptrs}}", &input_ptrs.join(", "))
+                .replace("{{output_ptrs}}", &output_ptrs.join(", "))
+        })
+        .unwrap_or_default();
     TEMPLATE
+        .replace("{{cuda}}", &cuda)
         .replace("{{name}}", &m.name)
         .replace("{{version}}", env!("CARGO_PKG_VERSION"))
         .replace("{{target}}", "see the manifest")
