@@ -138,6 +138,21 @@ pub(crate) fn init_llvm() {
     });
 }
 
+/// The CPU and features of `t` on function `f` (not only on the target machine), so that any code
+/// generator of its module (the in-process JIT included) selects the same instructions.
+pub(crate) fn target_attrs(ctx: &Context, f: FunctionValue<'_>, t: &Target) {
+    f.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_string_attribute("target-cpu", &t.cpu),
+    );
+    if !t.features.is_empty() {
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("target-features", &t.features),
+        );
+    }
+}
+
 /// Creates the LLVM target machine for `t`.
 pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
     init_llvm();
@@ -469,18 +484,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             AttributeLoc::Function,
             self.ctx.create_string_attribute("no-builtins", ""),
         );
-        // The CPU on every function too (not only on the target machine), so that any code
-        // generator of this module (the in-process JIT included) selects the same instructions.
-        let cpu = self
-            .ctx
-            .create_string_attribute("target-cpu", &self.target.cpu);
-        f.add_attribute(AttributeLoc::Function, cpu);
-        if !self.target.features.is_empty() {
-            let feats = self
-                .ctx
-                .create_string_attribute("target-features", &self.target.features);
-            f.add_attribute(AttributeLoc::Function, feats);
-        }
+        target_attrs(self.ctx, f, self.target);
         if self.target.vector_bits > 256 {
             let w = self.target.vector_bits.to_string();
             f.add_attribute(

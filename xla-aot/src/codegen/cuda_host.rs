@@ -185,18 +185,7 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
                 0,
             ),
         );
-        f.add_attribute(
-            AttributeLoc::Function,
-            self.ctx
-                .create_string_attribute("target-cpu", &self.target.cpu),
-        );
-        if !self.target.features.is_empty() {
-            f.add_attribute(
-                AttributeLoc::Function,
-                self.ctx
-                    .create_string_attribute("target-features", &self.target.features),
-            );
-        }
+        super::cpu::target_attrs(self.ctx, f, self.target);
         self.b
             .position_at_end(self.ctx.append_basic_block(f, "entry"));
         f
