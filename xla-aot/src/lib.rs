@@ -9,6 +9,7 @@ pub mod build_api;
 pub mod codegen;
 pub mod driver;
 pub mod emit;
+pub mod import;
 pub mod interp;
 pub mod ir;
 pub mod passes;

@@ -810,6 +810,48 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_select(c, a, b, "").unwrap()
     }
 
+    /// `convert` of one element (registers: pred is i1, i32, f32), with the interpreter's rules:
+    /// f32 → i32 truncates and saturates, NaN gives 0; anything → pred is `x != 0`.
+    fn convert(&self, x: BasicValueEnum<'ctx>, from: DType, to: DType) -> BasicValueEnum<'ctx> {
+        let b = &self.b;
+        let i32t = self.ctx.i32_type();
+        let f32t = self.ctx.f32_type();
+        match (from, to) {
+            _ if from == to => x,
+            (DType::F32, DType::I32) => {
+                let x = x.into_float_value();
+                // 2^31 is exact in f32; every f32 below it (and at least -2^31) converts exactly.
+                let limit = 2147483648.0f64;
+                let t = b.build_float_to_signed_int(x, i32t, "").unwrap();
+                let hi = self.fcmp(FloatPredicate::OGE, x, f32t.const_float(limit));
+                let lo = self.fcmp(FloatPredicate::OLT, x, f32t.const_float(-limit));
+                let nan = self.fcmp(FloatPredicate::UNO, x, x);
+                let t = self.select(hi, i32t.const_int(i32::MAX as u64, false).into(), t.into());
+                let t = self.select(lo, i32t.const_int(i32::MIN as u64, true).into(), t);
+                self.select(nan, i32t.const_zero().into(), t)
+            }
+            (DType::I32, DType::F32) => b
+                .build_signed_int_to_float(x.into_int_value(), f32t, "")
+                .unwrap()
+                .into(),
+            (DType::Pred, DType::F32) => b
+                .build_unsigned_int_to_float(x.into_int_value(), f32t, "")
+                .unwrap()
+                .into(),
+            (DType::Pred, _) => b
+                .build_int_z_extend(x.into_int_value(), i32t, "")
+                .unwrap()
+                .into(),
+            (DType::F32, _) => self
+                .fcmp(FloatPredicate::UNE, x.into_float_value(), f32t.const_zero())
+                .into(),
+            _ => b
+                .build_int_compare(IntPredicate::NE, x.into_int_value(), i32t.const_zero(), "")
+                .unwrap()
+                .into(),
+        }
+    }
+
     fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>]) -> BasicValueEnum<'ctx> {
         math::call_value(&self.b, f, args)
     }
@@ -2298,6 +2340,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .into()
             }
             Op::Select => self.select(at(0, idx).into_int_value(), at(1, idx), at(2, idx)),
+            Op::Convert { to } => self.convert(at(0, idx), shape_of(0).dtype, *to),
             Op::Clamp => {
                 let bound = |j: usize| -> FloatValue<'ctx> {
                     if shape_of(j).rank() == 0 {

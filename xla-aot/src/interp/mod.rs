@@ -99,6 +99,7 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
             }
             Op::Unary(u) => map_f32(ops[0], |x| unary(*u, x)),
             Op::Binary(b) => zip_f32(ops[0], ops[1], |x, y| binary(*b, x, y)),
+            Op::Convert { to } => convert(ops[0], *to),
             Op::Compare(d) => compare(*d, ops[0], ops[1]),
             Op::Select => select(ops[0], ops[1], ops[2]),
             Op::Clamp => clamp(ops[0], ops[1], ops[2]),
@@ -205,6 +206,30 @@ fn zip_f32(x: &Tensor, y: &Tensor, f: impl Fn(f64, f64) -> f64) -> Tensor {
                 .map(|(&p, &q)| f(p as f64, q as f64) as f32)
                 .collect(),
         ),
+    }
+}
+
+/// `convert`: f32 → i32 rounds toward zero and saturates (Rust's `as`, NaN → 0); → pred is `!= 0`.
+fn convert(x: &Tensor, to: DType) -> Tensor {
+    let n = x.len();
+    let f = |i: usize| -> f64 {
+        match &x.data {
+            Data::F32(v) => v[i] as f64,
+            Data::I32(v) => v[i] as f64,
+            Data::Pred(v) => v[i] as u8 as f64,
+        }
+    };
+    let data = match to {
+        DType::F32 => Data::F32((0..n).map(|i| f(i) as f32).collect()),
+        DType::I32 => Data::I32(match &x.data {
+            Data::I32(v) => v.clone(),
+            _ => (0..n).map(|i| f(i) as i32).collect(),
+        }),
+        _ => Data::Pred((0..n).map(|i| f(i) != 0.0).collect()),
+    };
+    Tensor {
+        dims: x.dims.clone(),
+        data,
     }
 }
 

@@ -29,7 +29,12 @@ pub fn flops(c: &Computation, id: InstId) -> u64 {
         Op::ReduceWindow { window, .. } => {
             out * window.size.iter().map(|&s| s as u64).product::<u64>()
         }
-        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp => out,
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. } => out,
         Op::Fusion { computation, .. } => computation.ids().map(|i| flops(computation, i)).sum(),
         _ => 0,
     }

@@ -151,6 +151,10 @@ pub enum Op {
     Unary(UnaryOp),
     /// `f(a, b)` elementwise, same shapes. Operands: `[a, b]`.
     Binary(BinaryOp),
+    /// Elementwise change of element type to `to` (`pred`, `i32`, `f32`): f32 → i32 rounds toward
+    /// zero and saturates (NaN gives 0), anything → pred is `x != 0`, pred → number is 0 or 1.
+    /// Operands: `[x]`.
+    Convert { to: super::shape::DType },
     /// Elementwise comparison giving `pred`. Operands: `[a, b]`.
     Compare(CompareDir),
     /// `pred ? on_true : on_false` elementwise. Operands: `[pred, on_true, on_false]`.
@@ -256,6 +260,7 @@ impl Op {
                 BinaryOp::Minimum => "minimum",
                 BinaryOp::Power => "power",
             },
+            Op::Convert { .. } => "convert",
             Op::Compare(_) => "compare",
             Op::Select => "select",
             Op::Clamp => "clamp",
@@ -279,7 +284,12 @@ impl Op {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Clamp
+                | Op::Convert { .. }
         )
     }
 
@@ -288,6 +298,7 @@ impl Op {
         Some(match self {
             Op::Parameter { .. } | Op::Constant(_) => 0,
             Op::Unary(_)
+            | Op::Convert { .. }
             | Op::Broadcast { .. }
             | Op::Reshape
             | Op::Transpose { .. }

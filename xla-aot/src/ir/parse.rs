@@ -652,6 +652,7 @@ const OPCODES: &[&str] = &[
     "compare",
     "select",
     "clamp",
+    "convert",
     "broadcast",
     "reshape",
     "transpose",
@@ -689,6 +690,10 @@ fn parse_instruction(
             let lit = parse_literal(c, &shape)?;
             c.expect(")")?;
             Some(Op::Constant(lit))
+        }
+        "convert" => {
+            operands = operand_list(c, ids)?;
+            Some(Op::Convert { to: shape.dtype })
         }
         _ if OPCODES.contains(&opcode.as_str()) => {
             operands = operand_list(c, ids)?;

@@ -196,6 +196,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
         | Op::Binary(_)
         | Op::Select
         | Op::Clamp
+        | Op::Convert { .. }
         | Op::Reshape
         | Op::Gather => Vec::new(),
     }

@@ -32,6 +32,15 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             float_only(op, operands[0])?;
             plain(operands[0])
         }
+        Op::Convert { to } => {
+            let from = operands[0].dtype;
+            for d in [from, *to] {
+                if !matches!(d, DType::Pred | DType::I32 | DType::F32) {
+                    return Err(format!("convert supports pred, i32 and f32, not {d}"));
+                }
+            }
+            Shape::new(*to, operands[0].dims.clone())
+        }
         Op::Compare(_) => {
             same_type(op, operands[0], operands[1])?;
             Shape::new(DType::Pred, operands[0].dims.clone())

@@ -43,8 +43,13 @@ pub struct Model {
     pub params_path: Option<PathBuf>,
 }
 
-/// Reads, checks and lowers the spec at `path`.
+/// Reads, checks and lowers the spec at `path`: a YAML spec, or an `.onnx` / `.hlo.txt` file
+/// (see `import`).
 pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
+    let format = crate::import::format_of(path);
+    if format != crate::import::Format::Spec {
+        return crate::import::load_file(path, format);
+    }
     let source = std::fs::read_to_string(path).map_err(|e| {
         let reason = if e.kind() == std::io::ErrorKind::InvalidData {
             "the file is not UTF-8 text".to_string()
@@ -87,6 +92,9 @@ fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
 
 /// Like [`load_spec`], with the text already read (`path` is used for messages and to find weights).
 pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
+    if crate::import::is_graph_spec(source) {
+        return crate::import::load_graph_spec(path, source);
+    }
     let raw = raw::parse_raw(path, source)?;
     let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
