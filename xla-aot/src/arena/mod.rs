@@ -125,7 +125,8 @@ pub fn plan(m: &Module) -> BufferPlan {
         last[r.index()] = n; // read by the copy after the last instruction
     }
     // Candidates for in-place reuse: an arena value whose kernel reads operand `o` only at the
-    // element it writes, where `o` is an arena value of the same size that dies here.
+    // element it writes, where `o` is an arena value of the same size and element size that dies
+    // here.
     let mut reuse: Vec<Option<usize>> = vec![None; n];
     for (i, inst) in c.instructions.iter().enumerate() {
         if locs[i] != Loc::Arena(usize::MAX) {
@@ -136,6 +137,10 @@ pub fn plan(m: &Module) -> BufferPlan {
                     && last[o] == i
                     && reuse.iter().all(|r| *r != Some(o))
                     && align(c.instructions[o].shape.size_bytes()) == align(inst.shape.size_bytes())
+                    // Element `j` of the result must cover exactly the bytes of element `j` of the
+                    // operand: a 4-byte select written over its 1-byte pred operand would clobber
+                    // predicates it has not read yet.
+                    && c.instructions[o].shape.dtype.size_bytes() == inst.shape.dtype.size_bytes()
                     && reads_only_at_output_index(inst, InstId(o as u32))
                     // No other operand may read the same bytes through a reshape.
                     && inst
