@@ -566,7 +566,7 @@ def save_npy(path, a):
     else:
         raise AssertionError(f"{path}: unexpected dtype {a.dtype}")
     with open(path, "wb") as f:
-        np.lib.format.write_array(f, np.ascontiguousarray(a), version=(1, 0), allow_pickle=False)
+        np.lib.format.write_array(f, a.copy(order="C"), version=(1, 0), allow_pickle=False)
 
 
 def lower(fn, args):

@@ -84,12 +84,23 @@ impl<'w> Bindings<'w> {
         }
     }
 
-    /// The weight bound to the input called `name` (the graph's name, or its sanitised form),
-    /// checked against the input's shape; `None` when no weight has that name.
+    /// The weight bound to an input known by `names` (its graph name and its sanitised form),
+    /// checked against the input's shape; `None` when no weight has one of those names. A weight
+    /// also matches when its sanitised name does: XLA prints a JAX argument `fc1.weight` as
+    /// `fc1_weight`, so `fc1.weight` in a safetensors file binds it.
     pub fn take(&mut self, names: &[&str], shape: &Shape) -> Option<Result<Literal, String>> {
-        let name = names.iter().find(|n| self.weights.contains(n))?;
-        self.used.insert(name.to_string());
-        Some(self.weights.load(name).and_then(|lit| {
+        let name = names
+            .iter()
+            .find(|n| self.weights.contains(n))
+            .map(|n| n.to_string())
+            .or_else(|| {
+                self.weights
+                    .names()
+                    .find(|w| names.contains(&sanitize(w).as_str()))
+                    .map(str::to_string)
+            })?;
+        self.used.insert(name.clone());
+        Some(self.weights.load(&name).and_then(|lit| {
             if lit.dtype != shape.dtype || lit.dims != shape.dims {
                 Err(format!(
                     "weight `{name}` is {}{:?} but the input it binds is {shape}",
