@@ -31,7 +31,7 @@ enum Stage {
 enum Command {
     /// Print the HLO text of a model spec.
     Inspect {
-        /// The model spec (YAML).
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
         spec: PathBuf,
         /// Pipeline stage to print.
         #[arg(long, value_enum, default_value = "parsed")]
@@ -42,7 +42,7 @@ enum Command {
     },
     /// Compile a model spec into a static library, header and manifest.
     Compile {
-        /// The model spec (YAML).
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
         spec: PathBuf,
         /// A target name (see `xla-aot targets`) or a path to a target file.
         #[arg(long)]
@@ -67,7 +67,7 @@ enum Command {
     /// Run a model on this machine (compiled for it, or with --reference the interpreter) and
     /// write its outputs as .npy files.
     Run {
-        /// The model spec (YAML).
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
         spec: PathBuf,
         /// Use the reference interpreter instead of code compiled for this machine.
         #[arg(long, conflicts_with = "compare")]

@@ -11,6 +11,7 @@
 
 use super::syntax::{RawAttr, RawComputation, RawInst, RawModule, RawShape, split_top};
 use crate::import::Bindings;
+use crate::ir::shape::dims_str;
 use crate::ir::{
     BinaryOp, Builder, CompareDir, Computation, DType, DotDims, InstId, Instruction, Literal,
     Module, Op, Output, ReduceKind, Shape, UnaryOp, Window,
@@ -620,8 +621,12 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     return err(
                         inst,
                         format!(
-                            "xla-aot computes {got} for `{}` but the file says {want}",
-                            inst.name
+                            "xla-aot computes {}{} for `{}` but the file says {}{}",
+                            got.dtype,
+                            dims_str(&got.dims),
+                            inst.name,
+                            want.dtype,
+                            dims_str(&want.dims)
                         ),
                     );
                 }
@@ -815,7 +820,7 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     );
                 }
                 let mut starts = Vec::new();
-                for k in 0..rank {
+                for (k, &size) in sizes.iter().enumerate() {
                     let s = tensor(k + 1)?;
                     let Some(v) = self.const_value(s) else {
                         return with_hint(
@@ -828,15 +833,15 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                         );
                     };
                     let dim = self.shape(x).dims[k];
-                    if sizes[k] > dim {
+                    if size > dim {
                         return err(
                             inst,
-                            format!("slice size {} exceeds dimension {k} ({dim})", sizes[k]),
+                            format!("slice size {size} exceeds dimension {k} ({dim})"),
                         );
                     }
                     // XLA clamps the start so the slice stays in bounds.
                     let start = literal_values(&v).first().copied().unwrap_or(0.0);
-                    starts.push((start.max(0.0) as usize).min(dim - sizes[k]));
+                    starts.push((start.max(0.0) as usize).min(dim - size));
                 }
                 let limits: Vec<usize> = starts.iter().zip(&sizes).map(|(s, z)| s + z).collect();
                 self.add(
