@@ -144,6 +144,7 @@ impl Build {
 
         // The files this build depends on.
         let mut inputs = vec![self.spec.clone()];
+        inputs.extend(model.graph_path.iter().cloned());
         if let Some(p) = &model.params_path {
             if p.is_dir() {
                 let mut files: Vec<PathBuf> = std::fs::read_dir(p)

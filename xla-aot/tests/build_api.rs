@@ -104,3 +104,27 @@ fn cargo_targets_map_to_xla_aot_targets() {
     assert_eq!(name("aarch64-unknown-linux-gnu", "neon"), "aarch64-neon");
     assert!(Target::for_cargo("riscv64gc-unknown-linux-gnu", "").is_err());
 }
+
+#[test]
+fn an_imported_graph_is_part_of_the_cache_key() {
+    let dir = scratch("build-graph");
+    let case = repo().join("tests/jax/relu");
+    std::fs::copy(case.join("model.hlo.txt"), dir.join("g.hlo.txt")).unwrap();
+    std::fs::write(dir.join("m.yaml"), "name: r\ngraph: {hlo: g.hlo.txt}\n").unwrap();
+    let out = dir.join("out");
+    let build = || {
+        Build::new(dir.join("m.yaml"))
+            .target("x86_64-avx2")
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile("r")
+            .unwrap()
+    };
+    assert!(build().compiled);
+    assert!(!build().compiled);
+    // The HLO text changes (a comment line): the library is rebuilt.
+    let mut text = std::fs::read_to_string(dir.join("g.hlo.txt")).unwrap();
+    text.push_str("\n// edited\n");
+    std::fs::write(dir.join("g.hlo.txt"), text).unwrap();
+    assert!(build().compiled);
+}

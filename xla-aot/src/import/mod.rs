@@ -204,6 +204,7 @@ pub fn load_file(path: &Path, format: Format) -> Result<Model, SpecError> {
         module,
         spec_path: path.to_path_buf(),
         params_path: None,
+        graph_path: None,
     })
 }
 
@@ -290,5 +291,6 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
         module,
         spec_path: path.to_path_buf(),
         params_path,
+        graph_path: Some(graph),
     })
 }

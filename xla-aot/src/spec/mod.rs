@@ -41,6 +41,8 @@ pub struct Model {
     pub spec_path: PathBuf,
     /// Weight file or directory, if any (build integration watches it).
     pub params_path: Option<PathBuf>,
+    /// The ONNX or HLO text file a `graph:` spec imports (build integration watches it).
+    pub graph_path: Option<PathBuf>,
 }
 
 /// Reads, checks and lowers the spec at `path`: a YAML spec, or an `.onnx` / `.hlo.txt` file
@@ -370,6 +372,7 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         module,
         spec_path: path.to_path_buf(),
         params_path,
+        graph_path: None,
     })
 }
 
