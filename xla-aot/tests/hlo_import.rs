@@ -231,3 +231,100 @@ fn the_cli_compiles_and_runs_an_hlo_file_with_inputs_by_position() {
         "{g:?} vs {w:?}"
     );
 }
+
+/// Mutated modules per run (3000 were checked once, 2026-12-01, without a panic).
+const MUTATION_CASES: usize = 600;
+
+/// Replacement tokens for the mutation test: numbers, names, brackets, attribute pieces.
+const TOKENS: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "3",
+    "99999999999",
+    "f64",
+    "s32",
+    "pred",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "=",
+    "x.1",
+    "ROOT",
+    "%",
+    "/*",
+    "*/",
+    "\"",
+    "{...}",
+    "dimensions={7}",
+    "index=9",
+    "to_apply=r",
+    "\u{3000}",
+    "é",
+    "\n",
+    "<=",
+    "inf",
+    "nan",
+    "tuple",
+    "call",
+    "reduce",
+    "iota",
+    "dot",
+];
+
+#[test]
+fn mutated_hlo_text_never_panics_the_importer() {
+    // Deterministic mutations of every JAX export: replace, delete or insert a token at random
+    // places, or truncate. The importer must return a module or an error, never panic.
+    let mut rng = xla_aot::util::rng::SplitMix64(20261201);
+    let dir = scratch("mutate");
+    let mut texts = Vec::new();
+    for e in std::fs::read_dir(repo().join("tests/jax"))
+        .unwrap()
+        .flatten()
+    {
+        if let Ok(t) = std::fs::read_to_string(e.path().join("model.hlo.txt")) {
+            texts.push(t);
+        }
+    }
+    texts.sort();
+    let (mut ok, mut errors) = (0, 0);
+    for case in 0..MUTATION_CASES {
+        let text = &texts[case % texts.len()];
+        let mut chars: Vec<char> = text.chars().collect();
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.below(chars.len().max(1));
+            match rng.below(4) {
+                0 => chars.truncate(at),
+                1 => {
+                    let end = (at + 1 + rng.below(8)).min(chars.len());
+                    chars.drain(at..end);
+                }
+                _ => {
+                    let t = TOKENS[rng.below(TOKENS.len())];
+                    let end = (at + rng.below(4)).min(chars.len());
+                    chars.splice(at..end, t.chars());
+                }
+            }
+        }
+        let mutated: String = chars.into_iter().collect();
+        let p = write(&dir, "m.hlo.txt", &mutated);
+        let r = std::panic::catch_unwind(|| load_spec(&p).map(|_| ()).map_err(|e| e.to_string()));
+        match r {
+            Ok(Ok(())) => ok += 1,
+            Ok(Err(e)) => {
+                assert!(
+                    !e.contains("internal compiler error"),
+                    "case {case}: {e}\n{mutated}"
+                );
+                errors += 1;
+            }
+            Err(_) => panic!("case {case}: the importer panicked on:\n{mutated}"),
+        }
+    }
+    eprintln!("{MUTATION_CASES} mutated modules: {ok} imported, {errors} errors, no panic");
+}

@@ -404,8 +404,10 @@ fn parse_instruction(text: &str, line: usize) -> PResult<RawInst> {
             let trimmed = piece.trim_end();
             // The operand name is the last word (older printers put the type first).
             let start = trimmed
-                .rfind(|ch: char| ch.is_whitespace() || ch == '}' || ch == ')')
-                .map_or(0, |i| i + 1);
+                .char_indices()
+                .rev()
+                .find(|&(_, ch)| ch.is_whitespace() || ch == '}' || ch == ')')
+                .map_or(0, |(i, ch)| i + ch.len_utf8());
             let word = trimmed[start..].trim_start_matches('%');
             let col = args_col + 1 + text_cols(&args_text[..off]) + text_cols(&piece[..start]);
             if word.is_empty() || !word.chars().all(is_name_char) {

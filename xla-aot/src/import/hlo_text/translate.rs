@@ -46,6 +46,14 @@ const IGNORED_ATTRS: &[&str] = &[
     "type",
 ];
 
+/// Largest value evaluated at import time (iota, integer index math): index tensors are small;
+/// anything bigger is a run-time value (or a hostile file asking for gigabytes).
+const MAX_FOLD_ELEMENTS: usize = 1 << 20;
+
+/// Most instructions one import may build: inlined calls multiply, and a chain of computations
+/// each calling the next twice would otherwise expand exponentially.
+const MAX_INSTRUCTIONS: usize = 1 << 20;
+
 /// Deepest nesting of `call`s: deeper is either recursion (which HLO forbids) or a corrupt file.
 const MAX_CALL_DEPTH: usize = 64;
 
@@ -111,6 +119,8 @@ struct Tr<'m, 'b, 'w> {
     b: Builder,
     bindings: &'b mut Bindings<'w>,
     depth: usize,
+    /// Instructions translated so far (see [`MAX_INSTRUCTIONS`]).
+    count: usize,
 }
 
 fn err_at<T>(line: usize, column: usize, message: impl Into<String>) -> TResult<T> {
@@ -450,6 +460,9 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         if let Op::Constant(l) = &self.b.inst(id).op {
             return Some(l.clone());
         }
+        if self.shape(id).element_count() > MAX_FOLD_ELEMENTS {
+            return None;
+        }
         // The transitive operands, in order; any parameter makes it a run-time value.
         let mut need = HashSet::new();
         let mut stack = vec![id];
@@ -613,6 +626,15 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     }
                 }
             }
+            self.count += 1;
+            if self.count > MAX_INSTRUCTIONS {
+                return err(
+                    inst,
+                    format!(
+                        "the module expands to more than {MAX_INSTRUCTIONS} instructions (deeply nested calls?)"
+                    ),
+                );
+            }
             let v = self.inst(inst, ops)?;
             if let (Val::T(id), RawShape::Array { .. }) = (&v, &inst.shape) {
                 let want = array_shape(inst, &inst.shape)?;
@@ -726,6 +748,14 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     }
                 };
                 let n = shape.element_count();
+                if n > MAX_FOLD_ELEMENTS {
+                    return err(
+                        inst,
+                        format!(
+                            "iota of {n} elements is larger than xla-aot folds ({MAX_FOLD_ELEMENTS})"
+                        ),
+                    );
+                }
                 let stride: usize = shape.dims[d + 1..].iter().product();
                 let v: Vec<f64> = (0..n)
                     .map(|i| ((i / stride) % shape.dims[d]) as f64)
@@ -1028,6 +1058,12 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         let vals: Vec<Vec<f64>> = consts.iter().map(literal_values).collect();
         let shape = self.shape(xs[xs.len() - 1]).clone();
         let n = shape.element_count();
+        if vals.iter().any(|v| v.len() != n && v.len() != 1) {
+            return err(
+                inst,
+                format!("the operands of `{}` have different shapes", inst.opcode),
+            );
+        }
         let at = |k: usize, i: usize| -> f64 {
             let v = &vals[k];
             if v.len() == 1 { v[0] } else { v[i] }
@@ -1122,6 +1158,12 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         {
             let v: Vec<Vec<f64>> = c.iter().map(literal_values).collect();
             let n: usize = dims.iter().product();
+            if v.iter().any(|w| w.len() != n) {
+                return err(
+                    inst,
+                    format!("the operands of `{}` have different shapes", inst.opcode),
+                );
+            }
             let int = dtype == DType::I32;
             let out: Vec<f64> = (0..n)
                 .map(|i| {
@@ -1348,6 +1390,9 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
             return refuse("it reduces more than one dimension");
         };
         let (x, idx) = (ts[0], ts[1]);
+        if d >= self.shape(x).rank() || self.shape(idx).dims != self.shape(x).dims {
+            return refuse("the dimension or the operand shapes do not fit");
+        }
         if self.shape(x).dtype != DType::F32 || self.shape(idx).dtype != DType::I32 {
             return refuse("the operands are not (f32 values, s32 indices)");
         }
@@ -1611,6 +1656,7 @@ pub fn translate(m: &RawModule, name: &str, bindings: &mut Bindings) -> TResult<
         b: Builder::new(name),
         bindings,
         depth: 0,
+        count: 0,
     };
     // Parameters in number order (the text order may differ).
     let mut params: Vec<(usize, &RawInst)> = Vec::new();
