@@ -151,3 +151,46 @@ fn jax_exports_match_jax_interpreted_and_compiled() {
         failures.join("\n")
     );
 }
+
+/// A sample of the JAX exports, optimised and compiled for aarch64 (run under qemu) and for AVX2
+/// (through the C harness, like every compiled-code test), against JAX's outputs.
+#[test]
+fn a_sample_of_jax_exports_matches_on_aarch64_and_avx2() {
+    const SAMPLE: &[&str] = &[
+        "mlp",
+        "conv_nhwc",
+        "conv_depthwise",
+        "softmax_axis1",
+        "argmax_axis1",
+        "gelu_erf",
+        "layer_norm",
+        "max_pool_3x3_same",
+        "logical",
+        "iota_add",
+    ];
+    let mut failures = Vec::new();
+    for target in ["aarch64-neon", "x86_64-avx2"] {
+        let t = xla_aot::target::Target::resolve(target).unwrap();
+        if t.arch == xla_aot::target::Arch::X86_64 && !t.runs_here() {
+            eprintln!("note: this CPU cannot run {target}; skipped");
+            continue;
+        }
+        for name in SAMPLE {
+            let dir = repo().join("tests/jax").join(name);
+            let m = load_spec(&spec_of(&dir)).unwrap().module;
+            let inputs: Vec<Literal> = (0..m.entry.parameters().len())
+                .map(|i| npy(&dir.join(format!("input_{i}.npy"))))
+                .collect();
+            let outs = common::run_compiled(&m, &t, &inputs, &format!("jax-{name}-{target}"));
+            for (i, o) in outs.iter().enumerate() {
+                let expected = npy(&dir.join(format!("output_{i}.npy")));
+                match rel_error(o, &expected) {
+                    Ok(e) if e <= MAX_REL_ERROR => {}
+                    Ok(e) => failures.push(format!("{name}/output_{i} on {target}: error {e:.2e}")),
+                    Err(msg) => failures.push(format!("{name}/output_{i} on {target}: {msg}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
