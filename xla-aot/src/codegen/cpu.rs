@@ -20,6 +20,7 @@ mod gemm;
 mod grid;
 mod parallel;
 mod reduce;
+mod sample;
 mod tiled;
 
 use super::math::{self, MathFn};
@@ -2210,6 +2211,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.store(k.out, cg.offset(oidx, shape), bi32.into(), DType::I32);
                 });
             }
+            Op::TopK { indices, .. } => self.top_k_kernel(k, *indices, shape, opnds, at),
+            Op::Sample => self.sample_kernel(k, shape, opnds, at),
             Op::Parameter { .. } | Op::Constant(_) | Op::Fusion { .. } => {
                 unreachable!("no loops of their own for parameters, constants and fusions")
             }

@@ -7,7 +7,10 @@
 //! Layouts are ignored (literals are logical). Errors are typed; it never panics on a verified
 //! module.
 
+mod sample;
 mod tensor;
+
+pub use sample::{philox4x32_10, sample_row, top_k_row, uniform};
 
 use crate::ir::shape::dims_str;
 use crate::ir::{
@@ -125,6 +128,8 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
             } => convolution(ops[0], ops[1], window, *feature_group_count, &out_dims),
             Op::Argmax { dimension } => argmax(ops[0], *dimension, &out_dims),
             Op::Gather => gather(ops[0], ops[1], &out_dims),
+            Op::TopK { k, indices } => top_k(ops[0], *k, *indices, &out_dims),
+            Op::Sample => sample(&ops, &out_dims),
             Op::Fusion { computation, .. } => {
                 let args: Vec<Literal> = ops.iter().map(|t| t.to_literal()).collect();
                 let out = eval_computation(computation, &args)?;
@@ -206,6 +211,48 @@ fn zip_f32(x: &Tensor, y: &Tensor, f: impl Fn(f64, f64) -> f64) -> Tensor {
                 .map(|(&p, &q)| f(p as f64, q as f64) as f32)
                 .collect(),
         ),
+    }
+}
+
+/// `top-k` along the last dimension, row by row.
+fn top_k(x: &Tensor, k: usize, indices: bool, out_dims: &[usize]) -> Tensor {
+    let v = *x.dims.last().expect("rank >= 1");
+    let (mut vals, mut idx) = (Vec::new(), Vec::new());
+    for row in x.f32().chunks(v.max(1)) {
+        for (val, i) in top_k_row(row, k) {
+            vals.push(val);
+            idx.push(i as i32);
+        }
+    }
+    Tensor {
+        dims: out_dims.to_vec(),
+        data: if indices {
+            Data::I32(idx)
+        } else {
+            Data::F32(vals)
+        },
+    }
+}
+
+/// `sample`, row by row; the row number (the linear index of the result element) is the
+/// generator's second counter word.
+fn sample(ops: &[&Tensor], out_dims: &[usize]) -> Tensor {
+    let x = ops[0];
+    let v = *x.dims.last().expect("rank >= 1");
+    let scalar = |t: &Tensor| t.get_f64(0);
+    let (seed, step) = (scalar(ops[1]) as i32, scalar(ops[2]) as i32);
+    let temperature = scalar(ops[3]) as f32;
+    let top_k = scalar(ops[4]) as i32;
+    let top_p = scalar(ops[5]) as f32;
+    let tokens = x
+        .f32()
+        .chunks(v)
+        .enumerate()
+        .map(|(r, row)| sample_row(row, seed, step, r as u32, temperature, top_k, top_p))
+        .collect();
+    Tensor {
+        dims: out_dims.to_vec(),
+        data: Data::I32(tokens),
     }
 }
 

@@ -198,6 +198,16 @@ pub enum Op {
     },
     /// Index (i32) of the first maximum along `dimension`, which is removed. Operands: `[x]`.
     Argmax { dimension: usize },
+    /// The `k` largest elements along the last dimension, largest first (ties: lower index
+    /// first; NaN above every number): the values (f32 result) or their indices (i32 result), the
+    /// last dimension becoming `k`. Operands: `[x]`.
+    TopK { k: usize, indices: bool },
+    /// A token drawn from each row (last dimension) of logits: temperature scaling, top-k and
+    /// top-p (nucleus) filtering, then one Philox-4x32-10 draw keyed by `seed` and counted by
+    /// `step` and the row. The exact definition is in `docs/sampling.md`; result i32, the logits'
+    /// dims without the last. Operands: `[logits, seed, step, temperature, top_k, top_p]` (all but
+    /// the logits are scalars: i32 seed, step and top_k; f32 temperature and top_p).
+    Sample,
     /// Rows of a table: result = `indices.dims ++ table.dims[1..]`; indices (i32) are clamped into
     /// `[0, table.dims[0])`. Operands: `[table, indices]`.
     Gather,
@@ -275,6 +285,8 @@ impl Op {
             Op::Dot(_) => "dot",
             Op::Convolution { .. } => "convolution",
             Op::Argmax { .. } => "argmax",
+            Op::TopK { .. } => "top-k",
+            Op::Sample => "sample",
             Op::Gather => "gather",
             Op::Fusion { .. } => "fusion",
         }
@@ -305,7 +317,8 @@ impl Op {
             | Op::Slice { .. }
             | Op::Reduce { .. }
             | Op::ReduceWindow { .. }
-            | Op::Argmax { .. } => 1,
+            | Op::Argmax { .. }
+            | Op::TopK { .. } => 1,
             Op::Binary(_)
             | Op::Compare(_)
             | Op::Pad { .. }
@@ -313,6 +326,7 @@ impl Op {
             | Op::Convolution { .. }
             | Op::Gather => 2,
             Op::Select | Op::Clamp => 3,
+            Op::Sample => 6,
             Op::Concatenate { .. } | Op::Fusion { .. } => return None,
         })
     }

@@ -626,6 +626,7 @@ fn simple_op(opcode: &str) -> Option<Op> {
         "clamp" => Some(Op::Clamp),
         "reshape" => Some(Op::Reshape),
         "gather" => Some(Op::Gather),
+        "sample" => Some(Op::Sample),
         _ => None,
     })
 }
@@ -664,6 +665,8 @@ const OPCODES: &[&str] = &[
     "dot",
     "convolution",
     "argmax",
+    "top-k",
+    "sample",
     "gather",
     "fusion",
 ];
@@ -718,6 +721,7 @@ fn parse_instruction(
     let mut padding: Option<(Vec<usize>, Vec<usize>)> = None;
     let mut dot = DotDims::default();
     let mut groups: usize = 1;
+    let mut top_k: Option<usize> = None;
     let mut fusion_kind: Option<FusionKind> = None;
     let mut calls: Option<Computation> = None;
     while c.eat(",") {
@@ -809,6 +813,7 @@ fn parse_instruction(
             "rhs_batch_dims" => dot.rhs_batch = c.int_list()?,
             "rhs_contracting_dims" => dot.rhs_contracting = c.int_list()?,
             "feature_group_count" => groups = c.usize()?,
+            "k" => top_k = Some(c.usize()?),
             "dim_labels" => {
                 let l_at = c.mark();
                 let labels = c.word("dim labels")?;
@@ -851,6 +856,7 @@ fn parse_instruction(
         ],
         "convolution" => &["window", "dim_labels", "feature_group_count"],
         "fusion" => &["kind", "calls"],
+        "top-k" => &["k"],
         _ => &[],
     };
     for (k, at) in &attrs {
@@ -906,6 +912,13 @@ fn parse_instruction(
                 need(c, "dimensions")?;
                 Op::Argmax {
                     dimension: single(c, dims.unwrap_or_default())?,
+                }
+            }
+            "top-k" => {
+                need(c, "k")?;
+                Op::TopK {
+                    k: top_k.unwrap_or(1),
+                    indices: shape.dtype == DType::I32,
                 }
             }
             "slice" => {

@@ -186,6 +186,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
             v
         }
         Op::Argmax { dimension } => vec![("dimensions", braces(&[*dimension]))],
+        Op::TopK { k, .. } => vec![("k", k.to_string())],
         Op::Fusion { kind, computation } => vec![
             ("kind", kind.name().to_string()),
             ("calls", format!("%{}", computation.name)),
@@ -197,6 +198,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
         | Op::Select
         | Op::Clamp
         | Op::Convert { .. }
+        | Op::Sample
         | Op::Reshape
         | Op::Gather => Vec::new(),
     }

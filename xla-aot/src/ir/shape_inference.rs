@@ -189,6 +189,40 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             dims.remove(*dimension);
             Shape::new(DType::I32, dims)
         }
+        Op::TopK { k, indices } => {
+            let x = operands[0];
+            float_only(op, x)?;
+            let Some(&last) = x.dims.last() else {
+                return Err(format!("top-k needs an operand of rank >= 1, got {x}"));
+            };
+            if *k == 0 || *k > last {
+                return Err(format!(
+                    "top-k needs 1 <= k <= {last} (the last dimension of {x}), got k={k}"
+                ));
+            }
+            let mut dims = x.dims.clone();
+            *dims.last_mut().expect("rank >= 1") = *k;
+            Shape::new(if *indices { DType::I32 } else { DType::F32 }, dims)
+        }
+        Op::Sample => {
+            let x = operands[0];
+            float_only(op, x)?;
+            if x.rank() == 0 || x.dims.last() == Some(&0) {
+                return Err(format!(
+                    "sample needs logits of rank >= 1 with a non-empty last dimension, got {x}"
+                ));
+            }
+            let want = [DType::I32, DType::I32, DType::F32, DType::I32, DType::F32];
+            let names = ["seed", "step", "temperature", "top_k", "top_p"];
+            for ((s, d), n) in operands[1..].iter().zip(want).zip(names) {
+                if s.rank() != 0 || s.dtype != d {
+                    return Err(format!("sample's {n} must be a {d} scalar, got {s}"));
+                }
+            }
+            let mut dims = x.dims.clone();
+            dims.pop();
+            Shape::new(DType::I32, dims)
+        }
         Op::Fusion { computation, .. } => {
             let params = computation.parameters();
             if params.len() != operands.len() {

@@ -113,7 +113,12 @@ impl FusionPass {
             Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
             _ => {}
         }
-        if is_heavy(&ci.op) || matches!(ci.op, Op::Argmax { .. } | Op::Fusion { .. }) {
+        if is_heavy(&ci.op)
+            || matches!(
+                ci.op,
+                Op::Argmax { .. } | Op::TopK { .. } | Op::Sample | Op::Fusion { .. }
+            )
+        {
             return Err(format!(
                 "the consumer ({}) reads its operands from memory: recomputing an operand element for every use would multiply its cost",
                 ci.op.opcode()
@@ -130,7 +135,11 @@ impl FusionPass {
         }
         if matches!(
             pi.op,
-            Op::Reduce { .. } | Op::ReduceWindow { .. } | Op::Argmax { .. }
+            Op::Reduce { .. }
+                | Op::ReduceWindow { .. }
+                | Op::Argmax { .. }
+                | Op::TopK { .. }
+                | Op::Sample
         ) {
             return Err(format!(
                 "the producer is a reduction ({}): inlining it would redo the whole reduction for every element",

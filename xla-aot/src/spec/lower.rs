@@ -72,6 +72,9 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     ("pad", &["pads", "value"], 1, 1),
     ("argmax", &["axis", "keepdims"], 1, 1),
     ("embedding", &[], 2, 2),
+    ("top_k", &["k"], 1, 1),
+    ("top_k_indices", &["k"], 1, 1),
+    ("sample", &["temperature", "top_k", "top_p"], 3, 6),
 ];
 
 /// Default epsilon of `batch_norm` and `layer_norm` (PyTorch's and ONNX's default).
@@ -624,9 +627,11 @@ impl<'a> Lowerer<'a> {
                 .hint(arity_hint(&d.kind)));
         }
         let ins: Vec<InstId> = (0..n).map(|j| self.input(d, j)).collect::<R<_>>()?;
-        // Every op takes f32 tensors except the indices of `embedding`.
+        // Every op takes f32 tensors except the indices of `embedding` and the scalars of
+        // `sample` (checked there).
         for (j, &id) in ins.iter().enumerate() {
-            if !(d.kind == "embedding" && j == 0) {
+            let exempt = (d.kind == "embedding" && j == 0) || (d.kind == "sample" && j > 0);
+            if !exempt {
                 self.expect_dtype(d, j, id, DType::F32)?;
             }
         }
@@ -854,6 +859,116 @@ impl<'a> Lowerer<'a> {
                 } else {
                     self.add(d, name, Op::Argmax { dimension: axis }, &[x])
                 }
+            }
+            "top_k" | "top_k_indices" => {
+                let Some(k) = self.attr_int(d, "k")? else {
+                    return Err(self.err(
+                        &d.path(),
+                        SpecErrorKind::MissingAttribute {
+                            op: d.name.clone(),
+                            kind: d.kind.clone(),
+                            attr: "k".into(),
+                        },
+                    ));
+                };
+                let last = xd.last().copied().unwrap_or(0) as i64;
+                if k < 1 || k > last {
+                    return Err(self.attr_err(
+                        d,
+                        "k",
+                        format!("must be between 1 and the last dimension ({last}) of the input"),
+                    ));
+                }
+                let indices = d.kind == "top_k_indices";
+                self.add(
+                    d,
+                    name,
+                    Op::TopK {
+                        k: k as usize,
+                        indices,
+                    },
+                    &[x],
+                )
+            }
+            "sample" => {
+                self.expect_dtype(d, 0, x, DType::F32)?;
+                if xd.is_empty() {
+                    return Err(self.shape_err(d, "sample needs logits of rank >= 1".into()));
+                }
+                for (j, want) in [(1, DType::I32), (2, DType::I32)] {
+                    self.expect_dtype(d, j, ins[j], want)?;
+                    self.expect_rank(d, j, ins[j], &[0], if j == 1 { "seed" } else { "step" })?;
+                }
+                let knobs = if ins.len() == 6 {
+                    for attr in ["temperature", "top_k", "top_p"] {
+                        if d.attrs.iter().any(|(k, _)| k == attr) {
+                            return Err(self.attr_err(
+                                d,
+                                attr,
+                                "is also given as an input (inputs 4-6 are temperature, top_k, top_p); give one or the other".into(),
+                            ));
+                        }
+                    }
+                    for (j, want, role) in [
+                        (3, DType::F32, "temperature"),
+                        (4, DType::I32, "top_k"),
+                        (5, DType::F32, "top_p"),
+                    ] {
+                        self.expect_dtype(d, j, ins[j], want)?;
+                        self.expect_rank(d, j, ins[j], &[0], role)?;
+                    }
+                    [ins[3], ins[4], ins[5]]
+                } else if ins.len() == 3 {
+                    let t = self.attr_float(d, "temperature")?.unwrap_or(1.0);
+                    let k = self.attr_int(d, "top_k")?.unwrap_or(0);
+                    let p = self.attr_float(d, "top_p")?.unwrap_or(1.0);
+                    if k < 0 || k > i32::MAX as i64 {
+                        return Err(self.attr_err(
+                            d,
+                            "top_k",
+                            "must be >= 0 (0: no top-k filter)".into(),
+                        ));
+                    }
+                    if !(0.0..=1.0).contains(&p) {
+                        return Err(self.attr_err(
+                            d,
+                            "top_p",
+                            "must be in [0, 1] (1: no top-p filter)".into(),
+                        ));
+                    }
+                    if !t.is_finite() || t < 0.0 {
+                        return Err(self.attr_err(
+                            d,
+                            "temperature",
+                            "must be >= 0 (0: greedy)".into(),
+                        ));
+                    }
+                    let tc = self.b.scalar(&format!("{name}.temperature"), t as f32);
+                    let kc = self.b.constant(
+                        &format!("{name}.top_k"),
+                        crate::ir::Literal::from_i32(vec![], &[k as i32]),
+                    );
+                    let pc = self.b.scalar(&format!("{name}.top_p"), p as f32);
+                    [tc, kc, pc]
+                } else {
+                    return Err(self.err(
+                        &d.path(),
+                        SpecErrorKind::Arity {
+                            op: d.name.clone(),
+                            kind: d.kind.clone(),
+                            expected:
+                                "3 (logits, seed, step) or 6 (with temperature, top_k, top_p)"
+                                    .into(),
+                            found: ins.len(),
+                        },
+                    ));
+                };
+                self.add(
+                    d,
+                    name,
+                    Op::Sample,
+                    &[x, ins[1], ins[2], knobs[0], knobs[1], knobs[2]],
+                )
             }
             "embedding" => {
                 self.expect_dtype(d, 0, ins[0], DType::I32)?;
@@ -1580,6 +1695,9 @@ fn arity_hint(kind: &str) -> String {
         "dense" => "inputs: [x, weight] or [x, weight, bias]".into(),
         "layer_norm" => "inputs: [x], [x, gamma] or [x, gamma, beta]".into(),
         "embedding" => "inputs: [ids, weight]".into(),
+        "sample" => {
+            "inputs: [logits, seed, step] or [logits, seed, step, temperature, top_k, top_p]".into()
+        }
         "matmul" => "inputs: [a, b]".into(),
         "concat" => "inputs: one or more tensors".into(),
         "add" | "sub" | "mul" | "div" | "maximum" | "minimum" | "pow" => "inputs: [a, b]".into(),
