@@ -368,6 +368,103 @@ BINARY = {
     "pow": np.power,
 }
 
+# --- decode-time ops (docs/sampling.md): these follow the f32 definition step by step ---------
+
+MASK32 = 0xFFFFFFFF
+
+
+def philox4x32_10(ctr, key):
+    """Philox-4x32-10 (Salmon et al., SC'11) on Python integers."""
+    m0, m1, w0, w1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+    c, k = list(ctr), list(key)
+    for r in range(10):
+        if r:
+            k = [(k[0] + w0) & MASK32, (k[1] + w1) & MASK32]
+        p0, p1 = m0 * c[0], m1 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k[0]) & MASK32, p1 & MASK32,
+             ((p0 >> 32) ^ c[3] ^ k[1]) & MASK32, p0 & MASK32]
+    return c
+
+
+def order_key(x):
+    """Total order of float32 values as integers: -0 below +0, NaN above +inf."""
+    x = np.float32(x)
+    if np.isnan(x):
+        return 2 ** 31 - 1
+    b = int(np.array(x, dtype=np.float32).view(np.int32))
+    return b if b >= 0 else b ^ 0x7FFFFFFF
+
+
+def f32_bits(x):
+    return int(np.array(np.float32(x), dtype=np.float32).view(np.uint32))
+
+
+def f32_sum(values):
+    s = np.float32(0.0)
+    for v in values:
+        s = np.float32(s + v)
+    return s
+
+
+def top_k(x, k, indices):
+    x = np.asarray(x, dtype=np.float32)
+    rows = x.reshape(-1, x.shape[-1])
+    out = []
+    for row in rows:
+        order = sorted(range(len(row)), key=lambda i: (-order_key(row[i]), i))[:k]
+        out.append(order if indices else [row[i] for i in order])
+    out = np.array(out).reshape(x.shape[:-1] + (k,))
+    return out.astype(np.int64) if indices else out.astype(np.float64)
+
+
+def sample_row(logits, seed, step, row, t, k, p):
+    f32 = np.float32
+    v = len(logits)
+    t, p = f32(t), f32(p)
+    if not t > 0 or k == 1:
+        return int(np.argmax(logits))  # the first maximum; a NaN counts as the maximum
+    z = [f32(f32(x) / t) for x in logits]
+    m = f32(-np.inf)
+    for x in z:
+        if x > m:
+            m = x
+    keys = [order_key(x) for x in z]
+    tau = sorted(keys, reverse=True)[k - 1] if 0 < k < v else -(2 ** 31)
+    w = [f32(np.exp(f32(x - m))) if key >= tau else f32(0.0) for x, key in zip(z, keys)]
+    total = f32_sum(w)
+    if 0 < p < 1:
+        need = f32(p * total)
+        # The largest threshold (a weight's bit pattern) whose weights at or above it reach need.
+        for cand in sorted({f32_bits(x) for x in w}, reverse=True):
+            if f32_sum(x for x in w if f32_bits(x) >= cand) >= need:
+                break
+        w = [x if f32_bits(x) >= cand else f32(0.0) for x in w]
+        total = f32_sum(w)
+    r0 = philox4x32_10([step & MASK32, row & MASK32, 0, 0], [seed & MASK32, 0])[0]
+    u = f32((r0 >> 8) * 2.0 ** -24)
+    target = f32(u * total)
+    acc, last = f32(0.0), 0
+    for i, x in enumerate(w):
+        if x > 0:
+            acc = f32(acc + x)
+            last = i
+            if acc > target:
+                return i
+    return last
+
+
+def sample(args, at):
+    x = np.asarray(args[0], dtype=np.float32)
+    seed, step = int(args[1]), int(args[2])
+    if len(args) == 6:
+        t, k, p = float(args[3]), int(args[4]), float(args[5])
+    else:
+        t, k, p = at.get("temperature", 1.0), at.get("top_k", 0), at.get("top_p", 1.0)
+    rows = x.reshape(-1, x.shape[-1])
+    out = [sample_row(r, seed, step, i, t, k, p) for i, r in enumerate(rows)]
+    return np.array(out, dtype=np.int64).reshape(x.shape[:-1])
+
+
 # op -> (min inputs, max inputs, allowed attributes); used to catch typos in this script.
 OP_SIGNATURES = {
     "conv2d": (2, 3, {"strides", "padding", "dilations", "groups"}),
@@ -394,6 +491,9 @@ OP_SIGNATURES = {
     "concat": (1, 64, {"axis"}),
     "slice": (1, 1, {"starts", "ends", "axes", "steps"}),
     "pad": (1, 1, {"pads", "value"}),
+    "top_k": (1, 1, {"k"}),
+    "top_k_indices": (1, 1, {"k"}),
+    "sample": (3, 6, {"temperature", "top_k", "top_p"}),
 }
 for _u in UNARY:
     OP_SIGNATURES[_u] = (1, 1, set())
@@ -460,6 +560,10 @@ def run_op(op, args, at):
         return slice_op(args[0], at["starts"], at["ends"], at.get("axes"), at.get("steps"))
     if op == "pad":
         return pad(args[0], at["pads"], at.get("value", 0.0))
+    if op in ("top_k", "top_k_indices"):
+        return top_k(args[0], at["k"], op == "top_k_indices")
+    if op == "sample":
+        return sample(args, at)
     raise AssertionError("unknown op " + op)
 
 
@@ -506,6 +610,12 @@ def evaluate(model, inputs, weights):
 # ----------------------------------------------------------------------------------------
 
 def self_check():
+    # Random123's known-answer vectors for Philox-4x32-10.
+    assert philox4x32_10([0] * 4, [0] * 2) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert philox4x32_10([MASK32] * 4, [MASK32] * 2) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+    assert philox4x32_10([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344],
+                         [0xA4093822, 0x299F31D0]) == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+    assert list(top_k(np.array([1.0, 3.0, 2.0, 3.0]), 3, True)) == [1, 3, 2]
     ones = np.ones((1, 1, 3, 3))
     k = np.ones((1, 1, 3, 3))
     got = conv2d(ones, k, None, padding=[1])
@@ -981,6 +1091,32 @@ def build_cases():
     x = c.input("x", c.normal((2, 5, 10)))
     c.op("ids", "argmax", [x], axis=2)
     c.op("y", "embedding", ["ids", c.weight("emb.weight", c.normal((10, 4)))])
+
+    # --- top_k and sample (docs/sampling.md) ---------------------------------------------------
+    c = new("top_k")
+    c.op("y", "top_k", [c.input("x", c.normal((3, 10)))], k=4)
+    c = new("top_k_indices_ties")  # small integers: ties go to the lower index
+    c.op("y", "top_k_indices", [c.input("x", c.rng.integers(0, 3, (4, 7)).astype(np.float32))], k=5)
+    for name, attrs in [
+        ("sample_filters", {"temperature": 0.8, "top_k": 5, "top_p": 0.9}),
+        ("sample_defaults", {}),
+        ("sample_top_p", {"temperature": 1.5, "top_p": 0.5}),
+        ("sample_greedy", {"temperature": 0.0}),
+    ]:
+        c = new(name)
+        logits = c.input("logits", c.normal((64, 12), 2.0))
+        seed = c.input("seed", np.array(int(c.rng.integers(0, 2 ** 31 - 1)), dtype=np.int32), "i32")
+        step = c.input("step", np.array(int(c.rng.integers(0, 1000)), dtype=np.int32), "i32")
+        c.op("y", "sample", [logits, seed, step], **attrs)
+    c = new("sample_runtime_knobs")  # temperature, top_k and top_p as inputs
+    c.op("y", "sample", [
+        c.input("logits", c.normal((32, 20), 2.0)),
+        c.input("seed", np.array(77, dtype=np.int32), "i32"),
+        c.input("step", np.array(-5, dtype=np.int32), "i32"),
+        c.input("temperature", np.array(0.7, dtype=np.float32)),
+        c.input("top_k", np.array(8, dtype=np.int32), "i32"),
+        c.input("top_p", np.array(0.95, dtype=np.float32)),
+    ])
 
     # --- embedding -----------------------------------------------------------------------------
     c = new("embedding")

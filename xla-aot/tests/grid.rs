@@ -150,3 +150,26 @@ fn matrix_vector_products_are_not_tiled() {
     let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
     assert!(!ptx.ptx.contains("bar.sync"), "no barrier in the mlp");
 }
+
+/// The decode-time ops in grid form (one thread per token or top-k entry): `sample` draws the
+/// interpreter's tokens and `top-k` gives its values and indices, and their PTX assembles.
+#[test]
+fn sampling_ops_match_the_interpreter_in_grid_form() {
+    let text = "name: sampler\ninputs:\n  - {name: logits, dtype: f32, shape: [48, 33]}\n  - {name: seed, dtype: i32, shape: []}\n  - {name: step, dtype: i32, shape: []}\noutputs: [token, greedy, values, indices]\nops:\n  - {name: token, op: sample, inputs: [logits, seed, step], temperature: 0.9, top_k: 7, top_p: 0.85}\n  - {name: greedy, op: sample, inputs: [logits, seed, step], temperature: 0}\n  - {name: values, op: top_k, inputs: [logits], k: 5}\n  - {name: indices, op: top_k_indices, inputs: [logits], k: 5}\n";
+    let m = xla_aot::spec::spec_from_str(std::path::Path::new("sampler.yaml"), text)
+        .unwrap()
+        .module;
+    let inputs = vec![
+        xla_aot::driver::random_input(xla_aot::ir::DType::F32, &[48, 33], 5),
+        xla_aot::ir::Literal::from_i32(vec![], &[99]),
+        xla_aot::ir::Literal::from_i32(vec![], &[3]),
+    ];
+    let expected = evaluate(&m, &inputs).unwrap();
+    let t = Target::resolve("x86_64").unwrap();
+    let mut opts = CompileOptions::default();
+    opts.codegen.grid = true;
+    let actual = run_compiled_with(&m, &t, &inputs, "grid-sampler", &opts);
+    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+        assert_eq!(a.bytes(), e.bytes(), "sampler output {i} in grid form");
+    }
+}

@@ -39,13 +39,22 @@ fn ptxas() -> PathBuf {
     );
 }
 
+/// A model with the decode-time ops (`sample`, `top-k`), beside the examples.
+const SAMPLER: &str = "name: sampler\ninputs:\n  - {name: logits, dtype: f32, shape: [4, 100]}\n  - {name: seed, dtype: i32, shape: []}\n  - {name: step, dtype: i32, shape: []}\noutputs: [token, indices]\nops:\n  - {name: token, op: sample, inputs: [logits, seed, step], temperature: 0.8, top_k: 40, top_p: 0.9}\n  - {name: indices, op: top_k_indices, inputs: [logits], k: 8}\n";
+
 #[test]
 fn every_example_kernel_assembles_for_orin_and_hopper() {
     let ptxas = ptxas();
-    for ex in EXAMPLES {
-        let mut m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
-            .unwrap()
-            .module;
+    for ex in EXAMPLES.iter().copied().chain(["sampler"]) {
+        let mut m = if ex == "sampler" {
+            xla_aot::spec::spec_from_str(std::path::Path::new("sampler.yaml"), SAMPLER)
+                .unwrap()
+                .module
+        } else {
+            load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+                .unwrap()
+                .module
+        };
         xla_aot::passes::Pipeline::default_pipeline()
             .run(&mut m, &mut |_, _, _| {})
             .unwrap();
