@@ -310,3 +310,24 @@ fn duplicate_sanitised_names_are_made_unique() {
         .collect();
     assert_eq!(names, vec!["a_b", "a_b_1"]);
 }
+
+#[test]
+fn no_prefix_or_byte_flip_of_a_model_panics() {
+    let bytes = conv_relu().encode_to_vec();
+    let path = Path::new("mutated.onnx");
+    let weights = xla_aot::spec::weights::WeightStore::empty();
+    let try_import = |b: &[u8]| {
+        let mut bindings = xla_aot::import::Bindings::new(&weights);
+        let _ = xla_aot::import::onnx::import(path, b, "m", &mut bindings);
+    };
+    for n in 0..bytes.len() {
+        try_import(&bytes[..n]);
+    }
+    for i in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[i] ^= flip;
+            try_import(&b);
+        }
+    }
+}

@@ -218,12 +218,6 @@ impl Importer {
                 if let Some((_, id)) = self.consts.get(&key) {
                     return Ok(*id);
                 }
-                if c.dims.contains(&0) {
-                    return Err(format!(
-                        "a constant of shape {} is empty; the compiler does not support empty tensors",
-                        dims_str(&c.dims)
-                    ));
-                }
                 let lit = c.to_literal()?;
                 let id = self.b.constant("constant", lit);
                 self.consts.insert(key, (c.clone(), id));

@@ -190,11 +190,6 @@ pub fn import_with(
                 }
             }
         }
-        if dims.contains(&0) {
-            return Err(input_err(format!(
-                "its shape {dims:?} is empty; the compiler does not support empty tensors"
-            )));
-        }
         let Some(dtype) = tensor::runtime_dtype(tt.elem_type) else {
             return Err(input_err(format!(
                 "its element type {} is not supported (float32, int32 and bool inputs are)",

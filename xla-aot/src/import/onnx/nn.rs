@@ -48,6 +48,12 @@ impl Importer {
         dil: &[usize],
     ) -> R<Padding> {
         let n = input.len();
+        if input.contains(&0) {
+            return Err(cx.err(format!(
+                "the spatial dims {} are empty; the compiler does not support empty tensors here",
+                dims_str(input)
+            )));
+        }
         let auto = cx.attr_s("auto_pad")?.unwrap_or_else(|| "NOTSET".into());
         match auto.as_str() {
             "NOTSET" | "" => {
