@@ -72,7 +72,12 @@ fn uniform(comp: &Computation, id: InstId) -> Option<Operand> {
             };
             match (src.shape.rank(), dimensions.as_slice()) {
                 (0, []) => Some(Operand::Scalar(index)),
-                (1, [d]) => Some(Operand::Along {
+                // A one-element vector stretched along the dim (numpy broadcasting) is the
+                // same value everywhere: its only element is a scalar.
+                (1, [d]) if src.shape.dims[0] == 1 && inst.shape.dims[*d] != 1 => {
+                    Some(Operand::Scalar(index))
+                }
+                (1, [d]) if src.shape.dims[0] == inst.shape.dims[*d] => Some(Operand::Along {
                     param: index,
                     dim: *d,
                 }),

@@ -1,0 +1,514 @@
+//! Elementwise ONNX ops: arithmetic with numpy broadcasting (Add ... Pow, variadic Max/Min/Sum/
+//! Mean), comparisons and logic, Where, Clip, Cast, and the activation functions.
+//!
+//! Contract: float tensors compute in f32. Integer tensors (held in i32) are converted to f32,
+//! computed and converted back, which is exact while values stay below 2^24; integer arithmetic
+//! on two compile-time constants is folded exactly in int64 instead (shape arithmetic). Bools are
+//! pred; logic ops compute on 0/1 in f32.
+
+use super::super::onnx_proto::data_type as dt;
+use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
+use super::tensor::{ConstTensor, Values, is_float_type, is_int_type, runtime_dtype, strides};
+use crate::ir::{BinaryOp, CompareDir, DType, InstId, Op, UnaryOp};
+use std::rc::Rc;
+
+/// Node outputs: `Some` per output produced.
+pub type Outs = Vec<Option<Val>>;
+
+/// One run-time output.
+pub fn rt(id: InstId, ty: i32) -> Outs {
+    vec![Some(Val::Rt { id, ty })]
+}
+
+/// One constant output.
+pub fn konst(c: ConstTensor) -> Outs {
+    vec![Some(Val::Const(Rc::new(c)))]
+}
+
+/// SELU's default alpha and gamma (the ONNX spec's values).
+const SELU_ALPHA: f32 = 1.673_263_2;
+const SELU_GAMMA: f32 = 1.050_701;
+
+/// Elementwise f(a, b) of two constants with numpy broadcasting.
+fn fold2(
+    a: &ConstTensor,
+    b: &ConstTensor,
+    f: impl Fn(i64, i64) -> Option<i64>,
+) -> Option<ConstTensor> {
+    let out = broadcast_dims(&[a.dims.clone(), b.dims.clone()])?;
+    let (av, bv) = (a.as_i64(), b.as_i64());
+    let index = |d: &[usize], o: &[usize], flat: usize| -> usize {
+        let os = strides(o);
+        let ds = strides(d);
+        let off = o.len() - d.len();
+        let mut idx = 0;
+        for (i, &e) in d.iter().enumerate() {
+            let coord = (flat / os[i + off]) % o[i + off];
+            if e != 1 {
+                idx += coord * ds[i];
+            }
+        }
+        idx
+    };
+    let n: usize = out.iter().product();
+    let mut v = Vec::with_capacity(n);
+    for k in 0..n {
+        v.push(f(av[index(&a.dims, &out, k)], bv[index(&b.dims, &out, k)])?);
+    }
+    Some(ConstTensor {
+        ty: a.ty,
+        dims: out,
+        values: Values::I(v),
+    })
+}
+
+impl Importer {
+    /// Inputs as f32 instructions (ints converted), with the first input's ONNX type.
+    fn as_f32(&mut self, cx: &Ctx, js: &[usize]) -> R<(Vec<InstId>, i32)> {
+        let mut ids = Vec::new();
+        let mut ty0 = None;
+        for &j in js {
+            let (id, ty) = self.rt(cx, j)?;
+            if runtime_dtype(ty).is_none() {
+                return Err(cx.err(format!(
+                    "input {j} has element type {}, which is not supported",
+                    dt::name(ty)
+                )));
+            }
+            ty0.get_or_insert(ty);
+            ids.push(self.convert(cx, id, DType::F32)?);
+        }
+        Ok((ids, ty0.unwrap_or(dt::FLOAT)))
+    }
+
+    /// A result computed in f32 returned as ONNX type `ty` (converted back for ints and bools).
+    fn back(&mut self, cx: &Ctx, id: InstId, ty: i32) -> R<Outs> {
+        let d = runtime_dtype(ty).unwrap_or(DType::F32);
+        let id = self.convert(cx, id, d)?;
+        Ok(rt(id, ty))
+    }
+
+    /// Add, Sub, Mul, Div, Pow.
+    pub fn binary(&mut self, cx: &Ctx, op: BinaryOp) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let (a, b) = (self.input(cx, 0)?, self.input(cx, 1)?);
+        if let (Val::Const(x), Val::Const(y)) = (&a, &b) {
+            if is_int_type(x.ty) && is_int_type(y.ty) {
+                let f = |p: i64, q: i64| -> Option<i64> {
+                    match op {
+                        BinaryOp::Add => p.checked_add(q),
+                        BinaryOp::Subtract => p.checked_sub(q),
+                        BinaryOp::Multiply => p.checked_mul(q),
+                        BinaryOp::Divide => p.checked_div(q),
+                        BinaryOp::Maximum => Some(p.max(q)),
+                        BinaryOp::Minimum => Some(p.min(q)),
+                        BinaryOp::Power => u32::try_from(q).ok().and_then(|q| p.checked_pow(q)),
+                    }
+                };
+                if let Some(c) = fold2(x, y, f) {
+                    return Ok(konst(c));
+                }
+            }
+        }
+        if op != BinaryOp::Power && ty_of(&a) != ty_of(&b) {
+            return Err(cx.err(format!(
+                "its inputs have different element types ({} and {})",
+                dt::name(ty_of(&a)),
+                dt::name(ty_of(&b))
+            )));
+        }
+        let (ids, ty) = self.as_f32(cx, &[0, 1])?;
+        if ty == dt::BOOL {
+            return Err(cx.err("arithmetic on bool tensors is not supported"));
+        }
+        let v = self.broadcast_all(cx, &ids)?;
+        let r = self.add(cx, Op::Binary(op), &[v[0], v[1]])?;
+        self.back(cx, r, ty)
+    }
+
+    /// Max, Min, Sum, Mean: variadic with broadcasting.
+    pub fn variadic(&mut self, cx: &Ctx, op: BinaryOp, mean: bool) -> R<Outs> {
+        if cx.n_inputs() == 0 {
+            return Err(cx.err("it needs at least one input"));
+        }
+        let js: Vec<usize> = (0..cx.n_inputs()).collect();
+        let (ids, ty) = self.as_f32(cx, &js)?;
+        let v = self.broadcast_all(cx, &ids)?;
+        let mut acc = v[0];
+        for &x in &v[1..] {
+            acc = self.add(cx, Op::Binary(op), &[acc, x])?;
+        }
+        if mean {
+            let d = self.dims(acc);
+            let n = self.splat(cx, v.len() as f32, &d)?;
+            acc = self.add(cx, Op::Binary(BinaryOp::Divide), &[acc, n])?;
+        }
+        self.back(cx, acc, ty)
+    }
+
+    /// Equal, Less, Greater, LessOrEqual, GreaterOrEqual.
+    pub fn compare_op(&mut self, cx: &Ctx, dir: CompareDir) -> R<Outs> {
+        cx.arity(2, 2)?;
+        if let (Val::Const(x), Val::Const(y)) = (self.input(cx, 0)?, self.input(cx, 1)?) {
+            if is_int_type(x.ty) && is_int_type(y.ty) {
+                let f = |p: i64, q: i64| {
+                    Some(match dir {
+                        CompareDir::Eq => p == q,
+                        CompareDir::Ne => p != q,
+                        CompareDir::Lt => p < q,
+                        CompareDir::Le => p <= q,
+                        CompareDir::Gt => p > q,
+                        CompareDir::Ge => p >= q,
+                    } as i64)
+                };
+                if let Some(c) = fold2(&x, &y, f) {
+                    return Ok(konst(c.cast(dt::BOOL)));
+                }
+            }
+        }
+        let (ids, _) = self.as_f32(cx, &[0, 1])?;
+        let v = self.broadcast_all(cx, &ids)?;
+        let r = self.add(cx, Op::Compare(dir), &[v[0], v[1]])?;
+        Ok(rt(r, dt::BOOL))
+    }
+
+    /// Not, And, Or, Xor (on 0/1 in f32).
+    pub fn logic(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
+        let n = if op == "Not" { 1 } else { 2 };
+        cx.arity(n, n)?;
+        for j in 0..n {
+            if ty_of(&self.input(cx, j)?) != dt::BOOL {
+                return Err(cx.err(format!("input {j} must be bool")));
+            }
+        }
+        let js: Vec<usize> = (0..n).collect();
+        let (ids, _) = self.as_f32(cx, &js)?;
+        let v = self.broadcast_all(cx, &ids)?;
+        let d = self.dims(v[0]);
+        let zero = self.splat(cx, 0.0, &d)?;
+        let r = match op {
+            "Not" => self.add(cx, Op::Compare(CompareDir::Eq), &[v[0], zero])?,
+            "Xor" => self.add(cx, Op::Compare(CompareDir::Ne), &[v[0], v[1]])?,
+            _ => {
+                let b = if op == "And" {
+                    BinaryOp::Minimum
+                } else {
+                    BinaryOp::Maximum
+                };
+                let m = self.add(cx, Op::Binary(b), &[v[0], v[1]])?;
+                self.add(cx, Op::Compare(CompareDir::Ne), &[m, zero])?
+            }
+        };
+        Ok(rt(r, dt::BOOL))
+    }
+
+    /// Where(cond, x, y).
+    pub fn where_op(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(3, 3)?;
+        let (c, cty) = self.rt(cx, 0)?;
+        if cty != dt::BOOL {
+            return Err(cx.err("input 0 (condition) must be bool"));
+        }
+        let (xs, ty) = self.as_f32(cx, &[1, 2])?;
+        let v = self.broadcast_all(cx, &[c, xs[0], xs[1]])?;
+        let r = self.select(cx, v[0], v[1], v[2])?;
+        self.back(cx, r, ty)
+    }
+
+    /// Clip(x, min?, max?).
+    pub fn clip(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 3)?;
+        let (ids, ty) = self.as_f32(cx, &[0])?;
+        let x = ids[0];
+        let bound = |me: &mut Self, j: usize, default: f32| -> R<InstId> {
+            if !cx.has_input(j) {
+                return Ok(me.b.scalar("constant", default));
+            }
+            let (id, _) = me.rt(cx, j)?;
+            if !me.dims(id).iter().all(|&d| d == 1) {
+                return Err(cx.err(format!("input {j} must be a scalar")));
+            }
+            let id = me.convert(cx, id, DType::F32)?;
+            me.reshape(cx, id, Vec::new())
+        };
+        let lo = bound(self, 1, f32::NEG_INFINITY)?;
+        let hi = bound(self, 2, f32::INFINITY)?;
+        let r = self.add(cx, Op::Clamp, &[lo, x, hi])?;
+        self.back(cx, r, ty)
+    }
+
+    /// Cast / CastLike.
+    pub fn cast(&mut self, cx: &Ctx, like: bool) -> R<Outs> {
+        let to = if like {
+            cx.arity(2, 2)?;
+            ty_of(&self.input(cx, 1)?)
+        } else {
+            cx.arity(1, 1)?;
+            cx.attr_i("to")?
+                .ok_or_else(|| cx.attr_err("to", "is required"))? as i32
+        };
+        let Some(d) = runtime_dtype(to) else {
+            return Err(cx.attr_err(
+                "to",
+                format!(
+                    "casting to {} is not supported (float32, float64, integers and bool are)",
+                    dt::name(to)
+                ),
+            ));
+        };
+        let x = self.input(cx, 0)?;
+        if runtime_dtype(ty_of(&x)).is_none() {
+            return Err(cx.err(format!(
+                "casting from {} is not supported",
+                dt::name(ty_of(&x))
+            )));
+        }
+        if let Val::Const(c) = &x {
+            return Ok(konst(c.cast(to)));
+        }
+        let (id, from) = self.rt(cx, 0)?;
+        // float → int truncates toward zero, as Convert does.
+        let id = if is_float_type(to) && from == dt::BOOL {
+            self.convert(cx, id, DType::F32)?
+        } else {
+            self.convert(cx, id, d)?
+        };
+        Ok(rt(id, to))
+    }
+
+    /// A float-only unary function built by `f`.
+    pub fn unary_with(
+        &mut self,
+        cx: &Ctx,
+        f: impl FnOnce(&mut Self, &Ctx, InstId, &[usize]) -> R<InstId>,
+    ) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let x = self.rt_f32(cx, 0)?;
+        let d = self.dims(x);
+        let r = f(self, cx, x, &d)?;
+        Ok(rt(r, dt::FLOAT))
+    }
+
+    /// Abs and Neg also take integers.
+    pub fn abs_neg(&mut self, cx: &Ctx, u: UnaryOp) -> R<Outs> {
+        cx.arity(1, 1)?;
+        if let Val::Const(c) = self.input(cx, 0)? {
+            if is_int_type(c.ty) {
+                let v = c.as_i64();
+                let v = v
+                    .iter()
+                    .map(|&x| if u == UnaryOp::Abs { x.abs() } else { -x })
+                    .collect();
+                return Ok(konst(ConstTensor {
+                    ty: c.ty,
+                    dims: c.dims.clone(),
+                    values: Values::I(v),
+                }));
+            }
+        }
+        let (ids, ty) = self.as_f32(cx, &[0])?;
+        let r = self.add(cx, Op::Unary(u), &[ids[0]])?;
+        self.back(cx, r, ty)
+    }
+
+    pub fn bin(&mut self, cx: &Ctx, op: BinaryOp, a: InstId, b: InstId) -> R<InstId> {
+        self.add(cx, Op::Binary(op), &[a, b])
+    }
+
+    fn un(&mut self, cx: &Ctx, op: UnaryOp, a: InstId) -> R<InstId> {
+        self.add(cx, Op::Unary(op), &[a])
+    }
+
+    /// log(1 + e^x), computed as max(x, 0) + log(1 + e^-|x|) so large |x| neither overflows
+    /// nor loses the linear part.
+    fn softplus(&mut self, cx: &Ctx, x: InstId, d: &[usize]) -> R<InstId> {
+        let zero = self.splat(cx, 0.0, d)?;
+        let one = self.splat(cx, 1.0, d)?;
+        let pos = self.bin(cx, BinaryOp::Maximum, x, zero)?;
+        let ax = self.un(cx, UnaryOp::Abs, x)?;
+        let nax = self.un(cx, UnaryOp::Negate, ax)?;
+        let e = self.un(cx, UnaryOp::Exp, nax)?;
+        let e1 = self.bin(cx, BinaryOp::Add, one, e)?;
+        let l = self.un(cx, UnaryOp::Log, e1)?;
+        self.bin(cx, BinaryOp::Add, pos, l)
+    }
+
+    /// The activation functions and float unary ops.
+    pub fn activation(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
+        let alpha_default = match op {
+            "LeakyRelu" => 0.01,
+            "HardSigmoid" => 0.2,
+            "Selu" => SELU_ALPHA,
+            _ => 1.0,
+        };
+        let alpha = cx.attr_f_or("alpha", alpha_default)?;
+        let beta = cx.attr_f_or("beta", 0.5)?;
+        let gamma = cx.attr_f_or("gamma", SELU_GAMMA)?;
+        let op = op.to_string();
+        self.unary_with(cx, move |me, cx, x, d| {
+            let u = |me: &mut Importer, u: UnaryOp, a| me.un(cx, u, a);
+            match op.as_str() {
+                "Relu" => {
+                    let z = me.splat(cx, 0.0, d)?;
+                    me.bin(cx, BinaryOp::Maximum, x, z)
+                }
+                "Sigmoid" => u(me, UnaryOp::Logistic, x),
+                "Tanh" => u(me, UnaryOp::Tanh, x),
+                "Exp" => u(me, UnaryOp::Exp, x),
+                "Log" => u(me, UnaryOp::Log, x),
+                "Sqrt" => u(me, UnaryOp::Sqrt, x),
+                "Erf" => u(me, UnaryOp::Erf, x),
+                "Reciprocal" => {
+                    let one = me.splat(cx, 1.0, d)?;
+                    me.bin(cx, BinaryOp::Divide, one, x)
+                }
+                "LeakyRelu" | "Elu" | "Selu" => {
+                    let z = me.splat(cx, 0.0, d)?;
+                    let neg = me.add(cx, Op::Compare(CompareDir::Lt), &[x, z])?;
+                    let a = me.splat(cx, alpha, d)?;
+                    let lo = if op == "LeakyRelu" {
+                        me.bin(cx, BinaryOp::Multiply, x, a)?
+                    } else {
+                        let e = u(me, UnaryOp::Exp, x)?;
+                        let one = me.splat(cx, 1.0, d)?;
+                        let em1 = me.bin(cx, BinaryOp::Subtract, e, one)?;
+                        me.bin(cx, BinaryOp::Multiply, a, em1)?
+                    };
+                    if op == "Selu" {
+                        let neg = me.add(cx, Op::Compare(CompareDir::Le), &[x, z])?;
+                        let s = me.select(cx, neg, lo, x)?;
+                        let g = me.splat(cx, gamma, d)?;
+                        me.bin(cx, BinaryOp::Multiply, g, s)
+                    } else {
+                        me.select(cx, neg, lo, x)
+                    }
+                }
+                "Celu" => {
+                    let z = me.splat(cx, 0.0, d)?;
+                    let a = me.splat(cx, alpha, d)?;
+                    let one = me.splat(cx, 1.0, d)?;
+                    let xa = me.bin(cx, BinaryOp::Divide, x, a)?;
+                    let e = u(me, UnaryOp::Exp, xa)?;
+                    let em1 = me.bin(cx, BinaryOp::Subtract, e, one)?;
+                    let ae = me.bin(cx, BinaryOp::Multiply, a, em1)?;
+                    let lo = me.bin(cx, BinaryOp::Minimum, z, ae)?;
+                    let hi = me.bin(cx, BinaryOp::Maximum, z, x)?;
+                    me.bin(cx, BinaryOp::Add, hi, lo)
+                }
+                "HardSigmoid" | "HardSwish" => {
+                    let (a, bt) = if op == "HardSwish" {
+                        (1.0 / 6.0, 0.5)
+                    } else {
+                        (alpha, beta)
+                    };
+                    let a = me.splat(cx, a, d)?;
+                    let bt = me.splat(cx, bt, d)?;
+                    let ax = me.bin(cx, BinaryOp::Multiply, a, x)?;
+                    let axb = me.bin(cx, BinaryOp::Add, ax, bt)?;
+                    let lo = me.b.scalar("constant", 0.0);
+                    let hi = me.b.scalar("constant", 1.0);
+                    let h = me.add(cx, Op::Clamp, &[lo, axb, hi])?;
+                    if op == "HardSwish" {
+                        me.bin(cx, BinaryOp::Multiply, x, h)
+                    } else {
+                        Ok(h)
+                    }
+                }
+                "Softplus" => me.softplus(cx, x, d),
+                "Softsign" => {
+                    let one = me.splat(cx, 1.0, d)?;
+                    let ax = u(me, UnaryOp::Abs, x)?;
+                    let den = me.bin(cx, BinaryOp::Add, one, ax)?;
+                    me.bin(cx, BinaryOp::Divide, x, den)
+                }
+                "Mish" => {
+                    let sp = me.softplus(cx, x, d)?;
+                    let t = u(me, UnaryOp::Tanh, sp)?;
+                    me.bin(cx, BinaryOp::Multiply, x, t)
+                }
+                "ThresholdedRelu" => {
+                    let a = me.splat(cx, alpha, d)?;
+                    let z = me.splat(cx, 0.0, d)?;
+                    let gt = me.add(cx, Op::Compare(CompareDir::Gt), &[x, a])?;
+                    me.select(cx, gt, x, z)
+                }
+                "Sign" => {
+                    let z = me.splat(cx, 0.0, d)?;
+                    let one = me.splat(cx, 1.0, d)?;
+                    let m1 = me.splat(cx, -1.0, d)?;
+                    let gt = me.add(cx, Op::Compare(CompareDir::Gt), &[x, z])?;
+                    let lt = me.add(cx, Op::Compare(CompareDir::Lt), &[x, z])?;
+                    let s = me.select(cx, lt, m1, z)?;
+                    me.select(cx, gt, one, s)
+                }
+                "Floor" | "Ceil" => {
+                    // trunc via f32 → i32 → f32 (exact below 2^31), then step toward -inf / +inf
+                    // where the truncation moved the other way.
+                    let i = me.convert(cx, x, DType::I32)?;
+                    let t = me.convert(cx, i, DType::F32)?;
+                    let one = me.splat(cx, 1.0, d)?;
+                    let (dir, step) = if op == "Floor" {
+                        (CompareDir::Lt, BinaryOp::Subtract)
+                    } else {
+                        (CompareDir::Gt, BinaryOp::Add)
+                    };
+                    let moved = me.add(cx, Op::Compare(dir), &[x, t])?;
+                    let stepped = me.bin(cx, step, t, one)?;
+                    let r = me.select(cx, moved, stepped, t)?;
+                    // Large or non-finite values are already integral.
+                    let big = me.splat(cx, 8_388_608.0, d)?;
+                    let ax = u(me, UnaryOp::Abs, x)?;
+                    let small = me.add(cx, Op::Compare(CompareDir::Lt), &[ax, big])?;
+                    me.select(cx, small, r, x)
+                }
+                other => Err(cx.err(format!("internal: no activation `{other}`"))),
+            }
+        })
+    }
+
+    /// PRelu(x, slope) with slope broadcast to x.
+    pub fn prelu(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let x = self.rt_f32(cx, 0)?;
+        let s = self.rt_f32(cx, 1)?;
+        let d = self.dims(x);
+        let s = self.stretch(cx, s, &d)?;
+        let z = self.splat(cx, 0.0, &d)?;
+        let neg = self.add(cx, Op::Compare(CompareDir::Lt), &[x, z])?;
+        let sx = self.bin(cx, BinaryOp::Multiply, s, x)?;
+        let r = self.select(cx, neg, sx, x)?;
+        Ok(rt(r, dt::FLOAT))
+    }
+
+    /// Gelu (opset 20): `approximate` none or tanh.
+    pub fn gelu(&mut self, cx: &Ctx) -> R<Outs> {
+        let approx = cx.attr_s("approximate")?.unwrap_or_else(|| "none".into());
+        if approx != "none" && approx != "tanh" {
+            return Err(cx.attr_err(
+                "approximate",
+                format!("expected `none` or `tanh`, found `{approx}`"),
+            ));
+        }
+        self.unary_with(cx, move |me, cx, x, d| {
+            let inner = if approx == "none" {
+                let c = me.splat(cx, std::f32::consts::FRAC_1_SQRT_2, d)?;
+                let s = me.bin(cx, BinaryOp::Multiply, x, c)?;
+                me.un(cx, UnaryOp::Erf, s)?
+            } else {
+                let x2 = me.bin(cx, BinaryOp::Multiply, x, x)?;
+                let x3 = me.bin(cx, BinaryOp::Multiply, x2, x)?;
+                let c = me.splat(cx, 0.044715, d)?;
+                let cx3 = me.bin(cx, BinaryOp::Multiply, x3, c)?;
+                let sum = me.bin(cx, BinaryOp::Add, x, cx3)?;
+                let k = me.splat(cx, (2.0f64 / std::f64::consts::PI).sqrt() as f32, d)?;
+                let arg = me.bin(cx, BinaryOp::Multiply, sum, k)?;
+                me.un(cx, UnaryOp::Tanh, arg)?
+            };
+            let one = me.splat(cx, 1.0, d)?;
+            let p1 = me.bin(cx, BinaryOp::Add, one, inner)?;
+            let half = me.splat(cx, 0.5, d)?;
+            let hx = me.bin(cx, BinaryOp::Multiply, x, half)?;
+            me.bin(cx, BinaryOp::Multiply, hx, p1)
+        })
+    }
+}

@@ -1,0 +1,295 @@
+//! ONNX model → HLO module.
+//!
+//! Contract: [`import`] decodes a serialised `ModelProto` with `prost` (a truncated or corrupt
+//! file is "not an ONNX model: ..."), checks the default-domain opset ([`MIN_OPSET`] to
+//! [`MAX_OPSET`]), and lowers the graph node by node to the primitives of `ir::inst`. Graph inputs
+//! that are not initializers become entry parameters (in graph order, names sanitised into C
+//! identifiers and deduplicated) unless a weight or an [`ImportOptions::constants`] tensor binds
+//! them, in which case they become constants; initializers are constants. Graph outputs keep their
+//! names the same way. Shapes are static: every input dim must be known. Values the importer needs
+//! at import time (Reshape's shape, Slice's starts, axes, pads, ...) must be compile-time constants:
+//! initializers, `Constant`/`ConstantOfShape` results, `Shape` of a static shape, or integer
+//! arithmetic on those, which is folded here ([`tensor::ConstTensor`]). Integers live in i32 at run
+//! time (an int64 output is an i32 output). Every error names the node (index, name, op_type),
+//! says what is unsupported and, where possible, how to fix it. Nothing here panics on any input.
+//! The op set and its limits are listed in `docs/import.md`.
+
+mod context;
+mod dispatch;
+mod elementwise;
+mod nn;
+mod reduce;
+mod shape_ops;
+mod tensor;
+
+use super::Bindings;
+use super::onnx_proto::{ModelProto, TensorProto, data_type as dt, type_proto};
+use crate::ir::{Builder, Literal, Module, Shape};
+use crate::spec::weights::WeightStore;
+use crate::spec::{SpecError, SpecErrorKind, sanitize};
+use context::{Ctx, Importer, Val};
+use prost::Message;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+pub use tensor::ConstTensor;
+
+/// The ONNX messages, for tools and tests that read `.pb` tensors or build models.
+pub mod proto {
+    pub use super::super::onnx_proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+        StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+        attribute_type, data_type, tensor_shape_proto, type_proto,
+    };
+}
+
+/// Oldest default-domain opset we import: opset 13 moved Squeeze/Unsqueeze/ReduceSum axes and
+/// Split sizes to inputs and gave Softmax its single-axis meaning; older models need
+/// `onnx.version_converter`.
+pub const MIN_OPSET: i64 = 13;
+/// Newest default-domain opset we import (ONNX 1.23). Versions 22 to 28 of the ops we support
+/// only add element types (bfloat16, float8, int4, ...) that we reject per tensor anyway.
+pub const MAX_OPSET: i64 = 28;
+
+/// Options of [`import_with`].
+#[derive(Debug, Default, Clone)]
+pub struct ImportOptions {
+    /// Graph inputs to bind to these tensors, by graph name: they become compile-time constants
+    /// (as initializers are), so an input such as Reshape's `shape` can be fed by a test.
+    pub constants: HashMap<String, TensorProto>,
+}
+
+/// Imports a serialised ONNX `ModelProto`.
+pub fn import(
+    path: &Path,
+    bytes: &[u8],
+    name: &str,
+    bindings: &mut Bindings,
+) -> Result<Module, SpecError> {
+    import_with(path, bytes, name, bindings, &ImportOptions::default())
+}
+
+/// Imports with weight bindings and options, then verifies the module (as `import::load_file`
+/// does); for tools and tests.
+pub fn import_file_with(
+    path: &Path,
+    bytes: &[u8],
+    name: &str,
+    options: &ImportOptions,
+) -> Result<Module, SpecError> {
+    let weights = WeightStore::empty();
+    let mut bindings = Bindings::new(&weights);
+    let m = import_with(path, bytes, name, &mut bindings, options)?;
+    crate::ir::verify(&m).map_err(|e| {
+        SpecError::new(
+            path,
+            SpecErrorKind::Invalid(format!(
+                "internal compiler error: the imported module fails verification (please report this): {e}"
+            )),
+        )
+    })?;
+    Ok(m)
+}
+
+/// Decodes one serialised `TensorProto` (a `.pb` file of the ONNX test data) as a
+/// compile-time tensor.
+pub fn decode_tensor(bytes: &[u8]) -> Result<(String, ConstTensor), String> {
+    let t = TensorProto::decode(bytes).map_err(|e| format!("not an ONNX TensorProto: {e}"))?;
+    let c = ConstTensor::from_proto(&t)?;
+    Ok((t.name, c))
+}
+
+fn model_error(path: &Path, msg: String) -> SpecError {
+    SpecError::new(path, SpecErrorKind::Invalid(msg))
+}
+
+/// Imports with options (see [`ImportOptions`]).
+pub fn import_with(
+    path: &Path,
+    bytes: &[u8],
+    name: &str,
+    bindings: &mut Bindings,
+    options: &ImportOptions,
+) -> Result<Module, SpecError> {
+    let model = ModelProto::decode(bytes).map_err(|e| {
+        model_error(path, format!("not an ONNX model: the protobuf does not decode ({e})"))
+            .hint("the file may be truncated or not an .onnx file; re-export it (torch.onnx.export, tf2onnx)")
+    })?;
+    let Some(graph) = model.graph.as_ref() else {
+        return Err(model_error(
+            path,
+            "not an ONNX model: the ModelProto has no graph".into(),
+        ));
+    };
+    let mut opset = None;
+    for o in &model.opset_import {
+        if o.domain.is_empty() || o.domain == "ai.onnx" {
+            opset = Some(o.version);
+        }
+    }
+    let opset = opset.unwrap_or(if model.opset_import.is_empty() { 1 } else { 0 });
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+        return Err(model_error(
+            path,
+            format!(
+                "the model imports opset {opset} of the default ONNX domain; opsets {MIN_OPSET} to {MAX_OPSET} are supported"
+            ),
+        )
+        .hint(format!(
+            "convert it: onnx.version_converter.convert_version(model, {})",
+            if opset < MIN_OPSET { MIN_OPSET } else { MAX_OPSET }
+        )));
+    }
+    let mut imp = Importer::new(Builder::new(name));
+
+    // Initializers are constants.
+    let mut initialized = HashSet::new();
+    for t in &graph.initializer {
+        let c = ConstTensor::from_proto(t).map_err(|m| {
+            model_error(path, format!("initializer `{}`: {m}", t.name))
+                .hint("re-export the model with float32 weights stored inside the .onnx file")
+        })?;
+        initialized.insert(t.name.clone());
+        imp.env.insert(t.name.clone(), Val::Const(c.into()));
+    }
+
+    // Graph inputs: bound (options, weights) or parameters.
+    let mut used_names = HashSet::new();
+    for vi in &graph.input {
+        if initialized.contains(&vi.name) {
+            continue;
+        }
+        let input_err = |m: String| model_error(path, format!("graph input `{}`: {m}", vi.name));
+        if let Some(t) = options.constants.get(&vi.name) {
+            let c = ConstTensor::from_proto(t).map_err(input_err)?;
+            imp.env.insert(vi.name.clone(), Val::Const(c.into()));
+            continue;
+        }
+        let Some(type_proto::Value::TensorType(tt)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        else {
+            return Err(input_err(
+                "it is not a tensor (sequences, maps and optionals are not supported)".into(),
+            ));
+        };
+        let Some(shape) = tt.shape.as_ref() else {
+            return Err(input_err("its shape is unknown".into())
+                .hint("export the model with fixed input shapes (no dynamic axes)"));
+        };
+        let mut dims = Vec::new();
+        for (i, d) in shape.dim.iter().enumerate() {
+            use super::onnx_proto::tensor_shape_proto::dimension::Value as D;
+            match &d.value {
+                Some(D::DimValue(v)) if *v >= 0 => dims.push(*v as usize),
+                Some(D::DimParam(p)) => {
+                    return Err(input_err(format!("dimension {i} is symbolic (`{p}`)"))
+                        .hint("export the model with fixed input shapes (no dynamic axes), or fix them with onnx.tools.update_model_dims"));
+                }
+                _ => {
+                    return Err(input_err(format!("dimension {i} is unknown"))
+                        .hint("export the model with fixed input shapes (no dynamic axes)"));
+                }
+            }
+        }
+        let Some(dtype) = tensor::runtime_dtype(tt.elem_type) else {
+            return Err(input_err(format!(
+                "its element type {} is not supported (float32, int32 and bool inputs are)",
+                dt::name(tt.elem_type)
+            )));
+        };
+        if tt.elem_type != dt::FLOAT && tt.elem_type != dt::INT32 && tt.elem_type != dt::BOOL {
+            return Err(input_err(format!(
+                "its element type is {}; run-time inputs must be float32, int32 or bool",
+                dt::name(tt.elem_type)
+            ))
+            .hint("export the input as float32/int32, or bind it to a constant"));
+        }
+        let shape = Shape::new(dtype, dims);
+        let clean = sanitize(&vi.name);
+        if let Some(lit) = bindings.take(&[vi.name.as_str(), clean.as_str()], &shape) {
+            let lit: Literal = lit.map_err(|m| SpecError::new(path, SpecErrorKind::Weight(m)))?;
+            let id = imp.b.constant(&clean, lit);
+            imp.env.insert(
+                vi.name.clone(),
+                Val::Rt {
+                    id,
+                    ty: tt.elem_type,
+                },
+            );
+            continue;
+        }
+        let pname = unique(&clean, &mut used_names);
+        let id = imp
+            .b
+            .parameter(&pname, shape)
+            .map_err(|m| input_err(m).hint("export the model with smaller fixed input shapes"))?;
+        imp.env.insert(
+            vi.name.clone(),
+            Val::Rt {
+                id,
+                ty: tt.elem_type,
+            },
+        );
+    }
+
+    for (index, node) in graph.node.iter().enumerate() {
+        let cx = Ctx { path, node, index };
+        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+            return Err(cx
+                .err(format!(
+                    "its domain `{}` is not supported (only the default ONNX domain is)",
+                    node.domain
+                ))
+                .hint("export without custom or contrib ops (e.g. onnxruntime's com.microsoft fusions)"));
+        }
+        let outs = imp.lower_node(&cx)?;
+        for (j, out) in node.output.iter().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            match outs.get(j) {
+                Some(Some(v)) => {
+                    imp.env.insert(out.clone(), v.clone());
+                }
+                _ => {
+                    return Err(cx.err(format!(
+                        "its output {j} (`{out}`) is not supported; only the first {} output(s) are",
+                        outs.iter().filter(|o| o.is_some()).count()
+                    )));
+                }
+            }
+        }
+    }
+
+    if graph.output.is_empty() {
+        return Err(model_error(path, "the graph has no outputs".into()));
+    }
+    let mut out_names = HashSet::new();
+    for vi in &graph.output {
+        let Some(v) = imp.env.get(&vi.name).cloned() else {
+            return Err(model_error(
+                path,
+                format!(
+                    "graph output `{}` is produced by no node, initializer or input",
+                    vi.name
+                ),
+            ));
+        };
+        let oname = unique(&sanitize(&vi.name), &mut out_names);
+        let id = imp
+            .materialize_val(&v)
+            .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;
+        imp.b.output(&oname, id);
+    }
+    Ok(imp.b.finish())
+}
+
+fn unique(base: &str, used: &mut HashSet<String>) -> String {
+    let mut name = base.to_string();
+    let mut n = 1;
+    while used.contains(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    used.insert(name.clone());
+    name
+}

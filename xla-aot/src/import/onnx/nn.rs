@@ -1,0 +1,661 @@
+//! Neural-network ONNX ops: Conv, Gemm, MatMul, BatchNormalization, InstanceNormalization,
+//! LayerNormalization, MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool, Softmax, LogSoftmax.
+//!
+//! Contract: all are float only. Convolutions are 2-D (`bf01_oi01->bf01`) or 1-D (run as 2-D
+//! with a unit height), with groups, strides, dilations, explicit pads or `auto_pad`; pools take
+//! any number of spatial dims, `ceil_mode` (by extra high padding that no window counts) and
+//! `count_include_pad`. Normalisations are inference forms; a `training_mode` of 1 is rejected.
+//! Softmax and LogSoftmax have opset-13 semantics (one axis, default -1), computed stably (max
+//! subtracted).
+
+use super::super::onnx_proto::data_type as dt;
+use super::context::{Ctx, Importer, R, Val, broadcast_dims};
+use super::elementwise::{Outs, rt};
+use crate::ir::shape::dims_str;
+use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
+
+/// Default epsilon of the normalisations (the ONNX spec's).
+const DEFAULT_EPSILON: f32 = 1e-5;
+
+/// Spatial padding of a conv or pool: explicit `pads` or `auto_pad`, per spatial dim.
+struct Padding {
+    low: Vec<usize>,
+    high: Vec<usize>,
+}
+
+impl Importer {
+    fn spatial_attr(&self, cx: &Ctx, name: &str, n: usize, default: usize) -> R<Vec<usize>> {
+        match cx.attr_ints(name)? {
+            None => Ok(vec![default; n]),
+            Some(v) => {
+                if v.len() != n || v.iter().any(|&x| x < 1) {
+                    return Err(cx.attr_err(
+                        name,
+                        format!("{v:?} must have {n} positive entries (one per spatial dim)"),
+                    ));
+                }
+                Ok(v.iter().map(|&x| x as usize).collect())
+            }
+        }
+    }
+
+    fn padding(
+        &self,
+        cx: &Ctx,
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[usize],
+        dil: &[usize],
+    ) -> R<Padding> {
+        let n = input.len();
+        if input.contains(&0) {
+            return Err(cx.err(format!(
+                "the spatial dims {} are empty; the compiler does not support empty tensors here",
+                dims_str(input)
+            )));
+        }
+        let auto = cx.attr_s("auto_pad")?.unwrap_or_else(|| "NOTSET".into());
+        match auto.as_str() {
+            "NOTSET" | "" => {
+                let pads = cx.attr_ints("pads")?.unwrap_or_else(|| vec![0; 2 * n]);
+                if pads.len() != 2 * n || pads.iter().any(|&p| p < 0) {
+                    return Err(cx.attr_err(
+                        "pads",
+                        format!("{pads:?} must have {} non-negative entries", 2 * n),
+                    ));
+                }
+                Ok(Padding {
+                    low: pads[..n].iter().map(|&p| p as usize).collect(),
+                    high: pads[n..].iter().map(|&p| p as usize).collect(),
+                })
+            }
+            "VALID" => Ok(Padding {
+                low: vec![0; n],
+                high: vec![0; n],
+            }),
+            "SAME_UPPER" | "SAME_LOWER" => {
+                let mut low = Vec::new();
+                let mut high = Vec::new();
+                for i in 0..n {
+                    let out = input[i].div_ceil(stride[i]);
+                    let span = (kernel[i] - 1) * dil[i] + 1;
+                    let total = ((out - 1) * stride[i] + span).saturating_sub(input[i]);
+                    let small = total / 2;
+                    if auto == "SAME_UPPER" {
+                        low.push(small);
+                        high.push(total - small);
+                    } else {
+                        low.push(total - small);
+                        high.push(small);
+                    }
+                }
+                Ok(Padding { low, high })
+            }
+            other => Err(cx.attr_err(
+                "auto_pad",
+                format!("expected NOTSET, VALID, SAME_UPPER or SAME_LOWER, found `{other}`"),
+            )),
+        }
+    }
+
+    pub fn conv(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 3)?;
+        let mut x = self.rt_f32(cx, 0)?;
+        let mut w = self.rt_f32(cx, 1)?;
+        let (mut xd, mut wd) = (self.dims(x), self.dims(w));
+        if xd.len() != wd.len() || !(3..=4).contains(&xd.len()) {
+            return Err(cx.err(format!(
+                "input {} and weight {} must both be rank 3 (1-D conv) or 4 (2-D conv); {}",
+                dims_str(&xd),
+                dims_str(&wd),
+                if xd.len() == 5 {
+                    "3-D convolutions are not supported"
+                } else {
+                    "other ranks are not supported"
+                }
+            )));
+        }
+        let n = xd.len() - 2;
+        if let Some(k) = cx.attr_ints("kernel_shape")? {
+            if k.iter().map(|&v| v as usize).ne(wd[2..].iter().copied()) {
+                return Err(cx.attr_err(
+                    "kernel_shape",
+                    format!("{k:?} does not match the weight {}", dims_str(&wd)),
+                ));
+            }
+        }
+        let stride = self.spatial_attr(cx, "strides", n, 1)?;
+        let dil = self.spatial_attr(cx, "dilations", n, 1)?;
+        let group = cx.attr_i_or("group", 1)?;
+        let c = xd[1];
+        if group < 1 || c % group as usize != 0 || wd[0] % group as usize != 0 {
+            return Err(cx.attr_err(
+                "group",
+                format!(
+                    "{group} must divide the input channels ({c}) and the output channels ({})",
+                    wd[0]
+                ),
+            ));
+        }
+        let group = group as usize;
+        if wd[1] * group != c {
+            return Err(cx.err(format!(
+                "weight {} needs {} input channels for group {group}, the input {} has {c}",
+                dims_str(&wd),
+                wd[1] * group,
+                dims_str(&xd)
+            )));
+        }
+        let p = self.padding(cx, &xd[2..], &wd[2..], &stride, &dil)?;
+        let mut window = Window {
+            size: wd[2..].to_vec(),
+            stride,
+            pad_low: p.low,
+            pad_high: p.high,
+            dilation: dil,
+        };
+        let one_d = n == 1;
+        if one_d {
+            let mut x4 = xd.clone();
+            x4.insert(2, 1);
+            let mut w4 = wd.clone();
+            w4.insert(2, 1);
+            x = self.reshape(cx, x, x4.clone())?;
+            w = self.reshape(cx, w, w4.clone())?;
+            xd = x4;
+            wd = w4;
+            window.size.insert(0, 1);
+            window.stride.insert(0, 1);
+            window.pad_low.insert(0, 0);
+            window.pad_high.insert(0, 0);
+            window.dilation.insert(0, 1);
+        }
+        for i in 0..window.rank() {
+            if window.output_extent(i, xd[2 + i]).is_none() {
+                return Err(cx.err(format!(
+                    "the kernel {} (dilations {:?}) does not fit the padded input {}",
+                    dims_str(&wd[2..]),
+                    window.dilation,
+                    dims_str(&xd)
+                )));
+            }
+        }
+        let mut y = self.add(
+            cx,
+            Op::Convolution {
+                window,
+                feature_group_count: group,
+            },
+            &[x, w],
+        )?;
+        if cx.has_input(2) {
+            let b = self.rt_f32(cx, 2)?;
+            if self.dims(b) != [wd[0]] {
+                return Err(cx.err(format!(
+                    "bias {} must be [{}] (one per output channel)",
+                    dims_str(&self.dims(b)),
+                    wd[0]
+                )));
+            }
+            let od = self.dims(y);
+            let bb = self.bcast(cx, b, vec![1], od)?;
+            y = self.bin(cx, BinaryOp::Add, y, bb)?;
+        }
+        if one_d {
+            let mut od = self.dims(y);
+            od.remove(2);
+            y = self.reshape(cx, y, od)?;
+        }
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    pub fn gemm(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 3)?;
+        let a = self.rt_f32(cx, 0)?;
+        let b = self.rt_f32(cx, 1)?;
+        let (ad, bd) = (self.dims(a), self.dims(b));
+        if ad.len() != 2 || bd.len() != 2 {
+            return Err(cx.err(format!(
+                "A {} and B {} must be matrices",
+                dims_str(&ad),
+                dims_str(&bd)
+            )));
+        }
+        let ta = cx.attr_i_or("transA", 0)? != 0;
+        let tb = cx.attr_i_or("transB", 0)? != 0;
+        let alpha = cx.attr_f_or("alpha", 1.0)?;
+        let beta = cx.attr_f_or("beta", 1.0)?;
+        let ka = if ta { ad[0] } else { ad[1] };
+        let kb = if tb { bd[1] } else { bd[0] };
+        if ka != kb {
+            return Err(cx.err(format!(
+                "inner dimensions differ: A {} (transA={}) and B {} (transB={})",
+                dims_str(&ad),
+                ta as u8,
+                dims_str(&bd),
+                tb as u8
+            )));
+        }
+        let mut y = self.add(
+            cx,
+            Op::Dot(DotDims {
+                lhs_contracting: vec![if ta { 0 } else { 1 }],
+                rhs_contracting: vec![if tb { 1 } else { 0 }],
+                ..DotDims::default()
+            }),
+            &[a, b],
+        )?;
+        let od = self.dims(y);
+        if alpha != 1.0 {
+            let s = self.splat(cx, alpha, &od)?;
+            y = self.bin(cx, BinaryOp::Multiply, y, s)?;
+        }
+        if cx.has_input(2) && beta != 0.0 {
+            let c = self.rt_f32(cx, 2)?;
+            let cd = self.dims(c);
+            if broadcast_dims(&[cd.clone(), od.clone()]).as_deref() != Some(&od[..]) {
+                return Err(cx.err(format!(
+                    "C {} does not broadcast to the result {}",
+                    dims_str(&cd),
+                    dims_str(&od)
+                )));
+            }
+            let mut c = self.stretch(cx, c, &od)?;
+            if beta != 1.0 {
+                let s = self.splat(cx, beta, &od)?;
+                c = self.bin(cx, BinaryOp::Multiply, c, s)?;
+            }
+            y = self.bin(cx, BinaryOp::Add, y, c)?;
+        }
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    pub fn matmul(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let mut a = self.rt_f32(cx, 0)?;
+        let mut b = self.rt_f32(cx, 1)?;
+        let (mut ad, mut bd) = (self.dims(a), self.dims(b));
+        if ad.is_empty() || bd.is_empty() {
+            return Err(cx.err("MatMul does not take scalars"));
+        }
+        let (a1, b1) = (ad.len() == 1, bd.len() == 1);
+        if a1 {
+            ad.insert(0, 1);
+            a = self.reshape(cx, a, ad.clone())?;
+        }
+        if b1 {
+            bd.push(1);
+            b = self.reshape(cx, b, bd.clone())?;
+        }
+        let (ra, rb) = (ad.len(), bd.len());
+        let (m, k) = (ad[ra - 2], ad[ra - 1]);
+        let (kb, n) = (bd[rb - 2], bd[rb - 1]);
+        if k != kb {
+            return Err(cx.err(format!(
+                "inner dimensions differ: {} × {}",
+                dims_str(&ad),
+                dims_str(&bd)
+            )));
+        }
+        let batch =
+            broadcast_dims(&[ad[..ra - 2].to_vec(), bd[..rb - 2].to_vec()]).ok_or_else(|| {
+                cx.err(format!(
+                    "batch dimensions of {} and {} do not broadcast",
+                    dims_str(&ad),
+                    dims_str(&bd)
+                ))
+            })?;
+        let nb = batch.len();
+        let widen = |me: &mut Self, v: InstId, dv: &[usize]| -> R<InstId> {
+            let mut full = batch.clone();
+            full.extend_from_slice(&dv[dv.len() - 2..]);
+            me.stretch(cx, v, &full)
+        };
+        let a2 = widen(self, a, &ad)?;
+        let b2 = widen(self, b, &bd)?;
+        let bdims: Vec<usize> = (0..nb).collect();
+        let mut y = self.add(
+            cx,
+            Op::Dot(DotDims {
+                lhs_batch: bdims.clone(),
+                lhs_contracting: vec![nb + 1],
+                rhs_batch: bdims,
+                rhs_contracting: vec![nb],
+            }),
+            &[a2, b2],
+        )?;
+        let mut od = batch.clone();
+        if !a1 {
+            od.push(m);
+        }
+        if !b1 {
+            od.push(n);
+        }
+        y = self.reshape(cx, y, od)?;
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    /// y = x * scale + shift per channel (dim 1).
+    fn channel_affine(&mut self, cx: &Ctx, x: InstId, scale: InstId, shift: InstId) -> R<InstId> {
+        let xd = self.dims(x);
+        let sb = self.bcast(cx, scale, vec![1], xd.clone())?;
+        let hb = self.bcast(cx, shift, vec![1], xd)?;
+        let s = self.bin(cx, BinaryOp::Multiply, x, sb)?;
+        self.bin(cx, BinaryOp::Add, s, hb)
+    }
+
+    pub fn batch_norm(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(5, 5)?;
+        if cx.attr_i_or("training_mode", 0)? != 0 {
+            return Err(cx.attr_err(
+                "training_mode",
+                "1 (batch statistics) is not supported; export the model in eval mode",
+            ));
+        }
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.len() < 2 {
+            return Err(cx.err(format!("input {} must be [N, C, ...]", dims_str(&xd))));
+        }
+        let c = xd[1];
+        let mut p = Vec::new();
+        for (j, role) in [(1, "scale"), (2, "B"), (3, "input_mean"), (4, "input_var")] {
+            let v = self.rt_f32(cx, j)?;
+            if self.dims(v) != [c] {
+                return Err(cx.err(format!(
+                    "{role} has shape {}, expected [{c}] (one per channel)",
+                    dims_str(&self.dims(v))
+                )));
+            }
+            p.push(v);
+        }
+        let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
+        // scale' = scale / sqrt(var + eps), shift = B - mean * scale': constant math when the
+        // statistics are weights (folded at compile time).
+        let e = self.splat(cx, eps, &[c])?;
+        let ve = self.bin(cx, BinaryOp::Add, p[3], e)?;
+        let inv = self.add(cx, Op::Unary(UnaryOp::Rsqrt), &[ve])?;
+        let scale = self.bin(cx, BinaryOp::Multiply, p[0], inv)?;
+        let ms = self.bin(cx, BinaryOp::Multiply, p[2], scale)?;
+        let shift = self.bin(cx, BinaryOp::Subtract, p[1], ms)?;
+        let y = self.channel_affine(cx, x, scale, shift)?;
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    /// Mean and 1/sqrt(var + eps) of `x` over `axes` (not kept), and `x - mean`.
+    fn moments(
+        &mut self,
+        cx: &Ctx,
+        x: InstId,
+        axes: &[usize],
+        eps: f32,
+    ) -> R<(InstId, InstId, InstId)> {
+        let xd = self.dims(x);
+        let count: usize = axes.iter().map(|&a| xd[a]).product();
+        let s = self.reduce_raw(cx, ReduceKind::Add, x, axes)?;
+        let kd = self.dims(s);
+        let n = self.splat(cx, count as f32, &kd)?;
+        let mean = self.bin(cx, BinaryOp::Divide, s, n)?;
+        let mb = self.unreduce(cx, mean, axes, &xd)?;
+        let xc = self.bin(cx, BinaryOp::Subtract, x, mb)?;
+        let sq = self.bin(cx, BinaryOp::Multiply, xc, xc)?;
+        let ss = self.reduce_raw(cx, ReduceKind::Add, sq, axes)?;
+        let var = self.bin(cx, BinaryOp::Divide, ss, n)?;
+        let e = self.splat(cx, eps, &kd)?;
+        let ve = self.bin(cx, BinaryOp::Add, var, e)?;
+        let inv = self.add(cx, Op::Unary(UnaryOp::Rsqrt), &[ve])?;
+        Ok((mean, inv, xc))
+    }
+
+    pub fn instance_norm(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(3, 3)?;
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.len() < 3 {
+            return Err(cx.err(format!(
+                "input {} must be [N, C, spatial...]",
+                dims_str(&xd)
+            )));
+        }
+        let scale = self.rt_f32(cx, 1)?;
+        let bias = self.rt_f32(cx, 2)?;
+        for (v, role) in [(scale, "scale"), (bias, "B")] {
+            if self.dims(v) != [xd[1]] {
+                return Err(cx.err(format!("{role} must be [{}] (one per channel)", xd[1])));
+            }
+        }
+        let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
+        let axes: Vec<usize> = (2..xd.len()).collect();
+        let (_, inv, xc) = self.moments(cx, x, &axes, eps)?;
+        let ib = self.unreduce(cx, inv, &axes, &xd)?;
+        let y = self.bin(cx, BinaryOp::Multiply, xc, ib)?;
+        let zero = self.splat(cx, 0.0, &[xd[1]])?;
+        let y = self.channel_affine(cx, y, scale, zero)?;
+        let bb = self.bcast(cx, bias, vec![1], xd)?;
+        let y = self.bin(cx, BinaryOp::Add, y, bb)?;
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    pub fn layer_norm(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 3)?;
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
+        }
+        let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
+        let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
+        let axes: Vec<usize> = (axis..xd.len()).collect();
+        let (mean, inv, xc) = self.moments(cx, x, &axes, eps)?;
+        let ib = self.unreduce(cx, inv, &axes, &xd)?;
+        let mut y = self.bin(cx, BinaryOp::Multiply, xc, ib)?;
+        let s = self.rt_f32(cx, 1)?;
+        let s = self.stretch(cx, s, &xd)?;
+        y = self.bin(cx, BinaryOp::Multiply, y, s)?;
+        if cx.has_input(2) {
+            let b = self.rt_f32(cx, 2)?;
+            let b = self.stretch(cx, b, &xd)?;
+            y = self.bin(cx, BinaryOp::Add, y, b)?;
+        }
+        let kd: Vec<usize> = (0..xd.len())
+            .map(|i| if i < axis { xd[i] } else { 1 })
+            .collect();
+        let mean = self.reshape(cx, mean, kd.clone())?;
+        let inv = self.reshape(cx, inv, kd)?;
+        Ok(vec![
+            Some(Val::Rt {
+                id: y,
+                ty: dt::FLOAT,
+            }),
+            Some(Val::Rt {
+                id: mean,
+                ty: dt::FLOAT,
+            }),
+            Some(Val::Rt {
+                id: inv,
+                ty: dt::FLOAT,
+            }),
+        ])
+    }
+
+    pub fn softmax(&mut self, cx: &Ctx, log: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
+        }
+        let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
+        let m = self.reduce_raw(cx, ReduceKind::Max, x, &[axis])?;
+        let mb = self.unreduce(cx, m, &[axis], &xd)?;
+        let sh = self.bin(cx, BinaryOp::Subtract, x, mb)?;
+        let e = self.add(cx, Op::Unary(UnaryOp::Exp), &[sh])?;
+        let s = self.reduce_raw(cx, ReduceKind::Add, e, &[axis])?;
+        let y = if log {
+            let ls = self.add(cx, Op::Unary(UnaryOp::Log), &[s])?;
+            let lb = self.unreduce(cx, ls, &[axis], &xd)?;
+            self.bin(cx, BinaryOp::Subtract, sh, lb)?
+        } else {
+            let sb = self.unreduce(cx, s, &[axis], &xd)?;
+            self.bin(cx, BinaryOp::Divide, e, sb)?
+        };
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    pub fn global_pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.len() < 3 {
+            return Err(cx.err(format!(
+                "input {} must be [N, C, spatial...]",
+                dims_str(&xd)
+            )));
+        }
+        let axes: Vec<usize> = (2..xd.len()).collect();
+        let kind = if max {
+            ReduceKind::Max
+        } else {
+            ReduceKind::Add
+        };
+        let mut r = self.reduce_raw(cx, kind, x, &axes)?;
+        if !max {
+            let count: usize = xd[2..].iter().product();
+            let d = self.dims(r);
+            let n = self.splat(cx, count as f32, &d)?;
+            r = self.bin(cx, BinaryOp::Divide, r, n)?;
+        }
+        let mut kd = xd[..2].to_vec();
+        kd.extend(std::iter::repeat_n(1, xd.len() - 2));
+        let r = self.reshape(cx, r, kd)?;
+        Ok(rt(r, dt::FLOAT))
+    }
+
+    pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let x = self.rt_f32(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.len() < 3 {
+            return Err(cx.err(format!(
+                "input {} must be [N, C, spatial...]",
+                dims_str(&xd)
+            )));
+        }
+        let n = xd.len() - 2;
+        let Some(k) = cx.attr_ints("kernel_shape")? else {
+            return Err(cx.attr_err("kernel_shape", "is required"));
+        };
+        if k.len() != n || k.iter().any(|&v| v < 1) {
+            return Err(cx.attr_err(
+                "kernel_shape",
+                format!("{k:?} must have {n} positive entries"),
+            ));
+        }
+        if cx.attr_i_or("storage_order", 0)? != 0 {
+            return Err(cx.attr_err("storage_order", "only 0 (row-major) is supported"));
+        }
+        let k: Vec<usize> = k.iter().map(|&v| v as usize).collect();
+        let stride = self.spatial_attr(cx, "strides", n, 1)?;
+        let dil = self.spatial_attr(cx, "dilations", n, 1)?;
+        let p = self.padding(cx, &xd[2..], &k, &stride, &dil)?;
+        let ceil = cx.attr_i_or("ceil_mode", 0)? != 0;
+        let mut extra = vec![0usize; n];
+        for i in 0..n {
+            let span = (k[i] - 1) * dil[i] + 1;
+            let padded = xd[2 + i] + p.low[i] + p.high[i];
+            if span > padded {
+                return Err(cx.err(format!(
+                    "the window {:?} (dilations {dil:?}) does not fit the padded input {}",
+                    k,
+                    dims_str(&xd)
+                )));
+            }
+            if ceil {
+                let mut out = (padded - span).div_ceil(stride[i]) + 1;
+                // The last window must start inside the input or its low padding.
+                if (out - 1) * stride[i] >= xd[2 + i] + p.low[i] {
+                    out -= 1;
+                }
+                extra[i] = ((out - 1) * stride[i] + span).saturating_sub(padded);
+            }
+        }
+        let full = |v: &[usize], pad: usize| -> Vec<usize> {
+            let mut o = vec![pad; 2];
+            o.extend_from_slice(v);
+            o
+        };
+        let high: Vec<usize> = (0..n).map(|i| p.high[i] + extra[i]).collect();
+        let window = Window {
+            size: full(&k, 1),
+            stride: full(&stride, 1),
+            pad_low: full(&p.low, 0),
+            pad_high: full(&high, 0),
+            dilation: full(&dil, 1),
+        };
+        if max {
+            let r = self.add(
+                cx,
+                Op::ReduceWindow {
+                    kind: ReduceKind::Max,
+                    window,
+                },
+                &[x],
+            )?;
+            return Ok(rt(r, dt::FLOAT));
+        }
+        let include = cx.attr_i_or("count_include_pad", 0)? != 0;
+        let sum = self.add(
+            cx,
+            Op::ReduceWindow {
+                kind: ReduceKind::Add,
+                window: window.clone(),
+            },
+            &[x],
+        )?;
+        let padded_any = p.low.iter().chain(&high).any(|&v| v > 0);
+        let od = self.dims(sum);
+        let count = if !padded_any {
+            self.splat(cx, k.iter().product::<usize>() as f32, &od)?
+        } else {
+            // Cells per window that count: the same window summed over ones (a constant
+            // subgraph, folded at compile time). With count_include_pad the explicit padding
+            // counts (ones padded with ones), the ceil_mode extension never does.
+            let ones = self.splat(cx, 1.0, &xd)?;
+            if include {
+                let one = self.b.scalar("constant", 1.0);
+                let padded = self.add(
+                    cx,
+                    Op::Pad {
+                        low: full(&p.low, 0),
+                        high: full(&p.high, 0),
+                    },
+                    &[ones, one],
+                )?;
+                let w2 = Window {
+                    pad_low: vec![0; n + 2],
+                    pad_high: full(&extra, 0),
+                    ..window
+                };
+                self.add(
+                    cx,
+                    Op::ReduceWindow {
+                        kind: ReduceKind::Add,
+                        window: w2,
+                    },
+                    &[padded],
+                )?
+            } else {
+                self.add(
+                    cx,
+                    Op::ReduceWindow {
+                        kind: ReduceKind::Add,
+                        window,
+                    },
+                    &[ones],
+                )?
+            }
+        };
+        let r = self.bin(cx, BinaryOp::Divide, sum, count)?;
+        Ok(rt(r, dt::FLOAT))
+    }
+}

@@ -1,0 +1,154 @@
+//! Reductions: ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSum/LogSumExp and ArgMax/ArgMin.
+//!
+//! Contract: axes come from input 1 (ReduceSum from opset 13, every reduction from opset 18) or
+//! the `axes` attribute (the others before opset 18); both must be compile-time constants. No
+//! axes reduces everything unless `noop_with_empty_axes` makes the op an identity. `keepdims`
+//! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
+//! ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
+//! values held in i32.
+
+use super::super::onnx_proto::data_type as dt;
+use super::context::{Ctx, Importer, R};
+use super::elementwise::{Outs, rt};
+use super::tensor::runtime_dtype;
+use crate::ir::{BinaryOp, DType, InstId, Op, ReduceKind, UnaryOp};
+
+impl Importer {
+    /// Broadcasts `r` (reduced over `axes` without keepdims) back to `full`.
+    pub fn unreduce(&mut self, cx: &Ctx, r: InstId, axes: &[usize], full: &[usize]) -> R<InstId> {
+        let kept: Vec<usize> = (0..full.len()).filter(|i| !axes.contains(i)).collect();
+        self.bcast(cx, r, kept, full.to_vec())
+    }
+
+    /// A `reduce` over `axes` (sorted), or `x` itself when `axes` is empty.
+    pub fn reduce_raw(
+        &mut self,
+        cx: &Ctx,
+        kind: ReduceKind,
+        x: InstId,
+        axes: &[usize],
+    ) -> R<InstId> {
+        if axes.is_empty() {
+            return Ok(x);
+        }
+        self.add(
+            cx,
+            Op::Reduce {
+                kind,
+                dimensions: axes.to_vec(),
+            },
+            &[x],
+        )
+    }
+
+    pub fn reduce(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
+        cx.arity(1, 2)?;
+        let (x, ty) = self.rt(cx, 0)?;
+        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
+            return Err(cx.err(format!(
+                "reducing {} tensors is not supported",
+                dt::name(ty)
+            )));
+        }
+        let x = self.convert(cx, x, DType::F32)?;
+        let xd = self.dims(x);
+        let axes = if cx.has_input(1) {
+            Some(self.konst_ints(cx, 1, "axes")?)
+        } else {
+            cx.attr_ints("axes")?
+        };
+        let keep = cx.attr_i_or("keepdims", 1)? != 0;
+        let noop = cx.attr_i_or("noop_with_empty_axes", 0)? != 0;
+        let axes: Vec<usize> = match axes {
+            Some(a) if !a.is_empty() => cx.axes("axes", &a, xd.len())?,
+            _ if noop => {
+                let back = self.convert(cx, x, runtime_dtype(ty).unwrap_or(DType::F32))?;
+                return Ok(rt(back, ty));
+            }
+            _ => (0..xd.len()).collect(),
+        };
+        if xd.contains(&0) {
+            return Err(cx.err("reducing an empty tensor is not supported"));
+        }
+        let count: usize = axes.iter().map(|&a| xd[a]).product();
+        let u = |me: &mut Self, op: UnaryOp, v: InstId| me.add(cx, Op::Unary(op), &[v]);
+        let mut r = match op {
+            "ReduceSum" => self.reduce_raw(cx, ReduceKind::Add, x, &axes)?,
+            "ReduceMax" => self.reduce_raw(cx, ReduceKind::Max, x, &axes)?,
+            "ReduceMin" => self.reduce_raw(cx, ReduceKind::Min, x, &axes)?,
+            "ReduceMean" => {
+                let s = self.reduce_raw(cx, ReduceKind::Add, x, &axes)?;
+                let d = self.dims(s);
+                let n = self.splat(cx, count as f32, &d)?;
+                self.add(cx, Op::Binary(BinaryOp::Divide), &[s, n])?
+            }
+            "ReduceSumSquare" | "ReduceL2" => {
+                let sq = self.add(cx, Op::Binary(BinaryOp::Multiply), &[x, x])?;
+                let s = self.reduce_raw(cx, ReduceKind::Add, sq, &axes)?;
+                if op == "ReduceL2" {
+                    u(self, UnaryOp::Sqrt, s)?
+                } else {
+                    s
+                }
+            }
+            "ReduceL1" => {
+                let a = u(self, UnaryOp::Abs, x)?;
+                self.reduce_raw(cx, ReduceKind::Add, a, &axes)?
+            }
+            "ReduceLogSum" => {
+                let s = self.reduce_raw(cx, ReduceKind::Add, x, &axes)?;
+                u(self, UnaryOp::Log, s)?
+            }
+            "ReduceLogSumExp" => {
+                // m + log(sum(exp(x - m))): no overflow for large x.
+                let m = self.reduce_raw(cx, ReduceKind::Max, x, &axes)?;
+                let mb = self.unreduce(cx, m, &axes, &xd)?;
+                let sh = self.add(cx, Op::Binary(BinaryOp::Subtract), &[x, mb])?;
+                let e = u(self, UnaryOp::Exp, sh)?;
+                let s = self.reduce_raw(cx, ReduceKind::Add, e, &axes)?;
+                let l = u(self, UnaryOp::Log, s)?;
+                self.add(cx, Op::Binary(BinaryOp::Add), &[l, m])?
+            }
+            other => return Err(cx.err(format!("internal: no reduction `{other}`"))),
+        };
+        if keep {
+            let kd: Vec<usize> = (0..xd.len())
+                .map(|i| if axes.contains(&i) { 1 } else { xd[i] })
+                .collect();
+            r = self.reshape(cx, r, kd)?;
+        }
+        let r = self.convert(cx, r, runtime_dtype(ty).unwrap_or(DType::F32))?;
+        Ok(rt(r, ty))
+    }
+
+    pub fn arg_extreme(&mut self, cx: &Ctx, min: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
+        if cx.attr_i_or("select_last_index", 0)? != 0 {
+            return Err(cx.attr_err(
+                "select_last_index",
+                "1 (the last extreme index) is not supported; only 0 (the first) is",
+            ));
+        }
+        let (x, ty) = self.rt(cx, 0)?;
+        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
+            return Err(cx.err(format!("{} inputs are not supported", dt::name(ty))));
+        }
+        let mut x = self.convert(cx, x, DType::F32)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
+        }
+        let axis = cx.axis("axis", cx.attr_i_or("axis", 0)?, xd.len())?;
+        let keep = cx.attr_i_or("keepdims", 1)? != 0;
+        if min {
+            x = self.add(cx, Op::Unary(UnaryOp::Negate), &[x])?;
+        }
+        let mut r = self.add(cx, Op::Argmax { dimension: axis }, &[x])?;
+        if keep {
+            let mut kd = xd.clone();
+            kd[axis] = 1;
+            r = self.reshape(cx, r, kd)?;
+        }
+        Ok(rt(r, dt::INT64))
+    }
+}

@@ -1,0 +1,333 @@
+//! The ONNX importer's errors and names, on small models built here with the prost messages:
+//! every bad input is a clear error naming the node (or says the file is not a model), and a
+//! good model imports with sanitised, deduplicated names and runs.
+
+mod common;
+
+use prost::Message;
+use std::path::{Path, PathBuf};
+use xla_aot::import::onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
+    type_proto,
+};
+use xla_aot::import::{Format, load_file};
+use xla_aot::ir::Literal;
+
+fn value(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: elem,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| tensor_shape_proto::Dimension {
+                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+                        })
+                        .collect(),
+                }),
+            })),
+        }),
+    }
+}
+
+fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        name: name.into(),
+        op_type: op.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn model(
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> ModelProto {
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        producer_name: "onnx_import.rs".into(),
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A small conv net: x[1,2,5,5] → Conv(w initializer, pads 1) → Relu → y.
+fn conv_relu() -> ModelProto {
+    let w: Vec<f32> = (0..3 * 2 * 3 * 3)
+        .map(|i| ((i % 7) as f32 - 3.0) * 0.1)
+        .collect();
+    let mut conv = node("conv0", "Conv", &["x.in", "w"], &["c"]);
+    conv.attribute.push(AttributeProto {
+        name: "pads".into(),
+        r#type: attribute_type::INTS,
+        ints: vec![1, 1, 1, 1],
+        ..Default::default()
+    });
+    let mut m = model(
+        vec![conv, node("relu0", "Relu", &["c"], &["y:0"])],
+        vec![value("x.in", data_type::FLOAT, &[1, 2, 5, 5])],
+        vec![value("y:0", data_type::FLOAT, &[1, 3, 5, 5])],
+    );
+    m.graph.as_mut().unwrap().initializer.push(TensorProto {
+        name: "w".into(),
+        dims: vec![3, 2, 3, 3],
+        data_type: data_type::FLOAT,
+        float_data: w,
+        ..Default::default()
+    });
+    m
+}
+
+fn write(tag: &str, bytes: &[u8]) -> PathBuf {
+    let dir = common::scratch(&format!("onnx-import-{tag}"));
+    let p = dir.join(format!("{tag}.onnx"));
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn import_err(tag: &str, bytes: &[u8]) -> String {
+    let p = write(tag, bytes);
+    match load_file(&p, Format::Onnx) {
+        Ok(_) => panic!("{tag}: imported, expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn load(p: &Path) -> xla_aot::ir::Module {
+    load_file(p, Format::Onnx)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .module
+}
+
+#[test]
+fn a_conv_net_imports_with_c_names_and_matches_the_interpreter() {
+    let p = write("convnet", &conv_relu().encode_to_vec());
+    let m = load(&p);
+    assert_eq!(m.name, "convnet");
+    let params = m.entry.parameters();
+    assert_eq!(params.len(), 1, "the weight is a constant, not an input");
+    assert_eq!(m.entry.inst(params[0]).name, "x_in");
+    assert_eq!(m.entry.outputs[0].name, "y_0");
+    let x = Literal::from_f32(
+        vec![1, 2, 5, 5],
+        &(0..50).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(),
+    );
+    let want = xla_aot::interp::evaluate(&m, std::slice::from_ref(&x)).unwrap();
+    let got = xla_aot::codegen::jit::run(&m, &[x]).unwrap();
+    common::check_close(&got[0], &want[0]).unwrap();
+    // Relu of a 3x3 conv with padding 1: [1, 3, 5, 5].
+    assert_eq!(got[0].dims, vec![1, 3, 5, 5]);
+}
+
+#[test]
+fn a_truncated_model_is_not_an_onnx_model() {
+    let bytes = conv_relu().encode_to_vec();
+    let e = import_err("truncated", &bytes[..bytes.len() / 2]);
+    assert!(e.contains("not an ONNX model"), "{e}");
+    assert!(e.contains("truncated"), "the hint says why: {e}");
+}
+
+#[test]
+fn random_bytes_are_not_an_onnx_model() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes: Vec<u8> = (0..256)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let e = import_err("random", &bytes);
+    assert!(e.contains("not an ONNX model"), "{e}");
+    let e = import_err("text", b"this is not a protobuf\n");
+    assert!(e.contains("not an ONNX model"), "{e}");
+}
+
+#[test]
+fn an_unsupported_op_names_the_node_and_the_op() {
+    let m = model(
+        vec![
+            node("relu0", "Relu", &["x"], &["r"]),
+            node("my_topk", "TopK", &["r", "k"], &["y", "i"]),
+        ],
+        vec![value("x", data_type::FLOAT, &[4])],
+        vec![value("y", data_type::FLOAT, &[2])],
+    );
+    let e = import_err("unsupported_op", &m.encode_to_vec());
+    assert!(e.contains("node #1 `my_topk` (TopK)"), "{e}");
+    assert!(e.contains("op `TopK` is not supported"), "{e}");
+    assert!(e.contains("docs/import.md"), "{e}");
+}
+
+#[test]
+fn an_unsupported_attribute_value_names_the_node_and_the_attribute() {
+    let mut pad = node("pad0", "Pad", &["x", "pads"], &["y"]);
+    pad.attribute.push(AttributeProto {
+        name: "mode".into(),
+        r#type: attribute_type::STRING,
+        s: b"reflect".to_vec(),
+        ..Default::default()
+    });
+    let mut m = model(
+        vec![pad],
+        vec![value("x", data_type::FLOAT, &[2, 3])],
+        vec![value("y", data_type::FLOAT, &[2, 5])],
+    );
+    m.graph.as_mut().unwrap().initializer.push(TensorProto {
+        name: "pads".into(),
+        dims: vec![4],
+        data_type: data_type::INT64,
+        int64_data: vec![0, 1, 0, 1],
+        ..Default::default()
+    });
+    let e = import_err("bad_attr", &m.encode_to_vec());
+    assert!(e.contains("node #0 `pad0` (Pad)"), "{e}");
+    assert!(e.contains("`mode`") && e.contains("reflect"), "{e}");
+
+    let mut am = node("am", "ArgMax", &["x"], &["y"]);
+    am.attribute.push(AttributeProto {
+        name: "select_last_index".into(),
+        r#type: attribute_type::INT,
+        i: 1,
+        ..Default::default()
+    });
+    let m = model(
+        vec![am],
+        vec![value("x", data_type::FLOAT, &[2, 3])],
+        vec![value("y", data_type::INT64, &[1, 3])],
+    );
+    let e = import_err("bad_attr2", &m.encode_to_vec());
+    assert!(
+        e.contains("node #0 `am` (ArgMax)") && e.contains("select_last_index"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_run_time_shape_operand_says_it_must_be_constant() {
+    let m = model(
+        vec![node("rs", "Reshape", &["x", "shape"], &["y"])],
+        vec![
+            value("x", data_type::FLOAT, &[2, 3]),
+            value("shape", data_type::INT32, &[1]),
+        ],
+        vec![value("y", data_type::FLOAT, &[6])],
+    );
+    let e = import_err("runtime_shape", &m.encode_to_vec());
+    assert!(
+        e.contains("node #0 `rs` (Reshape)") && e.contains("compile time"),
+        "{e}"
+    );
+}
+
+#[test]
+fn symbolic_dims_old_opsets_and_other_domains_are_clear_errors() {
+    let mut m = model(
+        vec![node("relu0", "Relu", &["x"], &["y"])],
+        vec![value("x", data_type::FLOAT, &[1, 4])],
+        vec![value("y", data_type::FLOAT, &[1, 4])],
+    );
+    let mut sym = m.clone();
+    if let Some(type_proto::Value::TensorType(t)) = sym.graph.as_mut().unwrap().input[0]
+        .r#type
+        .as_mut()
+        .unwrap()
+        .value
+        .as_mut()
+    {
+        t.shape.as_mut().unwrap().dim[0].value = Some(
+            tensor_shape_proto::dimension::Value::DimParam("batch".into()),
+        );
+    }
+    let e = import_err("symbolic", &sym.encode_to_vec());
+    assert!(
+        e.contains("`batch`") && e.contains("fixed input shapes"),
+        "{e}"
+    );
+
+    let mut old = m.clone();
+    old.opset_import[0].version = 9;
+    let e = import_err("old_opset", &old.encode_to_vec());
+    assert!(
+        e.contains("opset 9") && e.contains("version_converter"),
+        "{e}"
+    );
+
+    m.graph.as_mut().unwrap().node[0].domain = "com.microsoft".into();
+    let e = import_err("domain", &m.encode_to_vec());
+    assert!(
+        e.contains("node #0 `relu0` (Relu)") && e.contains("com.microsoft"),
+        "{e}"
+    );
+}
+
+#[test]
+fn external_data_is_a_clear_error() {
+    let mut m = conv_relu();
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    w.float_data.clear();
+    w.data_location = 1;
+    let e = import_err("external", &m.encode_to_vec());
+    assert!(
+        e.contains("initializer `w`") && e.contains("external"),
+        "{e}"
+    );
+}
+
+#[test]
+fn duplicate_sanitised_names_are_made_unique() {
+    let m = model(
+        vec![node("add", "Add", &["a.b", "a:b"], &["y"])],
+        vec![
+            value("a.b", data_type::FLOAT, &[3]),
+            value("a:b", data_type::FLOAT, &[3]),
+        ],
+        vec![value("y", data_type::FLOAT, &[3])],
+    );
+    let p = write("dupnames", &m.encode_to_vec());
+    let m = load(&p);
+    let names: Vec<String> = m
+        .entry
+        .parameters()
+        .iter()
+        .map(|&p| m.entry.inst(p).name.clone())
+        .collect();
+    assert_eq!(names, vec!["a_b", "a_b_1"]);
+}
+
+#[test]
+fn no_prefix_or_byte_flip_of_a_model_panics() {
+    let bytes = conv_relu().encode_to_vec();
+    let path = Path::new("mutated.onnx");
+    let weights = xla_aot::spec::weights::WeightStore::empty();
+    let try_import = |b: &[u8]| {
+        let mut bindings = xla_aot::import::Bindings::new(&weights);
+        let _ = xla_aot::import::onnx::import(path, b, "m", &mut bindings);
+    };
+    for n in 0..bytes.len() {
+        try_import(&bytes[..n]);
+    }
+    for i in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[i] ^= flip;
+            try_import(&b);
+        }
+    }
+}

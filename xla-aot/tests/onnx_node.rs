@@ -1,0 +1,425 @@
+//! ONNX backend node tests: every test included by `tests/onnx/manifest.txt` is imported,
+//! compiled for the host (JIT, after the optimisation pipeline) and compared with ONNX's expected
+//! outputs (floats: |a - e| <= ATOL + RTOL |e|; ints and bools exactly); a sample also runs
+//! compiled for aarch64-neon under qemu.
+//!
+//! The cases come from `scripts/onnx_node_tests.py` (the pip wheel does not ship them), written
+//! to `$XLA_AOT_ONNX_NODE_DIR` or, when that is unset, `target/onnx-node`. With the variable set
+//! (CI) the data must exist; without it a missing default directory skips the test.
+//!
+//! Inputs: the node tests feed shape-like operands (Reshape's shape, axes, pads, ...) as int64
+//! graph inputs; the importer needs those at compile time, so every int64 input is bound as a
+//! constant through `ImportOptions::constants` (a real model has them as initializers). The other
+//! inputs are run-time parameters. int64 outputs are compared as the i32 the compiler computes.
+//!
+//! Tools: `XLA_AOT_ONNX_NODE_ALL=1` runs every case of the data directory and
+//! `XLA_AOT_ONNX_NODE_MANIFEST_OUT=FILE` writes a manifest from the results (passing tests
+//! included, the others excluded with the first line of their error) for curation;
+//! `XLA_AOT_ONNX_NODE_ONLY=name,...` runs only the named tests.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use xla_aot::import::onnx::proto::{ModelProto, TensorProto, data_type, type_proto};
+use xla_aot::import::onnx::{ConstTensor, ImportOptions, decode_tensor, import_file_with};
+use xla_aot::ir::{DType, Literal, Module};
+use xla_aot::passes::Pipeline;
+
+/// ONNX's backend runner's relative tolerance (onnx/backend/test/runner).
+const RTOL: f64 = 1e-3;
+/// Absolute tolerance: ONNX's node cases use 1e-7; our f32 transcendental functions and
+/// reassociated sums need a little more near zero.
+const ATOL: f64 = 1e-5;
+
+/// Tests also run compiled for aarch64-neon under qemu.
+const AARCH64_SAMPLE: &[&str] = &[
+    "test_conv_with_strides_padding",
+    "test_maxpool_2d_pads",
+    "test_averagepool_2d_pads_count_include_pad",
+    "test_gemm_all_attributes",
+    "test_matmul_4d",
+    "test_softmax_axis_1",
+    "test_layer_normalization_4d_axis1",
+    "test_batchnorm_epsilon",
+    "test_reduce_sum_square_keepdims_random",
+    "test_gelu_tanh_2",
+    "test_argmax_keepdims_random",
+    "test_slice_neg_steps",
+];
+
+enum Entry {
+    Include,
+    Exclude,
+}
+
+/// `include NAME` / `exclude NAME  # reason`, `#` comments, blank lines.
+fn read_manifest() -> Vec<(String, Entry)> {
+    let path = common::repo().join("tests/onnx/manifest.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let body = line.split('#').next().unwrap_or("").trim();
+        if body.is_empty() {
+            continue;
+        }
+        let mut words = body.split_whitespace();
+        let (kind, name) = (words.next().unwrap(), words.next());
+        let entry = match (kind, name) {
+            ("include", Some(_)) => Entry::Include,
+            ("exclude", Some(_)) => {
+                assert!(
+                    line.contains('#'),
+                    "manifest line {}: an exclude needs `# reason`",
+                    i + 1
+                );
+                Entry::Exclude
+            }
+            _ => panic!(
+                "manifest line {}: expected `include NAME` or `exclude NAME  # reason`",
+                i + 1
+            ),
+        };
+        out.push((name.unwrap().to_string(), entry));
+    }
+    out
+}
+
+fn data_dir() -> Option<PathBuf> {
+    match std::env::var_os("XLA_AOT_ONNX_NODE_DIR") {
+        Some(d) => {
+            let d = PathBuf::from(d);
+            assert!(
+                d.join("test_abs/model.onnx").exists(),
+                "XLA_AOT_ONNX_NODE_DIR={} holds no node tests; run scripts/onnx_node_tests.py --out {}",
+                d.display(),
+                d.display()
+            );
+            Some(d)
+        }
+        None => {
+            let d = common::repo().join("target/onnx-node");
+            if d.join("test_abs/model.onnx").exists() {
+                Some(d)
+            } else {
+                eprintln!(
+                    "onnx node tests skipped: no data in {} (run scripts/onnx_node_tests.py, or set XLA_AOT_ONNX_NODE_DIR)",
+                    d.display()
+                );
+                None
+            }
+        }
+    }
+}
+
+/// A prepared case: the module, its run-time inputs, the expected outputs.
+struct Case {
+    module: Module,
+    inputs: Vec<Literal>,
+    expected: Vec<ConstTensor>,
+}
+
+fn read_pb(p: &Path) -> Result<(TensorProto, ConstTensor), String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let (_, c) = decode_tensor(&bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+    let t = <TensorProto as prost::Message>::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+    Ok((t, c))
+}
+
+fn prepare(dir: &Path) -> Result<Case, String> {
+    let model_path = dir.join("model.onnx");
+    let bytes = std::fs::read(&model_path).map_err(|e| e.to_string())?;
+    let model =
+        <ModelProto as prost::Message>::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+    let graph = model.graph.unwrap_or_default();
+    let ds = dir.join("test_data_set_0");
+    if !ds.exists() {
+        return Err("no tensor test data (sequence/map/optional values)".into());
+    }
+    let inits: Vec<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let graph_inputs: Vec<_> = graph
+        .input
+        .iter()
+        .filter(|v| !inits.contains(&v.name.as_str()))
+        .collect();
+    let mut opts = ImportOptions::default();
+    let mut runtime = Vec::new();
+    for (j, vi) in graph_inputs.iter().enumerate() {
+        let p = ds.join(format!("input_{j}.pb"));
+        if !p.exists() {
+            continue; // an omitted optional input
+        }
+        let (t, c) = read_pb(&p)?;
+        let elem = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(tt)) => tt.elem_type,
+            None => 0,
+        };
+        if elem == data_type::INT64 {
+            opts.constants.insert(vi.name.clone(), t);
+        } else {
+            runtime.push((vi.name.clone(), c));
+        }
+    }
+    let module = import_file_with(&model_path, &bytes, "model", &opts).map_err(|e| {
+        let s = e.to_string();
+        s.lines()
+            .find(|l| l.contains("error") || !l.trim().is_empty())
+            .unwrap_or(&s)
+            .to_string()
+    })?;
+    let mut inputs = Vec::new();
+    for (name, c) in runtime {
+        inputs.push(c.to_literal().map_err(|e| format!("input `{name}`: {e}"))?);
+    }
+    let mut expected = Vec::new();
+    for j in 0..graph.output.len() {
+        let (_, c) = read_pb(&ds.join(format!("output_{j}.pb")))?;
+        expected.push(c);
+    }
+    Ok(Case {
+        module,
+        inputs,
+        expected,
+    })
+}
+
+/// Checks one output.
+fn check(j: usize, got: &Literal, want: &ConstTensor) -> Result<(), String> {
+    if got.dims != want.dims {
+        return Err(format!(
+            "output {j}: got dims {:?}, expected {:?}",
+            got.dims, want.dims
+        ));
+    }
+    let w = want.to_literal().map_err(|e| format!("output {j}: {e}"))?;
+    if got.dtype != w.dtype {
+        return Err(format!(
+            "output {j}: got {}, expected {}",
+            got.dtype, w.dtype
+        ));
+    }
+    match got.dtype {
+        DType::F32 => {
+            let (a, e) = (got.to_f32_vec().unwrap(), w.to_f32_vec().unwrap());
+            for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
+                let ok = (x.is_nan() && y.is_nan())
+                    || x == y
+                    || ((x as f64 - y as f64).abs() <= ATOL + RTOL * (y as f64).abs());
+                if !ok {
+                    return Err(format!("output {j} element {i}: got {x}, expected {y}"));
+                }
+            }
+            Ok(())
+        }
+        _ if got.bytes() == w.bytes() => Ok(()),
+        _ => Err(format!(
+            "output {j}: got {:?}, expected {:?}",
+            got.to_f64_vec(),
+            w.to_f64_vec()
+        )),
+    }
+}
+
+fn run_case(dir: &Path) -> Result<(), String> {
+    let case = prepare(dir)?;
+    let mut m = case.module;
+    Pipeline::default_pipeline()
+        .run(&mut m, &mut |_, _, _| {})
+        .map_err(|e| format!("pipeline: {e}"))?;
+    let outs = std::panic::catch_unwind(|| xla_aot::codegen::jit::run(&m, &case.inputs))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("xla-aot panicked: {msg}")
+        })?
+        .map_err(|e| format!("codegen: {e}"))?;
+    for (j, (g, w)) in outs.iter().zip(&case.expected).enumerate() {
+        check(j, g, w)?;
+    }
+    Ok(())
+}
+
+/// A short manifest reason from an error.
+fn reason(err: &str) -> String {
+    let e = err.replace('#', "no. ");
+    if let Some(i) = e.find("op `") {
+        let rest = &e[i + 4..];
+        if let Some(k) = rest.find("` is not supported") {
+            return format!("op not supported: {}", &rest[..k]);
+        }
+    }
+    if e.contains("opset") && e.contains("are supported") {
+        if let Some(i) = e.find("imports opset ") {
+            let v: String = e[i + 14..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            return format!("opset {v} is older than 13");
+        }
+    }
+    if let Some(i) = e.find("element type ") {
+        let rest = e[i + 13..].trim_start_matches("is ");
+        let ty: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ' ')
+            .collect();
+        let ty = ty
+            .split(' ')
+            .take(if ty.starts_with("sub-byte") { 2 } else { 1 })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let runtime = e.contains("run-time inputs");
+        return match ty.as_str() {
+            "float64" | "float16" | "bfloat16" | "float8" => format!("{ty} data"),
+            t if runtime => format!("{t} runtime data"),
+            t => format!("{t} data"),
+        };
+    }
+    for (pat, r) in [
+        ("float64", "float64 data"),
+        ("int64; run-time", "int64 runtime data"),
+        ("float16", "float16 data"),
+        ("bfloat16", "bfloat16 data"),
+        ("float8", "float8 data"),
+        ("sub-byte", "4-bit/2-bit data"),
+        ("string", "string data"),
+        ("uint8", "uint8 runtime data"),
+        ("int8", "int8 runtime data"),
+        ("int16", "int16 runtime data"),
+        ("uint16", "uint16 runtime data"),
+        ("uint32", "uint32 runtime data"),
+        ("uint64", "uint64 runtime data"),
+        ("empty", "empty tensors"),
+        ("not a tensor", "sequence/optional values"),
+        ("no tensor test data", "sequence/map/optional values"),
+        ("domain", "non-default domain"),
+    ] {
+        if e.contains(pat) {
+            return r.to_string();
+        }
+    }
+    let short: String = e.chars().take(140).collect();
+    short.replace('\n', " ")
+}
+
+#[test]
+fn onnx_node_tests_pass() {
+    let Some(dir) = data_dir() else { return };
+    let manifest = read_manifest();
+    let all = std::env::var_os("XLA_AOT_ONNX_NODE_ALL").is_some();
+    let only: Option<Vec<String>> = std::env::var("XLA_AOT_ONNX_NODE_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    let mut names: Vec<(String, bool)> = if all {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("test_"))
+            .collect();
+        v.sort();
+        v.into_iter().map(|n| (n, true)).collect()
+    } else {
+        manifest
+            .iter()
+            .map(|(n, e)| (n.clone(), matches!(e, Entry::Include)))
+            .collect()
+    };
+    if let Some(only) = &only {
+        names.retain(|(n, _)| only.contains(n));
+    }
+    // The manifest must name every case of the data directory.
+    if !all && only.is_none() {
+        let listed: std::collections::HashSet<&str> =
+            manifest.iter().map(|(n, _)| n.as_str()).collect();
+        let mut missing: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("test_") && !listed.contains(n.as_str()))
+            .collect();
+        missing.sort();
+        assert!(
+            missing.is_empty(),
+            "tests/onnx/manifest.txt does not list {} node test(s): {}",
+            missing.len(),
+            missing.join(", ")
+        );
+    }
+    let (mut passed, mut failed, mut excluded) = (0, Vec::new(), 0);
+    let mut results: HashMap<String, Result<(), String>> = HashMap::new();
+    for (name, include) in &names {
+        if !include {
+            excluded += 1;
+            continue;
+        }
+        let t = std::time::Instant::now();
+        let r = run_case(&dir.join(name));
+        match &r {
+            Ok(()) => {
+                passed += 1;
+                println!("ok    {name} ({} ms)", t.elapsed().as_millis());
+            }
+            Err(e) => {
+                println!("FAIL  {name}: {e}");
+                failed.push(name.clone());
+            }
+        }
+        results.insert(name.clone(), r);
+    }
+    println!(
+        "onnx node tests: {passed} passed, {} failed, {excluded} excluded",
+        failed.len()
+    );
+    if let Ok(out) = std::env::var("XLA_AOT_ONNX_NODE_MANIFEST_OUT") {
+        let mut text = String::new();
+        for (name, _) in &names {
+            match results.get(name) {
+                Some(Ok(())) => text.push_str(&format!("include {name}\n")),
+                Some(Err(e)) => text.push_str(&format!("exclude {name}  # {}\n", reason(e))),
+                None => {}
+            }
+        }
+        std::fs::write(&out, text).unwrap();
+    }
+    if !all {
+        assert!(
+            failed.is_empty(),
+            "failing node tests: {}",
+            failed.join(", ")
+        );
+    }
+}
+
+#[test]
+fn onnx_node_sample_runs_on_aarch64_under_qemu() {
+    let Some(dir) = data_dir() else { return };
+    let required = std::env::var_os("XLA_AOT_ONNX_NODE_DIR").is_some();
+    let have = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("qemu-aarch64") || !have("aarch64-linux-gnu-gcc") {
+        assert!(
+            !required,
+            "qemu-aarch64 and aarch64-linux-gnu-gcc are required with XLA_AOT_ONNX_NODE_DIR set (install them as .ci/run does)"
+        );
+        eprintln!("aarch64 node tests skipped: qemu-aarch64 or aarch64-linux-gnu-gcc missing");
+        return;
+    }
+    let target = xla_aot::target::Target::resolve("aarch64-neon").unwrap();
+    for name in AARCH64_SAMPLE {
+        let case = prepare(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let outs =
+            common::run_compiled(&case.module, &target, &case.inputs, &format!("onnx-{name}"));
+        for (j, (g, w)) in outs.iter().zip(&case.expected).enumerate() {
+            check(j, g, w).unwrap_or_else(|e| panic!("{name} on aarch64-neon: {e}"));
+        }
+        println!("ok    {name} (aarch64-neon under qemu)");
+    }
+}
