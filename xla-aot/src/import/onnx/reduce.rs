@@ -5,7 +5,8 @@
 //! axes reduces everything unless `noop_with_empty_axes` makes the op an identity. `keepdims`
 //! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
 //! ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
-//! values held in i32.
+//! values held in i32. TopK (K a compile-time input) on any axis, largest or smallest, returns
+//! sorted values and int64 indices (held in i32); ties go to the lower index.
 
 use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R};
@@ -150,5 +151,66 @@ impl Importer {
             r = self.reshape(cx, r, kd)?;
         }
         Ok(rt(r, dt::INT64))
+    }
+
+    pub fn top_k(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let k = self.konst_ints(cx, 1, "K")?;
+        let (x, ty) = self.rt(cx, 0)?;
+        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
+            return Err(cx.err(format!("{} inputs are not supported", dt::name(ty))));
+        }
+        let mut x = self.convert(cx, x, DType::F32)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
+        }
+        let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
+        let [k] = k[..] else {
+            return Err(cx.err("input 1 (K) must hold one value"));
+        };
+        if k < 1 || k as u64 > xd[axis] as u64 {
+            return Err(cx.err(format!(
+                "K = {k} is outside [1, {}] (the extent of axis {axis})",
+                xd[axis]
+            )));
+        }
+        let smallest = cx.attr_i_or("largest", 1)? == 0;
+        // The op works on the last axis: move `axis` there and back (a self-inverse swap).
+        let last = xd.len() - 1;
+        let mut perm: Vec<usize> = (0..xd.len()).collect();
+        perm.swap(axis, last);
+        if axis != last {
+            x = self.add(
+                cx,
+                Op::Transpose {
+                    permutation: perm.clone(),
+                },
+                &[x],
+            )?;
+        }
+        if smallest {
+            x = self.add(cx, Op::Unary(UnaryOp::Negate), &[x])?;
+        }
+        let k = k as usize;
+        let mut values = self.add(cx, Op::TopK { k, indices: false }, &[x])?;
+        let mut indices = self.add(cx, Op::TopK { k, indices: true }, &[x])?;
+        if smallest {
+            values = self.add(cx, Op::Unary(UnaryOp::Negate), &[values])?;
+        }
+        if axis != last {
+            values = self.add(
+                cx,
+                Op::Transpose {
+                    permutation: perm.clone(),
+                },
+                &[values],
+            )?;
+            indices = self.add(cx, Op::Transpose { permutation: perm }, &[indices])?;
+        }
+        let values = self.convert(cx, values, runtime_dtype(ty).unwrap_or(DType::F32))?;
+        let mut out = rt(values, ty);
+        out.extend(rt(indices, dt::INT64));
+        Ok(out)
     }
 }
