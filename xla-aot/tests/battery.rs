@@ -320,6 +320,28 @@ impl Gen {
                     &y,
                 );
             }
+            "top_k" | "top_k_indices" => {
+                let s = self.shape_r(1, 3, 1, 7);
+                let k = self.int(1, *s.last().unwrap());
+                self.input(&x, "f32", &s);
+                self.op(
+                    format!("{{name: {y}, op: {kind}, inputs: [{x}], k: {k}}}"),
+                    &y,
+                );
+            }
+            "sample" => {
+                let s = self.shape_r(1, 3, 1, 9);
+                self.input(&x, "f32", &s);
+                self.input(&format!("{p}seed"), "i32", &[]);
+                self.input(&format!("{p}step"), "i32", &[]);
+                let t = self.rng.unit() * 1.5;
+                let k = self.int(0, *s.last().unwrap());
+                let top_p = self.pick(&["1.0", "0.9", "0.5"]);
+                self.op(
+                    format!("{{name: {y}, op: sample, inputs: [{x}, {p}seed, {p}step], temperature: {t:.3}, top_k: {k}, top_p: {top_p}}}"),
+                    &y,
+                );
+            }
             "embedding" => {
                 let (v, d) = (self.int(1, 10), self.int(1, 8));
                 let s = self.shape_r(1, 3, 1, 5);
