@@ -244,17 +244,8 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
     let spans = crate::spec::spans::SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
     let raw: RawGraphSpec = serde_yaml::from_str(source).map_err(|e| {
-        let pos = e.location().map(|l| crate::spec::Pos {
-            line: l.line(),
-            column: l.column(),
-        });
-        let msg = e.to_string();
-        let msg = match msg.find(" at line ") {
-            Some(i) => msg[..i].to_string(),
-            None => msg,
-        };
-        SpecError::new(path, SpecErrorKind::Syntax(msg))
-            .at(pos, source)
+        crate::spec::raw::yaml_error(path, source, &e)
+            .0
             .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, and `params`; inputs, outputs and ops come from the graph")
     })?;
     if !crate::ir::verify::is_c_identifier(&raw.name)

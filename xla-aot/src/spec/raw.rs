@@ -63,6 +63,24 @@ fn unknown_field(msg: &str) -> Option<&str> {
     rest.split('`').next()
 }
 
+/// A serde_yaml error as a positioned syntax error, and its message without serde_yaml's
+/// " at line L column C" (the position is printed separately).
+pub fn yaml_error(file: &Path, source: &str, e: &serde_yaml::Error) -> (SpecError, String) {
+    let pos = e.location().map(|l| Pos {
+        line: l.line(),
+        column: l.column(),
+    });
+    let msg = e.to_string();
+    let msg = match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg,
+    };
+    (
+        SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source),
+        msg,
+    )
+}
+
 /// Parses the YAML text of a spec.
 pub fn parse_raw(file: &Path, source: &str) -> Result<RawSpec, SpecError> {
     if source.trim().is_empty() {
@@ -74,17 +92,7 @@ pub fn parse_raw(file: &Path, source: &str) -> Result<RawSpec, SpecError> {
         .hint("see docs/spec.md for a complete example"));
     }
     serde_yaml::from_str::<RawSpec>(source).map_err(|e| {
-        let pos = e.location().map(|l| Pos {
-            line: l.line(),
-            column: l.column(),
-        });
-        let msg = e.to_string();
-        // serde_yaml appends " at line L column C"; the position is printed separately.
-        let msg = match msg.find(" at line ") {
-            Some(i) => msg[..i].to_string(),
-            None => msg,
-        };
-        let mut err = SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source);
+        let (mut err, msg) = yaml_error(file, source, &e);
         if let Some(field) = unknown_field(&msg) {
             // Keys of the top level and of `inputs`/`constants` entries.
             let keys = TOP_LEVEL_KEYS.iter().chain(&["dtype", "shape", "value"]).copied();

@@ -122,6 +122,21 @@ impl Importer {
         Ok(rt(r, ty))
     }
 
+    /// Input 0 of an index-producing op: a numeric run-time tensor of rank >= 1, converted to f32;
+    /// with its ONNX type and dims.
+    fn ranked_numeric_input(&mut self, cx: &Ctx) -> R<(InstId, i32, Vec<usize>)> {
+        let (x, ty) = self.rt(cx, 0)?;
+        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
+            return Err(cx.err(format!("{} inputs are not supported", dt::name(ty))));
+        }
+        let x = self.convert(cx, x, DType::F32)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
+        }
+        Ok((x, ty, xd))
+    }
+
     pub fn arg_extreme(&mut self, cx: &Ctx, min: bool) -> R<Outs> {
         cx.arity(1, 1)?;
         if cx.attr_i_or("select_last_index", 0)? != 0 {
@@ -130,15 +145,7 @@ impl Importer {
                 "1 (the last extreme index) is not supported; only 0 (the first) is",
             ));
         }
-        let (x, ty) = self.rt(cx, 0)?;
-        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
-            return Err(cx.err(format!("{} inputs are not supported", dt::name(ty))));
-        }
-        let mut x = self.convert(cx, x, DType::F32)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (mut x, _, xd) = self.ranked_numeric_input(cx)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", 0)?, xd.len())?;
         let keep = cx.attr_i_or("keepdims", 1)? != 0;
         if min {
@@ -156,15 +163,7 @@ impl Importer {
     pub fn top_k(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(2, 2)?;
         let k = self.konst_ints(cx, 1, "K")?;
-        let (x, ty) = self.rt(cx, 0)?;
-        if runtime_dtype(ty).is_none() || ty == dt::BOOL {
-            return Err(cx.err(format!("{} inputs are not supported", dt::name(ty))));
-        }
-        let mut x = self.convert(cx, x, DType::F32)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (mut x, ty, xd) = self.ranked_numeric_input(cx)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let [k] = k[..] else {
             return Err(cx.err("input 1 (K) must hold one value"));
