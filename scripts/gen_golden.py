@@ -430,7 +430,12 @@ def sample_row(logits, seed, step, row, t, k, p):
             m = x
     keys = [order_key(x) for x in z]
     tau = sorted(keys, reverse=True)[k - 1] if 0 < k < v else -(2 ** 31)
-    w = [f32(np.exp(f32(x - m))) if key >= tau else f32(0.0) for x, key in zip(z, keys)]
+    def weight(x):  # 1 at the maximum, 0 below the smallest normal float32
+        if x == m:
+            return f32(1.0)
+        e = f32(np.exp(f32(x - m)))
+        return f32(0.0) if e < np.finfo(np.float32).tiny else e
+    w = [weight(x) if key >= tau else f32(0.0) for x, key in zip(z, keys)]
     total = f32_sum(w)
     if 0 < p < 1:
         need = f32(p * total)

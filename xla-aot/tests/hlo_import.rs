@@ -117,6 +117,26 @@ fn errors_name_the_line_and_say_what_to_do() {
             ),
             &["not a single add, maximum or minimum", "model.hlo.txt:12:"],
         ),
+        (
+            "bitcast",
+            format!("{HEAD}  ROOT b.2 = f32[3,2]{{1,0}} bitcast(x.1)\n}}\n"),
+            &["opcode `bitcast` is not supported"],
+        ),
+        (
+            "totalorder",
+            format!("{HEAD}  ROOT c.2 = pred[2,3]{{1,0}} compare(x.1, x.1), direction=EQ, type=TOTALORDER\n}}\n"),
+            &["comparison type `TOTALORDER` is not supported"],
+        ),
+        (
+            "deep_tuple",
+            format!("{HEAD}  ROOT t.2 = {}f32[]{} tuple(x.1)\n}}\n", "(".repeat(100_000), ")".repeat(100_000)),
+            &["nest deeper than 64"],
+        ),
+        (
+            "huge",
+            "HloModule m\nENTRY e {\n  ROOT c = f32[4294967296,4294967296,0]{2,1,0} constant({})\n}\n".to_string(),
+            &["more elements than xla-aot supports"],
+        ),
     ];
     for (tag, text, needles) in cases {
         let e = error_of(tag, text);

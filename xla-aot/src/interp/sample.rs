@@ -88,6 +88,16 @@ fn sum_at_least(w: &[f32], t: u32) -> f32 {
     s
 }
 
+/// The weight of a kept z: exp(z - m); exactly 1 at the maximum (so a +inf maximum, or a row of
+/// -inf, still has weight), and 0 below the smallest normal f32 (kernels flush subnormals).
+fn weight(z: f32, m: f32) -> f32 {
+    if z == m {
+        return 1.0;
+    }
+    let e = (z - m).exp();
+    if e < f32::MIN_POSITIVE { 0.0 } else { e }
+}
+
 /// The token `sample` draws from one row of logits (docs/sampling.md).
 pub fn sample_row(
     logits: &[f32],
@@ -132,7 +142,7 @@ pub fn sample_row(
     let mut w: Vec<f32> = z
         .iter()
         .zip(&keys)
-        .map(|(&x, &key)| if key >= tau { (x - m).exp() } else { 0.0 })
+        .map(|(&x, &key)| if key >= tau { weight(x, m) } else { 0.0 })
         .collect();
     let mut total = sum_at_least(&w, 0);
     // 4. Top-p: the largest threshold t whose weights at or above it still sum to top_p · total.

@@ -10,7 +10,7 @@ use super::literal::Literal;
 use super::module::{Computation, Module, Output};
 use super::shape::{DType, Shape, checked_element_count, dims_str};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Incrementally builds the entry computation of a module.
 #[derive(Debug)]
@@ -18,6 +18,7 @@ pub struct Builder {
     name: String,
     instructions: Vec<Instruction>,
     names: HashSet<String>,
+    next_suffix: HashMap<String, usize>,
     outputs: Vec<Output>,
     params: usize,
 }
@@ -29,6 +30,7 @@ impl Builder {
             name: name.to_string(),
             instructions: Vec::new(),
             names: HashSet::new(),
+            next_suffix: HashMap::new(),
             outputs: Vec::new(),
             params: 0,
         }
@@ -46,10 +48,12 @@ impl Builder {
 
     fn unique_name(&mut self, base: &str) -> String {
         let mut name = base.to_string();
-        let mut n = 1;
+        // Resume after the last suffix given for this base (a model repeating one name a million
+        // times must not take a million probes per instruction).
+        let n = self.next_suffix.entry(base.to_string()).or_insert(1);
         while self.names.contains(&name) {
             name = format!("{base}.{n}");
-            n += 1;
+            *n += 1;
         }
         self.names.insert(name.clone());
         name

@@ -185,6 +185,11 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             if *dimension >= x.rank() {
                 return Err(format!("dimension {} is out of range for {}", dimension, x));
             }
+            if x.dims[*dimension] == 0 {
+                return Err(format!(
+                    "argmax over the empty dimension {dimension} of {x}"
+                ));
+            }
             let mut dims = x.dims.clone();
             dims.remove(*dimension);
             Shape::new(DType::I32, dims)

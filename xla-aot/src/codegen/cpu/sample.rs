@@ -13,6 +13,9 @@ use crate::ir::{DType, Shape, UnaryOp};
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
+/// The low word of a packed top-k candidate is `INDEX_BIAS - index` (see `top_k_kernel`).
+const INDEX_BIAS: u64 = 0xFFFF_FFFE;
+
 /// Bisection steps over a 32-bit key range (enough to close any interval of 2^32 keys).
 const BISECTION_STEPS: usize = 32;
 
@@ -70,7 +73,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let i64t = self.ctx.i64_type();
         let prev = self.slot(k.f, i64t.into());
         let best = self.slot(k.f, i64t.into());
+        // Element i packs as key << 32 | (INDEX_BIAS - i): the NaN key at index 0 stays below the
+        // i64::MAX start value (INDEX_BIAS < 2^32 - 1; every index fits, MAX_ELEMENTS < 2^31).
         let low_mask = self.i64(0xFFFF_FFFF);
+        let bias = self.i64(INDEX_BIAS);
         self.loop_nest_physical(shape, &mut |cg, oidx| {
             let b = &cg.b;
             let j = *oidx.last().expect("rank >= 1");
@@ -87,7 +93,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let x = at(0, Ix::Multi(&Self::row_index(oidx, i, true))).into_float_value();
                     let key = b.build_int_s_extend(cg.order_key(x), i64t, "").unwrap();
                     let hi = b.build_left_shift(key, cg.i64(32), "").unwrap();
-                    let lo = b.build_int_sub(low_mask, i, "").unwrap();
+                    let lo = b.build_int_sub(bias, i, "").unwrap();
                     let c = b.build_or(hi, lo, "").unwrap();
                     let bb = b.build_load(best, "").unwrap().into_int_value();
                     let below = b.build_int_compare(IntPredicate::SLT, c, p, "").unwrap();
@@ -102,7 +108,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let b = &cg.b;
             let c = b.build_load(prev, "").unwrap().into_int_value();
             let lo = b.build_and(c, low_mask, "").unwrap();
-            let index = b.build_int_sub(low_mask, lo, "").unwrap();
+            let index = b.build_int_sub(bias, lo, "").unwrap();
             let off = cg.offset(oidx, shape);
             if indices {
                 let i32v = b.build_int_truncate(index, cg.ctx.i32_type(), "").unwrap();
@@ -303,8 +309,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .build_int_compare(IntPredicate::SGE, key, tau, "")
                     .unwrap();
                 let e = cg.unary(UnaryOp::Exp, b.build_float_sub(z, m, "").unwrap());
-                cg.select(keep, e.into(), cg.f32c(0.0).into())
-                    .into_float_value()
+                // 1 at the maximum (also when it is +inf); below the smallest normal f32: 0.
+                let at_max = cg.fcmp(FloatPredicate::OEQ, z, m);
+                let e = cg
+                    .select(at_max, cg.f32c(1.0).into(), e.into())
+                    .into_float_value();
+                let tiny = cg.fcmp(FloatPredicate::OLT, e, cg.f32c(f32::MIN_POSITIVE as f64));
+                let e = cg.select(tiny, cg.f32c(0.0).into(), e.into());
+                cg.select(keep, e, cg.f32c(0.0).into()).into_float_value()
             };
             let bits = |cg: &Self, w: inkwell::values::FloatValue<'ctx>| {
                 cg.b.build_bit_cast(w, i32t, "").unwrap().into_int_value()

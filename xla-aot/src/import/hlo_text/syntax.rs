@@ -9,6 +9,10 @@
 //! (`ENTRY %main (x: f32[2]) -> f32[2] {`) or none, `/*index=5*/` comments, layouts and tiling in
 //! braces (skipped).
 
+/// Deepest nesting of tuple types (XLA's own tuples nest a level or two; a deeper one is a
+/// corrupt or hostile file, and parsing it must not exhaust the stack).
+pub const MAX_TUPLE_DEPTH: usize = 64;
+
 /// A position-carrying error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxError {
@@ -249,12 +253,21 @@ impl<'a> Line<'a> {
     }
 
     fn shape(&mut self) -> PResult<RawShape> {
+        self.shape_at(0)
+    }
+
+    fn shape_at(&mut self, depth: usize) -> PResult<RawShape> {
         if self.peek() == Some('(') {
+            if depth >= MAX_TUPLE_DEPTH {
+                return self.err(format!(
+                    "tuple types nest deeper than {MAX_TUPLE_DEPTH} levels"
+                ));
+            }
             self.pos += 1;
             let mut elems = Vec::new();
             if !self.eat(')') {
                 loop {
-                    elems.push(self.shape()?);
+                    elems.push(self.shape_at(depth + 1)?);
                     if self.eat(')') {
                         break;
                     }

@@ -43,12 +43,14 @@ const IGNORED_ATTRS: &[&str] = &[
     "result_accuracy",
     "control-predecessors",
     "schedule",
-    "type",
 ];
 
 /// Largest value evaluated at import time (iota, integer index math): index tensors are small;
 /// anything bigger is a run-time value (or a hostile file asking for gigabytes).
 const MAX_FOLD_ELEMENTS: usize = 1 << 20;
+
+/// Most instructions one import-time evaluation may involve (index arithmetic is a handful).
+const MAX_FOLD_INSTRUCTIONS: usize = 256;
 
 /// Most instructions one import may build: inlined calls multiply, and a chain of computations
 /// each calling the next twice would otherwise expand exponentially.
@@ -114,6 +116,16 @@ enum Val {
     Tuple(Vec<Val>),
 }
 
+impl Val {
+    /// Tuple nesting depth (0 for an array).
+    fn depth(&self) -> usize {
+        match self {
+            Val::T(_) => 0,
+            Val::Tuple(v) => 1 + v.iter().map(Val::depth).max().unwrap_or(0),
+        }
+    }
+}
+
 struct Tr<'m, 'b, 'w> {
     m: &'m RawModule,
     b: Builder,
@@ -155,6 +167,17 @@ fn dtype_of(name: &str) -> Option<DType> {
 
 fn array_shape(inst: &RawInst, s: &RawShape) -> TResult<Shape> {
     match s {
+        RawShape::Array { dims, .. } if crate::ir::shape::checked_element_count(dims).is_none() => {
+            err_at(
+                inst.line,
+                inst.column,
+                format!(
+                    "`{}` has more elements than xla-aot supports ({})",
+                    inst.name,
+                    dims_str(dims)
+                ),
+            )
+        }
         RawShape::Array { dtype, dims } => match dtype_of(dtype) {
             Some(d) => Ok(Shape::new(d, dims.clone())),
             None => with_hint(
@@ -469,7 +492,11 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         while let Some(i) = stack.pop() {
             if need.insert(i) {
                 let inst = self.b.inst(i);
-                if matches!(inst.op, Op::Parameter { .. }) {
+                // Run-time values, large intermediates and long chains are not folded here.
+                if matches!(inst.op, Op::Parameter { .. })
+                    || inst.shape.element_count() > MAX_FOLD_ELEMENTS
+                    || need.len() > MAX_FOLD_INSTRUCTIONS
+                {
                     return None;
                 }
                 stack.extend(inst.operands.iter().copied());
@@ -706,6 +733,9 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         let id = match op {
             "tuple" => {
                 self.check_attrs(inst, &[])?;
+                if ops.iter().map(Val::depth).max().unwrap_or(0) >= super::syntax::MAX_TUPLE_DEPTH {
+                    return err(inst, "tuples nest too deeply");
+                }
                 return Ok(Val::Tuple(ops));
             }
             "get-tuple-element" => {
@@ -765,15 +795,10 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     literal_from_f64(shape.dtype, shape.dims.clone(), &v),
                 )
             }
-            "copy" | "bitcast" => {
+            "copy" => {
                 self.check_attrs(inst, &[])?;
                 arity(1)?;
-                let x = tensor(0)?;
-                let want = array_shape(inst, &inst.shape)?;
-                if op == "bitcast" && want.dims != self.shape(x).dims {
-                    return self.reshape_val(inst, x, want.dims);
-                }
-                x
+                tensor(0)?
             }
             "convert" => {
                 self.check_attrs(inst, &[])?;
@@ -919,8 +944,20 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                 self.elementwise(inst, Op::Clamp, &[tensor(0)?, tensor(1)?, tensor(2)?])?
             }
             "compare" => {
-                self.check_attrs(inst, &["direction"])?;
+                self.check_attrs(inst, &["direction", "type"])?;
                 arity(2)?;
+                if let Some(t) = inst.attr("type") {
+                    if !matches!(t.value.trim(), "FLOAT" | "SIGNED" | "UNSIGNED") {
+                        return err_at(
+                            inst.line,
+                            t.column,
+                            format!(
+                                "comparison type `{}` is not supported (FLOAT, SIGNED, UNSIGNED)",
+                                t.value.trim()
+                            ),
+                        );
+                    }
+                }
                 let a = self.need_attr(inst, "direction")?;
                 let dir = CompareDir::ALL
                     .into_iter()
@@ -1393,6 +1430,9 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         if d >= self.shape(x).rank() || self.shape(idx).dims != self.shape(x).dims {
             return refuse("the dimension or the operand shapes do not fit");
         }
+        if self.shape(x).dims[d] == 0 {
+            return refuse("the reduced dimension is empty");
+        }
         if self.shape(x).dtype != DType::F32 || self.shape(idx).dtype != DType::I32 {
             return refuse("the operands are not (f32 values, s32 indices)");
         }
@@ -1424,6 +1464,19 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
         let Some(max) = dir else {
             return refuse("its comparator does not order the two values with GT or LT");
         };
+        // The initial values must be the identities: (-inf, 0) for argmax, (+inf, 0) for argmin.
+        let want = if max {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+        let v_init = self.const_value(ts[2]).map(|l| literal_values(&l));
+        let i_init = self.const_value(ts[3]).map(|l| literal_values(&l));
+        if v_init.as_deref() != Some(&[want][..]) || i_init.as_deref() != Some(&[0.0][..]) {
+            return refuse(
+                "its initial values are not (-inf, 0) for argmax or (+inf, 0) for argmin",
+            );
+        }
         let is_iota = self.const_value(idx).is_some_and(|l| {
             let dims_x = &self.shape(x).dims;
             let stride: usize = dims_x[d + 1..].iter().product();
