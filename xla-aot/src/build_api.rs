@@ -16,7 +16,7 @@
 //! | x86_64-* | (neither) | `x86_64` (SSE2 baseline) |
 //! | aarch64-* | any | `aarch64-neon` |
 
-use crate::emit::{CompileOptions, compile_model, write_artefacts};
+use crate::emit::{CompileOptions, write_artefacts};
 use crate::spec::{load_spec, weights::io_reason};
 use crate::target::Target;
 use std::path::{Path, PathBuf};
@@ -220,7 +220,8 @@ impl Build {
             progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
             ..CompileOptions::default()
         };
-        let artefacts = compile_model(&model.module, &target, &opts)?;
+        let artefacts =
+            crate::emit::compile_model_buckets(&model.module, &model.batch, &target, &opts)?;
         let werr = |e: std::io::Error| {
             BuildError::Other(format!("cannot write {}: {}", dir.display(), io_reason(&e)))
         };

@@ -14,6 +14,7 @@
 //! accumulate into the output with `llvm.fmuladd`, innermost over output columns; neither
 //! reassociates a sum.
 
+mod batch;
 mod conv;
 mod epilogue;
 mod gemm;
@@ -30,6 +31,7 @@ use crate::ir::{
     ReduceKind, Shape, UnaryOp,
 };
 use crate::target::Target;
+pub use batch::{BatchPlan, Bucket};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -183,14 +185,47 @@ pub fn compile(
     target: &Target,
     opts: Options,
 ) -> Result<CpuObject, CodegenError> {
+    compile_batched(hlo, plan, &[], None, target, opts)
+}
+
+/// [`compile`], with batch buckets: `variants` (the other buckets' modules, named
+/// `<name>_b<B>`, and plans) go into the same object, sharing identical weights (one private
+/// constant each after LLVM's constant merging) and `hlo`'s parallel-for registration; `batch`
+/// adds the `<name>_run_batch` dispatcher (`cpu/batch.rs`).
+pub fn compile_batched(
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    variants: &[(&Hlo, &BufferPlan)],
+    batch: Option<&BatchPlan>,
+    target: &Target,
+    opts: Options,
+) -> Result<CpuObject, CodegenError> {
     let tm = target_machine(target)?;
     let ctx = Context::create();
-    let (module, kernels) = build_module(&ctx, &tm, hlo, plan, target, opts.grid)?;
-    let exports = vec![
+    let (module, mut kernels) = build_module(&ctx, &tm, hlo, plan, target, opts.grid)?;
+    let mut exports = vec![
         format!("{}_run", hlo.name),
         format!("{}_run_ptrs", hlo.name),
         format!("{}_set_parallel_for", hlo.name),
     ];
+    for (v, vplan) in variants {
+        let mut cg = Cg::new(&ctx, &module, v, vplan, target);
+        cg.grid = opts.grid;
+        cg.hook_base = Some(hlo.name.clone());
+        cg.variant = true;
+        kernels.extend(cg.build()?);
+        exports.push(format!("{}_run", v.name));
+        exports.push(format!("{}_run_ptrs", v.name));
+    }
+    if let Some(bp) = batch {
+        let cg = Cg::new(&ctx, &module, hlo, plan, target);
+        cg.batch_dispatcher(bp);
+        exports.push(format!("{}_run_batch", hlo.name));
+        exports.push(format!("{}_run_batch_ptrs", hlo.name));
+        module
+            .verify()
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    }
     let before = opts.ir.then(|| module.print_to_string().to_string());
     let kernel_text = |m: &Module| -> Vec<String> {
         kernels
@@ -333,6 +368,11 @@ struct Cg<'a, 'ctx> {
     /// Set by a kernel whose grid is not one invocation per output element (a tiled product:
     /// `cpu/tiled.rs`): its invocations.
     grid_size: std::cell::Cell<Option<usize>>,
+    /// The model whose parallel-for registration this module uses (batch variants: the
+    /// declared batch's module); `None`: its own.
+    hook_base: Option<String>,
+    /// A batch variant: no `<name>_set_parallel_for` of its own.
+    variant: bool,
 }
 
 /// One launch of a PTX-mode module (`ptx.rs` turns these into device-arena offsets).
@@ -440,6 +480,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ptx_entries: std::cell::RefCell::new(Vec::new()),
             scalar_consts: std::cell::RefCell::new(Vec::new()),
             grid_size: std::cell::Cell::new(None),
+            hook_base: None,
+            variant: false,
         }
     }
 
@@ -1142,7 +1184,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             return Ok(kernels);
         }
         self.entry_points(&globals, &calls);
-        self.parallel_setter();
+        if !self.variant {
+            self.parallel_setter();
+        }
         Ok(kernels)
     }
 

@@ -193,3 +193,59 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
         .replace("{{run_params}}", &params.join(", "))
         .replace("{{cuda_api}}", cuda)
 }
+
+/// The batch-bucket part of the header (`batch_sizes`): the bucket macros, `<name>_run_batch`
+/// and each other bucket's entry points. Shapes elsewhere in the header are the declared batch's.
+pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: usize) -> String {
+    let c = &m.entry;
+    let upper = m.name.to_ascii_uppercase();
+    let name = &m.name;
+    let mut params = Vec::new();
+    for p in c.parameters() {
+        let i = c.inst(p);
+        params.push(format!(
+            "const {} *{}",
+            c_type(i.shape.dtype),
+            c_name(&i.name)
+        ));
+    }
+    for o in &c.outputs {
+        let s = &c.inst(o.value).shape;
+        params.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
+    }
+    let params = params.join(", ");
+    let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
+    let max = bp.buckets.last().map_or(0, |b| b.batch);
+    let mut out = format!(
+        "\n/* Batch buckets: compiled for batch sizes {list} (dim 0 of every input and output); the\n \
+         * shapes above are those of batch {declared} ({upper}_DECLARED_BATCH). One item of a tensor\n \
+         * is its SIZE / {upper}_DECLARED_BATCH elements. */\n\
+         #define {upper}_DECLARED_BATCH {declared}\n\
+         #define {upper}_MAX_BATCH {max}\n\
+         #define {upper}_NUM_BATCH_SIZES {count}\n\
+         #define {upper}_BATCH_SIZES {{{list}}}\n\n\
+         /* Runs n items, 1 <= n <= {upper}_MAX_BATCH: each input holds n items, each output receives\n \
+         * exactly n. The smallest compiled batch >= n runs; when it is larger than n, the items are\n \
+         * staged in the arena and padded with zero items (the arena size above includes this).\n \
+         * Returns XLA_AOT_STATUS_BAD_ARGUMENT when n is out of range. */\n\
+         int {name}_run_batch(void *arena, int32_t n, {params});\n\
+         int {name}_run_batch_ptrs(void *arena, int32_t n, const void *const *inputs, void *const *outputs);\n",
+        list = sizes.join(", "),
+        count = sizes.len(),
+    );
+    let others: Vec<&crate::codegen::cpu::Bucket> =
+        bp.buckets.iter().filter(|b| b.batch != declared).collect();
+    if !others.is_empty() {
+        out.push_str(
+            "\n/* Each other bucket's own entry points: exactly B items per input and output. */\n",
+        );
+        for b in others {
+            out.push_str(&format!(
+                "int {p}_run(void *arena, /* batch {batch} */ {params});\nint {p}_run_ptrs(void *arena, const void *const *inputs, void *const *outputs);\n",
+                p = b.prefix,
+                batch = b.batch
+            ));
+        }
+    }
+    out
+}

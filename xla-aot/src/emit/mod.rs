@@ -97,6 +97,47 @@ pub enum CompileError {
     Codegen(#[from] CodegenError),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// A feature the target cannot have yet.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// The dispatcher's view of the buckets: each one's entry-point prefix and arena, and the bytes
+/// of one item of each input and output (the declared module's sizes over its batch).
+fn batch_plan(
+    m: &Module,
+    plan: &BufferPlan,
+    declared: usize,
+    variants: &[(usize, Module, BufferPlan)],
+) -> cpu::BatchPlan {
+    let mut buckets = vec![cpu::Bucket {
+        batch: declared,
+        prefix: m.name.clone(),
+        arena: plan.arena_size,
+    }];
+    for (b, v, p) in variants {
+        buckets.push(cpu::Bucket {
+            batch: *b,
+            prefix: v.name.clone(),
+            arena: p.arena_size,
+        });
+    }
+    buckets.sort_by_key(|b| b.batch);
+    let c = &m.entry;
+    let item = |bytes: usize| bytes / declared.max(1);
+    cpu::BatchPlan {
+        buckets,
+        input_item_bytes: c
+            .parameters()
+            .iter()
+            .map(|&p| item(c.inst(p).shape.size_bytes()))
+            .collect(),
+        output_item_bytes: c
+            .outputs
+            .iter()
+            .map(|o| item(c.inst(o.value).shape.size_bytes()))
+            .collect(),
+    }
 }
 
 /// Optimises and compiles a verified module for a target.
@@ -105,6 +146,26 @@ pub fn compile_model(
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
+    compile_model_buckets(m, &[], target, opts)
+}
+
+/// [`compile_model`] for a spec with `batch_sizes`: `buckets` holds every bucket's module
+/// (`spec::Model::batch`; `m` is the one of the declared batch). The library gets each other
+/// bucket's entry points as `<name>_b<B>_run*` and `<name>_run_batch` (`codegen/cpu/batch.rs`),
+/// all in one object so identical weights are stored once; the arena holds the largest bucket
+/// with its staging buffers. Empty `buckets`: exactly [`compile_model`].
+pub fn compile_model_buckets(
+    m: &Module,
+    buckets: &[(usize, Module)],
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    if !buckets.is_empty() && target.cuda_sm.is_some() {
+        return Err(CompileError::Unsupported(format!(
+            "`batch_sizes` is not supported on CUDA targets yet ({}); compile one batch size per library",
+            target.name
+        )));
+    }
     let progress = Progress {
         on: opts.progress,
         name: &m.name,
@@ -148,7 +209,28 @@ pub fn compile_model(
         m.entry.instructions.len(),
         plan.arena_size
     ));
-    let obj = cpu::compile(m, &plan, target, opts.codegen)?;
+    // Batch buckets: every other bucket optimised and planned as `<name>_b<B>`.
+    let declared = m
+        .entry
+        .parameters()
+        .first()
+        .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
+        .unwrap_or(1);
+    let mut variants = Vec::new();
+    for (b, vm) in buckets.iter().filter(|(b, _)| *b != declared) {
+        let mut v = vm.clone();
+        v.name = format!("{}_b{b}", m.name);
+        if !opts.no_pipeline {
+            Pipeline::default_pipeline()
+                .disable(&opts.disabled_passes)
+                .run(&mut v, &mut |_, _, _| {})?;
+        }
+        let vplan = crate::arena::plan(&v);
+        variants.push((*b, v, vplan));
+    }
+    let batch_plan = (!buckets.is_empty()).then(|| batch_plan(m, &plan, declared, &variants));
+    let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
+    let obj = cpu::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
     progress.stage(&format!(
         "generated {} kernels for {}",
         obj.kernels.len(),
@@ -196,7 +278,15 @@ pub fn compile_model(
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
         .unwrap_or_default();
-    let header = header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header);
+    let header = match &batch_plan {
+        None => header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header),
+        Some(bp) => {
+            let mut whole = plan.clone();
+            whole.arena_size = bp.arena_size();
+            let api = header::render_batch(m, bp, declared);
+            header::render(m, &whole, &target.name, obj.kernels.len(), &api)
+        }
+    };
     let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");

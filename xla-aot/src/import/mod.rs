@@ -99,7 +99,12 @@ impl<'w> Bindings<'w> {
                     .find(|w| names.contains(&sanitize(w).as_str()))
                     .map(str::to_string)
             })?;
-        self.used.insert(name.clone());
+        if !self.used.insert(name.clone()) {
+            return Some(Err(format!(
+                "weight `{name}` would bind a second input (`{}`); rename one of the inputs",
+                names[0]
+            )));
+        }
         Some(self.weights.load(&name).and_then(|lit| {
             if lit.dtype != shape.dtype || lit.dims != shape.dims {
                 Err(format!(
@@ -164,7 +169,14 @@ fn import(
             let bytes = std::fs::read(graph).map_err(|e| read_error(graph, &e))?;
             onnx::import(graph, &bytes, name, &mut bindings)?
         }
-        Format::Spec => unreachable!("YAML specs are not imported"),
+        Format::Spec => {
+            return Err(SpecError::new(
+                graph,
+                SpecErrorKind::Invalid(
+                    "a YAML spec is loaded by spec::load_spec, not imported".into(),
+                ),
+            ));
+        }
     };
     let inputs: Vec<String> = module
         .entry
@@ -205,6 +217,7 @@ pub fn load_file(path: &Path, format: Format) -> Result<Model, SpecError> {
         spec_path: path.to_path_buf(),
         params_path: None,
         graph_path: None,
+        batch: Vec::new(),
     })
 }
 
@@ -283,5 +296,6 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
         spec_path: path.to_path_buf(),
         params_path,
         graph_path: Some(graph),
+        batch: Vec::new(),
     })
 }

@@ -5,6 +5,7 @@
 //! verifier, or the first [`SpecError`], positioned in the file. It never panics on any input.
 //! Files: `raw` (serde structure), `spans` (positions), `weights`, `lower` (ops → HLO), `error`.
 
+pub mod batch;
 pub mod error;
 pub mod lower;
 pub mod raw;
@@ -43,6 +44,9 @@ pub struct Model {
     pub params_path: Option<PathBuf>,
     /// The ONNX or HLO text file a `graph:` spec imports (build integration watches it).
     pub graph_path: Option<PathBuf>,
+    /// With `batch_sizes`: the module of every bucket, smallest first (the one of `module`'s own
+    /// batch size included); empty otherwise.
+    pub batch: Vec<(usize, Module)>,
 }
 
 /// Reads, checks and lowers the spec at `path`: a YAML spec, or an `.onnx` / `.hlo.txt` file
@@ -98,6 +102,14 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         return crate::import::load_graph_spec(path, source);
     }
     let raw = raw::parse_raw(path, source)?;
+    let Some(sizes) = raw.batch_sizes.clone() else {
+        return lower_raw(path, source, &raw);
+    };
+    batch::lower_buckets(path, source, &raw, &sizes)
+}
+
+/// Checks and lowers a parsed spec (one batch size).
+fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, SpecError> {
     let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
 
@@ -373,6 +385,7 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         spec_path: path.to_path_buf(),
         params_path,
         graph_path: None,
+        batch: Vec::new(),
     })
 }
 

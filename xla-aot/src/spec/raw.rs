@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::path::Path;
 
 /// The top level of a spec file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSpec {
     pub name: String,
@@ -23,6 +23,9 @@ pub struct RawSpec {
     #[serde(default)]
     pub constants: Vec<RawConstant>,
     pub ops: Vec<serde_yaml::Mapping>,
+    /// Batch buckets: one compiled variant per size (dim 0 of every input and output).
+    #[serde(default)]
+    pub batch_sizes: Option<Vec<i64>>,
 }
 
 /// Top-level keys, for hints.
@@ -34,10 +37,11 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "params",
     "constants",
     "ops",
+    "batch_sizes",
 ];
 
 /// One entry of `inputs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawInput {
     pub name: String,
@@ -46,7 +50,7 @@ pub struct RawInput {
 }
 
 /// One entry of `constants`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConstant {
     pub name: String,

@@ -170,7 +170,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     fn hook_global(&self) -> GlobalValue<'ctx> {
-        let name = format!("{}.parallel_for", self.hlo.name);
+        // Batch variants share the registration of the model they belong to.
+        let owner = self.hook_base.as_deref().unwrap_or(&self.hlo.name);
+        let name = format!("{owner}.parallel_for");
         if let Some(g) = self.m.get_global(&name) {
             return g;
         }
