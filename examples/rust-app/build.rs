@@ -6,6 +6,8 @@
 fn main() {
     xla_aot::Build::new("../simplenet/model.yaml").compile("simplenet");
     xla_aot::Build::new("../mlp/model.yaml").compile("mlp");
+    // The same mlp with batch buckets (`batch_sizes`): `mlp_batched::run_batch`.
+    xla_aot::Build::new("mlp_batched.yaml").compile("mlp_batched");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let gpu = if arch == "aarch64" {
         "jetson-orin"

@@ -227,8 +227,12 @@ impl Build {
         };
         let _ = std::fs::remove_file(&key_file);
         write_artefacts(&artefacts, &dir).map_err(werr)?;
-        let bindings =
-            crate::emit::bindings::render(&model.module, &artefacts.plan, artefacts.ptx.as_ref());
+        let bindings = crate::emit::bindings::render(
+            &model.module,
+            &artefacts.plan,
+            artefacts.ptx.as_ref(),
+            artefacts.batch.as_ref(),
+        );
         std::fs::write(dir.join(format!("{name}.rs")), bindings).map_err(werr)?;
         if let Some(d) = &dump_to {
             crate::emit::dump::write_dump(&artefacts, d).map_err(werr)?;

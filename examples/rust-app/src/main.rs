@@ -3,6 +3,7 @@
 
 runtime_min::include_model!("simplenet");
 runtime_min::include_model!("mlp");
+runtime_min::include_model!("mlp_batched");
 runtime_min::include_model!("mobilenet_block");
 
 fn summary(name: &str, v: &[f32]) {
@@ -46,6 +47,38 @@ fn main() -> Result<(), runtime_min::Status> {
         "mlp: class {best} (p = {:.4}), probabilities sum to {:.6}",
         probs[best],
         probs.iter().sum::<f32>()
+    );
+
+    // mlp_batched: three images in one call (the 4-image bucket, padded), each equal to mlp alone.
+    let n = 3;
+    let images: Vec<f32> = (0..n * mlp::X_LEN)
+        .map(|i| ((i % 28) as f32 + (i / mlp::X_LEN) as f32) / 28.0)
+        .collect();
+    let mut batch_probs = vec![0f32; n * mlp::PROBS_LEN];
+    let mut arena = Box::new(mlp_batched::Arena::<{ mlp_batched::ARENA_SIZE }>::new());
+    mlp_batched::run_batch(&mut arena, n, &images, &mut batch_probs)?;
+    let mut worst = 0f32;
+    for k in 0..n {
+        let mut one = [0f32; mlp::X_LEN];
+        one.copy_from_slice(&images[k * mlp::X_LEN..(k + 1) * mlp::X_LEN]);
+        let mut alone = [0f32; mlp::PROBS_LEN];
+        let mut a = Box::new(mlp::Arena::<{ mlp::ARENA_SIZE }>::new());
+        mlp::run(&mut a, &one, &mut alone)?;
+        for (b, s) in batch_probs[k * mlp::PROBS_LEN..].iter().zip(&alone) {
+            worst = worst.max((b - s).abs());
+        }
+    }
+    println!(
+        "mlp_batched: {n} images in one call (buckets {:?}), at most {worst:.3e} from mlp alone",
+        mlp_batched::BATCH_SIZES
+    );
+    assert!(
+        worst < 1e-5,
+        "a batched image differs from the image run alone"
+    );
+    assert_eq!(
+        mlp_batched::run_batch(&mut arena, 9, &images, &mut batch_probs),
+        Err(runtime_min::Status::BadArgument)
     );
 
     // mobilenet_block: on the CPU, then on the GPU when there is one (the CPU result otherwise).

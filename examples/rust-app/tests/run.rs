@@ -18,6 +18,10 @@ fn rust_app_runs_both_models() {
     );
     assert!(text.contains("probabilities sum to 1.0000"), "{text}");
     assert!(
+        text.contains("mlp_batched: 3 images in one call (buckets [1, 4, 8]), at most"),
+        "{text}"
+    );
+    assert!(
         text.contains("mobilenet_block probs (CPU): 10 values"),
         "{text}"
     );

@@ -11,6 +11,7 @@ use crate::ir::{DType, Module};
 
 const TEMPLATE: &str = include_str!("../../../templates/bindings.rs.in");
 const CUDA_TEMPLATE: &str = include_str!("../../../templates/bindings_cuda.rs.in");
+const BATCH_TEMPLATE: &str = include_str!("../../../templates/bindings_batch.rs.in");
 
 fn rust_type(d: DType) -> &'static str {
     match d {
@@ -25,13 +26,33 @@ pub fn render(
     m: &Module,
     plan: &BufferPlan,
     ptx: Option<&crate::codegen::ptx::PtxModule>,
+    batch: Option<&(crate::codegen::cpu::BatchPlan, usize)>,
 ) -> String {
     let c = &m.entry;
     let mut consts = String::new();
     let (mut ffi, mut params, mut args) = (Vec::new(), Vec::new(), Vec::new());
     let (mut input_ptrs, mut output_ptrs) = (Vec::new(), Vec::new());
+    let (mut bffi, mut bparams, mut bargs, mut bchecks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let declared = batch.map_or(1, |b| b.1.max(1));
     let mut tensor = |name: &str, dtype: DType, n: usize, output: bool| {
         let cn = c_name(name);
+        {
+            let t = rust_type(dtype);
+            let item = n / declared;
+            let (mutability, ptr) = if output {
+                ("&mut ", "as_mut_ptr")
+            } else {
+                ("&", "as_ptr")
+            };
+            bffi.push(format!(
+                "{cn}: *{} {t}",
+                if output { "mut" } else { "const" }
+            ));
+            bparams.push(format!("{cn}: {mutability}[{t}]"));
+            bargs.push(format!("{cn}.{ptr}()"));
+            bchecks.push(format!("{cn}.len() < n * {item}"));
+        }
         let len = format!("{}_LEN", cn.to_ascii_uppercase());
         consts.push_str(&format!(
             "    /// Elements of `{name}`.\n    pub const {len}: usize = {n};\n"
@@ -72,12 +93,27 @@ pub fn render(
                 .replace("{{output_ptrs}}", &output_ptrs.join(", "))
         })
         .unwrap_or_default();
+    let batch_api = batch
+        .map(|(bp, declared)| {
+            let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
+            BATCH_TEMPLATE
+                .replace("{{sizes}}", &sizes.join(", "))
+                .replace("{{num_sizes}}", &sizes.len().to_string())
+                .replace("{{declared}}", &declared.to_string())
+                .replace("{{max}}", sizes.last().map_or("0", |s| s.as_str()))
+                .replace("{{ffi_params}}", &bffi.join(", "))
+                .replace("{{params}}", &bparams.join(", "))
+                .replace("{{args}}", &bargs.join(", "))
+                .replace("{{checks}}", &bchecks.join(" || "))
+        })
+        .unwrap_or_default();
+    let arena_size = batch.map_or(plan.arena_size, |(bp, _)| bp.arena_size());
     TEMPLATE
-        .replace("{{cuda}}", &cuda)
+        .replace("{{cuda}}", &format!("{cuda}{batch_api}"))
         .replace("{{name}}", &m.name)
         .replace("{{version}}", env!("CARGO_PKG_VERSION"))
         .replace("{{target}}", "see the manifest")
-        .replace("{{arena_size}}", &plan.arena_size.to_string())
+        .replace("{{arena_size}}", &arena_size.to_string())
         .replace("{{consts}}", &consts)
         .replace("{{ffi_params}}", &ffi.join(", "))
         .replace("{{params}}", &params.join(", "))

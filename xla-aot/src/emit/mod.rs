@@ -53,6 +53,8 @@ pub struct Artefacts {
     pub modules: Option<Box<(Module, Module)>>,
     /// A CUDA target's PTX module (`<name>.ptx`, and the launches for dumps and tests).
     pub ptx: Option<PtxModule>,
+    /// With batch buckets: the dispatcher's plan and the declared batch (bindings, tests).
+    pub batch: Option<(cpu::BatchPlan, usize)>,
 }
 
 /// How to compile.
@@ -292,6 +294,7 @@ pub fn compile_model_buckets(
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
+        batch: batch_plan.map(|bp| (bp, declared)),
         ptx: cuda.map(|(p, _, _)| p),
         name: m.name.clone(),
         object: obj.object,
