@@ -14,7 +14,7 @@
 //! accumulate into the output with `llvm.fmuladd`, innermost over output columns; neither
 //! reassociates a sum.
 
-mod batch;
+pub mod batch;
 mod conv;
 mod epilogue;
 mod gemm;

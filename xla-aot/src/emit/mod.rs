@@ -126,19 +126,23 @@ fn batch_plan(
     }
     buckets.sort_by_key(|b| b.batch);
     let c = &m.entry;
-    let item = |bytes: usize| bytes / declared.max(1);
+    let item = |bytes: usize| cpu::batch::Role::Bucketed {
+        outer: 1,
+        unit_bytes: bytes / declared.max(1),
+    };
     cpu::BatchPlan {
         buckets,
-        input_item_bytes: c
+        inputs: c
             .parameters()
             .iter()
             .map(|&p| item(c.inst(p).shape.size_bytes()))
             .collect(),
-        output_item_bytes: c
+        outputs: c
             .outputs
             .iter()
             .map(|o| item(c.inst(o.value).shape.size_bytes()))
             .collect(),
+        entry: "run_batch".into(),
     }
 }
 

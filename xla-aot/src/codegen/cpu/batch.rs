@@ -24,21 +24,35 @@ use runtime_min::Status;
 /// One compiled bucket.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    /// Items it runs.
+    /// Items (batch) or positions (sequence) it runs.
     pub batch: usize,
-    /// The prefix of its entry points (`<name>` or `<name>_b<B>`).
+    /// The prefix of its entry points (`<name>`, `<name>_b<B>` or `<name>_s<S>`).
     pub prefix: String,
     /// Its own arena bytes.
     pub arena: usize,
 }
 
-/// What the dispatcher needs: the buckets (ascending) and the bytes of one item of each input and
-/// output.
+/// How one input or output travels between the caller and a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Along the bucketed dimension: `outer` blocks, each `n` (caller) or `B` (bucket) units of
+    /// `unit_bytes`. Batch: one block of items. Sequence: the dims before the axis are blocks.
+    Bucketed { outer: usize, unit_bytes: usize },
+    /// Passed through (its shape does not depend on the bucket).
+    Direct,
+    /// The sequence mask input: `rows` rows of the bucket's length, 1.0 below n, 0.0 from n on,
+    /// filled by the dispatcher (the caller does not pass it).
+    Mask { rows: usize },
+}
+
+/// What the dispatcher needs: the buckets (ascending), each input's and output's role, and the
+/// entry point (`run_batch` or `run_seq`).
 #[derive(Debug, Clone)]
 pub struct BatchPlan {
     pub buckets: Vec<Bucket>,
-    pub input_item_bytes: Vec<usize>,
-    pub output_item_bytes: Vec<usize>,
+    pub inputs: Vec<Role>,
+    pub outputs: Vec<Role>,
+    pub entry: String,
 }
 
 fn align(n: usize) -> usize {
@@ -46,14 +60,23 @@ fn align(n: usize) -> usize {
 }
 
 impl BatchPlan {
+    /// The bytes a tensor of this role takes staged for `bucket`.
+    fn staged_bytes(role: &Role, bucket: &Bucket) -> usize {
+        match role {
+            Role::Bucketed { outer, unit_bytes } => outer * unit_bytes * bucket.batch,
+            Role::Mask { rows } => rows * 4 * bucket.batch,
+            Role::Direct => 0,
+        }
+    }
+
     /// Offsets of each staged input then output (from the start of the staging area) and the
     /// staging bytes of `bucket`.
     fn staging(&self, bucket: &Bucket) -> (Vec<usize>, usize) {
         let mut offs = Vec::new();
         let mut at = 0;
-        for &item in self.input_item_bytes.iter().chain(&self.output_item_bytes) {
+        for role in self.inputs.iter().chain(&self.outputs) {
             offs.push(at);
-            at += align(item * bucket.batch);
+            at += align(Self::staged_bytes(role, bucket));
         }
         (offs, at)
     }
@@ -65,6 +88,13 @@ impl BatchPlan {
             .map(|b| align(b.arena) + self.staging(b).1)
             .max()
             .unwrap_or(0)
+    }
+
+    /// Indices of the inputs the caller passes (all but the mask).
+    pub fn caller_inputs(&self) -> Vec<usize> {
+        (0..self.inputs.len())
+            .filter(|&i| !matches!(self.inputs[i], Role::Mask { .. }))
+            .collect()
     }
 }
 
@@ -99,17 +129,56 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.position_at_end(ok);
     }
 
-    /// Generates `<name>_run_batch_ptrs` and `<name>_run_batch` (this Cg's module name).
+    /// Copies `n` of `b` units per block (`outer` blocks of `unit` bytes) between a caller
+    /// buffer (n units per block) and a staged one (b units per block); into the staged buffer
+    /// the rest of each block is zeroed.
+    #[allow(clippy::too_many_arguments)]
+    fn block_copy(
+        &self,
+        user: PointerValue<'ctx>,
+        staged: PointerValue<'ctx>,
+        n: IntValue<'ctx>,
+        b: usize,
+        outer: usize,
+        unit: usize,
+        into_staged: bool,
+    ) {
+        self.for_loop(outer, &mut |cg, o| {
+            let bb = &cg.b;
+            let used = bb.build_int_mul(n, cg.i64(unit as u64), "").unwrap();
+            let u_off = bb.build_int_mul(o, used, "").unwrap();
+            let s_off = bb.build_int_mul(o, cg.i64((b * unit) as u64), "").unwrap();
+            let (u, s) = (cg.gep(user, u_off), cg.gep(staged, s_off));
+            if into_staged {
+                cg.byte_loop(s, Some(u), used);
+                let pad =
+                    cg.b.build_int_sub(cg.i64((b * unit) as u64), used, "")
+                        .unwrap();
+                cg.byte_loop(cg.gep(s, used), None, pad);
+            } else {
+                cg.byte_loop(u, Some(s), used);
+            }
+        });
+    }
+
+    /// Generates `<name>_<entry>_ptrs` and `<name>_<entry>` (this Cg's module name).
     pub(super) fn batch_dispatcher(&self, plan: &BatchPlan) {
         let name = &self.hlo.name;
+        let entry = &plan.entry;
         let c = &self.hlo.entry;
-        let (nin, nout) = (plan.input_item_bytes.len(), plan.output_item_bytes.len());
+        let params = c.parameters();
+        let (nin, nout) = (plan.inputs.len(), plan.outputs.len());
+        let caller_inputs = plan.caller_inputs();
         let i8p = self.i8p();
         let i8pp = i8p.ptr_type(AddressSpace::default());
-        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let (i32t, i64t, f32t) = (
+            self.ctx.i32_type(),
+            self.ctx.i64_type(),
+            self.ctx.f32_type(),
+        );
         let ptrs_ty = i32t.fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false);
         let f = self.m.add_function(
-            &format!("{name}_run_batch_ptrs"),
+            &format!("{name}_{entry}_ptrs"),
             i32t.fn_type(&[i8p.into(), i32t.into(), i8pp.into(), i8pp.into()], false),
             Some(Linkage::External),
         );
@@ -123,18 +192,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         for p in [arena, ins, outs] {
             self.fail_if(f, self.b.build_is_null(p, "").unwrap(), Status::NullPointer);
         }
-        let mut user = Vec::new();
-        for (arr, k) in [(ins, nin), (outs, nout)] {
-            for j in 0..k {
-                let p = self
-                    .b
-                    .build_load(self.gep(arr, self.i64(j as u64)), "")
-                    .unwrap()
-                    .into_pointer_value();
-                self.fail_if(f, self.b.build_is_null(p, "").unwrap(), Status::NullPointer);
-                user.push(p);
-            }
+        // The caller's pointers, per model input (None: the mask) and output.
+        let load = |arr: PointerValue<'ctx>, j: usize| {
+            let p = self
+                .b
+                .build_load(self.gep(arr, self.i64(j as u64)), "")
+                .unwrap()
+                .into_pointer_value();
+            self.fail_if(f, self.b.build_is_null(p, "").unwrap(), Status::NullPointer);
+            p
+        };
+        let mut user_in: Vec<Option<PointerValue<'ctx>>> = vec![None; nin];
+        for (k, &i) in caller_inputs.iter().enumerate() {
+            user_in[i] = Some(load(ins, k));
         }
+        let user_out: Vec<PointerValue<'ctx>> = (0..nout).map(|j| load(outs, j)).collect();
         let addr = self.b.build_ptr_to_int(arena, i64t, "").unwrap();
         let low = self
             .b
@@ -174,40 +246,23 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 });
             let here = self.ctx.append_basic_block(f, "bucket");
             let next = self.ctx.append_basic_block(f, "next");
-            let fits = self
-                .b
-                .build_int_compare(IntPredicate::SLE, n, self.i64(bucket.batch as u64), "")
-                .unwrap();
             let fits = if bi + 1 == plan.buckets.len() {
                 self.ctx.bool_type().const_int(1, false)
             } else {
-                fits
+                self.b
+                    .build_int_compare(IntPredicate::SLE, n, self.i64(bucket.batch as u64), "")
+                    .unwrap()
             };
             self.b.build_conditional_branch(fits, here, next).unwrap();
             self.b.position_at_end(here);
-            // Exactly full: the caller's buffers.
+            let b = bucket.batch;
             let exact = self
                 .b
-                .build_int_compare(IntPredicate::EQ, n, self.i64(bucket.batch as u64), "")
+                .build_int_compare(IntPredicate::EQ, n, self.i64(b as u64), "")
                 .unwrap();
-            let direct = self.ctx.append_basic_block(f, "direct");
-            let staged = self.ctx.append_basic_block(f, "staged");
-            self.b
-                .build_conditional_branch(exact, direct, staged)
-                .unwrap();
-            self.b.position_at_end(direct);
-            let s = self
-                .b
-                .build_call(run, &[arena.into(), ins.into(), outs.into()], "")
-                .unwrap()
-                .try_as_basic_value()
-                .basic()
-                .expect("run_ptrs returns a status");
-            self.b.build_return(Some(&s)).unwrap();
-            // Staged: copy in n items, zero the rest, run, copy n items out.
-            self.b.position_at_end(staged);
             let (offs, _) = plan.staging(bucket);
             let base = align(bucket.arena);
+            let staged = |j: usize| self.gep(arena, self.i64((base + offs[j]) as u64));
             let in_arr = self
                 .b
                 .build_array_alloca(i8p, self.i64(nin.max(1) as u64), "ins")
@@ -216,24 +271,57 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .b
                 .build_array_alloca(i8p, self.i64(nout.max(1) as u64), "outs")
                 .unwrap();
-            let items = plan.input_item_bytes.iter().chain(&plan.output_item_bytes);
-            let mut staged_ptrs = Vec::new();
-            for (j, (&item, &off)) in items.zip(&offs).enumerate() {
-                let dst = self.gep(arena, self.i64((base + off) as u64));
-                staged_ptrs.push(dst);
-                let arr = if j < nin { in_arr } else { out_arr };
-                let slot = if j < nin { j } else { j - nin };
+            // Inputs: the caller's buffer when it already has the bucket's size, else staged.
+            for (i, role) in plan.inputs.iter().enumerate() {
+                let p = match (role, user_in[i]) {
+                    (Role::Direct, Some(u)) => u,
+                    (Role::Bucketed { outer, unit_bytes }, Some(u)) => {
+                        let s = staged(i);
+                        let dst = self.slot(f, i8p.into());
+                        self.b.build_store(dst, u).unwrap();
+                        let copy = self.ctx.append_basic_block(f, "stage_in");
+                        let done = self.ctx.append_basic_block(f, "staged_in");
+                        self.b.build_conditional_branch(exact, done, copy).unwrap();
+                        self.b.position_at_end(copy);
+                        self.block_copy(u, s, n, b, *outer, *unit_bytes, true);
+                        self.b.build_store(dst, s).unwrap();
+                        self.b.build_unconditional_branch(done).unwrap();
+                        self.b.position_at_end(done);
+                        self.b.build_load(dst, "").unwrap().into_pointer_value()
+                    }
+                    (Role::Mask { rows }, _) => {
+                        let s = staged(i);
+                        let fp = self
+                            .b
+                            .build_pointer_cast(s, f32t.ptr_type(AddressSpace::default()), "")
+                            .unwrap();
+                        self.for_loop(rows * b, &mut |cg, k| {
+                            let t =
+                                cg.b.build_int_unsigned_rem(k, cg.i64(b as u64), "")
+                                    .unwrap();
+                            let on = cg.b.build_int_compare(IntPredicate::SLT, t, n, "").unwrap();
+                            let v = cg.select(on, cg.f32c(1.0).into(), cg.f32c(0.0).into());
+                            cg.b.build_store(cg.gep(fp, k), v).unwrap();
+                        });
+                        s
+                    }
+                    _ => unreachable!("every caller input has a pointer"),
+                };
                 self.b
-                    .build_store(self.gep(arr, self.i64(slot as u64)), dst)
+                    .build_store(self.gep(in_arr, self.i64(i as u64)), p)
                     .unwrap();
-                if j < nin {
-                    let used = self.b.build_int_mul(n, self.i64(item as u64), "").unwrap();
-                    self.byte_loop(dst, Some(user[j]), used);
-                    let pad_at = self.gep(dst, used);
-                    let total = self.i64((item * bucket.batch) as u64);
-                    let pad = self.b.build_int_sub(total, used, "").unwrap();
-                    self.byte_loop(pad_at, None, pad);
-                }
+            }
+            for (j, role) in plan.outputs.iter().enumerate() {
+                let p = match role {
+                    Role::Bucketed { .. } => {
+                        let v = self.select(exact, user_out[j].into(), staged(nin + j).into());
+                        v.into_pointer_value()
+                    }
+                    _ => user_out[j],
+                };
+                self.b
+                    .build_store(self.gep(out_arr, self.i64(j as u64)), p)
+                    .unwrap();
             }
             let s = self
                 .b
@@ -247,55 +335,67 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .b
                 .build_int_compare(IntPredicate::NE, s, self.status(Status::Ok), "")
                 .unwrap();
-            let fail = self.ctx.append_basic_block(f, "run_failed");
+            self.fail_if_status(f, failed, s);
+            // Outputs staged (n < bucket): the first n units of every block back to the caller.
             let copy = self.ctx.append_basic_block(f, "copy_out");
-            self.b.build_conditional_branch(failed, fail, copy).unwrap();
-            self.b.position_at_end(fail);
-            self.b.build_return(Some(&s)).unwrap();
+            let done = self.ctx.append_basic_block(f, "done");
+            self.b.build_conditional_branch(exact, done, copy).unwrap();
             self.b.position_at_end(copy);
-            for (k, &item) in plan.output_item_bytes.iter().enumerate() {
-                let used = self.b.build_int_mul(n, self.i64(item as u64), "").unwrap();
-                self.byte_loop(user[nin + k], Some(staged_ptrs[nin + k]), used);
+            for (j, role) in plan.outputs.iter().enumerate() {
+                if let Role::Bucketed { outer, unit_bytes } = role {
+                    self.block_copy(
+                        user_out[j],
+                        staged(nin + j),
+                        n,
+                        b,
+                        *outer,
+                        *unit_bytes,
+                        false,
+                    );
+                }
             }
+            self.b.build_unconditional_branch(done).unwrap();
+            self.b.position_at_end(done);
             self.b.build_return(Some(&self.status(Status::Ok))).unwrap();
             self.b.position_at_end(next);
         }
         self.b.build_unreachable().unwrap();
 
-        // int <name>_run_batch(void *arena, int32_t n, const T *in0, ..., T *out0, ...)
+        // int <name>_<entry>(void *arena, int32_t n, const T *in0, ..., T *out0, ...)
         let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into(), i32t.into()];
-        for &p in &c.parameters() {
-            tys.push(self.ptr_type(c.inst(p).shape.dtype).into());
+        for &i in &caller_inputs {
+            tys.push(self.ptr_type(c.inst(params[i]).shape.dtype).into());
         }
         for o in &c.outputs {
             tys.push(self.ptr_type(c.inst(o.value).shape.dtype).into());
         }
         let typed = self.m.add_function(
-            &format!("{name}_run_batch"),
+            &format!("{name}_{entry}"),
             i32t.fn_type(&tys, false),
             Some(Linkage::External),
         );
         self.common_attrs(typed);
         self.b
             .position_at_end(self.ctx.append_basic_block(typed, "entry"));
+        let ncin = caller_inputs.len();
         let in_arr = self
             .b
-            .build_array_alloca(i8p, self.i64(nin.max(1) as u64), "ins")
+            .build_array_alloca(i8p, self.i64(ncin.max(1) as u64), "ins")
             .unwrap();
         let out_arr = self
             .b
             .build_array_alloca(i8p, self.i64(nout.max(1) as u64), "outs")
             .unwrap();
-        for k in 0..nin + nout {
+        for k in 0..ncin + nout {
             let p = typed
                 .get_nth_param(2 + k as u32)
                 .unwrap()
                 .into_pointer_value();
             let p = self.b.build_pointer_cast(p, i8p, "").unwrap();
-            let (arr, slot) = if k < nin {
+            let (arr, slot) = if k < ncin {
                 (in_arr, k)
             } else {
-                (out_arr, k - nin)
+                (out_arr, k - ncin)
             };
             self.b
                 .build_store(self.gep(arr, self.i64(slot as u64)), p)
@@ -316,7 +416,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .unwrap()
             .try_as_basic_value()
             .basic()
-            .expect("run_batch_ptrs returns a status");
+            .expect("the dispatcher returns a status");
         self.b.build_return(Some(&s)).unwrap();
+    }
+
+    /// Returns the status `s` from `f` when `bad` holds.
+    fn fail_if_status(&self, f: FunctionValue<'ctx>, bad: IntValue<'ctx>, s: IntValue<'ctx>) {
+        let fail = self.ctx.append_basic_block(f, "run_failed");
+        let ok = self.ctx.append_basic_block(f, "run_ok");
+        self.b.build_conditional_branch(bad, fail, ok).unwrap();
+        self.b.position_at_end(fail);
+        self.b.build_return(Some(&s)).unwrap();
+        self.b.position_at_end(ok);
     }
 }
