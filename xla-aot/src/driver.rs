@@ -91,8 +91,13 @@ pub fn compile(
         keep_stages: dumping,
         progress: true,
     };
-    let artefacts =
-        crate::emit::compile_model_buckets(&model.module, &model.batch, &target, &opts)?;
+    let artefacts = crate::emit::compile_model_buckets(
+        &model.module,
+        &model.buckets,
+        model.seq.as_ref(),
+        &target,
+        &opts,
+    )?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
     }

@@ -21,7 +21,7 @@ fn model() -> xla_aot::spec::Model {
 fn run_batch_equals_items_run_alone_on_host_and_aarch64() {
     let model = model();
     assert_eq!(
-        model.batch.iter().map(|(b, _)| *b).collect::<Vec<_>>(),
+        model.buckets.iter().map(|(b, _)| *b).collect::<Vec<_>>(),
         [1, 4, 16]
     );
     let harness = repo().join("xla-aot/tests/harness/batch_harness.c");
@@ -31,8 +31,9 @@ fn run_batch_equals_items_run_alone_on_host_and_aarch64() {
             continue;
         }
         let opts = common::default_options();
-        let art = xla_aot::emit::compile_model_buckets(&model.module, &model.batch, &t, &opts)
-            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let art =
+            xla_aot::emit::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
+                .unwrap_or_else(|e| panic!("{target}: {e}"));
         let dir = scratch(&format!("batch-{target}"));
         std::fs::write(dir.join("libbm.a"), &art.archive).unwrap();
         std::fs::write(dir.join("bm.h"), &art.header).unwrap();
@@ -106,7 +107,8 @@ fn buckets_store_each_weight_once() {
             .sum()
     };
     let one = xla_aot::emit::compile_model(&model.module, &t, &opts).unwrap();
-    let all = xla_aot::emit::compile_model_buckets(&model.module, &model.batch, &t, &opts).unwrap();
+    let all = xla_aot::emit::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
+        .unwrap();
     let (one, all) = (
         constant_bytes(&one.ir.unwrap().1),
         constant_bytes(&all.ir.unwrap().1),

@@ -220,8 +220,8 @@ pub fn compile_batched(
     if let Some(bp) = batch {
         let cg = Cg::new(&ctx, &module, hlo, plan, target);
         cg.batch_dispatcher(bp);
-        exports.push(format!("{}_run_batch", hlo.name));
-        exports.push(format!("{}_run_batch_ptrs", hlo.name));
+        exports.push(format!("{}_{}", hlo.name, bp.entry));
+        exports.push(format!("{}_{}_ptrs", hlo.name, bp.entry));
         module
             .verify()
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;

@@ -249,3 +249,73 @@ pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: u
     }
     out
 }
+
+/// The sequence-bucket part of the header (`seq_buckets`): the bucket macros, `<name>_run_seq`
+/// (the caller's inputs without the mask) and each other bucket's entry points.
+pub fn render_seq(
+    m: &Module,
+    bp: &crate::codegen::cpu::BatchPlan,
+    seq: &crate::spec::seq::SeqAxis,
+) -> String {
+    let c = &m.entry;
+    let upper = m.name.to_ascii_uppercase();
+    let name = &m.name;
+    let params_of = |with_mask: bool| -> String {
+        let mut v = Vec::new();
+        for (i, &p) in c.parameters().iter().enumerate() {
+            if !with_mask && Some(i) == seq.mask {
+                continue;
+            }
+            let inst = c.inst(p);
+            v.push(format!(
+                "const {} *{}",
+                c_type(inst.shape.dtype),
+                c_name(&inst.name)
+            ));
+        }
+        for o in &c.outputs {
+            let s = &c.inst(o.value).shape;
+            v.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
+        }
+        v.join(", ")
+    };
+    let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
+    let max = bp.buckets.last().map_or(0, |b| b.batch);
+    let mask = seq
+        .mask
+        .map(|i| c_name(&c.inst(c.parameters()[i]).name))
+        .unwrap_or_default();
+    let mask_doc = if mask.is_empty() {
+        String::new()
+    } else {
+        format!(" The mask input `{mask}` is not passed: it is 1 for positions below len, 0 after.")
+    };
+    let mut out = format!(
+        "\n/* Sequence buckets: compiled for lengths {list} (dim {axis} of the sequence inputs and\n \
+         * outputs); the shapes above are those of length {declared} ({upper}_DECLARED_SEQ). */\n\
+         #define {upper}_DECLARED_SEQ {declared}\n\
+         #define {upper}_MAX_SEQ {max}\n\
+         #define {upper}_NUM_SEQ_SIZES {count}\n\
+         #define {upper}_SEQ_SIZES {{{list}}}\n\n\
+         /* Runs a sequence of len positions, 1 <= len <= {upper}_MAX_SEQ: each sequence input and\n \
+         * output has len positions at dim {axis}; the smallest compiled length >= len runs, padded\n \
+         * with zero positions in the arena.{mask_doc} Returns XLA_AOT_STATUS_BAD_ARGUMENT when len\n \
+         * is out of range. */\n\
+         int {name}_run_seq(void *arena, int32_t len, {params});\n\
+         int {name}_run_seq_ptrs(void *arena, int32_t len, const void *const *inputs, void *const *outputs);\n",
+        list = sizes.join(", "),
+        count = sizes.len(),
+        axis = seq.axis,
+        declared = seq.declared,
+        params = params_of(false),
+    );
+    for b in bp.buckets.iter().filter(|b| b.batch != seq.declared) {
+        out.push_str(&format!(
+            "int {p}_run(void *arena, /* length {len} */ {params});\nint {p}_run_ptrs(void *arena, const void *const *inputs, void *const *outputs);\n",
+            p = b.prefix,
+            len = b.batch,
+            params = params_of(true)
+        ));
+    }
+    out
+}

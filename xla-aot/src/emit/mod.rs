@@ -146,13 +146,77 @@ fn batch_plan(
     }
 }
 
+/// The dispatcher's view of sequence buckets: the listed inputs and outputs are bucketed along
+/// the axis (the dims before it are blocks), the mask is filled, the rest pass through.
+fn seq_plan(
+    m: &Module,
+    plan: &BufferPlan,
+    seq: &crate::spec::seq::SeqAxis,
+    variants: &[(usize, Module, BufferPlan)],
+) -> cpu::BatchPlan {
+    use cpu::batch::Role;
+    let mut buckets = vec![cpu::Bucket {
+        batch: seq.declared,
+        prefix: m.name.clone(),
+        arena: plan.arena_size,
+    }];
+    for (b, v, p) in variants {
+        buckets.push(cpu::Bucket {
+            batch: *b,
+            prefix: v.name.clone(),
+            arena: p.arena_size,
+        });
+    }
+    buckets.sort_by_key(|b| b.batch);
+    let c = &m.entry;
+    let along = |shape: &crate::ir::Shape| Role::Bucketed {
+        outer: shape.dims[..seq.axis].iter().product(),
+        unit_bytes: shape.dims[seq.axis + 1..].iter().product::<usize>() * shape.dtype.size_bytes(),
+    };
+    let inputs = c
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let shape = &c.inst(p).shape;
+            if Some(i) == seq.mask {
+                Role::Mask {
+                    rows: shape.dims[..shape.rank() - 1].iter().product(),
+                }
+            } else if seq.inputs.contains(&i) {
+                along(shape)
+            } else {
+                Role::Direct
+            }
+        })
+        .collect();
+    let outputs = c
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(j, o)| {
+            if seq.outputs.contains(&j) {
+                along(&c.inst(o.value).shape)
+            } else {
+                Role::Direct
+            }
+        })
+        .collect();
+    cpu::BatchPlan {
+        buckets,
+        inputs,
+        outputs,
+        entry: "run_seq".into(),
+    }
+}
+
 /// Optimises and compiles a verified module for a target.
 pub fn compile_model(
     m: &Module,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
-    compile_model_buckets(m, &[], target, opts)
+    compile_model_buckets(m, &[], None, target, opts)
 }
 
 /// [`compile_model`] for a spec with `batch_sizes`: `buckets` holds every bucket's module
@@ -163,12 +227,13 @@ pub fn compile_model(
 pub fn compile_model_buckets(
     m: &Module,
     buckets: &[(usize, Module)],
+    seq: Option<&crate::spec::seq::SeqAxis>,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
     if !buckets.is_empty() && target.cuda_sm.is_some() {
         return Err(CompileError::Unsupported(format!(
-            "`batch_sizes` is not supported on CUDA targets yet ({}); compile one batch size per library",
+            "`batch_sizes` and `seq_buckets` are not supported on CUDA targets yet ({}); compile one size per library",
             target.name
         )));
     }
@@ -216,16 +281,20 @@ pub fn compile_model_buckets(
         plan.arena_size
     ));
     // Batch buckets: every other bucket optimised and planned as `<name>_b<B>`.
-    let declared = m
-        .entry
-        .parameters()
-        .first()
-        .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
-        .unwrap_or(1);
+    let declared = match seq {
+        Some(s) => s.declared,
+        None => m
+            .entry
+            .parameters()
+            .first()
+            .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
+            .unwrap_or(1),
+    };
+    let letter = if seq.is_some() { 's' } else { 'b' };
     let mut variants = Vec::new();
     for (b, vm) in buckets.iter().filter(|(b, _)| *b != declared) {
         let mut v = vm.clone();
-        v.name = format!("{}_b{b}", m.name);
+        v.name = format!("{}_{letter}{b}", m.name);
         if !opts.no_pipeline {
             Pipeline::default_pipeline()
                 .disable(&opts.disabled_passes)
@@ -234,7 +303,10 @@ pub fn compile_model_buckets(
         let vplan = crate::arena::plan(&v);
         variants.push((*b, v, vplan));
     }
-    let batch_plan = (!buckets.is_empty()).then(|| batch_plan(m, &plan, declared, &variants));
+    let batch_plan = (!buckets.is_empty()).then(|| match seq {
+        Some(s) => seq_plan(m, &plan, s, &variants),
+        None => batch_plan(m, &plan, declared, &variants),
+    });
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
     let obj = cpu::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
     progress.stage(&format!(
@@ -289,7 +361,10 @@ pub fn compile_model_buckets(
         Some(bp) => {
             let mut whole = plan.clone();
             whole.arena_size = bp.arena_size();
-            let api = header::render_batch(m, bp, declared);
+            let api = match seq {
+                Some(s) => header::render_seq(m, bp, s),
+                None => header::render_batch(m, bp, declared),
+            };
             header::render(m, &whole, &target.name, obj.kernels.len(), &api)
         }
     };
@@ -298,7 +373,9 @@ pub fn compile_model_buckets(
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
-        batch: batch_plan.map(|bp| (bp, declared)),
+        batch: batch_plan
+            .filter(|_| seq.is_none())
+            .map(|bp| (bp, declared)),
         ptx: cuda.map(|(p, _, _)| p),
         name: m.name.clone(),
         object: obj.object,

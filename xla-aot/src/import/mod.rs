@@ -217,7 +217,8 @@ pub fn load_file(path: &Path, format: Format) -> Result<Model, SpecError> {
         spec_path: path.to_path_buf(),
         params_path: None,
         graph_path: None,
-        batch: Vec::new(),
+        buckets: Vec::new(),
+        seq: None,
     })
 }
 
@@ -296,6 +297,7 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
         spec_path: path.to_path_buf(),
         params_path,
         graph_path: Some(graph),
-        batch: Vec::new(),
+        buckets: Vec::new(),
+        seq: None,
     })
 }

@@ -127,6 +127,6 @@ pub fn lower_buckets(
         }
         variants.push((b as usize, module));
     }
-    primary.batch = variants;
+    primary.buckets = variants;
     Ok(primary)
 }

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod error;
 pub mod lower;
 pub mod raw;
+pub mod seq;
 pub mod spans;
 pub mod weights;
 
@@ -44,9 +45,11 @@ pub struct Model {
     pub params_path: Option<PathBuf>,
     /// The ONNX or HLO text file a `graph:` spec imports (build integration watches it).
     pub graph_path: Option<PathBuf>,
-    /// With `batch_sizes`: the module of every bucket, smallest first (the one of `module`'s own
-    /// batch size included); empty otherwise.
-    pub batch: Vec<(usize, Module)>,
+    /// With `batch_sizes` or `seq_buckets`: the module of every bucket, smallest first (the one
+    /// of `module`'s own size included); empty otherwise.
+    pub buckets: Vec<(usize, Module)>,
+    /// With `seq_buckets`: which inputs and outputs carry the sequence, and the mask.
+    pub seq: Option<seq::SeqAxis>,
 }
 
 /// Reads, checks and lowers the spec at `path`: a YAML spec, or an `.onnx` / `.hlo.txt` file
@@ -102,10 +105,22 @@ pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
         return crate::import::load_graph_spec(path, source);
     }
     let raw = raw::parse_raw(path, source)?;
-    let Some(sizes) = raw.batch_sizes.clone() else {
-        return lower_raw(path, source, &raw);
-    };
-    batch::lower_buckets(path, source, &raw, &sizes)
+    match (raw.batch_sizes.clone(), raw.seq_buckets.clone()) {
+        (None, None) => lower_raw(path, source, &raw),
+        (Some(sizes), None) => batch::lower_buckets(path, source, &raw, &sizes),
+        (None, Some(seq)) => seq::lower_buckets(path, source, &raw, &seq),
+        (Some(_), Some(_)) => {
+            let spans = SpanIndex::build(source);
+            Err(SpecError::new(
+                path,
+                SpecErrorKind::Invalid(
+                    "a spec has `batch_sizes` or `seq_buckets`, not both".into(),
+                ),
+            )
+            .at(spans.find("seq_buckets"), source)
+            .hint("compile one library per batch size, or bucket the batch only"))
+        }
+    }
 }
 
 /// Checks and lowers a parsed spec (one batch size).
@@ -385,7 +400,8 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
         spec_path: path.to_path_buf(),
         params_path,
         graph_path: None,
-        batch: Vec::new(),
+        buckets: Vec::new(),
+        seq: None,
     })
 }
 

@@ -26,6 +26,27 @@ pub struct RawSpec {
     /// Batch buckets: one compiled variant per size (dim 0 of every input and output).
     #[serde(default)]
     pub batch_sizes: Option<Vec<i64>>,
+    /// Sequence buckets: one compiled variant per length.
+    #[serde(default)]
+    pub seq_buckets: Option<RawSeqBuckets>,
+}
+
+/// `seq_buckets: {sizes, axis, inputs, outputs, mask}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSeqBuckets {
+    pub sizes: Vec<i64>,
+    #[serde(default = "default_seq_axis")]
+    pub axis: i64,
+    pub inputs: Vec<String>,
+    #[serde(default)]
+    pub outputs: Vec<String>,
+    #[serde(default)]
+    pub mask: Option<String>,
+}
+
+fn default_seq_axis() -> i64 {
+    1
 }
 
 /// Top-level keys, for hints.
@@ -38,6 +59,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "constants",
     "ops",
     "batch_sizes",
+    "seq_buckets",
 ];
 
 /// One entry of `inputs`.
