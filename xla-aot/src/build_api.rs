@@ -220,13 +220,7 @@ impl Build {
             progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
             ..CompileOptions::default()
         };
-        let artefacts = crate::emit::compile_model_buckets(
-            &model.module,
-            &model.buckets,
-            model.seq.as_ref(),
-            &target,
-            &opts,
-        )?;
+        let artefacts = crate::emit::compile_spec_model(&model, &target, &opts)?;
         let werr = |e: std::io::Error| {
             BuildError::Other(format!("cannot write {}: {}", dir.display(), io_reason(&e)))
         };

@@ -91,13 +91,7 @@ pub fn compile(
         keep_stages: dumping,
         progress: true,
     };
-    let artefacts = crate::emit::compile_model_buckets(
-        &model.module,
-        &model.buckets,
-        model.seq.as_ref(),
-        &target,
-        &opts,
-    )?;
+    let artefacts = crate::emit::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
     }

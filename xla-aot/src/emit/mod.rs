@@ -104,14 +104,14 @@ pub enum CompileError {
     Unsupported(String),
 }
 
-/// The dispatcher's view of the buckets: each one's entry-point prefix and arena, and the bytes
-/// of one item of each input and output (the declared module's sizes over its batch).
-fn batch_plan(
+/// Every bucket, smallest first: the declared one (`m`, entry points `<name>_run*`) and the
+/// variants.
+fn bucket_list(
     m: &Module,
     plan: &BufferPlan,
     declared: usize,
     variants: &[(usize, Module, BufferPlan)],
-) -> cpu::BatchPlan {
+) -> Vec<cpu::Bucket> {
     let mut buckets = vec![cpu::Bucket {
         batch: declared,
         prefix: m.name.clone(),
@@ -125,6 +125,33 @@ fn batch_plan(
         });
     }
     buckets.sort_by_key(|b| b.batch);
+    buckets
+}
+
+/// Compiles a loaded spec: [`compile_model_buckets`] with its buckets, if any.
+pub fn compile_spec_model(
+    model: &crate::spec::Model,
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    compile_model_buckets(
+        &model.module,
+        &model.buckets,
+        model.seq.as_ref(),
+        target,
+        opts,
+    )
+}
+
+/// The dispatcher's view of the buckets: each one's entry-point prefix and arena, and the bytes
+/// of one item of each input and output (the declared module's sizes over its batch).
+fn batch_plan(
+    m: &Module,
+    plan: &BufferPlan,
+    declared: usize,
+    variants: &[(usize, Module, BufferPlan)],
+) -> cpu::BatchPlan {
+    let buckets = bucket_list(m, plan, declared, variants);
     let c = &m.entry;
     let item = |bytes: usize| cpu::batch::Role::Bucketed {
         outer: 1,
@@ -155,19 +182,7 @@ fn seq_plan(
     variants: &[(usize, Module, BufferPlan)],
 ) -> cpu::BatchPlan {
     use cpu::batch::Role;
-    let mut buckets = vec![cpu::Bucket {
-        batch: seq.declared,
-        prefix: m.name.clone(),
-        arena: plan.arena_size,
-    }];
-    for (b, v, p) in variants {
-        buckets.push(cpu::Bucket {
-            batch: *b,
-            prefix: v.name.clone(),
-            arena: p.arena_size,
-        });
-    }
-    buckets.sort_by_key(|b| b.batch);
+    let buckets = bucket_list(m, plan, seq.declared, variants);
     let c = &m.entry;
     let along = |shape: &crate::ir::Shape| Role::Bucketed {
         outer: shape.dims[..seq.axis].iter().product(),
