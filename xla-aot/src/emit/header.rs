@@ -197,23 +197,9 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
 /// The batch-bucket part of the header (`batch_sizes`): the bucket macros, `<name>_run_batch`
 /// and each other bucket's entry points. Shapes elsewhere in the header are the declared batch's.
 pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: usize) -> String {
-    let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
     let name = &m.name;
-    let mut params = Vec::new();
-    for p in c.parameters() {
-        let i = c.inst(p);
-        params.push(format!(
-            "const {} *{}",
-            c_type(i.shape.dtype),
-            c_name(&i.name)
-        ));
-    }
-    for o in &c.outputs {
-        let s = &c.inst(o.value).shape;
-        params.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
-    }
-    let params = params.join(", ");
+    let params = c_params(m, None);
     let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
     let max = bp.buckets.last().map_or(0, |b| b.batch);
     let mut out = format!(
@@ -233,20 +219,7 @@ pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: u
         list = sizes.join(", "),
         count = sizes.len(),
     );
-    let others: Vec<&crate::codegen::cpu::Bucket> =
-        bp.buckets.iter().filter(|b| b.batch != declared).collect();
-    if !others.is_empty() {
-        out.push_str(
-            "\n/* Each other bucket's own entry points: exactly B items per input and output. */\n",
-        );
-        for b in others {
-            out.push_str(&format!(
-                "int {p}_run(void *arena, /* batch {batch} */ {params});\nint {p}_run_ptrs(void *arena, const void *const *inputs, void *const *outputs);\n",
-                p = b.prefix,
-                batch = b.batch
-            ));
-        }
-    }
+    out.push_str(&bucket_entry_points(bp, declared, "batch", &params));
     out
 }
 
@@ -260,25 +233,6 @@ pub fn render_seq(
     let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
     let name = &m.name;
-    let params_of = |with_mask: bool| -> String {
-        let mut v = Vec::new();
-        for (i, &p) in c.parameters().iter().enumerate() {
-            if !with_mask && Some(i) == seq.mask {
-                continue;
-            }
-            let inst = c.inst(p);
-            v.push(format!(
-                "const {} *{}",
-                c_type(inst.shape.dtype),
-                c_name(&inst.name)
-            ));
-        }
-        for o in &c.outputs {
-            let s = &c.inst(o.value).shape;
-            v.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
-        }
-        v.join(", ")
-    };
     let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
     let max = bp.buckets.last().map_or(0, |b| b.batch);
     let mask = seq
@@ -307,14 +261,54 @@ pub fn render_seq(
         count = sizes.len(),
         axis = seq.axis,
         declared = seq.declared,
-        params = params_of(false),
+        params = c_params(m, seq.mask),
     );
-    for b in bp.buckets.iter().filter(|b| b.batch != seq.declared) {
+    out.push_str(&bucket_entry_points(
+        bp,
+        seq.declared,
+        "length",
+        &c_params(m, None),
+    ));
+    out
+}
+
+/// The C parameters of a run function: inputs (but `skip`) then outputs, in spec order.
+fn c_params(m: &Module, skip: Option<usize>) -> String {
+    let c = &m.entry;
+    let mut v = Vec::new();
+    for (i, &p) in c.parameters().iter().enumerate() {
+        if Some(i) != skip {
+            let inst = c.inst(p);
+            v.push(format!(
+                "const {} *{}",
+                c_type(inst.shape.dtype),
+                c_name(&inst.name)
+            ));
+        }
+    }
+    for o in &c.outputs {
+        let s = &c.inst(o.value).shape;
+        v.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
+    }
+    v.join(", ")
+}
+
+/// Declarations of every bucket's entry points but the declared one's (`what`: batch, length).
+fn bucket_entry_points(
+    bp: &crate::codegen::cpu::BatchPlan,
+    declared: usize,
+    what: &str,
+    params: &str,
+) -> String {
+    let mut out = String::new();
+    for b in bp.buckets.iter().filter(|b| b.batch != declared) {
+        if out.is_empty() {
+            out.push_str("\n/* Each other bucket's own entry points, at exactly its size. */\n");
+        }
         out.push_str(&format!(
-            "int {p}_run(void *arena, /* length {len} */ {params});\nint {p}_run_ptrs(void *arena, const void *const *inputs, void *const *outputs);\n",
+            "int {p}_run(void *arena, /* {what} {size} */ {params});\nint {p}_run_ptrs(void *arena, const void *const *inputs, void *const *outputs);\n",
             p = b.prefix,
-            len = b.batch,
-            params = params_of(true)
+            size = b.batch
         ));
     }
     out

@@ -502,7 +502,8 @@ impl Importer {
         Ok(rt(y, dt::FLOAT))
     }
 
-    pub fn global_pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+    /// The one input of a pooling op: f32, [N, C, spatial...].
+    fn spatial_input(&mut self, cx: &Ctx) -> R<(InstId, Vec<usize>)> {
         cx.arity(1, 1)?;
         let x = self.rt_f32(cx, 0)?;
         let xd = self.dims(x);
@@ -512,6 +513,11 @@ impl Importer {
                 dims_str(&xd)
             )));
         }
+        Ok((x, xd))
+    }
+
+    pub fn global_pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        let (x, xd) = self.spatial_input(cx)?;
         let axes: Vec<usize> = (2..xd.len()).collect();
         let kind = if max {
             ReduceKind::Max
@@ -532,15 +538,7 @@ impl Importer {
     }
 
     pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
-        cx.arity(1, 1)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.len() < 3 {
-            return Err(cx.err(format!(
-                "input {} must be [N, C, spatial...]",
-                dims_str(&xd)
-            )));
-        }
+        let (x, xd) = self.spatial_input(cx)?;
         let n = xd.len() - 2;
         let Some(k) = cx.attr_ints("kernel_shape")? else {
             return Err(cx.attr_err("kernel_shape", "is required"));
