@@ -521,6 +521,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Attributes every generated function carries.
+    /// Whether `p` is not aligned to `ARENA_ALIGN` (the C API's arena check).
+    fn is_misaligned(&self, p: PointerValue<'ctx>) -> IntValue<'ctx> {
+        let addr = self.b.build_ptr_to_int(p, self.ctx.i64_type(), "").unwrap();
+        let low = self
+            .b
+            .build_and(addr, self.i64(ARENA_ALIGN as u64 - 1), "")
+            .unwrap();
+        self.b
+            .build_int_compare(IntPredicate::NE, low, self.i64(0), "")
+            .unwrap()
+    }
+
     fn common_attrs(&self, f: FunctionValue<'ctx>) {
         f.add_attribute(AttributeLoc::Function, self.attr("nounwind"));
         f.add_attribute(
@@ -1284,18 +1296,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .build_return(Some(&status(Status::NullPointer)))
                 .unwrap();
             self.b.position_at_end(ok);
-            let addr = self
-                .b
-                .build_ptr_to_int(arena, self.ctx.i64_type(), "")
-                .unwrap();
-            let low = self
-                .b
-                .build_and(addr, self.i64(ARENA_ALIGN as u64 - 1), "")
-                .unwrap();
-            let mis = self
-                .b
-                .build_int_compare(IntPredicate::NE, low, self.i64(0), "")
-                .unwrap();
+            let mis = self.is_misaligned(arena);
             self.b
                 .build_conditional_branch(mis, bad_align, ok2)
                 .unwrap();

@@ -207,16 +207,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             user_in[i] = Some(load(ins, k));
         }
         let user_out: Vec<PointerValue<'ctx>> = (0..nout).map(|j| load(outs, j)).collect();
-        let addr = self.b.build_ptr_to_int(arena, i64t, "").unwrap();
-        let low = self
-            .b
-            .build_and(addr, self.i64(ARENA_ALIGN as u64 - 1), "")
-            .unwrap();
-        let mis = self
-            .b
-            .build_int_compare(IntPredicate::NE, low, self.i64(0), "")
-            .unwrap();
-        self.fail_if(f, mis, Status::MisalignedArena);
+        self.fail_if(f, self.is_misaligned(arena), Status::MisalignedArena);
         let max = plan.buckets.last().map_or(0, |b| b.batch) as u64;
         let n = self.b.build_int_s_extend(n32, i64t, "").unwrap();
         let out_of_range = self

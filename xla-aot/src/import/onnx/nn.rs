@@ -409,14 +409,7 @@ impl Importer {
 
     pub fn instance_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(3, 3)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.len() < 3 {
-            return Err(cx.err(format!(
-                "input {} must be [N, C, spatial...]",
-                dims_str(&xd)
-            )));
-        }
+        let (x, xd) = self.spatial_input(cx)?;
         let scale = self.rt_f32(cx, 1)?;
         let bias = self.rt_f32(cx, 2)?;
         for (v, role) in [(scale, "scale"), (bias, "B")] {
@@ -502,9 +495,8 @@ impl Importer {
         Ok(rt(y, dt::FLOAT))
     }
 
-    /// The one input of a pooling op: f32, [N, C, spatial...].
+    /// Input 0 of a pooling or instance-norm op: f32, [N, C, spatial...].
     fn spatial_input(&mut self, cx: &Ctx) -> R<(InstId, Vec<usize>)> {
-        cx.arity(1, 1)?;
         let x = self.rt_f32(cx, 0)?;
         let xd = self.dims(x);
         if xd.len() < 3 {
@@ -517,6 +509,7 @@ impl Importer {
     }
 
     pub fn global_pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
         let (x, xd) = self.spatial_input(cx)?;
         let axes: Vec<usize> = (2..xd.len()).collect();
         let kind = if max {
@@ -538,6 +531,7 @@ impl Importer {
     }
 
     pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
         let (x, xd) = self.spatial_input(cx)?;
         let n = xd.len() - 2;
         let Some(k) = cx.attr_ints("kernel_shape")? else {
