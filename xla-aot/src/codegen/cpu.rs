@@ -417,18 +417,6 @@ struct Kernel<'ctx> {
     noalias: Vec<bool>,
 }
 
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// Element strides of each logical dim of `s` in memory, from its layout (minor to major).
 pub fn physical_strides(s: &Shape) -> Vec<u64> {
     let mut strides = vec![1u64; s.rank()];
@@ -1140,7 +1128,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 "{}_k{}_{}",
                 self.hlo.name,
                 kernels.len(),
-                sanitize(&inst.name)
+                crate::util::c_name::c_chars(&inst.name)
             );
             let f = self.kernel(&name, id)?;
             let ops = match &inst.op {

@@ -5,9 +5,9 @@
 //! `Result<(), Status>`; for a CUDA target also `<name>::cuda::Context` (init / run on the GPU /
 //! error_name, destroyed on drop). Deterministic.
 
-use super::header::c_name;
 use crate::arena::BufferPlan;
 use crate::ir::{DType, Module};
+use crate::util::c_name::c_name;
 
 const TEMPLATE: &str = include_str!("../../../templates/bindings.rs.in");
 const CUDA_TEMPLATE: &str = include_str!("../../../templates/bindings_cuda.rs.in");

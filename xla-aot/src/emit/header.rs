@@ -6,77 +6,11 @@
 
 use crate::arena::{ARENA_ALIGN, BufferPlan};
 use crate::ir::{DType, Module};
+use crate::util::c_name::c_name;
 use runtime_min::Status;
 
 const TEMPLATE: &str = include_str!("../../../templates/model.h.in");
 const CUDA_TEMPLATE: &str = include_str!("../../../templates/model_cuda.h.in");
-
-/// C keywords and names a parameter may not take.
-const RESERVED: &[&str] = &[
-    "arena",
-    "auto",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
-    "bool",
-    "true",
-    "false",
-    "class",
-    "new",
-    "delete",
-    "this",
-    "template",
-    "namespace",
-    "operator",
-];
-
-/// A C identifier for a tensor name (`conv.weight` → `conv_weight`).
-pub fn c_name(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.starts_with(|c: char| c.is_ascii_digit()) || RESERVED.contains(&s.as_str()) {
-        s.push('_');
-    }
-    s
-}
 
 /// The C element type of a dtype.
 pub fn c_type(d: DType) -> &'static str {

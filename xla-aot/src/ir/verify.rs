@@ -201,9 +201,4 @@ fn verify_computation<'a>(
     Ok(())
 }
 
-/// Whether `s` is `[A-Za-z_][A-Za-z0-9_]*`.
-pub fn is_c_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+pub use crate::util::c_name::is_c_identifier;

@@ -30,9 +30,7 @@ use weights::{WeightStore, io_reason};
 /// `params`, where they are not parsed as YAML text (4096 elements ≈ a 64x64 matrix).
 pub const MAX_INLINE_CONSTANT_ELEMENTS: usize = 4096;
 
-/// Longest model name: it prefixes every exported C symbol, and some linkers and tools
-/// truncate or mangle very long identifiers.
-pub const MAX_MODEL_NAME_LEN: usize = 64;
+pub use crate::util::c_name::MAX_MODEL_NAME_LEN;
 
 /// A loaded model: the HLO module and where it came from.
 #[derive(Debug)]
@@ -516,20 +514,5 @@ fn decode_op(
 
 /// Turns any string into a C identifier (for hints and imported model names).
 pub fn sanitize(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(MAX_MODEL_NAME_LEN)
-        .collect();
-    if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        out.insert(0, '_');
-        out.truncate(MAX_MODEL_NAME_LEN);
-    }
-    out
+    crate::util::c_name::model_name(s)
 }

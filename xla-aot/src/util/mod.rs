@@ -1,5 +1,7 @@
-//! Small helpers shared by the front end and the CLI: `.npy` files, name suggestions, a seeded generator.
+//! Small helpers shared by every stage: the C-identifier rule, `.npy` files, name suggestions, a
+//! seeded generator.
 
+pub mod c_name;
 pub mod npy;
 pub mod rng;
 pub mod suggest;
