@@ -5,11 +5,11 @@
 //! target directory and renamed into place.
 
 use crate::interp::{InterpError, evaluate};
+use crate::ir::npy::{read_npy, write_npy};
 use crate::ir::shape::dims_str;
 use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
 use crate::spec::weights::io_reason;
 use crate::spec::{SpecError, load_spec};
-use crate::util::npy::{read_npy, write_npy};
 use crate::util::rng::SplitMix64;
 use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};

@@ -86,7 +86,7 @@ fn missing_inputs_are_seeded_random_and_said_so() {
         outputs[0], outputs[1],
         "seeded inputs give identical outputs"
     );
-    let probs = xla_aot::util::npy::read_npy(&outputs[0])
+    let probs = xla_aot::ir::npy::read_npy(&outputs[0])
         .unwrap()
         .to_f32_vec()
         .unwrap();

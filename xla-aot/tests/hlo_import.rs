@@ -151,7 +151,7 @@ fn weights_bind_parameters_by_name_and_unused_weights_are_errors() {
     let d = scratch("bind");
     std::fs::create_dir_all(d.join("w")).unwrap();
     let w = Literal::from_f32(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    std::fs::write(d.join("w/fc.weight.npy"), xla_aot::util::npy::write_npy(&w)).unwrap();
+    std::fs::write(d.join("w/fc.weight.npy"), xla_aot::ir::npy::write_npy(&w)).unwrap();
     write(
         &d,
         "g.hlo.txt",

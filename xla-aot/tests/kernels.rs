@@ -74,7 +74,7 @@ impl Spec {
         let params = dir.join("params");
         std::fs::create_dir_all(&params).unwrap();
         for (name, lit) in &self.weights {
-            let bytes = xla_aot::util::npy::write_npy(lit);
+            let bytes = xla_aot::ir::npy::write_npy(lit);
             std::fs::write(params.join(format!("{name}.npy")), bytes).unwrap();
         }
         let text = format!(

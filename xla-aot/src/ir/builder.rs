@@ -5,9 +5,10 @@
 //! `.1`, `.2`, ... to the requested name, so a lowering can name intermediates after the spec op
 //! they come from (`bn.scale`). Instructions are appended, so the order is always topological.
 
+use super::inst::{Computation, Output};
 use super::inst::{InstId, Instruction, Op};
 use super::literal::Literal;
-use super::module::{Computation, Module, Output};
+use super::module::Module;
 use super::shape::{DType, Shape, checked_element_count, dims_str};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
 use std::collections::{HashMap, HashSet};

@@ -1,8 +1,8 @@
 //! The HLO intermediate representation: typed SSA instructions in one entry computation.
 //!
 //! The IR knows no input format, no pass and no backend. Files, one concept each:
-//! `shape` (dtype, dims, layout), `literal` (constant data), `inst` (opcodes and attributes),
-//! `module` (computations), `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
+//! `shape` (dtype, dims, layout), `literal` (constant data), `npy` (literals as `.npy` files), `inst` (opcodes, attributes and the
+//! computations instructions form), `module`, `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
 //! form), `verify` (invariants).
 
 pub mod builder;
@@ -10,6 +10,7 @@ pub mod flops;
 pub mod inst;
 pub mod literal;
 pub mod module;
+pub mod npy;
 pub mod parse;
 pub mod print;
 pub mod shape;
@@ -20,8 +21,9 @@ pub use builder::Builder;
 pub use inst::{
     BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
 };
+pub use inst::{Computation, Output};
 pub use literal::{Literal, LiteralData};
-pub use module::{Computation, Module, Output};
+pub use module::Module;
 pub use parse::{HloParseError, parse_module};
 pub use print::{PrintOptions, print_module, print_module_with};
 pub use shape::{DType, Layout, Shape};

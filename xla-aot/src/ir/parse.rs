@@ -9,8 +9,9 @@
 use super::inst::{
     BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
 };
+use super::inst::{Computation, Output};
 use super::literal::{Literal, LiteralData};
-use super::module::{Computation, Module, Output};
+use super::module::Module;
 use super::shape::{DType, Layout, Shape};
 use std::collections::HashMap;
 use thiserror::Error;

@@ -6,9 +6,10 @@
 //! `max_constant_elements`, larger constants print as `{...}`, which parses back as an elided
 //! literal. The grammar is documented in `docs/hlo.md`.
 
+use super::inst::Computation;
 use super::inst::{Instruction, Op, Window};
 use super::literal::{Literal, LiteralData};
-use super::module::{Computation, Module};
+use super::module::Module;
 use super::shape::{DType, join};
 use std::fmt::Write;
 

@@ -14,8 +14,9 @@
 //! A failure is a compiler bug (or bad hand-written HLO): the message names the failing
 //! instruction in its text form, so it can be pasted into a test.
 
+use super::inst::Computation;
 use super::inst::{FusionKind, Instruction, Op};
-use super::module::{Computation, Module};
+use super::module::Module;
 use super::print::{PrintOptions, print_instruction};
 use super::shape::{Shape, checked_element_count};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};

@@ -5,9 +5,9 @@
 //! by name and checks its data. Errors are messages; the caller positions them in the spec. Only
 //! tensors an op uses are ever decoded.
 
+use crate::ir::npy::read_npy;
 use crate::ir::shape::checked_element_count;
 use crate::ir::{DType, Literal, LiteralData};
-use crate::util::npy::read_npy;
 use safetensors::SafeTensors;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
-//! Small helpers shared by every stage: the C-identifier rule, `.npy` files, name suggestions, a
-//! seeded generator.
+//! Small helpers shared by every stage: the C-identifier rule, name suggestions, a seeded
+//! generator. Nothing here depends on another module of the crate.
 
 pub mod c_name;
-pub mod npy;
 pub mod rng;
 pub mod suggest;

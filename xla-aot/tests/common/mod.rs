@@ -4,8 +4,8 @@
 #[allow(unused_imports)]
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use xla_aot::ir::npy::read_npy;
 use xla_aot::ir::{DType, Literal, Module};
-use xla_aot::util::npy::read_npy;
 
 /// Absolute tolerance: the numpy reference computes each case in f64 and rounds once to f32,
 /// while the interpreter rounds every instruction's result to f32 (as compiled code will). Values

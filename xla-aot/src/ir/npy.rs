@@ -5,8 +5,8 @@
 //! truncated data), saying how to re-save the array. [`write_npy`] writes version 1.0 with the
 //! header padded to 64 bytes, like `numpy.save`.
 
-use crate::ir::shape::checked_element_count;
-use crate::ir::{DType, Literal, LiteralData};
+use super::literal::{Literal, LiteralData};
+use super::shape::{DType, checked_element_count};
 use thiserror::Error;
 
 /// Why an `.npy` file could not be used.
