@@ -16,7 +16,8 @@
 //! | x86_64-* | (neither) | `x86_64` (SSE2 baseline) |
 //! | aarch64-* | any | `aarch64-neon` |
 
-use crate::emit::{CompileOptions, write_artefacts};
+use crate::compile::CompileOptions;
+use crate::emit::write_artefacts;
 use crate::spec::{load_spec, weights::io_reason};
 use crate::target::Target;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ pub enum BuildError {
     #[error("error: {0}")]
     Target(#[from] crate::target::TargetError),
     #[error("error: {0}")]
-    Compile(#[from] crate::emit::CompileError),
+    Compile(#[from] crate::compile::CompileError),
     #[error("error: {0}")]
     Other(String),
 }
@@ -220,7 +221,7 @@ impl Build {
             progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
             ..CompileOptions::default()
         };
-        let artefacts = crate::emit::compile_spec_model(&model, &target, &opts)?;
+        let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
         let werr = |e: std::io::Error| {
             BuildError::Other(format!("cannot write {}: {}", dir.display(), io_reason(&e)))
         };

@@ -4,6 +4,7 @@
 //! files behind: outputs are computed first, then each file is written to a temporary name in the
 //! target directory and renamed into place.
 
+use crate::compile::CompileOptions;
 use crate::interp::{InterpError, evaluate};
 use crate::ir::npy::{read_npy, write_npy};
 use crate::ir::shape::dims_str;
@@ -38,7 +39,7 @@ pub enum DriverError {
     Codegen(#[from] crate::codegen::cpu::CodegenError),
     /// Compilation failed.
     #[error("error: {0}")]
-    Compile(#[from] crate::emit::CompileError),
+    Compile(#[from] crate::compile::CompileError),
     /// The optimisation pipeline failed (a compiler bug).
     #[error("error: {0}")]
     Pipeline(#[from] crate::passes::PipelineError),
@@ -55,15 +56,9 @@ pub struct CompileRequest {
     pub time_passes: bool,
 }
 
-/// `xla-aot compile`: spec → `<name>.o`, `lib<name>.a`, `<name>.h`, `<name>.json` in `out_dir`.
-pub fn compile(
-    spec: &Path,
-    target: &str,
-    out_dir: &Path,
-    req: &CompileRequest,
-) -> Result<Vec<PathBuf>, DriverError> {
-    let target = crate::target::Target::resolve(target)?;
-    for p in &req.disabled_passes {
+/// Checks `--disable-pass` names against the pipeline's passes.
+fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
+    for p in disabled {
         if !crate::passes::PASS_NAMES.contains(&p.as_str()) {
             let hint = nearest(p, crate::passes::PASS_NAMES.iter().copied())
                 .map(|s| format!("; did you mean `{s}`?"))
@@ -74,32 +69,53 @@ pub fn compile(
             )));
         }
     }
-    let model = load_spec(spec)?;
-    // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.
-    let dump_to = req.dump_to.clone().or_else(|| {
-        std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
-    });
-    let dumping = dump_to.is_some();
-    let opts = crate::emit::CompileOptions {
+    Ok(())
+}
+
+/// The compile options of a command that dumps its stages to `dump_to` (or not).
+fn options(disabled_passes: &[String], dumping: bool) -> CompileOptions {
+    CompileOptions {
         codegen: crate::codegen::cpu::Options {
             assembly: dumping,
             ir: dumping,
             grid: false,
         },
-        disabled_passes: req.disabled_passes.clone(),
+        disabled_passes: disabled_passes.to_vec(),
         no_pipeline: false,
         keep_stages: dumping,
         progress: true,
-    };
-    let artefacts = crate::emit::compile_spec_model(&model, &target, &opts)?;
+    }
+}
+
+/// Writes the dump of `artefacts` into `dir`.
+fn dump(artefacts: &crate::emit::Artefacts, dir: &Path) -> Result<(), DriverError> {
+    crate::emit::dump::write_dump(artefacts, dir).map_err(|e| DriverError::Write {
+        path: dir.display().to_string(),
+        reason: io_reason(&e),
+    })
+}
+
+/// `xla-aot compile`: spec → `<name>.o`, `lib<name>.a`, `<name>.h`, `<name>.json` in `out_dir`.
+pub fn compile(
+    spec: &Path,
+    target: &str,
+    out_dir: &Path,
+    req: &CompileRequest,
+) -> Result<Vec<PathBuf>, DriverError> {
+    let target = crate::target::Target::resolve(target)?;
+    check_passes(&req.disabled_passes)?;
+    let model = load_spec(spec)?;
+    // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.
+    let dump_to = req.dump_to.clone().or_else(|| {
+        std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
+    });
+    let opts = options(&req.disabled_passes, dump_to.is_some());
+    let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
     }
     if let Some(dir) = &dump_to {
-        crate::emit::dump::write_dump(&artefacts, dir).map_err(|e| DriverError::Write {
-            path: dir.display().to_string(),
-            reason: io_reason(&e),
-        })?;
+        dump(&artefacts, dir)?;
     }
     crate::emit::write_artefacts(&artefacts, out_dir).map_err(|e| DriverError::Write {
         path: out_dir.display().to_string(),
@@ -120,7 +136,7 @@ pub enum Stage {
 pub fn inspect(spec: &Path, stage: Stage, full_constants: bool) -> Result<String, DriverError> {
     let mut model = load_spec(spec)?;
     if stage == Stage::Optimized {
-        crate::passes::Pipeline::default_pipeline().run(&mut model.module, &mut |_, _, _| {})?;
+        model.module = crate::compile::optimize(&model.module, &CompileOptions::default())?.module;
     }
     let opts = if full_constants {
         PrintOptions::default()
@@ -260,21 +276,62 @@ pub enum RunMode {
     Compare,
 }
 
-/// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`.
+/// Options of `xla-aot run` for the compiled code: the same as `compile`'s.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// Passes to skip.
+    pub disabled_passes: Vec<String>,
+    /// Where to write the dump files of the host compilation.
+    pub dump_to: Option<PathBuf>,
+}
+
+/// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`. The
+/// compiled code is the host's, through the same compile path as `compile --target host`
+/// (`crate::compile`): the same optimised module, plan and kernels, and with `dump_to` the same
+/// dump files.
 pub fn run(
     spec: &Path,
     inputs: &[String],
     seed: u64,
     mode: RunMode,
+    req: &RunRequest,
 ) -> Result<RunReport, DriverError> {
+    check_passes(&req.disabled_passes)?;
     let model = load_spec(spec)?;
     let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
+    let compiled = |notes: &mut Vec<String>| -> Result<Vec<Literal>, DriverError> {
+        let opts = options(&req.disabled_passes, req.dump_to.is_some());
+        let run = match &req.dump_to {
+            None => crate::compile::run(&model.module, &lits, &opts)?,
+            Some(dir) => {
+                // The whole host library, as `compile --target host --dump-to` writes it, then the
+                // optimised module it was generated from, run in-process.
+                let host = crate::target::Target::resolve("host")?;
+                let artefacts = crate::compile::compile_spec_model(&model, &host, &opts)?;
+                dump(&artefacts, dir)?;
+                let (_, optimized) = &**artefacts.modules.as_ref().expect("kept when dumping");
+                let (outputs, kernels) =
+                    crate::codegen::jit::run(optimized, &artefacts.plan, &lits)?;
+                crate::compile::Run { outputs, kernels }
+            }
+        };
+        if mode == RunMode::Compare {
+            notes.push(format!(
+                "compiled for this machine: {} kernel(s) after the optimisation pipeline",
+                run.kernels.len()
+            ));
+            for k in &run.kernels {
+                notes.push(format!("  {}: {}", k.name, k.ops.join(", ")));
+            }
+        }
+        Ok(run.outputs)
+    };
     let values = match mode {
         RunMode::Reference => evaluate(&model.module, &lits)?,
-        RunMode::Compiled => crate::codegen::jit::run(&model.module, &lits)?,
+        RunMode::Compiled => compiled(&mut notes)?,
         RunMode::Compare => {
             let reference = evaluate(&model.module, &lits)?;
-            let compiled = crate::codegen::jit::run(&model.module, &lits)?;
+            let compiled = compiled(&mut notes)?;
             for ((o, r), c) in model
                 .module
                 .entry

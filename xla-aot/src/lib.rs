@@ -7,6 +7,7 @@
 pub mod arena;
 pub mod build_api;
 pub mod codegen;
+pub mod compile;
 pub mod driver;
 pub mod emit;
 pub mod import;

@@ -85,6 +85,17 @@ enum Command {
         /// Seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Write every stage of the host compilation into DIR (the same files as
+        /// `compile --target host --dump-to DIR`).
+        #[arg(long, value_name = "DIR", conflicts_with = "reference")]
+        dump_to: Option<PathBuf>,
+        /// Skip an optimisation pass (repeatable), as for `compile`.
+        #[arg(
+            long = "disable-pass",
+            value_name = "NAME",
+            conflicts_with = "reference"
+        )]
+        disabled_passes: Vec<String>,
     },
 }
 
@@ -166,6 +177,8 @@ fn main() -> ExitCode {
             inputs,
             output_dir,
             seed,
+            dump_to,
+            disabled_passes,
         } => {
             let mode = if reference {
                 driver::RunMode::Reference
@@ -174,7 +187,16 @@ fn main() -> ExitCode {
             } else {
                 driver::RunMode::Compiled
             };
-            let report = match driver::run(&spec, &inputs, seed, mode) {
+            let report = match driver::run(
+                &spec,
+                &inputs,
+                seed,
+                mode,
+                &driver::RunRequest {
+                    disabled_passes,
+                    dump_to,
+                },
+            ) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };

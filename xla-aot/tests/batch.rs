@@ -32,7 +32,7 @@ fn run_batch_equals_items_run_alone_on_host_and_aarch64() {
         }
         let opts = common::default_options();
         let art =
-            xla_aot::emit::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
+            xla_aot::compile::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
                 .unwrap_or_else(|e| panic!("{target}: {e}"));
         let dir = scratch(&format!("batch-{target}"));
         std::fs::write(dir.join("libbm.a"), &art.archive).unwrap();
@@ -106,9 +106,10 @@ fn buckets_store_each_weight_once() {
             })
             .sum()
     };
-    let one = xla_aot::emit::compile_model(&model.module, &t, &opts).unwrap();
-    let all = xla_aot::emit::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
-        .unwrap();
+    let one = xla_aot::compile::compile_model(&model.module, &t, &opts).unwrap();
+    let all =
+        xla_aot::compile::compile_model_buckets(&model.module, &model.buckets, None, &t, &opts)
+            .unwrap();
     let (one, all) = (
         constant_bytes(&one.ir.unwrap().1),
         constant_bytes(&all.ir.unwrap().1),

@@ -214,3 +214,86 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
     assert_eq!(r.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `run` compiles through the same path as `compile --target host`: the same dump files (final
+/// HLO, fusion decisions, buffer plan, LLVM IR, assembly), and `--compare` names the fused kernels.
+#[test]
+fn run_dumps_what_compile_for_the_host_dumps() {
+    for ex in ["simplenet", "mobilenet_block"] {
+        let spec = repo().join(format!("examples/{ex}/model.yaml"));
+        let d = scratch(&format!("same-path-{ex}"));
+        let r = xla_aot(&[
+            "run",
+            &s(&spec),
+            "--dump-to",
+            &s(&d.join("run")),
+            "--output-dir",
+            &s(&d.join("out")),
+        ]);
+        assert_eq!(
+            r.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let c = xla_aot(&[
+            "compile",
+            &s(&spec),
+            "--target",
+            "host",
+            "--dump-to",
+            &s(&d.join("compile")),
+            "--out-dir",
+            &s(&d.join("lib")),
+        ]);
+        assert_eq!(
+            c.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&c.stderr)
+        );
+        let mut names: Vec<String> = std::fs::read_dir(d.join("compile"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".svg") || n == "memory.svg")
+            .collect();
+        names.sort();
+        assert!(
+            names.iter().any(|n| n.contains(".fusion.hlo.txt")),
+            "{names:?}"
+        );
+        for n in names
+            .iter()
+            .filter(|n| !std::path::Path::new(&d.join("compile").join(n)).is_dir())
+        {
+            let a = std::fs::read(d.join("run").join(n)).unwrap_or_default();
+            let b = std::fs::read(d.join("compile").join(n)).unwrap();
+            assert!(
+                a == b,
+                "{ex}: `run --dump-to` and `compile --dump-to` differ in {n}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    let ex = repo().join("examples/mobilenet_block/model.yaml");
+    let d = scratch("compare-kernels");
+    let r = xla_aot(&["run", &s(&ex), "--compare", "--output-dir", &s(&d)]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    // The conv → batch-norm → relu chains are fused: one kernel computes `bn1` and `relu1`.
+    assert!(
+        err.contains("kernel(s) after the optimisation pipeline"),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("bn1") && l.contains("relu1")),
+        "fused kernels not reported:\n{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -52,12 +52,12 @@ fn examples_match_with_each_pass_disabled_and_without_the_pipeline() {
         eprintln!("note: this CPU cannot run x86_64-avx2; skipped");
         return;
     }
-    let mut variants: Vec<(String, xla_aot::emit::CompileOptions)> = xla_aot::passes::PASS_NAMES
+    let mut variants: Vec<(String, xla_aot::compile::CompileOptions)> = xla_aot::passes::PASS_NAMES
         .iter()
         .map(|p| {
             (
                 format!("without {p}"),
-                xla_aot::emit::CompileOptions {
+                xla_aot::compile::CompileOptions {
                     disabled_passes: vec![p.to_string()],
                     ..Default::default()
                 },
@@ -66,7 +66,7 @@ fn examples_match_with_each_pass_disabled_and_without_the_pipeline() {
         .collect();
     variants.push((
         "without the pipeline".into(),
-        xla_aot::emit::CompileOptions {
+        xla_aot::compile::CompileOptions {
             no_pipeline: true,
             ..Default::default()
         },
@@ -100,7 +100,7 @@ fn in_place_reuse_halves_the_arena_and_stays_correct() {
     let text = "HloModule inplace\n\nENTRY %main {\n  %x = f32[1024]{0} parameter(0)\n  %t1 = f32[1024]{0} exponential(%x)\n  %s = f32[] reduce(%t1), dimensions={0}, kind=add\n  %sb = f32[1024]{0} broadcast(%s), dimensions={}\n  %d = f32[1024]{0} subtract(%t1, %sb)\n  %t2 = f32[1024]{0} exponential(%d)\n  %hi = f32[] reduce(%t2), dimensions={0}, kind=max\n  %lo = f32[] reduce(%t2), dimensions={0}, kind=min\n  ROOT %outputs = (f32[], f32[]) tuple(%hi, %lo), names={hi,lo}\n}\n";
     let m = xla_aot::ir::parse_module(text).unwrap();
     let t = Target::resolve("x86_64-avx2").unwrap();
-    let art = xla_aot::emit::compile_model(&m, &t, &Default::default()).unwrap();
+    let art = xla_aot::compile::compile_model(&m, &t, &Default::default()).unwrap();
     assert!(
         art.plan.strategy.starts_with("in-place"),
         "strategy {}",

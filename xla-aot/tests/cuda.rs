@@ -14,7 +14,8 @@ use common::{EXAMPLES, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
-use xla_aot::emit::{Artefacts, CompileOptions, compile_model};
+use xla_aot::compile::{CompileOptions, compile_model};
+use xla_aot::emit::Artefacts;
 use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{EXAMPLES, case_inputs, check_close, repo, run_compiled_with};
-use xla_aot::emit::CompileOptions;
+use xla_aot::compile::CompileOptions;
 use xla_aot::interp::evaluate;
 use xla_aot::spec::load_spec;
 use xla_aot::target::Target;

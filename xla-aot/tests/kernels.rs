@@ -11,8 +11,8 @@ mod common;
 
 use common::{check_close, repo, run_compiled, scratch, toolchain};
 use std::fmt::Write as _;
+use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::driver::random_input;
-use xla_aot::emit::{CompileOptions, compile_model};
 use xla_aot::interp::evaluate;
 use xla_aot::ir::Module;
 use xla_aot::target::{Arch, Target};

@@ -4,7 +4,7 @@
 
 mod common;
 
-use xla_aot::codegen::jit;
+use xla_aot::compile::run_host;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Builder, DType, Literal, Op, Shape, UnaryOp};
 use xla_aot::spec::spec_from_str;
@@ -87,7 +87,7 @@ fn inline_math_is_within_its_documented_bounds() {
         let want = evaluate(&m, std::slice::from_ref(&input)).unwrap()[0]
             .to_f32_vec()
             .unwrap();
-        let got = jit::run(&m, &[input]).unwrap()[0].to_f32_vec().unwrap();
+        let got = run_host(&m, &[input]).unwrap()[0].to_f32_vec().unwrap();
         let (ulps, at) = max_ulp(&got, &want, atol);
         lines.push(format!(
             "{op:<8} max {ulps:.2} ulp at x = {} (bound {bound})",
@@ -110,7 +110,7 @@ fn inline_math_is_within_its_documented_bounds() {
         vec![6],
         &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -1.0, 100.0],
     );
-    let got = jit::run(&m, std::slice::from_ref(&x)).unwrap();
+    let got = run_host(&m, std::slice::from_ref(&x)).unwrap();
     let want = evaluate(&m, &[x]).unwrap();
     for (g, w) in got.iter().zip(&want) {
         let (g, w) = (g.to_f32_vec().unwrap(), w.to_f32_vec().unwrap());

@@ -239,7 +239,7 @@ fn random_mutations_never_panic() {
                         // the slow part), without a panic and without a verifier failure.
                         if case % 4 == 0 {
                             let t = xla_aot::target::Target::resolve("x86_64-avx2").unwrap();
-                            xla_aot::emit::compile_model(&model.module, &t, &Default::default())
+                            xla_aot::compile::compile_model(&model.module, &t, &Default::default())
                                 .expect("a loaded module compiles");
                         }
                     }

@@ -100,7 +100,7 @@ fn run_seq_matches_the_padded_masked_bucket_for_every_length() {
         if t.arch == xla_aot::target::Arch::X86_64 && !t.runs_here() {
             continue;
         }
-        let art = xla_aot::emit::compile_model_buckets(
+        let art = xla_aot::compile::compile_model_buckets(
             &model.module,
             &model.buckets,
             model.seq.as_ref(),

@@ -1,11 +1,13 @@
-//! Running compiled code in-process (`xla-aot run` without `--reference`): the module is built
-//! exactly as for `compile` for the `host` target, optimised, and executed by LLVM's MCJIT.
+//! Running CPU code in-process: an optimised, planned module (`crate::compile::optimize`) is built
+//! by the same code generator as for `compile` for the `host` target, optimised by LLVM, and
+//! executed by LLVM's MCJIT. `crate::compile::run` is the way in (`xla-aot run`, JIT tests).
 //!
-//! Contract: [`run`] returns one literal per output, or an error; it never touches the disk. The
-//! arena, inputs and outputs are host buffers with the alignment the C API requires.
+//! Contract: [`run`] returns one literal per output and the kernels that ran, or an error; it
+//! never touches the disk. The arena, inputs and outputs are host buffers with the alignment the
+//! C API requires.
 
-use super::cpu::{CodegenError, build_module, init_llvm, optimize, target_machine};
-use crate::arena::{ARENA_ALIGN, plan};
+use super::cpu::{CodegenError, KernelInfo, build_module, init_llvm, optimize, target_machine};
+use crate::arena::{ARENA_ALIGN, BufferPlan};
 use crate::ir::{Literal, LiteralData, Module};
 use crate::target::Target;
 use inkwell::OptimizationLevel;
@@ -18,14 +20,18 @@ struct Block([u8; ARENA_ALIGN]);
 
 type RunPtrs = unsafe extern "C" fn(*mut u8, *const *const u8, *const *mut u8) -> i32;
 
-/// Compiles `m` for the host and runs it on `inputs` (one per parameter, in order).
-pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError> {
+/// Compiles `m` (already optimised, with its plan `p`) for the host and runs it on `inputs` (one
+/// per parameter, in order); returns the outputs and the kernels.
+pub fn run(
+    m: &Module,
+    p: &BufferPlan,
+    inputs: &[Literal],
+) -> Result<(Vec<Literal>, Vec<KernelInfo>), CodegenError> {
     init_llvm();
     let target = Target::resolve("host").map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let tm = target_machine(&target)?;
-    let p = plan(m);
     let ctx = Context::create();
-    let (module, _) = build_module(&ctx, &tm, m, &p, &target, false)?;
+    let (module, kernels) = build_module(&ctx, &tm, m, p, &target, false)?;
     optimize(&module, &tm)?;
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Default)
@@ -88,7 +94,8 @@ pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError>
             "{name} returned status {status}"
         )));
     }
-    Ok(c.outputs
+    let outputs = c
+        .outputs
         .iter()
         .zip(out_bufs)
         .map(|(o, buf)| {
@@ -101,5 +108,6 @@ pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError>
                 data: LiteralData::Dense(bytes),
             }
         })
-        .collect())
+        .collect();
+    Ok((outputs, kernels))
 }

@@ -114,7 +114,7 @@ pub fn compare(
 
 // ---- running compiled models ---------------------------------------------------------------------
 
-use xla_aot::emit::{CompileOptions, compile_model};
+use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::target::{Arch, Target};
 
 /// Relative tolerance of compiled code against the interpreter: the inline `exp`/`log`/`tanh`/`erf`

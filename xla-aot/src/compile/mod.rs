@@ -1,0 +1,324 @@
+//! The one compile path: front end → optimisation pipeline → buffer plan → backend → writers.
+//!
+//! Contract: [`optimize`] is the only place a module is optimised and planned; [`compile_model`]
+//! (and [`compile_spec_model`], [`compile_model_buckets`]) run it for every bucket, then the CPU
+//! code generator (and for a CUDA target the PTX backend and its launcher), then the writers of
+//! `emit/` (archive, header, manifest), returning every artefact in memory; [`run`] runs the same
+//! [`optimize`] and executes the CPU code of the host in-process (`xla-aot run`, the JIT tests).
+//! So `xla-aot compile`, `xla-aot run`, `xla_aot::Build` and CMake (which calls the CLI) ship and
+//! check one and the same optimised module.
+
+mod buckets;
+
+use crate::arena::{BufferPlan, plan};
+use crate::codegen::cpu::{self, CodegenError, KernelInfo, Options};
+use crate::codegen::cuda_host;
+use crate::codegen::ptx;
+use crate::emit::{Artefacts, archive, cuda, header, manifest};
+use crate::ir::{Literal, Module};
+use crate::passes::{PassRecord, Pipeline, PipelineError};
+use crate::target::Target;
+
+/// How to compile.
+#[derive(Debug, Clone, Default)]
+pub struct CompileOptions {
+    /// What the code generator produces besides the object.
+    pub codegen: Options,
+    /// Passes to skip (`--disable-pass`).
+    pub disabled_passes: Vec<String>,
+    /// Skip the whole optimisation pipeline.
+    pub no_pipeline: bool,
+    /// Keep the HLO text after every pass (for `--dump-to`).
+    pub keep_stages: bool,
+    /// Report stage progress on stderr once a compile has taken [`PROGRESS_AFTER`].
+    pub progress: bool,
+}
+
+/// Compiles shorter than this print nothing; longer ones say what they are doing (a second: the
+/// point where a silent command starts to look stuck).
+pub const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Prints `xla-aot: <model>: <what> (<elapsed>)` when enabled and the compile is slow.
+struct Progress<'a> {
+    on: bool,
+    name: &'a str,
+    start: std::time::Instant,
+}
+
+impl Progress<'_> {
+    fn stage(&self, what: &str) {
+        let t = self.start.elapsed();
+        if self.on && t >= PROGRESS_AFTER {
+            eprintln!("xla-aot: {}: {what} ({:.1}s)", self.name, t.as_secs_f64());
+        }
+    }
+}
+
+/// Why a compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// A feature the target cannot have yet.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A module after the optimisation pipeline, with its buffer plan and what the pipeline did.
+#[derive(Debug, Clone)]
+pub struct Optimized {
+    /// The optimised module (what the backends compile).
+    pub module: Module,
+    /// Its buffer plan.
+    pub plan: BufferPlan,
+    /// The module as parsed, then after each pass that changed it: (pass, HLO text); empty unless
+    /// [`CompileOptions::keep_stages`].
+    pub stages: Vec<(String, String)>,
+    /// What each pass run did and how long it took.
+    pub pass_records: Vec<PassRecord>,
+    /// HLO instructions just before fusion (for the manifest's fusion statistics).
+    pub instructions_before_fusion: usize,
+}
+
+/// Runs the optimisation pipeline (minus the disabled passes) on `m` and plans its buffers.
+pub fn optimize(m: &Module, opts: &CompileOptions) -> Result<Optimized, CompileError> {
+    let mut stages = Vec::new();
+    let readable = crate::ir::PrintOptions::readable();
+    if opts.keep_stages {
+        stages.push((
+            "parsed".to_string(),
+            crate::ir::print_module_with(m, &readable),
+        ));
+    }
+    let mut optimized = m.clone();
+    let mut before_fusion = m.entry.instructions.len();
+    let mut fused = false;
+    let pass_records = if opts.no_pipeline {
+        Vec::new()
+    } else {
+        Pipeline::default_pipeline()
+            .disable(&opts.disabled_passes)
+            .run(&mut optimized, &mut |_, pass, module| {
+                if pass == "fusion" {
+                    fused = true;
+                } else if !fused {
+                    before_fusion = module.entry.instructions.len();
+                }
+                if opts.keep_stages {
+                    stages.push((
+                        pass.to_string(),
+                        crate::ir::print_module_with(module, &readable),
+                    ));
+                }
+            })?
+    };
+    let plan = plan(&optimized);
+    Ok(Optimized {
+        module: optimized,
+        plan,
+        stages,
+        pass_records,
+        instructions_before_fusion: before_fusion,
+    })
+}
+
+/// Compiles a loaded spec: [`compile_model_buckets`] with its buckets, if any.
+pub fn compile_spec_model(
+    model: &crate::spec::Model,
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    compile_model_buckets(
+        &model.module,
+        &model.buckets,
+        model.seq.as_ref(),
+        target,
+        opts,
+    )
+}
+
+/// Optimises and compiles a verified module for a target.
+pub fn compile_model(
+    m: &Module,
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    compile_model_buckets(m, &[], None, target, opts)
+}
+
+/// [`compile_model`] for a spec with `batch_sizes`: `buckets` holds every bucket's module
+/// (`spec::Model::batch`; `m` is the one of the declared batch). The library gets each other
+/// bucket's entry points as `<name>_b<B>_run*` and `<name>_run_batch` (`codegen/cpu/batch.rs`),
+/// all in one object so identical weights are stored once; the arena holds the largest bucket
+/// with its staging buffers. Empty `buckets`: exactly [`compile_model`].
+pub fn compile_model_buckets(
+    m: &Module,
+    buckets: &[(usize, Module)],
+    seq: Option<&crate::spec::seq::SeqAxis>,
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<Artefacts, CompileError> {
+    if !buckets.is_empty() && target.cuda_sm.is_some() {
+        return Err(CompileError::Unsupported(format!(
+            "`batch_sizes` and `seq_buckets` are not supported on CUDA targets yet ({}); compile one size per library",
+            target.name
+        )));
+    }
+    let progress = Progress {
+        on: opts.progress,
+        name: &m.name,
+        start: std::time::Instant::now(),
+    };
+    let Optimized {
+        module: optimized,
+        plan,
+        stages,
+        pass_records,
+        instructions_before_fusion: before_fusion,
+    } = optimize(m, opts)?;
+    let original = m;
+    let m = &optimized;
+    progress.stage(&format!(
+        "optimised and planned: {} instructions, arena {} bytes",
+        m.entry.instructions.len(),
+        plan.arena_size
+    ));
+    // Batch buckets: every other bucket optimised and planned as `<name>_b<B>`.
+    let declared = match seq {
+        Some(s) => s.declared,
+        None => m
+            .entry
+            .parameters()
+            .first()
+            .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
+            .unwrap_or(1),
+    };
+    let letter = if seq.is_some() { 's' } else { 'b' };
+    let mut variants = Vec::new();
+    for (b, vm) in buckets.iter().filter(|(b, _)| *b != declared) {
+        let mut v = vm.clone();
+        v.name = format!("{}_{letter}{b}", m.name);
+        let quiet = CompileOptions {
+            keep_stages: false,
+            ..opts.clone()
+        };
+        let o = optimize(&v, &quiet)?;
+        variants.push((*b, o.module, o.plan));
+    }
+    let batch_plan = (!buckets.is_empty()).then(|| match seq {
+        Some(s) => buckets::seq_plan(m, &plan, s, &variants),
+        None => buckets::batch_plan(m, &plan, declared, &variants),
+    });
+    let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
+    let obj = cpu::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
+    progress.stage(&format!(
+        "generated {} kernels for {}",
+        obj.kernels.len(),
+        target.name
+    ));
+    let object_name = format!("{}.o", m.name);
+    let member_name = if object_name.len() <= 15 {
+        object_name.clone()
+    } else {
+        "model.o".to_string()
+    };
+    // A CUDA target's library also holds the PTX kernels (data object) and their launcher.
+    let cuda = match &target.cuda_sm {
+        Some(sm) => {
+            let module = ptx::compile(m, &plan, sm)?;
+            let launcher = cuda_host::compile(&m.name, &module, target)?;
+            let data = cuda::data_object(&m.name, &module, target.arch);
+            progress.stage(&format!(
+                "generated {} PTX kernels for {sm}",
+                module.launches.len()
+            ));
+            Some((module, launcher, data))
+        }
+        None => None,
+    };
+    let mut members = vec![archive::Member {
+        name: &member_name,
+        data: &obj.object,
+        symbols: obj.exports.clone(),
+    }];
+    if let Some((_, launcher, data)) = &cuda {
+        members.push(archive::Member {
+            name: "cuda.o",
+            data: launcher,
+            symbols: cuda_host::exports(&m.name),
+        });
+        members.push(archive::Member {
+            name: "ptx.o",
+            data,
+            symbols: cuda::data_symbols(&m.name),
+        });
+    }
+    let archive = archive::write_archive(&members);
+    let cuda_header = cuda
+        .as_ref()
+        .map(|(p, _, _)| header::render_cuda(m, p))
+        .unwrap_or_default();
+    let header = match &batch_plan {
+        None => header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header),
+        Some(bp) => {
+            let mut whole = plan.clone();
+            whole.arena_size = bp.arena_size();
+            let api = match seq {
+                Some(s) => header::render_seq(m, bp, s),
+                None => header::render_batch(m, bp, declared),
+            };
+            header::render(m, &whole, &target.name, obj.kernels.len(), &api)
+        }
+    };
+    let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
+    manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
+    let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
+    manifest.push('\n');
+    Ok(Artefacts {
+        batch: batch_plan
+            .filter(|_| seq.is_none())
+            .map(|bp| (bp, declared)),
+        ptx: cuda.map(|(p, _, _)| p),
+        name: m.name.clone(),
+        object: obj.object,
+        archive,
+        header,
+        manifest,
+        plan,
+        assembly: obj.assembly,
+        ir: obj.ir,
+        kernel_ir: obj.kernel_ir,
+        kernels: obj.kernels,
+        stages,
+        pass_records,
+        instructions_before_fusion: before_fusion,
+        modules: opts
+            .keep_stages
+            .then(|| Box::new((original.clone(), optimized.clone()))),
+    })
+}
+
+/// What [`run`] computed: the outputs and the kernels that computed them.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// One literal per output of the module, in order.
+    pub outputs: Vec<Literal>,
+    /// The kernels of the host code that ran, in execution order (the same as `compile` for the
+    /// host target generates).
+    pub kernels: Vec<KernelInfo>,
+}
+
+/// Optimises `m` exactly as [`compile_model`] does, compiles it for the host and runs it
+/// in-process on `inputs` (one per parameter, in order).
+pub fn run(m: &Module, inputs: &[Literal], opts: &CompileOptions) -> Result<Run, CompileError> {
+    let o = optimize(m, opts)?;
+    let (outputs, kernels) = crate::codegen::jit::run(&o.module, &o.plan, inputs)?;
+    Ok(Run { outputs, kernels })
+}
+
+/// [`run`] with the default options: the whole pipeline, as `xla-aot run` and `compile` use it.
+pub fn run_host(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CompileError> {
+    Ok(run(m, inputs, &CompileOptions::default())?.outputs)
+}
