@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need, then runs them.
+#
+#   scripts/test.sh                      # every test of the workspace (cargo test --workspace)
+#   scripts/test.sh -p xla-aot --test compiled    # any other `cargo test` arguments
+#
+# Needs only what the main job needs (a Rust toolchain, LLVM 14, a C compiler, python3). It
+# installs, once:
+#   - apt packages: the aarch64 cross compiler and qemu-user (compiled code for aarch64 runs under
+#     qemu-aarch64), make (the C example), cmake (the CMake example); as root, or through sudo;
+#   - a virtual environment `.venv` with numpy (golden data), ptxas from NVIDIA's
+#     `nvidia-cuda-nvcc-cu12` wheel (the PTX backend's output is checked by ptxas; no GPU needed)
+#     and onnx (the ONNX backend node tests, written to target/onnx-node);
+# and exports XLA_AOT_PTXAS and XLA_AOT_ONNX_NODE_DIR, which make those tests mandatory.
+# `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
+# tools are missing then fail and say which tool).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned where the tests compare numbers against the package's output.
+NUMPY=numpy==2.4.6
+ONNX=onnx==1.23.2
+NVCC=nvidia-cuda-nvcc-cu12
+
+say() { echo "test.sh: $*" >&2; }
+
+install_apt() {
+  local need=()
+  command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+  command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
+  command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+  command -v make >/dev/null || need+=(make)
+  command -v cmake >/dev/null || need+=(cmake)
+  [ ${#need[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+      sudo="sudo"
+    else
+      say "missing ${need[*]}: run \`apt-get install -y ${need[*]}\` as root, then rerun"
+      exit 1
+    fi
+  fi
+  say "installing ${need[*]} (apt)"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+install_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    say "creating .venv"
+    python3 -m venv .venv
+  fi
+  # pip is quick when everything is already there; the stamp skips even that.
+  local stamp=.venv/.xla-aot-test-deps
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $ONNX $NVCC" ]; then
+    say "installing $NUMPY $ONNX $NVCC into .venv (pip)"
+    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$NVCC"
+    echo "$NUMPY $ONNX $NVCC" >"$stamp"
+  fi
+}
+
+if [ "${XLA_AOT_TEST_NO_INSTALL:-0}" != 1 ]; then
+  install_apt
+  install_venv
+fi
+
+if [ -x .venv/bin/python ]; then
+  ptxas="$(ls "$PWD"/.venv/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas 2>/dev/null | head -n 1 || true)"
+  if [ -n "$ptxas" ]; then
+    export XLA_AOT_PTXAS="${XLA_AOT_PTXAS:-$ptxas}"
+  fi
+  # The ONNX backend node tests: onnx's wheel does not ship the cases, so write them (about 15 s,
+  # once per onnx version).
+  cases=target/onnx-node
+  version="$(.venv/bin/python -c 'import onnx; print(onnx.__version__)' 2>/dev/null || true)"
+  if [ -n "$version" ]; then
+    if [ "$(cat "$cases/.onnx-version" 2>/dev/null)" != "$version" ]; then
+      say "writing the ONNX node test cases of onnx $version to $cases"
+      .venv/bin/python scripts/onnx_node_tests.py --out "$cases" >/dev/null
+      echo "$version" >"$cases/.onnx-version"
+    fi
+    export XLA_AOT_ONNX_NODE_DIR="${XLA_AOT_ONNX_NODE_DIR:-$PWD/$cases}"
+  fi
+fi
+
+if [ $# -eq 0 ]; then
+  set -- --workspace
+fi
+exec cargo test "$@"
