@@ -87,32 +87,32 @@ struct TargetFile {
 
 /// The built-in target files, in listing order.
 const BUILTIN: &[(&str, &str)] = &[
-    ("x86_64", include_str!("../../targets/x86_64.yaml")),
+    ("x86_64", include_str!("../targets/x86_64.yaml")),
     (
         "x86_64-avx2",
-        include_str!("../../targets/x86_64-avx2.yaml"),
+        include_str!("../targets/x86_64-avx2.yaml"),
     ),
     (
         "x86_64-avx512",
-        include_str!("../../targets/x86_64-avx512.yaml"),
+        include_str!("../targets/x86_64-avx512.yaml"),
     ),
     (
         "aarch64-neon",
-        include_str!("../../targets/aarch64-neon.yaml"),
+        include_str!("../targets/aarch64-neon.yaml"),
     ),
     (
         "aarch64-a78",
-        include_str!("../../targets/aarch64-a78.yaml"),
+        include_str!("../targets/aarch64-a78.yaml"),
     ),
     (
         "jetson-orin",
-        include_str!("../../targets/jetson-orin.yaml"),
+        include_str!("../targets/jetson-orin.yaml"),
     ),
     (
         "cuda-x86_64",
-        include_str!("../../targets/cuda-x86_64.yaml"),
+        include_str!("../targets/cuda-x86_64.yaml"),
     ),
-    ("host", include_str!("../../targets/host.yaml")),
+    ("host", include_str!("../targets/host.yaml")),
 ];
 
 /// Why a target could not be resolved.

@@ -250,7 +250,7 @@ fn targets_command_lists_every_builtin() {
     // A target file path works too.
     let t = Target::resolve(
         &repo()
-            .join("targets/aarch64-a78.yaml")
+            .join("xla-aot/targets/aarch64-a78.yaml")
             .display()
             .to_string(),
     )

@@ -9,9 +9,9 @@ use crate::arena::BufferPlan;
 use crate::ir::{DType, Module};
 use crate::util::c_name::c_name;
 
-const TEMPLATE: &str = include_str!("../../../templates/bindings.rs.in");
-const CUDA_TEMPLATE: &str = include_str!("../../../templates/bindings_cuda.rs.in");
-const BATCH_TEMPLATE: &str = include_str!("../../../templates/bindings_batch.rs.in");
+const TEMPLATE: &str = include_str!("../../templates/bindings.rs.in");
+const CUDA_TEMPLATE: &str = include_str!("../../templates/bindings_cuda.rs.in");
+const BATCH_TEMPLATE: &str = include_str!("../../templates/bindings_batch.rs.in");
 
 fn rust_type(d: DType) -> &'static str {
     match d {

@@ -9,8 +9,8 @@ use crate::ir::{DType, Module};
 use crate::util::c_name::c_name;
 use runtime_min::Status;
 
-const TEMPLATE: &str = include_str!("../../../templates/model.h.in");
-const CUDA_TEMPLATE: &str = include_str!("../../../templates/model_cuda.h.in");
+const TEMPLATE: &str = include_str!("../../templates/model.h.in");
+const CUDA_TEMPLATE: &str = include_str!("../../templates/model_cuda.h.in");
 
 /// The C element type of a dtype.
 pub fn c_type(d: DType) -> &'static str {
