@@ -88,30 +88,15 @@ struct TargetFile {
 /// The built-in target files, in listing order.
 const BUILTIN: &[(&str, &str)] = &[
     ("x86_64", include_str!("../targets/x86_64.yaml")),
-    (
-        "x86_64-avx2",
-        include_str!("../targets/x86_64-avx2.yaml"),
-    ),
+    ("x86_64-avx2", include_str!("../targets/x86_64-avx2.yaml")),
     (
         "x86_64-avx512",
         include_str!("../targets/x86_64-avx512.yaml"),
     ),
-    (
-        "aarch64-neon",
-        include_str!("../targets/aarch64-neon.yaml"),
-    ),
-    (
-        "aarch64-a78",
-        include_str!("../targets/aarch64-a78.yaml"),
-    ),
-    (
-        "jetson-orin",
-        include_str!("../targets/jetson-orin.yaml"),
-    ),
-    (
-        "cuda-x86_64",
-        include_str!("../targets/cuda-x86_64.yaml"),
-    ),
+    ("aarch64-neon", include_str!("../targets/aarch64-neon.yaml")),
+    ("aarch64-a78", include_str!("../targets/aarch64-a78.yaml")),
+    ("jetson-orin", include_str!("../targets/jetson-orin.yaml")),
+    ("cuda-x86_64", include_str!("../targets/cuda-x86_64.yaml")),
     ("host", include_str!("../targets/host.yaml")),
 ];
 

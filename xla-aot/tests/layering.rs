@@ -1,11 +1,12 @@
 //! The shape of the source tree, checked: no module-level import cycle and no oversized file.
 //!
 //! Contract: modules of `xla-aot/src` form layers. A reference from module A to module B
-//! (`crate::…`, `super::…`, `self::…` paths, `use` groups expanded) where neither contains the
-//! other is lifted to the two sibling modules under their closest common ancestor; those sibling
-//! edges must form no cycle, at every level of the tree. References between a module and its own
-//! ancestors or descendants are a facade and its parts, and are allowed. No source file is longer
-//! than [`MAX_FILE_LINES`]. A failure names the cycle (or the file) so it can be fixed.
+//! (`crate::…`, `super::…`, `self::…` paths in code, `use` groups expanded; comments do not
+//! count) where neither contains the other is lifted to the two sibling modules under their
+//! closest common ancestor; those sibling edges must form no cycle, at every level of the tree.
+//! References between a module and its own ancestors or descendants are a facade and its parts,
+//! and are allowed. No source file is longer than [`MAX_FILE_LINES`]. A failure names the cycle
+//! (or the file) so it can be fixed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -161,12 +162,17 @@ fn resolve(
     best
 }
 
-/// The source text of a file without its `#[cfg(test)]` module (tests may reach anywhere).
-fn without_tests(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod tests") {
+/// The code of a file: without its `#[cfg(test)]` module (tests may reach anywhere) and without
+/// comment lines (a doc that names a module is not a dependency).
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
         Some(i) => &text[..i],
         None => text,
-    }
+    };
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The edges between sibling modules: (parent, from child, to child) → an example reference.
@@ -177,7 +183,7 @@ fn sibling_edges(src: &Path) -> BTreeMap<(ModPath, String, String), String> {
     for (here, file) in &mods {
         let text = std::fs::read_to_string(file).unwrap();
         let is_dir_mod = file.ends_with("mod.rs");
-        for p in paths(without_tests(&text)) {
+        for p in paths(&code_of(&text)) {
             let to = resolve(&p, here, is_dir_mod, &known);
             let common = here.iter().zip(&to).take_while(|(a, b)| a == b).count();
             if common == here.len() || common == to.len() {

@@ -6,6 +6,8 @@
 //! lowers to these primitives, so passes and backends handle one set of opcodes. Operand order and the
 //! meaning of each attribute are documented on each variant; `docs/hlo.md` gives the text form.
 
+pub mod table;
+
 use super::literal::Literal;
 use super::shape::Shape;
 use std::fmt;
@@ -250,26 +252,8 @@ impl Op {
         match self {
             Op::Parameter { .. } => "parameter",
             Op::Constant(_) => "constant",
-            Op::Unary(u) => match u {
-                UnaryOp::Negate => "negate",
-                UnaryOp::Abs => "abs",
-                UnaryOp::Exp => "exponential",
-                UnaryOp::Log => "log",
-                UnaryOp::Sqrt => "sqrt",
-                UnaryOp::Rsqrt => "rsqrt",
-                UnaryOp::Tanh => "tanh",
-                UnaryOp::Logistic => "logistic",
-                UnaryOp::Erf => "erf",
-            },
-            Op::Binary(b) => match b {
-                BinaryOp::Add => "add",
-                BinaryOp::Subtract => "subtract",
-                BinaryOp::Multiply => "multiply",
-                BinaryOp::Divide => "divide",
-                BinaryOp::Maximum => "maximum",
-                BinaryOp::Minimum => "minimum",
-                BinaryOp::Power => "power",
-            },
+            Op::Unary(u) => u.info().opcode,
+            Op::Binary(b) => b.info().opcode,
             Op::Convert { .. } => "convert",
             Op::Compare(_) => "compare",
             Op::Select => "select",
@@ -292,72 +276,24 @@ impl Op {
         }
     }
 
-    /// Whether this op is applied independently to each element.
+    /// Whether this op is applied independently to each element (`table::Class::Elementwise`).
     pub fn is_elementwise(&self) -> bool {
-        matches!(
-            self,
-            Op::Unary(_)
-                | Op::Binary(_)
-                | Op::Compare(_)
-                | Op::Select
-                | Op::Clamp
-                | Op::Convert { .. }
-        )
+        match self {
+            Op::Unary(_) | Op::Binary(_) => true,
+            _ => table::opcode_info(self.opcode())
+                .is_some_and(|i| i.class == table::Class::Elementwise),
+        }
     }
 
-    /// The number of operands the op takes, or `None` when variadic (`concatenate`).
+    /// The number of operands the op takes, or `None` when variadic (`concatenate`, `fusion`):
+    /// the op table's arity.
     pub fn arity(&self) -> Option<usize> {
-        Some(match self {
-            Op::Parameter { .. } | Op::Constant(_) => 0,
-            Op::Unary(_)
-            | Op::Convert { .. }
-            | Op::Broadcast { .. }
-            | Op::Reshape
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Reduce { .. }
-            | Op::ReduceWindow { .. }
-            | Op::Argmax { .. }
-            | Op::TopK { .. } => 1,
-            Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Pad { .. }
-            | Op::Dot(_)
-            | Op::Convolution { .. }
-            | Op::Gather => 2,
-            Op::Select | Op::Clamp => 3,
-            Op::Sample => 6,
-            Op::Concatenate { .. } | Op::Fusion { .. } => return None,
-        })
+        match self {
+            Op::Unary(_) => Some(1),
+            Op::Binary(_) => Some(2),
+            _ => table::opcode_info(self.opcode()).and_then(|i| i.arity),
+        }
     }
-}
-
-impl UnaryOp {
-    /// Every unary op.
-    pub const ALL: [UnaryOp; 9] = [
-        UnaryOp::Negate,
-        UnaryOp::Abs,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Tanh,
-        UnaryOp::Logistic,
-        UnaryOp::Erf,
-    ];
-}
-
-impl BinaryOp {
-    /// Every binary op.
-    pub const ALL: [BinaryOp; 7] = [
-        BinaryOp::Add,
-        BinaryOp::Subtract,
-        BinaryOp::Multiply,
-        BinaryOp::Divide,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Power,
-    ];
 }
 
 impl CompareDir {

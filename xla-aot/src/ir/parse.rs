@@ -6,9 +6,8 @@
 //! earlier line); typing is the verifier's job, so tests can parse ill-typed modules and check that
 //! the verifier names them. It never panics.
 
-use super::inst::{
-    BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
-};
+use super::inst::table::{all_opcodes, bare_op};
+use super::inst::{CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, Window};
 use super::inst::{Computation, Output};
 use super::literal::{Literal, LiteralData};
 use super::module::Module;
@@ -613,65 +612,6 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
 }
 
 /// The opcodes of elementwise ops by text name.
-fn simple_op(opcode: &str) -> Option<Op> {
-    let unary = UnaryOp::ALL
-        .into_iter()
-        .map(Op::Unary)
-        .find(|o| o.opcode() == opcode);
-    let binary = BinaryOp::ALL
-        .into_iter()
-        .map(Op::Binary)
-        .find(|o| o.opcode() == opcode);
-    unary.or(binary).or(match opcode {
-        "select" => Some(Op::Select),
-        "clamp" => Some(Op::Clamp),
-        "reshape" => Some(Op::Reshape),
-        "gather" => Some(Op::Gather),
-        "sample" => Some(Op::Sample),
-        _ => None,
-    })
-}
-
-const OPCODES: &[&str] = &[
-    "parameter",
-    "constant",
-    "negate",
-    "abs",
-    "exponential",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "logistic",
-    "erf",
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "maximum",
-    "minimum",
-    "power",
-    "compare",
-    "select",
-    "clamp",
-    "convert",
-    "broadcast",
-    "reshape",
-    "transpose",
-    "slice",
-    "pad",
-    "concatenate",
-    "reduce",
-    "reduce-window",
-    "dot",
-    "convolution",
-    "argmax",
-    "top-k",
-    "sample",
-    "gather",
-    "fusion",
-];
-
 fn parse_instruction(
     c: &mut Cursor,
     computations: &HashMap<String, Computation>,
@@ -699,15 +639,15 @@ fn parse_instruction(
             operands = operand_list(c, ids)?;
             Some(Op::Convert { to: shape.dtype })
         }
-        _ if OPCODES.contains(&opcode.as_str()) => {
+        _ if all_opcodes().any(|o| o == opcode) => {
             operands = operand_list(c, ids)?;
-            simple_op(&opcode)
+            bare_op(&opcode)
         }
         _ => {
             c.pos = op_at;
             return c.err(format!(
                 "unknown opcode `{opcode}`; expected one of {}",
-                OPCODES.join(", ")
+                all_opcodes().collect::<Vec<_>>().join(", ")
             ));
         }
     };
@@ -977,7 +917,7 @@ fn parse_instruction(
                     })),
                 }
             }
-            _ => unreachable!("every opcode in OPCODES is handled"),
+            _ => unreachable!("every opcode of the op table is handled"),
         });
     }
     Ok(Instruction {

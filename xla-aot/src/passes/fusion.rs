@@ -18,7 +18,8 @@
 
 use super::Pass;
 use super::rewrite::users;
-use crate::ir::{Computation, FusionKind, InstId, Instruction, Module, Op, Output, UnaryOp};
+use crate::ir::inst::table::{self, Cost};
+use crate::ir::{Computation, FusionKind, InstId, Instruction, Module, Op, Output};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
@@ -27,33 +28,22 @@ use std::sync::Mutex;
 /// ops, so recomputing a value is worth it only while it costs less than two ops per access saved.
 pub const TRAFFIC_COST_PER_ELEMENT: u32 = 2;
 
-/// Per-element cost of computing an instruction, in simple-op units: index remaps and simple
-/// arithmetic 1, division and square roots 4 (multi-cycle units), transcendental polynomials 20
-/// (the inline `exp`/`log`/`tanh`/`erf` are 15–25 ops each, see codegen/math.rs).
+/// Per-element cost of computing an instruction, in simple-op units: the op table's cost class
+/// (`ir/inst/table.rs`: index remaps and simple arithmetic 1, division and square roots 4,
+/// transcendental polynomials 20, `pow` 40).
 pub fn cost(op: &Op) -> u32 {
     match op {
-        Op::Unary(
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Logistic | UnaryOp::Erf,
-        ) => 20,
-        Op::Binary(crate::ir::BinaryOp::Power) => 40,
-        Op::Binary(crate::ir::BinaryOp::Divide) | Op::Unary(UnaryOp::Sqrt | UnaryOp::Rsqrt) => 4,
-        _ => 1,
+        Op::Unary(u) => u.info().cost.units(),
+        Op::Binary(b) => b.info().cost.units(),
+        _ => Cost::Simple.units(),
     }
 }
 
-/// Whether an instruction can be computed element by element from its operands' elements.
+/// Whether an instruction can be computed element by element from its operands' elements: an
+/// elementwise op or an index remap (the op table's class).
 pub fn is_elemental(op: &Op) -> bool {
     op.is_elementwise()
-        || matches!(
-            op,
-            Op::Broadcast { .. }
-                | Op::Reshape
-                | Op::Transpose { .. }
-                | Op::Slice { .. }
-                | Op::Pad { .. }
-                | Op::Concatenate { .. }
-                | Op::Gather
-        )
+        || table::opcode_info(op.opcode()).is_some_and(|i| i.class == table::Class::Remap)
 }
 
 fn is_heavy(op: &Op) -> bool {

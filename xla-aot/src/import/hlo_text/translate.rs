@@ -720,16 +720,9 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
             Ok(())
         };
         let op = inst.opcode.as_str();
-        let unary = |o: &str| -> Option<UnaryOp> {
-            UnaryOp::ALL
-                .into_iter()
-                .find(|u| Op::Unary(*u).opcode() == o)
-        };
-        let binary = |o: &str| -> Option<BinaryOp> {
-            BinaryOp::ALL
-                .into_iter()
-                .find(|u| Op::Binary(*u).opcode() == o)
-        };
+        let unary = |o: &str| -> Option<UnaryOp> { UnaryOp::all().find(|u| u.info().opcode == o) };
+        let binary =
+            |o: &str| -> Option<BinaryOp> { BinaryOp::all().find(|b| b.info().opcode == o) };
         let id = match op {
             "tuple" => {
                 self.check_attrs(inst, &[])?;
