@@ -35,7 +35,7 @@ pub enum DriverError {
     Target(#[from] crate::target::TargetError),
     /// Code generation failed.
     #[error("error: {0}")]
-    Codegen(#[from] crate::codegen::cpu::CodegenError),
+    Codegen(#[from] crate::codegen::CodegenError),
     /// Compilation failed.
     #[error("error: {0}")]
     Compile(#[from] crate::emit::CompileError),
@@ -81,7 +81,7 @@ pub fn compile(
     });
     let dumping = dump_to.is_some();
     let opts = crate::emit::CompileOptions {
-        codegen: crate::codegen::cpu::Options {
+        codegen: crate::codegen::Options {
             assembly: dumping,
             ir: dumping,
             grid: false,
@@ -271,10 +271,10 @@ pub fn run(
     let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
     let values = match mode {
         RunMode::Reference => evaluate(&model.module, &lits)?,
-        RunMode::Compiled => crate::codegen::jit::run(&model.module, &lits)?,
+        RunMode::Compiled => crate::codegen::cpu::jit::run(&model.module, &lits)?,
         RunMode::Compare => {
             let reference = evaluate(&model.module, &lits)?;
-            let compiled = crate::codegen::jit::run(&model.module, &lits)?;
+            let compiled = crate::codegen::cpu::jit::run(&model.module, &lits)?;
             for ((o, r), c) in model
                 .module
                 .entry

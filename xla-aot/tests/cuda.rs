@@ -13,7 +13,7 @@ mod common;
 use common::{EXAMPLES, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
+use xla_aot::codegen::gpu::ptx::{BLOCK_THREADS, PtxModule};
 use xla_aot::emit::{Artefacts, CompileOptions, compile_model};
 use xla_aot::spec::load_spec;
 use xla_aot::target::Target;

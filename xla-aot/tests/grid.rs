@@ -123,7 +123,7 @@ fn tiled_case(i: usize, text: &str, expected_blocks: usize) {
         .run(&mut m, &mut |_, _, _| {})
         .unwrap();
     let plan = xla_aot::arena::plan(&m);
-    let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
+    let ptx = xla_aot::codegen::gpu::ptx::compile(&m, &plan, "sm_87").unwrap();
     assert_eq!(ptx.launches.len(), 1, "case {i}: one kernel");
     assert!(
         ptx.ptx.contains(".shared") && ptx.ptx.matches("bar.sync").count() >= 2,
@@ -147,7 +147,7 @@ fn matrix_vector_products_are_not_tiled() {
         .run(&mut m, &mut |_, _, _| {})
         .unwrap();
     let plan = xla_aot::arena::plan(&m);
-    let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
+    let ptx = xla_aot::codegen::gpu::ptx::compile(&m, &plan, "sm_87").unwrap();
     assert!(!ptx.ptx.contains("bar.sync"), "no barrier in the mlp");
 }
 

@@ -172,7 +172,7 @@ fn weights_bind_parameters_by_name_and_unused_weights_are_errors() {
         "the weight became a constant"
     );
     let x = Literal::from_f32(vec![2, 3], &[0.5; 6]);
-    let y = xla_aot::codegen::jit::run(&m, &[x]).unwrap();
+    let y = xla_aot::codegen::cpu::jit::run(&m, &[x]).unwrap();
     assert_eq!(y[0].to_f32_vec().unwrap(), [1.5, 2.5, 3.5, 4.5, 5.5, 6.5]);
 
     // A weight that binds nothing.
@@ -215,7 +215,7 @@ fn a_select_over_a_compare_is_computed_right_unfused() {
     );
     let m = load_spec(&p).unwrap().module;
     let x = Literal::from_f32(vec![2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
-    let y = xla_aot::codegen::jit::run(&m, &[x]).unwrap();
+    let y = xla_aot::codegen::cpu::jit::run(&m, &[x]).unwrap();
     assert_eq!(y[0].to_f32_vec().unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
 }
 

@@ -114,7 +114,7 @@ fn jax_exports_match_jax_interpreted_and_compiled() {
                 continue;
             }
         };
-        let compiled = match xla_aot::codegen::jit::run(m, &inputs) {
+        let compiled = match xla_aot::codegen::cpu::jit::run(m, &inputs) {
             Ok(v) => v,
             Err(e) => {
                 failures.push(format!("{name}: compiled: {e}"));

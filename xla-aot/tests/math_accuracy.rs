@@ -4,7 +4,7 @@
 
 mod common;
 
-use xla_aot::codegen::jit;
+use xla_aot::codegen::cpu::jit;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Builder, DType, Literal, Op, Shape, UnaryOp};
 use xla_aot::spec::spec_from_str;

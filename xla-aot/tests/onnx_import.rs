@@ -128,7 +128,7 @@ fn a_conv_net_imports_with_c_names_and_matches_the_interpreter() {
         &(0..50).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(),
     );
     let want = xla_aot::interp::evaluate(&m, std::slice::from_ref(&x)).unwrap();
-    let got = xla_aot::codegen::jit::run(&m, &[x]).unwrap();
+    let got = xla_aot::codegen::cpu::jit::run(&m, &[x]).unwrap();
     common::check_close(&got[0], &want[0]).unwrap();
     // Relu of a 3x3 conv with padding 1: [1, 3, 5, 5].
     assert_eq!(got[0].dims, vec![1, 3, 5, 5]);

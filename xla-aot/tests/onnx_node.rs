@@ -226,7 +226,7 @@ fn run_case(dir: &Path) -> Result<(), String> {
     Pipeline::default_pipeline()
         .run(&mut m, &mut |_, _, _| {})
         .map_err(|e| format!("pipeline: {e}"))?;
-    let outs = std::panic::catch_unwind(|| xla_aot::codegen::jit::run(&m, &case.inputs))
+    let outs = std::panic::catch_unwind(|| xla_aot::codegen::cpu::jit::run(&m, &case.inputs))
         .map_err(|p| {
             let msg = p
                 .downcast_ref::<String>()

@@ -10,7 +10,7 @@ mod common;
 
 use common::{EXAMPLES, repo, scratch};
 use std::path::PathBuf;
-use xla_aot::codegen::ptx;
+use xla_aot::codegen::gpu::ptx;
 use xla_aot::spec::load_spec;
 
 fn ptxas() -> PathBuf {

@@ -231,7 +231,7 @@ fn greedy_and_top_k_one_are_argmax() {
     let inputs = inputs();
     for (t, k) in [(0.0, 0), (1.0, 1)] {
         let m = model(t, k, 1.0);
-        let out = xla_aot::codegen::jit::run(&m, &inputs).unwrap();
+        let out = xla_aot::codegen::cpu::jit::run(&m, &inputs).unwrap();
         assert!(out[0].to_i32_vec().unwrap().iter().all(|&x| x == 0));
     }
 }
@@ -258,7 +258,7 @@ fn edge_rows_agree_compiled_and_interpreted() {
             Literal::from_i32(vec![], &[step]),
         ];
         let want = xla_aot::interp::evaluate(&m, &inputs).unwrap();
-        let got = xla_aot::codegen::jit::run(&m, &inputs).unwrap();
+        let got = xla_aot::codegen::cpu::jit::run(&m, &inputs).unwrap();
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.bytes(), w.bytes(), "output {i} at step {step}");
         }

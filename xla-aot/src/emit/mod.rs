@@ -15,9 +15,10 @@ pub mod header;
 pub mod manifest;
 
 use crate::arena::{BufferPlan, plan};
-use crate::codegen::cpu::{self, CodegenError, Options};
-use crate::codegen::cuda_host;
-use crate::codegen::ptx::{self, PtxModule};
+use crate::codegen::cpu;
+use crate::codegen::gpu::cuda_host;
+use crate::codegen::gpu::ptx::{self, PtxModule};
+use crate::codegen::{self, CodegenError, Options};
 use crate::ir::Module;
 use crate::passes::{PassRecord, Pipeline, PipelineError};
 use crate::target::Target;
@@ -323,7 +324,7 @@ pub fn compile_model_buckets(
         None => batch_plan(m, &plan, declared, &variants),
     });
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
-    let obj = cpu::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
+    let obj = codegen::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
     progress.stage(&format!(
         "generated {} kernels for {}",
         obj.kernels.len(),

@@ -4,8 +4,10 @@
 //! Contract: [`run`] returns one literal per output, or an error; it never touches the disk. The
 //! arena, inputs and outputs are host buffers with the alignment the C API requires.
 
-use super::cpu::{CodegenError, build_module, init_llvm, optimize, target_machine};
+use super::build_module;
 use crate::arena::{ARENA_ALIGN, plan};
+use crate::codegen::core::CodegenError;
+use crate::codegen::core::target::{init_llvm, optimize, target_machine};
 use crate::ir::{Literal, LiteralData, Module};
 use crate::target::Target;
 use inkwell::OptimizationLevel;
@@ -25,7 +27,7 @@ pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError>
     let tm = target_machine(&target)?;
     let p = plan(m);
     let ctx = Context::create();
-    let (module, _) = build_module(&ctx, &tm, m, &p, &target, false)?;
+    let (module, _) = build_module(&ctx, &tm, m, &p, &target)?;
     optimize(&module, &tm)?;
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Default)
