@@ -65,7 +65,7 @@ pub struct Manifest {
     pub cuda: Option<Cuda>,
 }
 
-/// The CUDA part of a library: its device arena and launches (`codegen/ptx.rs`).
+/// The CUDA part of a library: its device arena and launches (`codegen/gpu/ptx.rs`).
 #[derive(Serialize)]
 pub struct Cuda {
     pub sm: String,

@@ -29,7 +29,7 @@ pub const TRAFFIC_COST_PER_ELEMENT: u32 = 2;
 
 /// Per-element cost of computing an instruction, in simple-op units: index remaps and simple
 /// arithmetic 1, division and square roots 4 (multi-cycle units), transcendental polynomials 20
-/// (the inline `exp`/`log`/`tanh`/`erf` are 15–25 ops each, see codegen/math.rs).
+/// (the inline `exp`/`log`/`tanh`/`erf` are 15–25 ops each, see codegen/core/math.rs).
 pub fn cost(op: &Op) -> u32 {
     match op {
         Op::Unary(

@@ -267,8 +267,8 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
     out
 }
 
-/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for
-/// `ConvPath::PixelsByChannels` (`cpu/conv.rs`): panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
+/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for `ConvPath::PixelsByChannels`
+/// (`cpu/conv.rs`): panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
 /// `w[p·nr + j, c, kh, kw]` at float `(p·K + k)·nr + j`, zero past `O`.
 pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
     let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);

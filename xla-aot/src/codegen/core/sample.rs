@@ -5,7 +5,7 @@
 //! draws the token the interpreter draws (up to the last-ulp difference of the inline `exp`,
 //! which moves a draw only when it lands within a few ulps of a boundary) and the same token on
 //! every target. Each output element is computed on its own from its row (`loop_nest_physical`
-//! visits every element on a CPU and one element per GPU thread in grid mode), with fixed trip
+//! visits every element on a CPU and one element per GPU thread in the grid form), with fixed trip
 //! counts: no data-dependent control flow beyond the row loops.
 
 use super::emitter::{Backend, Emitter, Ix, Kernel};

@@ -3,7 +3,7 @@
 //! (`gemm.rs`: `mr` rows × `nv` vectors of accumulators, `llvm.fmuladd` in a fixed order).
 //!
 //! Contract (which convolution takes which path is decided by [`choose`]; anything else keeps
-//! the general loop nest of `cpu.rs`):
+//! the general loop nest of `loops.rs`):
 //! - [`ConvPath::PixelsByChannels`]: output channels minor (NHWC, what layout assignment gives
 //!   internal convolutions), `groups == 1`, a constant kernel. Rows of the tile are output pixels
 //!   along a row, columns are output channels; the kernel is packed at compile time into panels

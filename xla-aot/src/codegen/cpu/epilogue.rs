@@ -187,7 +187,7 @@ fn chain(
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `cpu.rs`): the first
+    /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `core/emitter.rs`): the first
     /// operand wins when it is larger (smaller) or NaN.
     pub(super) fn vfmax(
         &self,

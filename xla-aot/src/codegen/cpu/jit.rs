@@ -72,7 +72,7 @@ pub fn run(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CodegenError>
         .map(|b| b.as_mut_ptr() as *mut u8)
         .collect();
     let name = format!("{}_run_ptrs", m.name);
-    // SAFETY: the function was generated with exactly this signature (cpu.rs, `entry_points`); the
+    // SAFETY: the function was generated with exactly this signature (`core/entry.rs`, `entry_points`); the
     // arena holds `arena_size` bytes aligned to 64, every input and output buffer holds the bytes
     // of its shape, and the buffers outlive the call.
     let status = unsafe {

@@ -1,8 +1,8 @@
 //! NVPTX code generation: the fused, planned HLO as PTX text, one `.entry` kernel per kernel of
-//! the CPU backend, in grid form (each thread computes one output element), and the device
+//! the module, in grid form (each thread computes one output element), and the device
 //! arena those kernels run in.
 //!
-//! Contract: [`compile`] builds the same kernels as `cpu.rs` in grid mode (`cpu/grid.rs`: the
+//! Contract: [`compile`] builds the module's grid kernels (`gpu/mod.rs`, `grid.rs`: the
 //! trailing element index becomes `ctaid.x · ntid.x + tid.x`, threads past the end do nothing),
 //! emits PTX with LLVM 14 (for the requested SM up to sm_86; newer SMs get sm_86 / ISA 7.5 code
 //! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
@@ -11,7 +11,7 @@
 //! [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
 //! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
 //! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
-//! The host emulation of these kernel bodies is the CPU backend's grid mode (`Options::grid`),
+//! The host emulation of these kernel bodies is `GridForm::Host` (`Options::grid`),
 //! tested against the interpreter; ptxas checks the PTX itself (`tests/ptx.rs`).
 
 use super::GridLaunch;

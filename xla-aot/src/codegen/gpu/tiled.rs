@@ -1,7 +1,7 @@
 //! Tiled matrix products for the GPU: a block of 16×16 threads computes a 16×16 output tile,
 //! staging 16-wide K-slices of both operands through shared memory.
 //!
-//! Contract: in grid mode a `dot` whose [`geometry`] has at least [`TILE`] rows, columns
+//! Contract: a `dot` whose [`geometry`] has at least [`TILE`] rows, columns
 //! and contracting elements ([`tiled_geometry`]), and a convolution without groups whose implicit
 //! GEMM (rows: output pixels, columns: output channels, K: input channels × taps, the input read
 //! through the window with zeros in the padding) is that large ([`conv_pays`]), become tiled
@@ -18,7 +18,7 @@
 //!
 //! The same phase bodies have two forms. On the device (`GridForm::Device`): the kernel runs once per thread
 //! (`gid = block · 256 + t`), the tiles are `addrspace(3)` (`.shared`) arrays and the barriers
-//! `bar.sync 0`. Host emulation (grid mode for a CPU): the kernel runs once per *block*
+//! `bar.sync 0`. Host emulation (`GridForm::Host`): the kernel runs once per *block*
 //! (`gid = block`) and runs each phase for all 256 threads before the next one starts, which is
 //! exactly what the barriers guarantee; the tiles and each thread's accumulator are stack
 //! arrays. The host kernel exports `<kernel>_threads_per_call` (= 256) so that an emulating
@@ -235,7 +235,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
         finish: Option<Finish<'_, 'a, 'ctx>>,
     ) {
-        let gid = self.be.gid.get().expect("tiled kernels exist in grid mode");
+        let gid = self.be.gid.get().expect("tiled kernels are grid kernels");
         let f32t = self.ctx.f32_type();
         let tile_ty = f32t.array_type(TILE_THREADS as u32);
         let threads = self.i64(TILE_THREADS as u64);
