@@ -211,7 +211,7 @@ impl Build {
             });
         }
         let opts = CompileOptions {
-            codegen: crate::codegen::cpu::Options {
+            codegen: crate::codegen::Options {
                 assembly: dump_to.is_some(),
                 ir: dump_to.is_some(),
                 grid: false,

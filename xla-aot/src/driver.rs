@@ -36,7 +36,7 @@ pub enum DriverError {
     Target(#[from] crate::target::TargetError),
     /// Code generation failed.
     #[error("error: {0}")]
-    Codegen(#[from] crate::codegen::cpu::CodegenError),
+    Codegen(#[from] crate::codegen::CodegenError),
     /// Compilation failed.
     #[error("error: {0}")]
     Compile(#[from] crate::compile::CompileError),
@@ -75,7 +75,7 @@ fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
 /// The compile options of a command that dumps its stages to `dump_to` (or not).
 fn options(disabled_passes: &[String], dumping: bool) -> CompileOptions {
     CompileOptions {
-        codegen: crate::codegen::cpu::Options {
+        codegen: crate::codegen::Options {
             assembly: dumping,
             ir: dumping,
             grid: false,
@@ -311,7 +311,7 @@ pub fn run(
                 dump(&artefacts, dir)?;
                 let (_, optimized) = &**artefacts.modules.as_ref().expect("kept when dumping");
                 let (outputs, kernels) =
-                    crate::codegen::jit::run(optimized, &artefacts.plan, &lits)?;
+                    crate::codegen::cpu::jit::run(optimized, &artefacts.plan, &lits)?;
                 crate::compile::Run { outputs, kernels }
             }
         };

@@ -15,7 +15,7 @@ use thiserror::Error;
 pub enum Arch {
     X86_64,
     Aarch64,
-    /// NVIDIA GPUs (`nvptx64-nvidia-cuda`): the device side of a CUDA target (`codegen/ptx.rs`).
+    /// NVIDIA GPUs (`nvptx64-nvidia-cuda`): the device side of a CUDA target (`codegen/gpu/ptx.rs`).
     Nvptx64,
 }
 
@@ -44,7 +44,7 @@ pub struct Target {
     /// L2 cache per core in bytes: a block of GEMM rows times one K-block fits in half of it.
     pub l2_bytes: u64,
     /// For a CUDA target: the GPU's SM (`sm_87`). The library then also carries PTX kernels and
-    /// the CUDA launcher (`codegen/ptx.rs`, `codegen/cuda_host.rs`); the fields above describe
+    /// the CUDA launcher (`codegen/gpu/ptx.rs`, `codegen/gpu/cuda_host.rs`); the fields above describe
     /// the host CPU.
     pub cuda_sm: Option<String>,
 }

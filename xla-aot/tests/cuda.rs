@@ -1,4 +1,4 @@
-//! The CUDA launcher (`codegen/cuda_host.rs`) against a fake driver (`harness/fake_cuda.c`, built
+//! The CUDA launcher (`codegen/gpu/cuda_host.rs`) against a fake driver (`harness/fake_cuda.c`, built
 //! as `libcuda.so.1`), with no GPU: the exact sequence of driver calls for every example (one
 //! module load of the embedded PTX, one device allocation, the weights uploaded once, per run the
 //! inputs in, every planned launch with its grid and arguments, the outputs out, one
@@ -13,7 +13,7 @@ mod common;
 use common::{EXAMPLES, repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
+use xla_aot::codegen::gpu::ptx::{BLOCK_THREADS, PtxModule};
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::emit::Artefacts;
 use xla_aot::spec::load_spec;

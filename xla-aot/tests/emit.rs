@@ -5,7 +5,7 @@ mod common;
 
 use common::{repo, scratch};
 use std::process::Command;
-use xla_aot::codegen::cpu::Options;
+use xla_aot::codegen::Options;
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::ir::parse_module;
 use xla_aot::spec::load_spec;

@@ -1,8 +1,8 @@
 //! The GPU kernels' host emulation: every example compiled in grid form (each kernel computes
-//! the one output element its index names, `codegen/cpu/grid.rs`) and run over the whole grid
+//! the one output element its index names, `codegen/gpu/grid.rs`) and run over the whole grid
 //! on the host, against the reference interpreter. The same kernel bodies become the PTX
-//! kernels (`codegen/ptx.rs`); `tests/ptx.rs` checks those with ptxas. Tiled products (shared
-//! memory and barriers, `codegen/cpu/tiled.rs`) are checked on partial tiles.
+//! kernels (`codegen/gpu/ptx.rs`); `tests/ptx.rs` checks those with ptxas. Tiled products (shared
+//! memory and barriers, `codegen/gpu/tiled.rs`) are checked on partial tiles.
 
 mod common;
 
@@ -31,7 +31,7 @@ fn every_example_matches_the_interpreter_when_run_over_its_grid() {
     }
 }
 
-/// Tiled products (`codegen/cpu/tiled.rs`: 16×16 blocks staging K-slices through shared memory,
+/// Tiled products (`codegen/gpu/tiled.rs`: 16×16 blocks staging K-slices through shared memory,
 /// the host emulation running each phase for the whole block before the next) on shapes that
 /// leave partial tiles in every dim, with batch dims, with a transposed lhs, fused with a bias
 /// and ReLU, and convolutions (strided, padded, dilated, fused) as implicit GEMMs: in grid form on
@@ -123,7 +123,7 @@ fn tiled_case(i: usize, text: &str, expected_blocks: usize) {
         .run(&mut m, &mut |_, _, _| {})
         .unwrap();
     let plan = xla_aot::arena::plan(&m);
-    let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
+    let ptx = xla_aot::codegen::gpu::ptx::compile(&m, &plan, "sm_87").unwrap();
     assert_eq!(ptx.launches.len(), 1, "case {i}: one kernel");
     assert!(
         ptx.ptx.contains(".shared") && ptx.ptx.matches("bar.sync").count() >= 2,
@@ -147,7 +147,7 @@ fn matrix_vector_products_are_not_tiled() {
         .run(&mut m, &mut |_, _, _| {})
         .unwrap();
     let plan = xla_aot::arena::plan(&m);
-    let ptx = xla_aot::codegen::ptx::compile(&m, &plan, "sm_87").unwrap();
+    let ptx = xla_aot::codegen::gpu::ptx::compile(&m, &plan, "sm_87").unwrap();
     assert!(!ptx.ptx.contains("bar.sync"), "no barrier in the mlp");
 }
 

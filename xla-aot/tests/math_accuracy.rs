@@ -1,4 +1,4 @@
-//! Accuracy of the inline math of generated code (`codegen/math.rs`), measured against the
+//! Accuracy of the inline math of generated code (`codegen/core/math.rs`), measured against the
 //! reference interpreter (f64 math rounded once to f32) over dense sweeps of each function's
 //! useful range. The bounds asserted here are the ones documented in docs/codegen.md.
 

@@ -1,4 +1,4 @@
-//! The PTX backend (`codegen/ptx.rs`): every kernel of every example becomes a `.entry` that
+//! The PTX backend (`codegen/gpu/ptx.rs`): every kernel of every example becomes a `.entry` that
 //! ptxas accepts for sm_80 (the `cuda-x86_64` target), sm_87 (Jetson Orin) and sm_90 (Hopper),
 //! takes one pointer per planned launch argument, and references no global (weights live in the
 //! device arena). The kernels' logic is checked on the host by `tests/grid.rs`.
@@ -10,7 +10,7 @@ mod common;
 
 use common::{EXAMPLES, repo, scratch};
 use std::path::PathBuf;
-use xla_aot::codegen::ptx;
+use xla_aot::codegen::gpu::ptx;
 use xla_aot::spec::load_spec;
 
 fn ptxas() -> PathBuf {

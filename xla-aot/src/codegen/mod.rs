@@ -1,10 +1,74 @@
 //! Code generation: LLVM backends that see only HLO and the buffer plan.
 //!
-//! `cpu` emits x86-64 and aarch64 objects; `math` holds the inline approximations of
-//! transcendental functions shared by the backends.
+//! Contract: `core` is the shared LLVM lowering (target machines, the emitter and its elemental
+//! ops, layouts, the one packing decision, math, the C API entry points, writing objects);
+//! `cpu` (x86-64 and aarch64 objects, the JIT) and `gpu` (PTX, the CUDA launcher, the host
+//! emulation of the grid kernels) are siblings that depend on `core` and never on each other.
+//! A backend is the state type of `core::Emitter` plus the methods its folder adds; what shared
+//! code needs from it goes through `core::Backend`, so no part of the emitter tests which
+//! backend it serves. This facade only routes a host build to its backend.
 
+pub mod core;
 pub mod cpu;
-pub mod cuda_host;
-pub mod jit;
-pub mod math;
-pub mod ptx;
+pub mod gpu;
+
+use crate::arena::BufferPlan;
+use crate::ir::Module as Hlo;
+use crate::target::Target;
+pub use core::{CodegenError, CpuObject, KernelInfo, Options};
+use inkwell::context::Context;
+
+/// Compiles `hlo` with buffer plan `plan` for `target`.
+pub fn compile(
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+    opts: Options,
+) -> Result<CpuObject, CodegenError> {
+    compile_batched(hlo, plan, &[], None, target, opts)
+}
+
+/// [`compile`], with batch buckets: `variants` (the other buckets' modules, named
+/// `<name>_b<B>`, and plans) go into the same object, sharing identical weights (one private
+/// constant each after LLVM's constant merging) and `hlo`'s parallel-for registration; `batch`
+/// adds the `<name>_run_batch` dispatcher (`cpu/batch.rs`). With `opts.grid` the kernels are the
+/// GPU's grid kernels run on the host (`gpu/`), else the CPU's (`cpu/`).
+pub fn compile_batched(
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    variants: &[(&Hlo, &BufferPlan)],
+    batch: Option<&cpu::BatchPlan>,
+    target: &Target,
+    opts: Options,
+) -> Result<CpuObject, CodegenError> {
+    let tm = core::target_machine(target)?;
+    let ctx = Context::create();
+    let (module, mut kernels) = if opts.grid {
+        gpu::build_host_module(&ctx, &tm, hlo, plan, target)?
+    } else {
+        cpu::build_module(&ctx, &tm, hlo, plan, target)?
+    };
+    let mut exports = vec![
+        format!("{}_run", hlo.name),
+        format!("{}_run_ptrs", hlo.name),
+        format!("{}_set_parallel_for", hlo.name),
+    ];
+    for (v, vplan) in variants {
+        kernels.extend(if opts.grid {
+            gpu::add_host_variant(&ctx, &module, v, vplan, target)?
+        } else {
+            cpu::add_variant(&ctx, &module, v, vplan, target, &hlo.name)?
+        });
+        exports.push(format!("{}_run", v.name));
+        exports.push(format!("{}_run_ptrs", v.name));
+    }
+    if let Some(bp) = batch {
+        cpu::add_batch_dispatcher(&ctx, &module, hlo, plan, target, bp);
+        exports.push(format!("{}_{}", hlo.name, bp.entry));
+        exports.push(format!("{}_{}_ptrs", hlo.name, bp.entry));
+        module
+            .verify()
+            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    }
+    core::object::finish(&module, &tm, kernels, exports, opts)
+}

@@ -11,9 +11,8 @@
 mod buckets;
 
 use crate::arena::{BufferPlan, plan};
-use crate::codegen::cpu::{self, CodegenError, KernelInfo, Options};
-use crate::codegen::cuda_host;
-use crate::codegen::ptx;
+use crate::codegen::gpu::{cuda_host, ptx};
+use crate::codegen::{self, CodegenError, KernelInfo, Options};
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
@@ -212,7 +211,7 @@ pub fn compile_model_buckets(
         None => buckets::batch_plan(m, &plan, declared, &variants),
     });
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
-    let obj = cpu::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
+    let obj = codegen::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
     progress.stage(&format!(
         "generated {} kernels for {}",
         obj.kernels.len(),
@@ -314,7 +313,7 @@ pub struct Run {
 /// in-process on `inputs` (one per parameter, in order).
 pub fn run(m: &Module, inputs: &[Literal], opts: &CompileOptions) -> Result<Run, CompileError> {
     let o = optimize(m, opts)?;
-    let (outputs, kernels) = crate::codegen::jit::run(&o.module, &o.plan, inputs)?;
+    let (outputs, kernels) = crate::codegen::cpu::jit::run(&o.module, &o.plan, inputs)?;
     Ok(Run { outputs, kernels })
 }
 

@@ -25,7 +25,7 @@ fn rust_type(d: DType) -> &'static str {
 pub fn render(
     m: &Module,
     plan: &BufferPlan,
-    ptx: Option<&crate::codegen::ptx::PtxModule>,
+    ptx: Option<&crate::codegen::gpu::ptx::PtxModule>,
     batch: Option<&(crate::codegen::cpu::BatchPlan, usize)>,
 ) -> String {
     let c = &m.entry;
@@ -85,7 +85,7 @@ pub fn render(
                 .replace("{{device_bytes}}", &p.layout.size.to_string())
                 .replace(
                     "{{ctx_words}}",
-                    &crate::codegen::cuda_host::ctx_words(p.launches.len()).to_string(),
+                    &crate::codegen::gpu::cuda_host::ctx_words(p.launches.len()).to_string(),
                 )
                 .replace("{{num_inputs}}", &input_ptrs.len().to_string())
                 .replace("{{num_outputs}}", &output_ptrs.len().to_string())

@@ -7,8 +7,8 @@
 //! only the launcher reads it). Deterministic; the object has an empty `.note.GNU-stack` so
 //! linking it does not ask for an executable stack.
 
-use crate::codegen::cuda_host::{ptx_symbol, weights_symbol};
-use crate::codegen::ptx::PtxModule;
+use crate::codegen::gpu::cuda_host::{ptx_symbol, weights_symbol};
+use crate::codegen::gpu::ptx::PtxModule;
 use crate::target::Arch;
 use object::write::{Object, StandardSection, Symbol, SymbolSection};
 use object::{

@@ -34,7 +34,7 @@ pub fn weight_bytes(m: &Module) -> usize {
 }
 
 /// The CUDA section of the header of a CUDA target's library.
-pub fn render_cuda(m: &Module, ptx: &crate::codegen::ptx::PtxModule) -> String {
+pub fn render_cuda(m: &Module, ptx: &crate::codegen::gpu::ptx::PtxModule) -> String {
     let names: Vec<String> = ptx
         .launches
         .iter()
@@ -53,14 +53,14 @@ pub fn render_cuda(m: &Module, ptx: &crate::codegen::ptx::PtxModule) -> String {
         .replace("{{device_weights}}", &ptx.layout.weights.len().to_string())
         .replace(
             "{{block_threads}}",
-            &crate::codegen::ptx::BLOCK_THREADS.to_string(),
+            &crate::codegen::gpu::ptx::BLOCK_THREADS.to_string(),
         )
         .replace("{{cuda_kernels}}", &ptx.launches.len().to_string())
         .replace("{{kernel_names}}", &format!("{{{}}}", names.join(", ")))
         .replace("{{kernel_blocks}}", &format!("{{{}}}", blocks.join(", ")))
         .replace(
             "{{ctx_words}}",
-            &crate::codegen::cuda_host::ctx_words(ptx.launches.len()).to_string(),
+            &crate::codegen::gpu::cuda_host::ctx_words(ptx.launches.len()).to_string(),
         )
 }
 

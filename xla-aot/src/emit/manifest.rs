@@ -3,7 +3,7 @@
 //! Contract: field order is fixed (serde struct order) and values are deterministic.
 
 use crate::arena::{ARENA_ALIGN, BufferPlan};
-use crate::codegen::cpu::KernelInfo;
+use crate::codegen::KernelInfo;
 use crate::ir::Module;
 use serde::Serialize;
 
@@ -65,7 +65,7 @@ pub struct Manifest {
     pub cuda: Option<Cuda>,
 }
 
-/// The CUDA part of a library: its device arena and launches (`codegen/ptx.rs`).
+/// The CUDA part of a library: its device arena and launches (`codegen/gpu/ptx.rs`).
 #[derive(Serialize)]
 pub struct Cuda {
     pub sm: String,
@@ -86,13 +86,13 @@ pub struct Launch {
 }
 
 /// The manifest's CUDA section for a compiled PTX module.
-pub fn cuda(ptx: &crate::codegen::ptx::PtxModule) -> Cuda {
+pub fn cuda(ptx: &crate::codegen::gpu::ptx::PtxModule) -> Cuda {
     Cuda {
         sm: ptx.sm.clone(),
         ptx_bytes: ptx.ptx.len(),
         device_arena_bytes: ptx.layout.size,
         device_weight_bytes: ptx.layout.weights.len(),
-        block_threads: crate::codegen::ptx::BLOCK_THREADS,
+        block_threads: crate::codegen::gpu::ptx::BLOCK_THREADS,
         launches: ptx
             .launches
             .iter()

@@ -16,8 +16,8 @@ pub mod header;
 pub mod manifest;
 
 use crate::arena::BufferPlan;
-use crate::codegen::cpu;
-use crate::codegen::ptx::PtxModule;
+use crate::codegen::gpu::ptx::PtxModule;
+use crate::codegen::{KernelInfo, cpu};
 use crate::ir::Module;
 use crate::passes::PassRecord;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ pub struct Artefacts {
     /// Each kernel's LLVM IR before and after optimisation: (kernel, before, after).
     pub kernel_ir: Vec<(String, String, String)>,
     /// The CPU kernels, in execution order.
-    pub kernels: Vec<cpu::KernelInfo>,
+    pub kernels: Vec<KernelInfo>,
     /// The module as parsed, then after each pass that changed it: (pass, HLO text).
     pub stages: Vec<(String, String)>,
     /// What each pass run did and how long it took.

@@ -10,7 +10,7 @@
 //! (the output columns), so those dimensions become the minor-most in the constant's layout
 //! (`[out, in]` weights are stored `in`-major, the `out` index contiguous) and the innermost loop
 //! loads consecutive weights instead of striding by the input width. The emitter writes the
-//! constant's bytes in that layout (`codegen/cpu.rs`, `relayout`). A dot's rhs computed in the
+//! constant's bytes in that layout (`codegen/core/packing.rs`, `relayout`). A dot's rhs computed in the
 //! model and read only by dots gets the same treatment (free dims minor, then contracting, then
 //! batch dims), written so by its producer. Parameters and outputs keep
 //! their row-major layout (the C API), and no layout conversion is ever needed at run time: kernels

@@ -306,7 +306,7 @@ static host_kernel find_host_kernel(const char *entry, long long *threads_per_ca
     for (int i = 0; i < nlibs; i++) {
         host_kernel k = (host_kernel)dlsym(libs[i], name);
         if (k) {
-            /* A tiled kernel's host form runs a whole block per call (codegen/cpu/tiled.rs). */
+            /* A tiled kernel's host form runs a whole block per call (codegen/gpu/tiled.rs). */
             char step[560];
             snprintf(step, sizeof step, "%s_threads_per_call", name);
             const int *per_call = dlsym(libs[i], step);

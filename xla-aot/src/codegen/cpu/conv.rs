@@ -3,11 +3,11 @@
 //! (`gemm.rs`: `mr` rows × `nv` vectors of accumulators, `llvm.fmuladd` in a fixed order).
 //!
 //! Contract (which convolution takes which path is decided by [`choose`]; anything else keeps
-//! the general loop nest of `cpu.rs`):
+//! the general loop nest of `loops.rs`):
 //! - [`ConvPath::PixelsByChannels`]: output channels minor (NHWC, what layout assignment gives
 //!   internal convolutions), `groups == 1`, a constant kernel. Rows of the tile are output pixels
 //!   along a row, columns are output channels; the kernel is packed at compile time into panels
-//!   `[O/NR][KH·KW·C][NR]` ([`pack`]), so each tap streams one contiguous panel. Padding: a pixel
+//!   `[O/NR][KH·KW·C][NR]` (`core/packing.rs`), so each tap streams one contiguous panel. Padding: a pixel
 //!   whose input position is outside the image contributes zero (a select, only when the
 //!   convolution pads).
 //! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
@@ -21,9 +21,13 @@
 //! outer, channels inner for the first path; channels outer, taps inner for the second), so
 //! results do not depend on tile sizes or threads, and match the interpreter to rounding.
 
+use super::Cg;
 use super::epilogue::{RegEpilogue, Role};
-use super::gemm::{self, Tiles, VecCol};
-use super::{Cg, Kernel, physical_strides};
+use super::gemm;
+use super::vector::{VecCol, vectors};
+use crate::codegen::core::Kernel;
+use crate::codegen::core::layout::physical_strides;
+use crate::codegen::core::packing::{Tiles, conv_packable, panel_width};
 use crate::ir::{DType, Shape, Window};
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -35,14 +39,6 @@ const DW_PIXELS: usize = 4;
 /// Most pixel rows in one [`ConvPath::PixelsByChannels`] tile: rows of one tile share a base
 /// address (constant offsets), so the register file, not address registers, is the limit.
 const MAX_PIXEL_ROWS: usize = 24;
-
-/// Output channels per packed panel of a [`ConvPath::PixelsByChannels`] kernel: the target's
-/// panel, or fewer whole vectors when the convolution has fewer channels (16 channels in a
-/// 32-wide panel would waste half of every FMA).
-pub fn panel_width(o: usize, t: &Tiles) -> usize {
-    let lanes = t.lanes as usize;
-    t.nr().min(o.div_ceil(lanes) * lanes)
-}
 
 /// How a convolution is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +62,7 @@ pub fn choose(
     }
     let (xs, os) = (physical_strides(x), physical_strides(out));
     let c = x.dims[1];
-    if groups == 1 && os[1] == 1 && w_const {
+    if w_const && conv_packable(window, groups, x, w, out) {
         return Some(ConvPath::PixelsByChannels);
     }
     if groups == 1 && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
@@ -76,31 +72,6 @@ pub fn choose(
         return Some(ConvPath::Depthwise);
     }
     None
-}
-
-/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for
-/// [`ConvPath::PixelsByChannels`]: panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
-/// `w[p·nr + j, c, kh, kw]` at float `(p·K + k)·nr + j`, zero past `O`.
-pub fn pack(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
-    let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
-    let k = c * kh * kw;
-    let panels = o.div_ceil(nr);
-    let mut out = vec![0u8; panels * k * nr * 4];
-    for p in 0..panels {
-        for (tap, (y, x)) in (0..kh)
-            .flat_map(|y| (0..kw).map(move |x| (y, x)))
-            .enumerate()
-        {
-            for ci in 0..c {
-                for j in 0..nr.min(o - p * nr) {
-                    let src = ((((p * nr + j) * c + ci) * kh + y) * kw + x) * 4;
-                    let dst = ((p * k + tap * c + ci) * nr + j) * 4;
-                    out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
-                }
-            }
-        }
-    }
-    out
 }
 
 /// The output positions `[lo, hi)` along one spatial dim whose every tap is inside the input
@@ -544,8 +515,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             tile_body(cg, rows, cols, chk)
                         });
                     };
-                    let full = gemm::vectors(nr, t.lanes, true);
-                    let part = gemm::vectors(part_cols, t.lanes, true);
+                    let full = vectors(nr, t.lanes, true);
+                    let part = vectors(part_cols, t.lanes, true);
                     let by_cols = |cg: &Self, rows: usize| match (full_cols > 0, part_cols > 0) {
                         (true, false) => tile_cols(cg, rows, &full),
                         (false, true) => tile_cols(cg, rows, &part),
@@ -764,8 +735,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     });
                 });
             };
-            let full = gemm::vectors(cw, t.lanes, true);
-            let part = gemm::vectors(part_cols, t.lanes, true);
+            let full = vectors(cw, t.lanes, true);
+            let part = vectors(part_cols, t.lanes, true);
             match (full_cols > 0, part_cols > 0) {
                 (true, false) => per_cols(cg, &full),
                 (false, true) => per_cols(cg, &part),
@@ -814,7 +785,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         let units = n_count * oh_count * tiles_per_row;
         // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
-        let cols = gemm::vectors(c, t.lanes, false);
+        let cols = vectors(c, t.lanes, false);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let ru = cg.row_unit(u, oh_count, tiles_per_row);
@@ -952,27 +923,5 @@ mod tests {
         assert_eq!(interior(30, 32, 3, 1, 1, 0), (0, 30));
         // A window wider than the padded input: nothing is interior.
         assert_eq!(interior(1, 2, 5, 1, 1, 1), (0, 0));
-    }
-
-    #[test]
-    fn kernel_packing_is_tap_major_then_channel() {
-        // w[o, c, 0, x] = 100·o + 10·c + x, O = 3, C = 2, 1×2 window, panels of 2 outputs.
-        let w = Shape::new(DType::F32, vec![3, 2, 1, 2]);
-        let mut bytes = Vec::new();
-        for o in 0..3 {
-            for c in 0..2 {
-                for x in 0..2 {
-                    bytes.extend_from_slice(&((100 * o + 10 * c + x) as f32).to_le_bytes());
-                }
-            }
-        }
-        let f: Vec<f32> = pack(&bytes, &w, 2)
-            .chunks(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        // Panel 0 (o = 0, 1): rows (tap 0, c 0), (tap 0, c 1), (tap 1, c 0), (tap 1, c 1).
-        assert_eq!(&f[..8], &[0., 100., 10., 110., 1., 101., 11., 111.]);
-        // Panel 1 (o = 2, zero-padded).
-        assert_eq!(&f[8..], &[200., 0., 210., 0., 201., 0., 211., 0.]);
     }
 }

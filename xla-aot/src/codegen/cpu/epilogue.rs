@@ -8,10 +8,11 @@
 //! uniform operand is a scalar parameter (possibly broadcast) or a rank-1 parameter broadcast
 //! along one output dim (a per-channel or per-column vector). Anything else gives `None` and the
 //! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
-//! operand order) as the scalar code of `cpu.rs`, so the two give bit-identical results.
+//! operand order) as the scalar code of `core/elemental.rs`, so the two give bit-identical results.
 
-use super::gemm::VecCol;
-use super::{Cg, Kernel};
+use super::Cg;
+use super::vector::VecCol;
+use crate::codegen::core::Kernel;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op};
 use inkwell::FloatPredicate;
 use inkwell::values::{IntValue, VectorValue};
@@ -186,7 +187,7 @@ fn chain(
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `cpu.rs`): the first
+    /// `max`/`min` of two vectors with the scalar code's NaN rule (`fmax` in `core/emitter.rs`): the first
     /// operand wins when it is larger (smaller) or NaN.
     pub(super) fn vfmax(
         &self,
@@ -253,7 +254,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     // A compile-time scalar (ReLU6's bounds, a folded scale) is emitted as the
                     // number itself: the same value the load would give, so the same result,
                     // and LLVM can fold the NaN tests of a max/min against it.
-                    let s = match self.scalar_consts.borrow().get(p).copied().flatten() {
+                    let s = match self.be.scalar_consts.borrow().get(p).copied().flatten() {
                         Some(c) => self.f32c(c as f64),
                         None => self
                             .load(k.args[p], self.i64(0), DType::F32)
@@ -295,6 +296,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // Whether an operand is a compile-time number (not NaN): max/min against it are cheaper.
         let number = |o: &Operand| match *o {
             Operand::Scalar(p) => self
+                .be
                 .scalar_consts
                 .borrow()
                 .get(p)

@@ -10,13 +10,14 @@
 //! Which kernels use the hook, and when, is decided at compile time (`gemm.rs`); a task never
 //! allocates and never fails.
 
-use super::{Cg, Kernel};
+use super::Cg;
+use crate::codegen::core::Kernel;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::attributes::AttributeLoc;
 use inkwell::module::Linkage;
-use inkwell::types::{BasicMetadataTypeEnum, StructType};
-use inkwell::values::{FunctionValue, GlobalValue, IntValue, PointerValue};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{FunctionValue, IntValue, PointerValue};
 
 /// Kernels of at most this many flops run as one task even with a thread hook: a fork-join
 /// through a thread pool costs a few microseconds, the time of about this many flops on one core.
@@ -157,72 +158,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (lo, hi)
     }
 
-    /// `{hook, hook_ctx, threads}`: the registration, one per model.
-    fn hook_type(&self) -> StructType<'ctx> {
-        self.ctx.struct_type(
-            &[
-                self.i8p().into(),
-                self.i8p().into(),
-                self.ctx.i64_type().into(),
-            ],
-            false,
-        )
-    }
-
-    fn hook_global(&self) -> GlobalValue<'ctx> {
-        // Batch variants share the registration of the model they belong to.
-        let owner = self.hook_base.as_deref().unwrap_or(&self.hlo.name);
-        let name = format!("{owner}.parallel_for");
-        if let Some(g) = self.m.get_global(&name) {
-            return g;
-        }
-        let ty = self.hook_type();
-        let g = self.m.add_global(ty, Some(AddressSpace::default()), &name);
-        g.set_initializer(&ty.const_zero());
-        g.set_linkage(Linkage::Internal);
-        g
-    }
-
-    /// The exported `<name>_set_parallel_for`.
-    pub(super) fn parallel_setter(&self) {
-        let g = self.hook_global();
-        let f = self.m.add_function(
-            &format!("{}_set_parallel_for", self.hlo.name),
-            self.ctx.void_type().fn_type(
-                &[
-                    BasicMetadataTypeEnum::from(self.i8p()),
-                    self.i8p().into(),
-                    self.ctx.i32_type().into(),
-                ],
-                false,
-            ),
-            Some(Linkage::External),
-        );
-        self.common_attrs(f);
-        let saved = self.b.get_insert_block();
-        self.b
-            .position_at_end(self.ctx.append_basic_block(f, "entry"));
-        let gp = g.as_pointer_value();
-        let hook = f.get_nth_param(0).unwrap();
-        let hctx = f.get_nth_param(1).unwrap();
-        let threads = self
-            .b
-            .build_int_z_extend(
-                f.get_nth_param(2).unwrap().into_int_value(),
-                self.ctx.i64_type(),
-                "",
-            )
-            .unwrap();
-        for (i, v) in [hook, hctx, threads.into()].into_iter().enumerate() {
-            let p = self.b.build_struct_gep(gp, i as u32, "").unwrap();
-            self.b.build_store(p, v).unwrap();
-        }
-        self.b.build_return(None).unwrap();
-        if let Some(bb) = saved {
-            self.b.position_at_end(bb);
-        }
-    }
-
     /// Runs `task(ctx, i)` for `i < nt`, where `nt = min(threads, units)` with a registered hook
     /// and 1 without; `nt` is also stored at `nt_slot` (the task reads it to find its share).
     fn parallel_for(
@@ -232,7 +167,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         nt_slot: PointerValue<'ctx>,
         units: u64,
     ) {
-        let gp = self.hook_global().as_pointer_value();
+        let gp = self.hook_global(&self.be.hook_owner).as_pointer_value();
         let field = |i: u32| {
             let p = self.b.build_struct_gep(gp, i, "").unwrap();
             self.b.build_load(p, "").unwrap()

@@ -9,12 +9,26 @@
 //! inputs one at a time in that order, as the scalar kernel does, so the results are the same
 //! bits; only the loads and the adds are wide. Returns `false` (emitting nothing) when the shapes
 //! do not fit.
+//!
+//! The scalar paths of the same ops ([`Cg::reduce`], [`Cg::reduce_window`]) come first when their
+//! layouts allow: a reduction keeping the input's minor-most dim accumulates into the output in
+//! input memory order, one along the contiguous dim keeps `REDUCE_PARTIALS` running values, and
+//! channels-minor pooling runs its innermost loop along the channels; anything else takes the
+//! generic loops (`core/ops.rs`). Every path combines each output element's inputs in the same
+//! order.
 
+use super::Cg;
 use super::epilogue::{RegEpilogue, Role};
-use super::gemm;
-use super::{Cg, Kernel};
-use crate::ir::{DType, ReduceKind, Shape};
-use inkwell::values::{IntValue, VectorValue};
+use super::vector::vectors;
+use crate::codegen::core::ops::At;
+use crate::codegen::core::packing::Tiles;
+use crate::codegen::core::{Ix, Kernel};
+use crate::ir::{DType, ReduceKind, Shape, Window};
+use inkwell::values::{FloatValue, IntValue, PointerValue, VectorValue};
+
+/// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
+/// two pipes of current x86-64 and Arm cores. A power of two (combined by a balanced tree).
+const REDUCE_PARTIALS: usize = 8;
 
 /// Channel vectors reduced together: their running values stay in registers (4 of 16 or 32).
 const VECTORS_PER_PASS: usize = 4;
@@ -46,8 +60,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         {
             return false;
         }
-        let t = gemm::Tiles::for_target(self.target);
-        let vecs = gemm::vectors(x.dims[m], t.lanes, false);
+        let t = Tiles::for_target(self.target);
+        let vecs = vectors(x.dims[m], t.lanes, false);
         // Outer loops: kept dims other than m; inner: reduced dims, both in memory order.
         let phys: Vec<usize> = x.layout.minor_to_major.iter().rev().copied().collect();
         let outer: Vec<usize> = phys
@@ -118,5 +132,227 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
         });
         true
+    }
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// `reduce` on a CPU: the fastest loop order its layout allows.
+    pub(super) fn reduce(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        dimensions: &[usize],
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+    ) {
+        let opnd = |j: usize| &opnds[j];
+        if opnd(0)
+            .layout
+            .minor_to_major
+            .first()
+            .is_some_and(|d| !dimensions.contains(d))
+        {
+            self.reduce_kept_minor(k, kind, dimensions, shape, opnds, at);
+        } else if dimensions.len() == 1
+            && opnd(0).layout.minor_to_major.first() == Some(&dimensions[0])
+            && opnd(0).dims[dimensions[0]] >= 2 * REDUCE_PARTIALS
+        {
+            self.reduce_partials(k, kind, dimensions, shape, opnds, at);
+        } else {
+            self.reduce_loops(k, kind, dimensions, shape, opnds, at);
+        }
+    }
+
+    fn reduce_kept_minor(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        dimensions: &[usize],
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+    ) {
+        let odt = shape.dtype;
+        let opnd = |j: usize| &opnds[j];
+        // The input's minor-most dim is kept (a spatial reduction of NHWC data): walk the
+        // input in memory order and accumulate into the output, so the inner loop runs
+        // along contiguous kept elements and vectorizes. Each output element still sums
+        // its inputs one at a time, in order.
+        let kept: Vec<usize> = (0..opnd(0).rank())
+            .filter(|d| !dimensions.contains(d))
+            .collect();
+        self.loop_nest_physical(shape, &mut |cg, oidx| {
+            cg.store(
+                k.out,
+                cg.offset(oidx, shape),
+                cg.identity(*kind).into(),
+                odt,
+            );
+        });
+        self.loop_nest_physical(opnd(0), &mut |cg, xidx| {
+            let oidx: Vec<IntValue<'ctx>> = kept.iter().map(|&d| xidx[d]).collect();
+            let off = cg.offset(&oidx, shape);
+            let a = cg.load(k.out, off, odt).into_float_value();
+            let v = at(0, Ix::Multi(xidx)).into_float_value();
+            cg.store(k.out, off, cg.combine(*kind, a, v).into(), odt);
+        });
+    }
+
+    fn reduce_partials(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        dimensions: &[usize],
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+    ) {
+        let odt = shape.dtype;
+        let opnd = |j: usize| &opnds[j];
+        // A reduction along the contiguous dim (softmax, layer norm): REDUCE_PARTIALS
+        // running values over elements j ≡ p (mod REDUCE_PARTIALS), combined by a fixed
+        // tree at the end. Independent chains hide the add latency and vectorize; the
+        // association is the same on every target.
+        let x = opnd(0).dims.clone();
+        let rd = dimensions[0];
+        let len = x[rd];
+        let kept: Vec<usize> = (0..x.len()).filter(|&d| d != rd).collect();
+        let accs: Vec<PointerValue<'ctx>> = (0..REDUCE_PARTIALS)
+            .map(|_| self.slot(k.f, self.ctx.f32_type().into()))
+            .collect();
+        self.loop_nest_physical(shape, &mut |cg, oidx| {
+            let at_j = |cg: &Self, j: IntValue<'ctx>| {
+                let mut full = vec![cg.i64(0); x.len()];
+                for (k2, &d) in kept.iter().enumerate() {
+                    full[d] = oidx[k2];
+                }
+                full[rd] = j;
+                at(0, Ix::Multi(&full)).into_float_value()
+            };
+            for &a in &accs {
+                cg.b.build_store(a, cg.identity(*kind)).unwrap();
+            }
+            cg.for_loop(len / REDUCE_PARTIALS, &mut |cg, blk| {
+                let j0 =
+                    cg.b.build_int_mul(blk, cg.i64(REDUCE_PARTIALS as u64), "")
+                        .unwrap();
+                for (p, &a) in accs.iter().enumerate() {
+                    let j = cg.b.build_int_add(j0, cg.i64(p as u64), "").unwrap();
+                    let v = at_j(cg, j);
+                    let old = cg.b.build_load(a, "").unwrap().into_float_value();
+                    cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
+                }
+            });
+            let tail = len / REDUCE_PARTIALS * REDUCE_PARTIALS;
+            for (p, &a) in accs.iter().enumerate().take(len % REDUCE_PARTIALS) {
+                let v = at_j(cg, cg.i64((tail + p) as u64));
+                let old = cg.b.build_load(a, "").unwrap().into_float_value();
+                cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
+            }
+            let mut vals: Vec<FloatValue<'ctx>> = accs
+                .iter()
+                .map(|&a| cg.b.build_load(a, "").unwrap().into_float_value())
+                .collect();
+            while vals.len() > 1 {
+                vals = vals
+                    .chunks(2)
+                    .map(|pair| cg.combine(*kind, pair[0], pair[1]))
+                    .collect();
+            }
+            cg.store(k.out, cg.offset(oidx, shape), vals[0].into(), odt);
+        });
+    }
+
+    /// `reduce-window` on a CPU: channels-minor pooling when the channels are not windowed.
+    pub(super) fn reduce_window(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        window: &Window,
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+    ) {
+        let opnd = |j: usize| &opnds[j];
+        if shape.layout.minor_to_major.first().is_some_and(|&m| {
+            opnd(0).layout.minor_to_major.first() == Some(&m)
+                && window.size[m] == 1
+                && window.stride[m] == 1
+                && window.pad_low[m] == 0
+                && window.pad_high[m] == 0
+                && window.dilation[m] == 1
+        }) {
+            self.pool_channels_minor(k, kind, window, shape, opnds, at);
+        } else {
+            self.reduce_window_loops(k, kind, window, shape, opnds, at);
+        }
+    }
+
+    fn pool_channels_minor(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        window: &Window,
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+    ) {
+        let odt = shape.dtype;
+        let opnd = |j: usize| &opnds[j];
+        // Pooling of channels-minor data: per output pixel and window tap (the validity
+        // test hoisted), the innermost loop runs along the contiguous channels and
+        // accumulates into the output, so it vectorizes. Each output element combines its
+        // taps in the same order as the loop below.
+        let x = opnd(0).dims.clone();
+        let m = shape.layout.minor_to_major[0];
+        let order: Vec<usize> = shape
+            .layout
+            .minor_to_major
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&d| d != m)
+            .collect();
+        let outer: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.loop_nest(&outer, &mut |cg, o| {
+            let mut oidx = vec![cg.i64(0); x.len()];
+            for (k2, &d) in order.iter().enumerate() {
+                oidx[d] = o[k2];
+            }
+            cg.for_loop(x[m], &mut |cg, c| {
+                let mut idx = oidx.clone();
+                idx[m] = c;
+                cg.store(
+                    k.out,
+                    cg.offset(&idx, shape),
+                    cg.identity(*kind).into(),
+                    odt,
+                );
+            });
+            cg.loop_nest(&window.size, &mut |cg, tidx| {
+                let mut valid = cg.ctx.bool_type().const_int(1, false);
+                let mut pos = Vec::with_capacity(x.len());
+                for d in 0..x.len() {
+                    let p = cg.window_pos(oidx[d], tidx[d], window, d);
+                    if d != m {
+                        valid = cg.b.build_and(valid, cg.in_range(p, x[d]), "").unwrap();
+                    }
+                    pos.push(p);
+                }
+                cg.if_then(valid, &mut |cg| {
+                    cg.for_loop(x[m], &mut |cg, c| {
+                        let mut ipos = pos.clone();
+                        ipos[m] = c;
+                        let mut idx = oidx.clone();
+                        idx[m] = c;
+                        let off = cg.offset(&idx, shape);
+                        let v = at(0, Ix::Multi(&ipos)).into_float_value();
+                        let a = cg.load(k.out, off, odt).into_float_value();
+                        cg.store(k.out, off, cg.combine(*kind, a, v).into(), odt);
+                    });
+                });
+            });
+        });
     }
 }

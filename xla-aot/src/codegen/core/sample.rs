@@ -5,10 +5,10 @@
 //! draws the token the interpreter draws (up to the last-ulp difference of the inline `exp`,
 //! which moves a draw only when it lands within a few ulps of a boundary) and the same token on
 //! every target. Each output element is computed on its own from its row (`loop_nest_physical`
-//! visits every element on a CPU and one element per GPU thread in grid mode), with fixed trip
+//! visits every element on a CPU and one element per GPU thread in the grid form), with fixed trip
 //! counts: no data-dependent control flow beyond the row loops.
 
-use super::{Cg, Ix, Kernel};
+use super::emitter::{Backend, Emitter, Ix, Kernel};
 use crate::ir::{DType, Shape, UnaryOp};
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -26,7 +26,7 @@ const PHILOX_ROUNDS: usize = 10;
 
 type At<'x, 'ctx> = &'x dyn Fn(usize, Ix<'_, 'ctx>) -> BasicValueEnum<'ctx>;
 
-impl<'a, 'ctx> Cg<'a, 'ctx> {
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     fn i32c(&self, v: i64) -> IntValue<'ctx> {
         self.ctx.i32_type().const_int(v as u64, true)
     }
@@ -61,7 +61,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// `top-k` along the last dimension: element `[r.., j]` is the (j+1)-th largest of row `r`
     /// by (key descending, index ascending), found by j+1 max-below passes over the row.
-    pub(super) fn top_k_kernel(
+    pub(crate) fn top_k_kernel(
         &self,
         k: &Kernel<'ctx>,
         indices: bool,
@@ -166,7 +166,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// `sample`: one token per row of logits (operands: logits, seed, step, temperature, top_k,
     /// top_p); see `interp::sample::sample_row` for the definition this follows.
-    pub(super) fn sample_kernel(
+    pub(crate) fn sample_kernel(
         &self,
         k: &Kernel<'ctx>,
         shape: &Shape,

@@ -1,8 +1,8 @@
 //! NVPTX code generation: the fused, planned HLO as PTX text, one `.entry` kernel per kernel of
-//! the CPU backend, in grid form (each thread computes one output element), and the device
+//! the module, in grid form (each thread computes one output element), and the device
 //! arena those kernels run in.
 //!
-//! Contract: [`compile`] builds the same kernels as `cpu.rs` in grid mode (`cpu/grid.rs`: the
+//! Contract: [`compile`] builds the module's grid kernels (`gpu/mod.rs`, `grid.rs`: the
 //! trailing element index becomes `ctaid.x · ntid.x + tid.x`, threads past the end do nothing),
 //! emits PTX with LLVM 14 (for the requested SM up to sm_86; newer SMs get sm_86 / ISA 7.5 code
 //! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
@@ -11,11 +11,13 @@
 //! [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
 //! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
 //! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
-//! The host emulation of these kernel bodies is the CPU backend's grid mode (`Options::grid`),
+//! The host emulation of these kernel bodies is `GridForm::Host` (`Options::grid`),
 //! tested against the interpreter; ptxas checks the PTX itself (`tests/ptx.rs`).
 
-use super::cpu::{CodegenError, GridLaunch, KernelInfo};
+use super::GridLaunch;
 use crate::arena::{BufferPlan, Loc};
+use crate::codegen::core::packing::Packings;
+use crate::codegen::core::{CodegenError, KernelInfo};
 use crate::ir::{InstId, Module as Hlo, Op};
 use crate::target::{Arch, Target};
 use inkwell::OptimizationLevel;
@@ -118,7 +120,7 @@ fn device_target(sm: u32) -> Target {
 /// PTX for `hlo` (planned by `plan`) for `sm` (`"sm_80"`, `"sm_87"`, `"sm_90"`: one of
 /// [`crate::target::CUDA_SMS`]), with its launches and device arena.
 pub fn compile(hlo: &Hlo, plan: &BufferPlan, sm: &str) -> Result<PtxModule, CodegenError> {
-    super::cpu::init_llvm();
+    crate::codegen::core::target::init_llvm();
     let sm_number = crate::target::cuda_sm_number(sm).ok_or_else(|| CodegenError::Target {
         triple: "nvptx64-nvidia-cuda".into(),
         cpu: sm.into(),
@@ -143,8 +145,8 @@ pub fn compile(hlo: &Hlo, plan: &BufferPlan, sm: &str) -> Result<PtxModule, Code
         )
         .ok_or_else(|| err("LLVM has no NVPTX target machine".into()))?;
     let ctx = Context::create();
-    let (module, info, grid) = super::cpu::build_ptx_module(&ctx, &tm, hlo, plan, &t)?;
-    super::cpu::optimize(&module, &tm)?;
+    let (module, info, grid) = super::build_ptx_module(&ctx, &tm, hlo, plan, &t)?;
+    crate::codegen::core::optimize(&module, &tm)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
@@ -181,6 +183,8 @@ fn device_arena(
     let mut weights = Vec::new();
     let mut constants = Vec::new();
     let mut constant_at = vec![None; c.instructions.len()];
+    // Device kernels read every constant in its assigned layout.
+    let packings = Packings::none(hlo);
     for v in used {
         let inst = c.inst(v);
         let Op::Constant(lit) = &inst.op else {
@@ -190,7 +194,7 @@ fn device_arena(
             inst: inst.name.clone(),
             reason: "the constant's data was elided in the HLO text".into(),
         })?;
-        let physical = super::cpu::relayout(bytes, &inst.shape);
+        let physical = packings.stored_bytes(v, bytes, &inst.shape);
         weights.resize(align_up(weights.len() as u64) as usize, 0);
         let region = Region {
             offset: weights.len() as u64,

@@ -6,8 +6,10 @@
 //! never touches the disk. The arena, inputs and outputs are host buffers with the alignment the
 //! C API requires.
 
-use super::cpu::{CodegenError, KernelInfo, build_module, init_llvm, optimize, target_machine};
+use super::build_module;
 use crate::arena::{ARENA_ALIGN, BufferPlan};
+use crate::codegen::core::target::{init_llvm, optimize, target_machine};
+use crate::codegen::core::{CodegenError, KernelInfo};
 use crate::ir::{Literal, LiteralData, Module};
 use crate::target::Target;
 use inkwell::OptimizationLevel;
@@ -31,7 +33,7 @@ pub fn run(
     let target = Target::resolve("host").map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let tm = target_machine(&target)?;
     let ctx = Context::create();
-    let (module, kernels) = build_module(&ctx, &tm, m, p, &target, false)?;
+    let (module, kernels) = build_module(&ctx, &tm, m, p, &target)?;
     optimize(&module, &tm)?;
     let engine = module
         .create_jit_execution_engine(OptimizationLevel::Default)
@@ -76,7 +78,7 @@ pub fn run(
         .map(|b| b.as_mut_ptr() as *mut u8)
         .collect();
     let name = format!("{}_run_ptrs", m.name);
-    // SAFETY: the function was generated with exactly this signature (cpu.rs, `entry_points`); the
+    // SAFETY: the function was generated with exactly this signature (`core/entry.rs`, `entry_points`); the
     // arena holds `arena_size` bytes aligned to 64, every input and output buffer holds the bytes
     // of its shape, and the buffers outlive the call.
     let status = unsafe {

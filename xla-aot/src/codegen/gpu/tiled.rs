@@ -1,7 +1,7 @@
 //! Tiled matrix products for the GPU: a block of 16×16 threads computes a 16×16 output tile,
 //! staging 16-wide K-slices of both operands through shared memory.
 //!
-//! Contract: in grid mode a `dot` whose [`gemm::geometry`] has at least [`TILE`] rows, columns
+//! Contract: a `dot` whose [`geometry`] has at least [`TILE`] rows, columns
 //! and contracting elements ([`tiled_geometry`]), and a convolution without groups whose implicit
 //! GEMM (rows: output pixels, columns: output channels, K: input channels × taps, the input read
 //! through the window with zeros in the padding) is that large ([`conv_pays`]), become tiled
@@ -16,16 +16,17 @@
 //! heavy op's shape, each thread applies the fused epilogue to the element it stored (`Finish`),
 //! as the per-element kernel does after its product.
 //!
-//! The same phase bodies have two forms. PTX (`Cg::ptx`): the kernel runs once per thread
+//! The same phase bodies have two forms. On the device (`GridForm::Device`): the kernel runs once per thread
 //! (`gid = block · 256 + t`), the tiles are `addrspace(3)` (`.shared`) arrays and the barriers
-//! `bar.sync 0`. Host emulation (grid mode for a CPU): the kernel runs once per *block*
+//! `bar.sync 0`. Host emulation (`GridForm::Host`): the kernel runs once per *block*
 //! (`gid = block`) and runs each phase for all 256 threads before the next one starts, which is
 //! exactly what the barriers guarantee; the tiles and each thread's accumulator are stack
 //! arrays. The host kernel exports `<kernel>_threads_per_call` (= 256) so that an emulating
 //! driver (`tests/harness/fake_cuda.c`) knows to call it once per block.
 
-use super::gemm::{self, Geometry};
-use super::{Cg, Kernel, physical_strides};
+use super::Cg;
+use crate::codegen::core::Kernel;
+use crate::codegen::core::layout::{Geometry, geometry, physical_strides};
 use crate::ir::{DType, DotDims, Shape, Window};
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
@@ -43,7 +44,7 @@ pub const TILE_THREADS: usize = TILE * TILE;
 /// of a 16×16 block would idle (a batch-1 dense layer is a matrix-vector product, where each
 /// thread's column of weights is already read once, coalesced, by the per-element kernel).
 pub fn tiled_geometry(d: &DotDims, lhs: &Shape, rhs: &Shape, out: &Shape) -> Option<Geometry> {
-    let g = gemm::geometry(d, lhs, rhs, out)?;
+    let g = geometry(d, lhs, rhs, out)?;
     (g.m >= TILE && g.n >= TILE && g.k >= TILE && g.b_n_unit).then_some(g)
 }
 
@@ -234,11 +235,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: (PointerValue<'ctx>, PointerValue<'ctx>),
         finish: Option<Finish<'_, 'a, 'ctx>>,
     ) {
-        let gid = self.gid.get().expect("tiled kernels exist in grid mode");
+        let gid = self.be.gid.get().expect("tiled kernels are grid kernels");
         let f32t = self.ctx.f32_type();
         let tile_ty = f32t.array_type(TILE_THREADS as u32);
         let threads = self.i64(TILE_THREADS as u64);
-        let (block, thread) = if self.ptx {
+        let (block, thread) = if self.be.on_device() {
             (
                 self.b.build_int_unsigned_div(gid, threads, "").unwrap(),
                 Some(self.b.build_int_unsigned_rem(gid, threads, "").unwrap()),
@@ -248,16 +249,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         // The invocations: threads on the GPU, blocks in the host emulation.
         let blocks = p.batch * p.m.div_ceil(TILE) * p.n.div_ceil(TILE);
-        self.grid_size.set(Some(if self.ptx {
+        self.be.grid_size.set(Some(if self.be.on_device() {
             blocks * TILE_THREADS
         } else {
             blocks
         }));
-        if !self.ptx {
+        if !self.be.on_device() {
             self.export_threads_per_call(k);
         }
         // Shared tiles (a K-slice of each operand) and each thread's accumulator.
-        let (a_tile, b_tile, acc) = if self.ptx {
+        let (a_tile, b_tile, acc) = if self.be.on_device() {
             let shared = |name: &str| {
                 let g = self.m.add_global(
                     tile_ty,
@@ -286,7 +287,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             cg.b.build_in_bounds_gep(arr, &[cg.i64(0), t], "").unwrap()
         };
         let acc_of = |cg: &Self, t: IntValue<'ctx>| {
-            if cg.ptx { acc } else { elem(cg, acc, t) }
+            if cg.be.on_device() {
+                acc
+            } else {
+                elem(cg, acc, t)
+            }
         };
         // Which tile of which matrix of the batch this block computes.
         let tiles_n = p.n.div_ceil(TILE) as u64;
@@ -329,7 +334,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             None => cg.for_loop(TILE_THREADS, &mut |cg, t| body(cg, t)),
         };
         let barrier = |cg: &Self| {
-            if cg.ptx {
+            if cg.be.on_device() {
                 let f = inkwell::intrinsics::Intrinsic::find("llvm.nvvm.barrier0")
                     .and_then(|i| i.get_declaration(cg.m, &[]))
                     .expect("LLVM 14 has llvm.nvvm.barrier0");

@@ -1,14 +1,15 @@
 //! Per-element (grid) kernels for dot and convolution: the GPU form of the two ops whose CPU
 //! kernels accumulate into their whole output.
 //!
-//! Contract: in grid mode (`Cg::grid`, `ptx.rs`) every kernel computes the one output element
+//! Contract: in the grid form (`gpu/mod.rs`) every kernel computes the one output element
 //! its trailing index parameter names (`loop_nest_physical` visits just that element). These
 //! two functions give dot and convolution that form: the element's full reduction (contracting
 //! dims; input channels of its group, then window taps) accumulated with `llvm.fmuladd` in a
 //! register, then one store. No element reads another's result, so any number of threads may
 //! run any elements in any order.
 
-use super::{Cg, Kernel};
+use super::Cg;
+use crate::codegen::core::Kernel;
 use crate::ir::{DType, DotDims, Shape, Window};
 use inkwell::values::{FloatValue, IntValue, PointerValue};
 

@@ -25,8 +25,8 @@
 //! driver call failed). The context layout is `runtime_min::cuda::ctx`; every driver call runs
 //! with the primary context pushed and pops it before returning, so any host thread may call.
 
-use super::cpu::{CodegenError, optimize, target_machine};
 use super::ptx::{BLOCK_THREADS, PtxModule};
+use crate::codegen::core::{CodegenError, optimize, target_machine};
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
@@ -185,7 +185,7 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
                 0,
             ),
         );
-        super::cpu::target_attrs(self.ctx, f, self.target);
+        crate::codegen::core::target::target_attrs(self.ctx, f, self.target);
         self.b
             .position_at_end(self.ctx.append_basic_block(f, "entry"));
         f
@@ -328,7 +328,7 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         f: FunctionValue<'ctx>,
         args: &[BasicValueEnum<'ctx>],
     ) -> BasicValueEnum<'ctx> {
-        super::math::call_value(&self.b, f, args)
+        crate::codegen::core::math::call_value(&self.b, f, args)
     }
 
     /// `if cond { message = msg; return status }`, continuing after it.

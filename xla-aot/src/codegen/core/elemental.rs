@@ -1,0 +1,321 @@
+//! The elemental emitter: one element of an elementwise op, a fused computation or a reduction
+//! step, as scalar LLVM values.
+//!
+//! Contract: every function here computes one value from the values it is given, with the
+//! reference interpreter's semantics (NaN-propagating max/min, saturating f32 → i32, clamped
+//! gather indices) and in the interpreter's order of operations; no function loops over a
+//! buffer. Both backends build every elementwise kernel, fused expression and epilogue from
+//! these, so a fused value is the same bits on a CPU and on a GPU.
+
+use super::emitter::{Backend, Emitter, Ix, Kernel};
+use super::math::{self, MathFn};
+use crate::ir::{BinaryOp, CompareDir, Computation, DType, InstId, Op, ReduceKind, Shape, UnaryOp};
+use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    /// `convert` of one element (registers: pred is i1, i32, f32), with the interpreter's rules:
+    /// f32 → i32 truncates and saturates, NaN gives 0; anything → pred is `x != 0`.
+    pub(crate) fn convert(
+        &self,
+        x: BasicValueEnum<'ctx>,
+        from: DType,
+        to: DType,
+    ) -> BasicValueEnum<'ctx> {
+        let b = &self.b;
+        let i32t = self.ctx.i32_type();
+        let f32t = self.ctx.f32_type();
+        match (from, to) {
+            _ if from == to => x,
+            (DType::F32, DType::I32) => {
+                let x = x.into_float_value();
+                // 2^31 is exact in f32; every f32 below it (and at least -2^31) converts exactly.
+                let limit = 2147483648.0f64;
+                let t = b.build_float_to_signed_int(x, i32t, "").unwrap();
+                let hi = self.fcmp(FloatPredicate::OGE, x, f32t.const_float(limit));
+                let lo = self.fcmp(FloatPredicate::OLT, x, f32t.const_float(-limit));
+                let nan = self.fcmp(FloatPredicate::UNO, x, x);
+                let t = self.select(hi, i32t.const_int(i32::MAX as u64, false).into(), t.into());
+                let t = self.select(lo, i32t.const_int(i32::MIN as u64, true).into(), t);
+                self.select(nan, i32t.const_zero().into(), t)
+            }
+            (DType::I32, DType::F32) => b
+                .build_signed_int_to_float(x.into_int_value(), f32t, "")
+                .unwrap()
+                .into(),
+            (DType::Pred, DType::F32) => b
+                .build_unsigned_int_to_float(x.into_int_value(), f32t, "")
+                .unwrap()
+                .into(),
+            (DType::Pred, _) => b
+                .build_int_z_extend(x.into_int_value(), i32t, "")
+                .unwrap()
+                .into(),
+            (DType::F32, _) => self
+                .fcmp(FloatPredicate::UNE, x.into_float_value(), f32t.const_zero())
+                .into(),
+            _ => b
+                .build_int_compare(IntPredicate::NE, x.into_int_value(), i32t.const_zero(), "")
+                .unwrap()
+                .into(),
+        }
+    }
+
+    pub(crate) fn unary(&self, u: UnaryOp, x: FloatValue<'ctx>) -> FloatValue<'ctx> {
+        let b = &self.b;
+        match u {
+            UnaryOp::Negate => b.build_float_neg(x, "").unwrap(),
+            UnaryOp::Abs => self.call(self.fabs, &[x.into()]).into_float_value(),
+            UnaryOp::Sqrt => self.call(self.sqrt, &[x.into()]).into_float_value(),
+            UnaryOp::Rsqrt => {
+                let s = self.call(self.sqrt, &[x.into()]).into_float_value();
+                b.build_float_div(self.f32c(1.0), s, "").unwrap()
+            }
+            UnaryOp::Exp => self
+                .call(math::get(self.ctx, self.m, MathFn::Exp), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Log => self
+                .call(math::get(self.ctx, self.m, MathFn::Log), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Tanh => self
+                .call(math::get(self.ctx, self.m, MathFn::Tanh), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Logistic => self
+                .call(math::get(self.ctx, self.m, MathFn::Logistic), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Erf => self
+                .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
+                .into_float_value(),
+        }
+    }
+
+    pub(crate) fn binary(
+        &self,
+        op: BinaryOp,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        let b = &self.b;
+        match op {
+            BinaryOp::Add => b.build_float_add(x, y, "").unwrap(),
+            BinaryOp::Subtract => b.build_float_sub(x, y, "").unwrap(),
+            BinaryOp::Multiply => b.build_float_mul(x, y, "").unwrap(),
+            BinaryOp::Divide => b.build_float_div(x, y, "").unwrap(),
+            BinaryOp::Maximum => self.fmax(x, y, true),
+            BinaryOp::Minimum => self.fmax(x, y, false),
+            BinaryOp::Power => self
+                .call(
+                    math::get(self.ctx, self.m, MathFn::Pow),
+                    &[x.into(), y.into()],
+                )
+                .into_float_value(),
+        }
+    }
+
+    pub(crate) fn combine(
+        &self,
+        kind: ReduceKind,
+        acc: FloatValue<'ctx>,
+        v: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        match kind {
+            ReduceKind::Add => self.b.build_float_add(acc, v, "").unwrap(),
+            ReduceKind::Max => self.fmax(acc, v, true),
+            ReduceKind::Min => self.fmax(acc, v, false),
+        }
+    }
+
+    pub(crate) fn identity(&self, kind: ReduceKind) -> FloatValue<'ctx> {
+        match kind {
+            ReduceKind::Add => self.f32c(0.0),
+            ReduceKind::Max => self.f32c(f64::NEG_INFINITY),
+            ReduceKind::Min => self.f32c(f64::INFINITY),
+        }
+    }
+
+    /// The value of fused instruction `id` at `ix`, computed inline from the kernel arguments.
+    pub(crate) fn value_of(
+        &self,
+        comp: &Computation,
+        id: InstId,
+        ix: Ix<'_, 'ctx>,
+        k: &Kernel<'ctx>,
+        heavy: Option<InstId>,
+    ) -> BasicValueEnum<'ctx> {
+        let inst = comp.inst(id);
+        if Some(id) == heavy {
+            return self.load_ix(k.out, ix, &inst.shape);
+        }
+        if let Op::Parameter { index } = inst.op {
+            return self.load_ix(k.args[index], ix, &inst.shape);
+        }
+        let idx = match ix {
+            Ix::Multi(idx) => idx.to_vec(),
+            Ix::Linear(off) => self.unravel(off, &inst.shape.dims),
+        };
+        let shapes: Vec<Shape> = inst
+            .operands
+            .iter()
+            .map(|&o| comp.inst(o).shape.clone())
+            .collect();
+        let at = |j: usize, sub: Ix<'_, 'ctx>| self.value_of(comp, inst.operands[j], sub, k, heavy);
+        self.elemental(&inst.op, &inst.shape, &shapes, &idx, &at)
+    }
+
+    /// The value of elemental op `op` (result `shape`, operands `opnds`) at output index `idx`;
+    /// operand `j`'s elements come from `at(j, ...)`.
+    pub(crate) fn elemental(
+        &self,
+        op: &Op,
+        shape: &Shape,
+        opnds: &[Shape],
+        idx: &[IntValue<'ctx>],
+        at_ix: &dyn Fn(usize, Ix<'_, 'ctx>) -> BasicValueEnum<'ctx>,
+    ) -> BasicValueEnum<'ctx> {
+        let out_dims = &shape.dims;
+        let shape_of = |j: usize| &opnds[j];
+        let at = |j: usize, oidx: &[IntValue<'ctx>]| at_ix(j, Ix::Multi(oidx));
+        match op {
+            Op::Unary(u) => self.unary(*u, at(0, idx).into_float_value()).into(),
+            Op::Binary(bop) => self
+                .binary(
+                    *bop,
+                    at(0, idx).into_float_value(),
+                    at(1, idx).into_float_value(),
+                )
+                .into(),
+            Op::Compare(dir) => {
+                let p = match dir {
+                    CompareDir::Eq => FloatPredicate::OEQ,
+                    CompareDir::Ne => FloatPredicate::UNE,
+                    CompareDir::Lt => FloatPredicate::OLT,
+                    CompareDir::Le => FloatPredicate::OLE,
+                    CompareDir::Gt => FloatPredicate::OGT,
+                    CompareDir::Ge => FloatPredicate::OGE,
+                };
+                self.fcmp(
+                    p,
+                    at(0, idx).into_float_value(),
+                    at(1, idx).into_float_value(),
+                )
+                .into()
+            }
+            Op::Select => self.select(at(0, idx).into_int_value(), at(1, idx), at(2, idx)),
+            Op::Convert { to } => self.convert(at(0, idx), shape_of(0).dtype, *to),
+            Op::Clamp => {
+                let bound = |j: usize| -> FloatValue<'ctx> {
+                    if shape_of(j).rank() == 0 {
+                        at(j, &[]).into_float_value()
+                    } else {
+                        at(j, idx).into_float_value()
+                    }
+                };
+                let x = at(1, idx).into_float_value();
+                let lo = self.fmax(x, bound(0), true);
+                let r = self.fmax(lo, bound(2), false);
+                // NaN stays NaN (fmax already propagates it).
+                r.into()
+            }
+            Op::Broadcast { dimensions } => {
+                let s = shape_of(0);
+                let oi: Vec<IntValue> = dimensions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &d)| if s.dims[i] == 1 { self.i64(0) } else { idx[d] })
+                    .collect();
+                at(0, &oi)
+            }
+            Op::Reshape => {
+                // Same row-major offset.
+                at_ix(0, Ix::Linear(self.linear(idx, out_dims)))
+            }
+            Op::Transpose { permutation } => {
+                let mut oi = vec![self.i64(0); idx.len()];
+                for (i, &p) in permutation.iter().enumerate() {
+                    oi[p] = idx[i];
+                }
+                at(0, &oi)
+            }
+            Op::Slice {
+                starts, strides, ..
+            } => {
+                let oi: Vec<IntValue> = idx
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let m = self
+                            .b
+                            .build_int_mul(v, self.i64(strides[i] as u64), "")
+                            .unwrap();
+                        self.b
+                            .build_int_add(m, self.i64(starts[i] as u64), "")
+                            .unwrap()
+                    })
+                    .collect();
+                at(0, &oi)
+            }
+            Op::Pad { low, .. } => {
+                let s = shape_of(0);
+                let mut valid = self.ctx.bool_type().const_int(1, false);
+                let mut oi = Vec::with_capacity(idx.len());
+                for (i, &v) in idx.iter().enumerate() {
+                    let p = self
+                        .b
+                        .build_int_sub(v, self.i64(low[i] as u64), "")
+                        .unwrap();
+                    valid = self
+                        .b
+                        .build_and(valid, self.in_range(p, s.dims[i]), "")
+                        .unwrap();
+                    oi.push(self.clamp_index(p, s.dims[i]));
+                }
+                let x = at(0, &oi);
+                let pad = at(1, &[]);
+                self.select(valid, x, pad)
+            }
+            Op::Concatenate { dimension } => {
+                let d = *dimension;
+                let mut start = 0usize;
+                let mut result: Option<BasicValueEnum> = None;
+                for j in 0..opnds.len() {
+                    let s = shape_of(j);
+                    let p = self
+                        .b
+                        .build_int_sub(idx[d], self.i64(start as u64), "")
+                        .unwrap();
+                    let mut oi = idx.to_vec();
+                    oi[d] = self.clamp_index(p, s.dims[d]);
+                    let v = at(j, &oi);
+                    result = Some(match result {
+                        None => v,
+                        Some(prev) => {
+                            let here = self
+                                .b
+                                .build_int_compare(IntPredicate::SGE, p, self.i64(0), "")
+                                .unwrap();
+                            self.select(here, v, prev)
+                        }
+                    });
+                    start += s.dims[d];
+                }
+                result.expect("concatenate has operands")
+            }
+            Op::Gather => {
+                let table = shape_of(0).dims.clone();
+                let ids = shape_of(1).dims.clone();
+                let r = ids.len();
+                let _ = &ids;
+                let row = at(1, &idx[..r]).into_int_value();
+                let row = self
+                    .b
+                    .build_int_s_extend(row, self.ctx.i64_type(), "")
+                    .unwrap();
+                let row = self.clamp_index(row, table[0]);
+                let mut ti = vec![row];
+                ti.extend_from_slice(&idx[r..]);
+                at(0, &ti)
+            }
+            other => unreachable!("{} is not elemental", other.opcode()),
+        }
+    }
+}

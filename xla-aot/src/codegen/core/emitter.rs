@@ -1,0 +1,698 @@
+//! The emitter every backend drives: one LLVM module's builder and the model it lowers, with
+//! the types, constants, memory accesses, loops and scalar helpers all kernels are made of.
+//!
+//! Contract: an [`Emitter`] holds what any backend needs (context, module, builder, the HLO and
+//! its buffer plan, the target, the intrinsics declared once per module) and its backend's own
+//! state `be`; it holds no flag saying which backend it serves. Where shared code must behave
+//! per backend, it asks the backend through [`Backend`]: which output elements one invocation of
+//! a kernel computes (all of them in memory order on a CPU, one per GPU thread), how a kernel is
+//! built and how the host entry points invoke it. Backends add their own methods to
+//! `Emitter<'_, '_, TheirState>` in their own modules (`cpu/`, `gpu/`); closures passed to the
+//! loops here receive that same type, so a loop body can call them.
+
+use super::CodegenError;
+use super::layout::{is_row_major, physical_strides, row_major_strides};
+use super::math;
+use super::target::target_attrs;
+use crate::arena::{ARENA_ALIGN, BufferPlan};
+use crate::ir::{DType, InstId, Module as Hlo, Shape};
+use crate::target::Target;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue,
+};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+
+/// What shared code asks of the backend it runs for: the strategy that replaces mode flags.
+pub trait Backend<'ctx>: Sized {
+    /// Visits the elements of `shape` (the output of the kernel being generated) that one
+    /// invocation of that kernel computes, giving `body` each logical index.
+    fn elements<'a>(
+        cg: &Emitter<'a, 'ctx, Self>,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Emitter<'a, 'ctx, Self>, &[IntValue<'ctx>]),
+    );
+
+    /// Generates the kernel function `name` computing entry instruction `id`.
+    fn kernel<'a>(
+        cg: &Emitter<'a, 'ctx, Self>,
+        name: &str,
+        id: InstId,
+    ) -> Result<FunctionValue<'ctx>, CodegenError>;
+
+    /// Generates the kernel `name` copying `n` elements of dtype `d` (an output that is another
+    /// output's or an input's value).
+    fn copy_kernel<'a>(
+        cg: &Emitter<'a, 'ctx, Self>,
+        name: &str,
+        d: DType,
+        n: usize,
+    ) -> FunctionValue<'ctx>;
+
+    /// The invocations of the kernel just generated, given its output element count.
+    fn invocations<'a>(cg: &Emitter<'a, 'ctx, Self>, elements: usize) -> usize {
+        let _ = cg;
+        elements
+    }
+
+    /// Emits, in a host entry point, the invocations of kernel `f` with arguments `args`.
+    fn invoke<'a>(
+        cg: &Emitter<'a, 'ctx, Self>,
+        f: FunctionValue<'ctx>,
+        args: &[BasicMetadataValueEnum<'ctx>],
+        invocations: usize,
+    );
+}
+
+/// How a backend declares its kernel functions.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelAbi {
+    /// A trailing `i64` parameter: the invocation's index in the grid.
+    pub index_param: bool,
+    pub linkage: Linkage,
+    /// Kernels stay functions after O3: a kernel boundary shows up in profiles and dumps, and a
+    /// call per kernel per run costs nothing next to its loops.
+    pub noinline: bool,
+}
+
+/// Code generation state for one module: what every backend shares, and the backend's state.
+pub struct Emitter<'a, 'ctx, B> {
+    pub(crate) ctx: &'ctx Context,
+    pub(crate) m: &'a Module<'ctx>,
+    pub(crate) b: Builder<'ctx>,
+    pub(crate) hlo: &'a Hlo,
+    pub(crate) plan: &'a BufferPlan,
+    pub(crate) target: &'a Target,
+    pub(crate) fmuladd: FunctionValue<'ctx>,
+    pub(crate) sqrt: FunctionValue<'ctx>,
+    pub(crate) fabs: FunctionValue<'ctx>,
+    /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
+    pub(crate) be: B,
+}
+
+/// An element position: a multi-index, or a row-major offset (what a reshape passes on).
+#[derive(Clone, Copy)]
+pub enum Ix<'a, 'ctx> {
+    Multi(&'a [IntValue<'ctx>]),
+    Linear(IntValue<'ctx>),
+}
+
+/// A kernel being generated: its function and the pointer of each buffer it touches.
+pub struct Kernel<'ctx> {
+    pub f: FunctionValue<'ctx>,
+    pub out: PointerValue<'ctx>,
+    pub args: Vec<PointerValue<'ctx>>,
+    /// Whether each buffer (the output first, then the arguments) is `noalias`.
+    pub noalias: Vec<bool>,
+}
+
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    pub(crate) fn new(
+        ctx: &'ctx Context,
+        m: &'a Module<'ctx>,
+        hlo: &'a Hlo,
+        plan: &'a BufferPlan,
+        target: &'a Target,
+        be: B,
+    ) -> Self {
+        Emitter {
+            ctx,
+            m,
+            b: ctx.create_builder(),
+            hlo,
+            plan,
+            target,
+            fmuladd: math::fmuladd(ctx, m),
+            sqrt: math::sqrt(ctx, m),
+            fabs: math::fabs(ctx, m),
+            be,
+        }
+    }
+
+    // ---- types and constants -------------------------------------------------------------------
+
+    pub(crate) fn i64(&self, v: u64) -> IntValue<'ctx> {
+        self.ctx.i64_type().const_int(v, false)
+    }
+
+    pub(crate) fn f32c(&self, v: f64) -> FloatValue<'ctx> {
+        self.ctx.f32_type().const_float(v)
+    }
+
+    pub(crate) fn elem_type(&self, d: DType) -> BasicTypeEnum<'ctx> {
+        match d {
+            DType::F32 => self.ctx.f32_type().into(),
+            DType::I32 => self.ctx.i32_type().into(),
+            _ => self.ctx.i8_type().into(), // pred (and reserved dtypes, rejected earlier)
+        }
+    }
+
+    pub(crate) fn ptr_type(&self, d: DType) -> inkwell::types::PointerType<'ctx> {
+        match self.elem_type(d) {
+            BasicTypeEnum::FloatType(t) => t.ptr_type(AddressSpace::default()),
+            BasicTypeEnum::IntType(t) => t.ptr_type(AddressSpace::default()),
+            _ => unreachable!("element types are scalars"),
+        }
+    }
+
+    pub(crate) fn i8p(&self) -> inkwell::types::PointerType<'ctx> {
+        self.ctx.i8_type().ptr_type(AddressSpace::default())
+    }
+
+    pub(crate) fn attr(&self, name: &str) -> Attribute {
+        self.ctx
+            .create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0)
+    }
+
+    /// Whether `p` is not aligned to `ARENA_ALIGN` (the C API's arena check).
+    pub(crate) fn is_misaligned(&self, p: PointerValue<'ctx>) -> IntValue<'ctx> {
+        let addr = self.b.build_ptr_to_int(p, self.ctx.i64_type(), "").unwrap();
+        let low = self
+            .b
+            .build_and(addr, self.i64(ARENA_ALIGN as u64 - 1), "")
+            .unwrap();
+        self.b
+            .build_int_compare(IntPredicate::NE, low, self.i64(0), "")
+            .unwrap()
+    }
+
+    /// Attributes every generated function carries.
+    pub(crate) fn common_attrs(&self, f: FunctionValue<'ctx>) {
+        f.add_attribute(AttributeLoc::Function, self.attr("nounwind"));
+        f.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_string_attribute("no-builtins", ""),
+        );
+        target_attrs(self.ctx, f, self.target);
+        if self.target.vector_bits > 256 {
+            let w = self.target.vector_bits.to_string();
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.ctx.create_string_attribute("prefer-vector-width", &w),
+            );
+            f.add_attribute(
+                AttributeLoc::Function,
+                self.ctx
+                    .create_string_attribute("min-legal-vector-width", &w),
+            );
+        }
+    }
+
+    /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)` the way `abi` says,
+    /// leaving the builder in its entry block; with `abi.index_param`, its last parameter is
+    /// the invocation's index (`Kernel::f`'s parameter after the buffers).
+    /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse), so neither it nor
+    /// the output may be `noalias`.
+    pub(crate) fn declare_kernel_with(
+        &self,
+        abi: KernelAbi,
+        name: &str,
+        out: DType,
+        ins: &[DType],
+        shared: &[bool],
+    ) -> Kernel<'ctx> {
+        let mut tys: Vec<BasicMetadataTypeEnum> = vec![self.ptr_type(out).into()];
+        tys.extend(
+            ins.iter()
+                .map(|&d| BasicMetadataTypeEnum::from(self.ptr_type(d))),
+        );
+        let nbufs = tys.len();
+        if abi.index_param {
+            tys.push(self.ctx.i64_type().into());
+        }
+        let f = self.m.add_function(
+            name,
+            self.ctx.void_type().fn_type(&tys, false),
+            Some(abi.linkage),
+        );
+        self.common_attrs(f);
+        if abi.noinline {
+            f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
+        }
+        let mut noalias = Vec::with_capacity(tys.len());
+        let any_shared = shared.iter().any(|&s| s);
+        for p in 0..nbufs as u32 {
+            let is_shared = if p == 0 {
+                any_shared
+            } else {
+                shared.get(p as usize - 1).copied().unwrap_or(false)
+            };
+            if !is_shared {
+                f.add_attribute(AttributeLoc::Param(p), self.attr("noalias"));
+            }
+            noalias.push(!is_shared);
+            f.add_attribute(AttributeLoc::Param(p), self.attr("nocapture"));
+            if p > 0 && !is_shared {
+                f.add_attribute(AttributeLoc::Param(p), self.attr("readonly"));
+            }
+        }
+        self.b
+            .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        Kernel {
+            f,
+            out: f.get_nth_param(0).unwrap().into_pointer_value(),
+            args: (1..nbufs as u32)
+                .map(|p| f.get_nth_param(p).unwrap().into_pointer_value())
+                .collect(),
+            noalias,
+        }
+    }
+
+    // ---- memory -----------------------------------------------------------------------------------
+
+    pub(crate) fn gep(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>) -> PointerValue<'ctx> {
+        unsafe { self.b.build_in_bounds_gep(p, &[off], "").unwrap() }
+    }
+
+    /// Loads element `off` of a buffer of dtype `d`; pred loads give i1.
+    pub(crate) fn load(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        d: DType,
+    ) -> BasicValueEnum<'ctx> {
+        let v = self.b.build_load(self.gep(p, off), "").unwrap();
+        if d == DType::Pred {
+            let i8v = v.into_int_value();
+            self.b
+                .build_int_compare(IntPredicate::NE, i8v, self.ctx.i8_type().const_zero(), "")
+                .unwrap()
+                .into()
+        } else {
+            v
+        }
+    }
+
+    pub(crate) fn store(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        v: BasicValueEnum<'ctx>,
+        d: DType,
+    ) {
+        let v: BasicValueEnum = if d == DType::Pred {
+            self.b
+                .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")
+                .unwrap()
+                .into()
+        } else {
+            v
+        };
+        self.b.build_store(self.gep(p, off), v).unwrap();
+    }
+
+    /// Σ idx[d]·strides[d], the offset of an index in a buffer with those element strides.
+    pub(crate) fn strided(&self, idx: &[IntValue<'ctx>], strides: &[u64]) -> IntValue<'ctx> {
+        let mut acc = self.i64(0);
+        for (i, &st) in idx.iter().zip(strides) {
+            let t = if st == 1 {
+                *i
+            } else {
+                self.b.build_int_mul(*i, self.i64(st), "").unwrap()
+            };
+            acc = self.b.build_int_add(acc, t, "").unwrap();
+        }
+        acc
+    }
+
+    /// Physical offset of logical index `idx` in a buffer of shape `s` (its layout's strides).
+    pub(crate) fn offset(&self, idx: &[IntValue<'ctx>], s: &Shape) -> IntValue<'ctx> {
+        self.strided(idx, &physical_strides(s))
+    }
+
+    /// Logical row-major offset of `idx` in `dims` (what a reshape preserves).
+    pub(crate) fn linear(&self, idx: &[IntValue<'ctx>], dims: &[usize]) -> IntValue<'ctx> {
+        self.strided(idx, &row_major_strides(dims))
+    }
+
+    // ---- loops --------------------------------------------------------------------------------------
+
+    /// `for i in 0..n { body(i) }`, leaving the builder after the loop.
+    pub(crate) fn for_loop(&self, n: usize, body: &mut dyn FnMut(&Self, IntValue<'ctx>)) {
+        self.for_range(self.i64(0), self.i64(n as u64), body);
+    }
+
+    /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty).
+    pub(crate) fn for_range(
+        &self,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: &mut dyn FnMut(&Self, IntValue<'ctx>),
+    ) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let head = self.ctx.append_basic_block(f, "range");
+        let exit = self.ctx.append_basic_block(f, "range.end");
+        let pre = self.b.get_insert_block().unwrap();
+        let any = self
+            .b
+            .build_int_compare(IntPredicate::SLT, lo, hi, "")
+            .unwrap();
+        self.b.build_conditional_branch(any, head, exit).unwrap();
+        self.b.position_at_end(head);
+        let phi = self.b.build_phi(self.ctx.i64_type(), "i").unwrap();
+        let i = phi.as_basic_value().into_int_value();
+        body(self, i);
+        let latch = self.b.get_insert_block().unwrap();
+        let next = self.b.build_int_add(i, self.i64(1), "").unwrap();
+        phi.add_incoming(&[(&lo, pre), (&next, latch)]);
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::SLT, next, hi, "")
+            .unwrap();
+        self.b.build_conditional_branch(more, head, exit).unwrap();
+        self.b.position_at_end(exit);
+    }
+
+    /// The output positions `[lo, hi)` along one windowed dimension whose input position
+    /// `o·stride + tap·dilation - pad` falls inside `[0, extent)`, for a tap known at run time.
+    pub(crate) fn window_range(
+        &self,
+        tap: IntValue<'ctx>,
+        stride: usize,
+        dilation: usize,
+        pad: usize,
+        extent: usize,
+        out: usize,
+    ) -> (IntValue<'ctx>, IntValue<'ctx>) {
+        let b = &self.b;
+        let td = b.build_int_mul(tap, self.i64(dilation as u64), "").unwrap();
+        // lo = ceil((pad - td) / stride), at least 0.
+        let a = b.build_int_sub(self.i64(pad as u64), td, "").unwrap();
+        let a_pos = b
+            .build_int_compare(IntPredicate::SGT, a, self.i64(0), "")
+            .unwrap();
+        let up = b.build_int_add(a, self.i64(stride as u64 - 1), "").unwrap();
+        let lo_pos = b
+            .build_int_signed_div(up, self.i64(stride as u64), "")
+            .unwrap();
+        let lo = self
+            .select(a_pos, lo_pos.into(), self.i64(0).into())
+            .into_int_value();
+        // hi = floor((extent - 1 + pad - td) / stride) + 1, at most `out`; empty when negative.
+        let bb = b
+            .build_int_sub(self.i64((extent - 1 + pad) as u64), td, "")
+            .unwrap();
+        let b_neg = b
+            .build_int_compare(IntPredicate::SLT, bb, self.i64(0), "")
+            .unwrap();
+        let hi = b
+            .build_int_add(
+                b.build_int_signed_div(bb, self.i64(stride as u64), "")
+                    .unwrap(),
+                self.i64(1),
+                "",
+            )
+            .unwrap();
+        let hi = self
+            .select(b_neg, self.i64(0).into(), hi.into())
+            .into_int_value();
+        let over = b
+            .build_int_compare(IntPredicate::SGT, hi, self.i64(out as u64), "")
+            .unwrap();
+        let hi = self
+            .select(over, self.i64(out as u64).into(), hi.into())
+            .into_int_value();
+        (lo, hi)
+    }
+
+    /// Nested loops over `dims` (outermost first); `body` gets the index vector.
+    pub(crate) fn loop_nest(&self, dims: &[usize], body: &mut dyn FnMut(&Self, &[IntValue<'ctx>])) {
+        fn rec<'a, 'ctx, B: Backend<'ctx>>(
+            cg: &Emitter<'a, 'ctx, B>,
+            dims: &[usize],
+            idx: &mut Vec<IntValue<'ctx>>,
+            body: &mut dyn FnMut(&Emitter<'a, 'ctx, B>, &[IntValue<'ctx>]),
+        ) {
+            if idx.len() == dims.len() {
+                body(cg, idx);
+                return;
+            }
+            let n = dims[idx.len()];
+            cg.for_loop(n, &mut |cg, i| {
+                idx.push(i);
+                rec(cg, dims, idx, body);
+                idx.pop();
+            });
+        }
+        rec(self, dims, &mut Vec::new(), body);
+    }
+
+    /// Loops over the elements of `shape` one invocation of the kernel being generated computes
+    /// (the backend decides: [`Backend::elements`]); `body` gets the logical index.
+    pub(crate) fn loop_nest_physical(
+        &self,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Self, &[IntValue<'ctx>]),
+    ) {
+        B::elements(self, shape, body)
+    }
+
+    /// Loops over every element of `shape` in memory order (major dimension outermost, so the
+    /// innermost loop walks the buffer contiguously); `body` gets the logical index.
+    pub(crate) fn loop_nest_memory_order(
+        &self,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Self, &[IntValue<'ctx>]),
+    ) {
+        let order: Vec<usize> = shape.layout.minor_to_major.iter().rev().copied().collect();
+        let dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.loop_nest(&dims, &mut |cg, phys| {
+            let mut idx = phys.to_vec();
+            for (k, &d) in order.iter().enumerate() {
+                idx[d] = phys[k];
+            }
+            body(cg, &idx);
+        });
+    }
+
+    /// The grid form: only element `gid` of `shape` (elements in memory order), when it exists.
+    pub(crate) fn element_at(
+        &self,
+        gid: IntValue<'ctx>,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Self, &[IntValue<'ctx>]),
+    ) {
+        let order: Vec<usize> = shape.layout.minor_to_major.iter().rev().copied().collect();
+        let inside = self
+            .b
+            .build_int_compare(
+                IntPredicate::ULT,
+                gid,
+                self.i64(shape.element_count() as u64),
+                "",
+            )
+            .unwrap();
+        let phys_dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.if_then(inside, &mut |cg| {
+            let phys = cg.unravel(gid, &phys_dims);
+            let mut idx = phys.clone();
+            for (k, &d) in order.iter().enumerate() {
+                idx[d] = phys[k];
+            }
+            body(cg, &idx);
+        });
+    }
+
+    /// `if cond { body }`, leaving the builder after it.
+    pub(crate) fn if_then(&self, cond: IntValue<'ctx>, body: &mut dyn FnMut(&Self)) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let then = self.ctx.append_basic_block(f, "then");
+        let done = self.ctx.append_basic_block(f, "endif");
+        self.b.build_conditional_branch(cond, then, done).unwrap();
+        self.b.position_at_end(then);
+        body(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(done);
+    }
+
+    /// `if cond { then } else { otherwise }`.
+    pub(crate) fn if_else(
+        &self,
+        cond: IntValue<'ctx>,
+        then: &mut dyn FnMut(&Self),
+        otherwise: &mut dyn FnMut(&Self),
+    ) {
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let t = self.ctx.append_basic_block(f, "then");
+        let e = self.ctx.append_basic_block(f, "else");
+        let done = self.ctx.append_basic_block(f, "endif");
+        self.b.build_conditional_branch(cond, t, e).unwrap();
+        self.b.position_at_end(t);
+        then(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(e);
+        otherwise(self);
+        self.b.build_unconditional_branch(done).unwrap();
+        self.b.position_at_end(done);
+    }
+
+    /// A stack slot in the entry block (promoted to registers by mem2reg).
+    pub(crate) fn slot(
+        &self,
+        f: FunctionValue<'ctx>,
+        ty: BasicTypeEnum<'ctx>,
+    ) -> PointerValue<'ctx> {
+        let entry = f.get_first_basic_block().unwrap();
+        let tmp = self.ctx.create_builder();
+        match entry.get_first_instruction() {
+            Some(i) => tmp.position_before(&i),
+            None => tmp.position_at_end(entry),
+        }
+        tmp.build_alloca(ty, "acc").unwrap()
+    }
+
+    // ---- scalar helpers -----------------------------------------------------------------------------
+
+    pub(crate) fn fcmp(
+        &self,
+        p: FloatPredicate,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+    ) -> IntValue<'ctx> {
+        self.b.build_float_compare(p, a, b, "").unwrap()
+    }
+
+    pub(crate) fn select(
+        &self,
+        c: IntValue<'ctx>,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+    ) -> BasicValueEnum<'ctx> {
+        self.b.build_select(c, a, b, "").unwrap()
+    }
+
+    pub(crate) fn call(
+        &self,
+        f: FunctionValue<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> BasicValueEnum<'ctx> {
+        math::call_value(&self.b, f, args)
+    }
+
+    /// max/min that propagate NaN (numpy and XLA semantics).
+    pub(crate) fn fmax(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        max: bool,
+    ) -> FloatValue<'ctx> {
+        let p = if max {
+            FloatPredicate::OGT
+        } else {
+            FloatPredicate::OLT
+        };
+        let take_a = self
+            .b
+            .build_or(self.fcmp(p, a, b), self.fcmp(FloatPredicate::UNO, a, a), "")
+            .unwrap();
+        self.select(take_a, a.into(), b.into()).into_float_value()
+    }
+
+    pub(crate) fn fma(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        self.call(self.fmuladd, &[a.into(), b.into(), c.into()])
+            .into_float_value()
+    }
+
+    /// Input position `o·stride + t·dilation - pad_low` along dim `d` of a window.
+    pub(crate) fn window_pos(
+        &self,
+        o: IntValue<'ctx>,
+        t: IntValue<'ctx>,
+        window: &crate::ir::Window,
+        d: usize,
+    ) -> IntValue<'ctx> {
+        let base = self
+            .b
+            .build_int_mul(o, self.i64(window.stride[d] as u64), "")
+            .unwrap();
+        let tap = self
+            .b
+            .build_int_mul(t, self.i64(window.dilation[d] as u64), "")
+            .unwrap();
+        let p = self.b.build_int_add(base, tap, "").unwrap();
+        self.b
+            .build_int_sub(p, self.i64(window.pad_low[d] as u64), "")
+            .unwrap()
+    }
+
+    /// `lo <= i < hi` for a signed index.
+    pub(crate) fn in_range(&self, i: IntValue<'ctx>, hi: usize) -> IntValue<'ctx> {
+        let ge = self
+            .b
+            .build_int_compare(IntPredicate::SGE, i, self.i64(0), "")
+            .unwrap();
+        let lt = self
+            .b
+            .build_int_compare(IntPredicate::SLT, i, self.i64(hi as u64), "")
+            .unwrap();
+        self.b.build_and(ge, lt, "").unwrap()
+    }
+
+    /// `i` clamped into `[0, hi)` (so a load is always in bounds, and its value may be discarded).
+    pub(crate) fn clamp_index(&self, i: IntValue<'ctx>, hi: usize) -> IntValue<'ctx> {
+        let neg = self
+            .b
+            .build_int_compare(IntPredicate::SLT, i, self.i64(0), "")
+            .unwrap();
+        let i = self
+            .select(neg, self.i64(0).into(), i.into())
+            .into_int_value();
+        let big = self
+            .b
+            .build_int_compare(IntPredicate::SGE, i, self.i64(hi as u64), "")
+            .unwrap();
+        self.select(big, self.i64(hi as u64 - 1).into(), i.into())
+            .into_int_value()
+    }
+
+    /// Loads element `ix` of a buffer of shape `s`.
+    pub(crate) fn load_ix(
+        &self,
+        p: PointerValue<'ctx>,
+        ix: Ix<'_, 'ctx>,
+        s: &Shape,
+    ) -> BasicValueEnum<'ctx> {
+        let off = match ix {
+            Ix::Multi(idx) => self.offset(idx, s),
+            Ix::Linear(off) if is_row_major(s) => off,
+            Ix::Linear(off) => self.offset(&self.unravel(off, &s.dims), s),
+        };
+        self.load(p, off, s.dtype)
+    }
+
+    /// The row-major multi-index of linear offset `off` in `dims`.
+    pub(crate) fn unravel(&self, off: IntValue<'ctx>, dims: &[usize]) -> Vec<IntValue<'ctx>> {
+        let strides = row_major_strides(dims);
+        let mut rest = off;
+        let mut idx = Vec::with_capacity(dims.len());
+        for &st in &strides {
+            let q = self
+                .b
+                .build_int_unsigned_div(rest, self.i64(st), "")
+                .unwrap();
+            rest = self
+                .b
+                .build_int_unsigned_rem(rest, self.i64(st), "")
+                .unwrap();
+            idx.push(q);
+        }
+        idx
+    }
+
+    pub(crate) fn add(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+        self.b.build_int_add(a, b, "").unwrap()
+    }
+
+    pub(crate) fn mul(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
+        self.b.build_int_mul(a, self.i64(b), "").unwrap()
+    }
+}

@@ -1,0 +1,259 @@
+//! The C API entry points of a host library (DESIGN.md): `<name>_run_ptrs`, `<name>_run` and the
+//! internal `<name>_impl` they share, and `<name>_set_parallel_for`, the registration of the
+//! app's thread hook.
+//!
+//! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
+//! `ARENA_ALIGN` is reported, never dereferenced. The body calls every kernel in execution order
+//! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
+//! the way its backend says (`Backend::invoke`: once, or once per grid invocation). The hook
+//! registration is one internal global per model; what uses it (the CPU's parallel-for,
+//! `cpu/parallel.rs`) reads it through [`Emitter::hook_global`].
+
+use super::emitter::{Backend, Emitter};
+use super::module::Call;
+use crate::arena::{Loc, root};
+use crate::ir::InstId;
+use inkwell::AddressSpace;
+use inkwell::module::Linkage;
+use inkwell::types::{BasicMetadataTypeEnum, StructType};
+use inkwell::values::{BasicValueEnum, FunctionValue, GlobalValue, PointerValue};
+use runtime_min::Status;
+
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    /// The exported `<name>_run_ptrs` / `<name>_run` and the internal body they share.
+    pub(crate) fn entry_points(
+        &self,
+        globals: &[Option<PointerValue<'ctx>>],
+        calls: &[Call<'ctx>],
+    ) {
+        let c = &self.hlo.entry;
+        let params = c.parameters();
+        let nin = params.len();
+        let nout = c.outputs.len();
+        let i8p = self.i8p();
+        let i32t = self.ctx.i32_type();
+        // impl(arena, in0.., out0..)
+        let impl_args: Vec<BasicMetadataTypeEnum> =
+            (0..1 + nin + nout).map(|_| i8p.into()).collect();
+        let imp = self.m.add_function(
+            &format!("{}_impl", self.hlo.name),
+            self.ctx.void_type().fn_type(&impl_args, false),
+            Some(Linkage::Internal),
+        );
+        self.common_attrs(imp);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(imp, "entry"));
+        let arena = imp.get_nth_param(0).unwrap().into_pointer_value();
+        let input = |k: usize| {
+            imp.get_nth_param(1 + k as u32)
+                .unwrap()
+                .into_pointer_value()
+        };
+        let output = |k: usize| {
+            imp.get_nth_param(1 + (nin + k) as u32)
+                .unwrap()
+                .into_pointer_value()
+        };
+        let ptr_of = |v: InstId| -> PointerValue<'ctx> {
+            let r = root(&self.plan.locs, v);
+            let p = match self.plan.locs[r.index()] {
+                Loc::Input(k) => input(k),
+                Loc::Output(k) => output(k),
+                Loc::Constant => globals[r.index()].expect("constants have globals"),
+                Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
+                Loc::Alias(_) => unreachable!("root() follows aliases"),
+            };
+            let ty = self.ptr_type(c.inst(v).shape.dtype);
+            self.b.build_pointer_cast(p, ty, "").unwrap()
+        };
+        for (f, operands, loc, elements) in calls {
+            let out = match loc {
+                Loc::Output(k) => *k,
+                _ => usize::MAX,
+            };
+            let out_ptr = match loc {
+                Loc::Output(_) => output(out),
+                Loc::Arena(off) => self.gep(arena, self.i64(*off as u64)),
+                _ => unreachable!("kernels write to outputs or the arena"),
+            };
+            let out_ty = f.get_nth_param(0).unwrap().get_type().into_pointer_type();
+            let mut args: Vec<BasicValueEnum> = vec![
+                self.b
+                    .build_pointer_cast(out_ptr, out_ty, "")
+                    .unwrap()
+                    .into(),
+            ];
+            args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
+            let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+            B::invoke(self, *f, &a, *elements);
+        }
+        self.b.build_return(None).unwrap();
+
+        let status = |s: Status| i32t.const_int(s.code() as i64 as u64, true);
+        // Checks shared by both entry points: a null pointer or a misaligned arena is a status.
+        let check_arena = |f: FunctionValue<'ctx>, arena: PointerValue<'ctx>| {
+            let bad_null = self.ctx.append_basic_block(f, "null");
+            let bad_align = self.ctx.append_basic_block(f, "misaligned");
+            let ok = self.ctx.append_basic_block(f, "arena_ok");
+            let ok2 = self.ctx.append_basic_block(f, "aligned");
+            let is_null = self.b.build_is_null(arena, "").unwrap();
+            self.b
+                .build_conditional_branch(is_null, bad_null, ok)
+                .unwrap();
+            self.b.position_at_end(bad_null);
+            self.b
+                .build_return(Some(&status(Status::NullPointer)))
+                .unwrap();
+            self.b.position_at_end(ok);
+            let mis = self.is_misaligned(arena);
+            self.b
+                .build_conditional_branch(mis, bad_align, ok2)
+                .unwrap();
+            self.b.position_at_end(bad_align);
+            self.b
+                .build_return(Some(&status(Status::MisalignedArena)))
+                .unwrap();
+            self.b.position_at_end(ok2);
+        };
+        let check_null = |f: FunctionValue<'ctx>, p: PointerValue<'ctx>| {
+            let bad = self.ctx.append_basic_block(f, "null");
+            let ok = self.ctx.append_basic_block(f, "ok");
+            let is_null = self.b.build_is_null(p, "").unwrap();
+            self.b.build_conditional_branch(is_null, bad, ok).unwrap();
+            self.b.position_at_end(bad);
+            self.b
+                .build_return(Some(&status(Status::NullPointer)))
+                .unwrap();
+            self.b.position_at_end(ok);
+        };
+
+        // int <name>_run_ptrs(void *arena, const void *const *inputs, void *const *outputs)
+        let i8pp = i8p.ptr_type(AddressSpace::default());
+        let rp = self.m.add_function(
+            &format!("{}_run_ptrs", self.hlo.name),
+            i32t.fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(rp);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(rp, "entry"));
+        let arena = rp.get_nth_param(0).unwrap().into_pointer_value();
+        check_arena(rp, arena);
+        let ins = rp.get_nth_param(1).unwrap().into_pointer_value();
+        let outs = rp.get_nth_param(2).unwrap().into_pointer_value();
+        check_null(rp, ins);
+        check_null(rp, outs);
+        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        for (arr, n) in [(ins, nin), (outs, nout)] {
+            for k in 0..n {
+                let p = self
+                    .b
+                    .build_load(self.gep(arr, self.i64(k as u64)), "")
+                    .unwrap()
+                    .into_pointer_value();
+                check_null(rp, p);
+                args.push(p.into());
+            }
+        }
+        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+        self.b.build_call(imp, &a, "").unwrap();
+        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+
+        // int <name>_run(void *arena, const T *in0, ..., T *out0, ...)
+        let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into()];
+        for &p in &params {
+            tys.push(self.ptr_type(c.inst(p).shape.dtype).into());
+        }
+        for o in &c.outputs {
+            tys.push(self.ptr_type(c.inst(o.value).shape.dtype).into());
+        }
+        let run = self.m.add_function(
+            &format!("{}_run", self.hlo.name),
+            i32t.fn_type(&tys, false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(run);
+        self.b
+            .position_at_end(self.ctx.append_basic_block(run, "entry"));
+        let arena = run.get_nth_param(0).unwrap().into_pointer_value();
+        check_arena(run, arena);
+        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        for k in 0..nin + nout {
+            let p = run
+                .get_nth_param(1 + k as u32)
+                .unwrap()
+                .into_pointer_value();
+            check_null(run, p);
+            args.push(self.b.build_pointer_cast(p, i8p, "").unwrap().into());
+        }
+        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+        self.b.build_call(imp, &a, "").unwrap();
+        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+    }
+
+    /// `{hook, hook_ctx, threads}`: the registration, one per model.
+    pub(crate) fn hook_type(&self) -> StructType<'ctx> {
+        self.ctx.struct_type(
+            &[
+                self.i8p().into(),
+                self.i8p().into(),
+                self.ctx.i64_type().into(),
+            ],
+            false,
+        )
+    }
+
+    /// The registration of model `owner` (batch variants share the registration of the model
+    /// they belong to), created on first use.
+    pub(crate) fn hook_global(&self, owner: &str) -> GlobalValue<'ctx> {
+        let name = format!("{owner}.parallel_for");
+        if let Some(g) = self.m.get_global(&name) {
+            return g;
+        }
+        let ty = self.hook_type();
+        let g = self.m.add_global(ty, Some(AddressSpace::default()), &name);
+        g.set_initializer(&ty.const_zero());
+        g.set_linkage(Linkage::Internal);
+        g
+    }
+
+    /// The exported `<name>_set_parallel_for`.
+    pub(crate) fn parallel_setter(&self) {
+        let g = self.hook_global(&self.hlo.name);
+        let f = self.m.add_function(
+            &format!("{}_set_parallel_for", self.hlo.name),
+            self.ctx.void_type().fn_type(
+                &[
+                    BasicMetadataTypeEnum::from(self.i8p()),
+                    self.i8p().into(),
+                    self.ctx.i32_type().into(),
+                ],
+                false,
+            ),
+            Some(Linkage::External),
+        );
+        self.common_attrs(f);
+        let saved = self.b.get_insert_block();
+        self.b
+            .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        let gp = g.as_pointer_value();
+        let hook = f.get_nth_param(0).unwrap();
+        let hctx = f.get_nth_param(1).unwrap();
+        let threads = self
+            .b
+            .build_int_z_extend(
+                f.get_nth_param(2).unwrap().into_int_value(),
+                self.ctx.i64_type(),
+                "",
+            )
+            .unwrap();
+        for (i, v) in [hook, hctx, threads.into()].into_iter().enumerate() {
+            let p = self.b.build_struct_gep(gp, i as u32, "").unwrap();
+            self.b.build_store(p, v).unwrap();
+        }
+        self.b.build_return(None).unwrap();
+        if let Some(bb) = saved {
+            self.b.position_at_end(bb);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The shared LLVM lowering core: what both backends need, and nothing that tells them apart.
+//!
+//! Contract: nothing under `core` names `cpu` or `gpu`; the backends (`codegen/cpu`,
+//! `codegen/gpu`) depend on it and never on each other. The parts:
+//! - [`target`]: LLVM initialisation, target machines, function attributes, the O3 pipeline.
+//! - [`emitter`]: [`Emitter`], one module's builder and model with types, constants, memory
+//!   accesses, loops and scalar helpers, generic over the backend's state; [`Backend`] is all
+//!   shared code asks of a backend (which elements an invocation computes, how a kernel is
+//!   built and invoked). There is no mode flag: a backend is a type.
+//! - [`elemental`]: one element of elementwise ops and fused expressions.
+//! - [`ops`]: kernel bodies with no backend choice (reductions, argmax, elementwise, the
+//!   shared parts of fusions); [`sample`]: the decode-time ops `top-k` and `sample`.
+//! - [`layout`]: strides, re-laying constants, the matrix-product view of a dot.
+//! - [`packing`]: THE place that decides how each constant is stored (packed panels or its
+//!   layout), for the CPU, the GPU and the JIT alike.
+//! - [`module`], [`entry`], [`object`]: a module's constants and kernel list, the C API entry
+//!   points of a host library, and writing a host object.
+//! - [`math`]: the inline approximations of transcendental functions.
+
+pub mod elemental;
+pub mod emitter;
+pub mod entry;
+pub mod layout;
+pub mod math;
+pub mod module;
+pub mod object;
+pub mod ops;
+pub mod packing;
+pub mod sample;
+pub mod target;
+
+pub use emitter::{Backend, Emitter, Ix, Kernel, KernelAbi};
+pub use object::{CpuObject, Options};
+pub use target::{optimize, target_machine};
+
+use thiserror::Error;
+
+/// Why code could not be generated.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The target is not available in this LLVM.
+    #[error("LLVM cannot generate code for {triple} ({cpu}): {reason}")]
+    Target {
+        triple: String,
+        cpu: String,
+        reason: String,
+    },
+    /// Something in the module the CPU backend does not implement.
+    #[error("the CPU backend cannot compile %{inst}: {reason}")]
+    Unsupported { inst: String, reason: String },
+    /// LLVM rejected the generated IR (a compiler bug).
+    #[error("internal compiler error: LLVM rejected the generated code: {0}")]
+    Llvm(String),
+}
+
+/// One generated kernel, for the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// Symbol of the (internal) kernel function.
+    pub name: String,
+    /// The HLO instructions it computes.
+    pub ops: Vec<String>,
+    /// Bytes of activations (inputs and intermediates) it reads, each operand once.
+    pub reads: usize,
+    /// Bytes of weights and constants it reads.
+    pub weight_reads: usize,
+    /// Bytes it writes.
+    pub writes: usize,
+    /// Floating-point operations per run (`ir::flops`).
+    pub flops: u64,
+}

@@ -1,0 +1,170 @@
+//! The structure every module shares: the checks no backend passes, the constants' globals,
+//! and the kernels in execution order with their manifest entries.
+//!
+//! Contract: a module has one kernel per entry instruction that computes a value (not a
+//! parameter, constant or alias), named `<model>_k<i>_<instruction>` in instruction order, then
+//! one `<model>_copy_out<k>` per output that is a copy of another value; [`Call`]s list them in
+//! that order for the entry points. Which function computes each kernel is the backend's choice
+//! (`Backend::kernel`).
+
+use super::emitter::{Backend, Emitter};
+use super::layout::is_row_major;
+use super::packing::Packings;
+use super::{CodegenError, KernelInfo};
+use crate::arena::{ARENA_ALIGN, Loc};
+use crate::ir::{Computation, InstId, Op};
+use inkwell::AddressSpace;
+use inkwell::module::Linkage;
+use inkwell::values::{FunctionValue, PointerValue};
+
+/// One kernel call of the entry points: the kernel, the values it reads, where it writes, and
+/// its invocations (output elements, or the backend's grid: `Backend::invocations`).
+pub(crate) type Call<'ctx> = (FunctionValue<'ctx>, Vec<InstId>, Loc, usize);
+
+/// Memory traffic of a kernel over `operands` writing `out` bytes: (activations, weights).
+fn traffic(c: &Computation, operands: &[InstId]) -> (usize, usize) {
+    let mut seen = Vec::new();
+    let (mut act, mut weights) = (0, 0);
+    for &o in operands {
+        if seen.contains(&o) {
+            continue;
+        }
+        seen.push(o);
+        let bytes = c.inst(o).shape.size_bytes();
+        match c.inst(o).op {
+            Op::Constant(_) => weights += bytes,
+            _ => act += bytes,
+        }
+    }
+    (act, weights)
+}
+
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    /// Refuses what no backend compiles: inputs and outputs that are not row-major (the C API's
+    /// layout), dtypes without codegen.
+    pub(crate) fn check_module(&self) -> Result<(), CodegenError> {
+        let c = &self.hlo.entry;
+        let outputs: Vec<InstId> = c.outputs.iter().map(|o| o.value).collect();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            let at_the_boundary =
+                matches!(inst.op, Op::Parameter { .. }) || outputs.contains(&InstId(i as u32));
+            if at_the_boundary && !is_row_major(&inst.shape) {
+                return Err(CodegenError::Unsupported {
+                    inst: inst.name.clone(),
+                    reason: format!(
+                        "layout {} is not row-major; inputs and outputs of the C API are row-major",
+                        inst.shape
+                    ),
+                });
+            }
+            if !inst.shape.dtype.is_supported() {
+                return Err(CodegenError::Unsupported {
+                    inst: inst.name.clone(),
+                    reason: format!("dtype {} has no codegen", inst.shape.dtype),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Weights and constants: private read-only globals (raw bytes, cache-line aligned), each
+    /// holding the bytes `packings` says it is stored as.
+    pub(crate) fn constant_globals(
+        &self,
+        packings: &Packings,
+    ) -> Result<Vec<Option<PointerValue<'ctx>>>, CodegenError> {
+        let c = &self.hlo.entry;
+        let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
+        for (i, inst) in c.instructions.iter().enumerate() {
+            if let Op::Constant(lit) = &inst.op {
+                let Some(bytes) = lit.bytes() else {
+                    return Err(CodegenError::Unsupported {
+                        inst: inst.name.clone(),
+                        reason: "the constant's data was elided in the HLO text".into(),
+                    });
+                };
+                // Weights are stored in their assigned layout, or packed for the kernels reading
+                // them (`packing.rs`): re-laid here, at compile time.
+                let physical = packings.stored_bytes(InstId(i as u32), bytes, &inst.shape);
+                let init = self.ctx.const_string(&physical, false);
+                let g = self.m.add_global(
+                    init.get_type(),
+                    Some(AddressSpace::default()),
+                    &format!("{}.const.{i}", self.hlo.name),
+                );
+                g.set_initializer(&init);
+                g.set_constant(true);
+                g.set_linkage(Linkage::Private);
+                g.set_unnamed_addr(true);
+                g.set_alignment(ARENA_ALIGN as u32);
+                globals[i] = Some(g.as_pointer_value());
+            }
+        }
+        Ok(globals)
+    }
+
+    /// Every kernel in execution order: their manifest entries and their calls.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn kernels(&self) -> Result<(Vec<KernelInfo>, Vec<Call<'ctx>>), CodegenError> {
+        let c = &self.hlo.entry;
+        // The kernels.
+        let mut kernels = Vec::new();
+        let mut calls: Vec<Call<'ctx>> = Vec::new();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            let id = InstId(i as u32);
+            let loc = self.plan.locs[i];
+            if matches!(inst.op, Op::Parameter { .. } | Op::Constant(_))
+                || matches!(loc, Loc::Alias(_))
+            {
+                continue;
+            }
+            let name = format!(
+                "{}_k{}_{}",
+                self.hlo.name,
+                kernels.len(),
+                crate::util::c_name::c_chars(&inst.name)
+            );
+            let f = B::kernel(self, &name, id)?;
+            let ops = match &inst.op {
+                Op::Fusion { computation, .. } => computation
+                    .instructions
+                    .iter()
+                    .filter(|i| !matches!(i.op, Op::Parameter { .. }))
+                    .map(|i| i.name.clone())
+                    .collect(),
+                _ => vec![inst.name.clone()],
+            };
+            let (reads, weight_reads) = traffic(c, &inst.operands);
+            kernels.push(KernelInfo {
+                name,
+                ops,
+                reads,
+                weight_reads,
+                writes: inst.shape.size_bytes(),
+                flops: crate::ir::flops::flops(c, id),
+            });
+            let invocations = B::invocations(self, inst.shape.element_count());
+            calls.push((f, inst.operands.clone(), loc, invocations));
+        }
+        for &(k, v) in &self.plan.copies {
+            let name = format!("{}_copy_out{k}", self.hlo.name);
+            let f = B::copy_kernel(
+                self,
+                &name,
+                c.inst(v).shape.dtype,
+                c.inst(v).shape.element_count(),
+            );
+            let (reads, weight_reads) = traffic(c, &[v]);
+            kernels.push(KernelInfo {
+                name,
+                ops: vec![c.inst(v).name.clone()],
+                reads,
+                weight_reads,
+                writes: c.inst(v).shape.size_bytes(),
+                flops: 0,
+            });
+            calls.push((f, vec![v], Loc::Output(k), c.inst(v).shape.element_count()));
+        }
+        Ok((kernels, calls))
+    }
+}

@@ -1,0 +1,357 @@
+//! How constants are stored: THE place that decides, for every backend, whether a weight is
+//! packed for a micro-kernel and which bytes its global (or device-arena region) holds.
+//!
+//! Contract: [`Packings`] is decided once per module. A constant is packed when every use of it
+//! is as the weight (rhs) operand of a dot or convolution that reads it packed, all the same way:
+//! GEMM panels ([`pack_gemm`]) for a dot whose [`geometry`] has no batch dims, tap-major panels
+//! ([`pack_conv`]) for a 2-D convolution without groups whose output channels are minor
+//! ([`conv_packable`]). The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
+//! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
+//! its assigned layout ([`Packings::none`]). [`Packings::stored_bytes`] gives the bytes either
+//! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
+//! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
+
+use super::layout::{Geometry, geometry, physical_strides, relayout};
+use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Shape, Window};
+use crate::target::Target;
+
+/// Most rows of one micro-tile; more than this only adds broadcasts a tile of this height
+/// already amortises (BLIS' AVX-512 kernels use 12-14 rows).
+const MAX_MR: usize = 14;
+
+/// Smallest K-block: below this, loading and storing the accumulator tile per block costs more
+/// than the block's FMAs.
+const MIN_KC: usize = 64;
+
+/// Largest K-block (targets with a large L1D and narrow panels): past this the accumulator
+/// tile's loads and stores are already negligible.
+const MAX_KC: usize = 512;
+
+/// Tile sizes for one target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tiles {
+    /// f32 lanes per vector register.
+    pub lanes: u32,
+    /// Vector registers per panel row (panel width `nr = nv · lanes`).
+    pub nv: usize,
+    /// Rows per micro-tile.
+    pub mr: usize,
+    /// K-block: one packed panel's K-block (`kc · nr` floats) fills half the L1D, the other half
+    /// holding the rows of A it meets. (Measured with AVX-512: a panel filling the whole L1D ran
+    /// gemm256 at half speed; gemm512 and gemm1024 were 3-7% faster with it.)
+    pub kc: usize,
+    /// Row tiles per row block: a row block of `A` times one K-block fills half the L2.
+    pub mc_tiles: usize,
+}
+
+impl Tiles {
+    pub fn for_target(t: &Target) -> Tiles {
+        let lanes = t.vector_bits / 32;
+        let regs = t.vector_registers as usize;
+        // 128-bit vectors with 32 registers (NEON): 3 vectors per panel row (the classic 8x12
+        // kernel); otherwise 2, which keeps 16-register x86 at 6 rows.
+        let nv = if lanes == 4 && regs >= 32 { 3 } else { 2 };
+        // Accumulators, one register per B vector and one for the broadcast A value.
+        let mr = ((regs - nv - 1) / nv).clamp(1, MAX_MR);
+        let nr = nv * lanes as usize;
+        let kc = (t.l1d_bytes as usize / 2 / (nr * 4)).clamp(MIN_KC, MAX_KC) / 8 * 8;
+        let mc_tiles = ((t.l2_bytes as usize / 2) / (kc * 4) / mr).max(1);
+        Tiles {
+            lanes,
+            nv,
+            mr,
+            kc,
+            mc_tiles,
+        }
+    }
+
+    /// Columns per packed panel.
+    pub fn nr(&self) -> usize {
+        self.nv * self.lanes as usize
+    }
+}
+
+/// Output channels per packed panel of a convolution kernel: the target's panel, or fewer whole
+/// vectors when the convolution has fewer channels (16 channels in a 32-wide panel would waste
+/// half of every FMA).
+pub fn panel_width(o: usize, t: &Tiles) -> usize {
+    let lanes = t.lanes as usize;
+    t.nr().min(o.div_ceil(lanes) * lanes)
+}
+
+/// How a weight is stored when a dot or convolution reads it packed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Packing {
+    /// GEMM panels (`pack_gemm`) for a dot with these dims.
+    Gemm(crate::ir::DotDims),
+    /// Tap-major convolution panels (`pack_conv`).
+    Conv,
+}
+
+/// How each constant of a module is stored.
+#[derive(Debug, Clone)]
+pub struct Packings {
+    /// Per entry instruction: how it is stored packed (constants only).
+    of: Vec<Option<Packing>>,
+    /// The panels' tiles (`None`: nothing is packed).
+    tiles: Option<Tiles>,
+}
+
+impl Packings {
+    /// Every constant in its assigned layout.
+    pub fn none(hlo: &Hlo) -> Packings {
+        Packings {
+            of: vec![None; hlo.entry.instructions.len()],
+            tiles: None,
+        }
+    }
+
+    /// The packings the CPU micro-kernels read on `target`.
+    pub fn for_cpu(hlo: &Hlo, target: &Target) -> Packings {
+        let c = &hlo.entry;
+        Packings {
+            of: (0..c.instructions.len())
+                .map(|i| match c.instructions[i].op {
+                    Op::Constant(_) => packing_of(hlo, InstId(i as u32)),
+                    _ => None,
+                })
+                .collect(),
+            tiles: Some(Tiles::for_target(target)),
+        }
+    }
+
+    /// Whether entry instruction `id` is a constant stored packed.
+    pub fn is_packed(&self, id: InstId) -> bool {
+        self.of[id.index()].is_some()
+    }
+
+    /// Whether the dot or convolution computed by entry instruction `id` (itself, or the heavy
+    /// op of an output fusion) reads its weight packed.
+    pub fn reads_packed(&self, hlo: &Hlo, id: InstId) -> bool {
+        heavy_in(hlo, id).is_some_and(|(_, _, rhs, _)| self.is_packed(rhs))
+    }
+
+    /// The bytes constant `id` (logical row-major `bytes`, shape `s`) is stored as.
+    pub fn stored_bytes(&self, id: InstId, bytes: &[u8], s: &Shape) -> Vec<u8> {
+        match (&self.of[id.index()], &self.tiles) {
+            (Some(Packing::Gemm(d)), Some(t)) => pack_gemm(bytes, s, d, t.nr()),
+            (Some(Packing::Conv), Some(t)) => pack_conv(bytes, s, panel_width(s.dims[0], t)),
+            _ => relayout(bytes, s),
+        }
+    }
+}
+
+/// The dot or convolution computed by entry instruction `id` (itself, or the heavy op of an
+/// output fusion): the op, the entry instructions feeding its two operands, its result shape.
+fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
+    let inst = hlo.entry.inst(id);
+    match &inst.op {
+        Op::Dot(_) | Op::Convolution { .. } => Some((
+            inst.op.clone(),
+            inst.operands[0],
+            inst.operands[1],
+            inst.shape.clone(),
+        )),
+        Op::Fusion {
+            kind: FusionKind::Output,
+            computation,
+        } => computation.instructions.iter().find_map(|h| match &h.op {
+            Op::Dot(_) | Op::Convolution { .. } => {
+                let param = |o: InstId| match computation.inst(o).op {
+                    Op::Parameter { index } => Some(inst.operands[index]),
+                    _ => None,
+                };
+                Some((
+                    h.op.clone(),
+                    param(h.operands[0])?,
+                    param(h.operands[1])?,
+                    h.shape.clone(),
+                ))
+            }
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
+/// convolution that reads it packed, all the same way.
+fn packing_of(hlo: &Hlo, c: InstId) -> Option<Packing> {
+    let e = &hlo.entry;
+    if e.outputs.iter().any(|o| o.value == c) || e.inst(c).shape.dtype != DType::F32 {
+        return None;
+    }
+    let mut packing: Option<Packing> = None;
+    for (i, inst) in e.instructions.iter().enumerate() {
+        let uses = inst.operands.iter().filter(|&&o| o == c).count();
+        if uses == 0 {
+            continue;
+        }
+        let (op, lhs, rhs, out) = heavy_in(hlo, InstId(i as u32))?;
+        if uses != 1 || rhs != c || lhs == c {
+            return None;
+        }
+        let (ls, rs) = (&e.inst(lhs).shape, &e.inst(rhs).shape);
+        let this = match &op {
+            Op::Dot(d) => {
+                let g = geometry(d, ls, rs, &out)?;
+                if !packable(&g) {
+                    return None;
+                }
+                Packing::Gemm(d.clone())
+            }
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } if conv_packable(window, *feature_group_count, ls, rs, &out) => Packing::Conv,
+            _ => return None,
+        };
+        match &packing {
+            Some(p) if *p != this => return None,
+            _ => packing = Some(this),
+        }
+    }
+    packing
+}
+
+/// Whether a dot with this geometry reads its rhs packed, when the rhs is a weight.
+pub fn packable(g: &Geometry) -> bool {
+    g.batch.is_empty()
+}
+
+/// Whether a convolution `conv(x, w) -> out` reads a constant kernel packed: 2-D, f32, no
+/// groups, output channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`).
+pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+    window.rank() == 2
+        && [x, w, out].iter().all(|s| s.dtype == DType::F32)
+        && groups == 1
+        && physical_strides(out)[1] == 1
+}
+
+/// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:
+/// panel `p` holds `B[k, p·nr + j]` at float `(p·K + k)·nr + j`, zero past `N`.
+pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
+    let rank = rhs.rank();
+    let mut strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * rhs.dims[i + 1];
+    }
+    let kd = d.rhs_contracting[0];
+    let free: Vec<usize> = (0..rank)
+        .filter(|i| !d.rhs_batch.contains(i) && *i != kd)
+        .collect();
+    let k = rhs.dims[kd];
+    let n: usize = free.iter().map(|&i| rhs.dims[i]).product();
+    // Offset of column j: unravel j over the free dims.
+    let col_off: Vec<usize> = (0..n)
+        .map(|mut j| {
+            let mut off = 0;
+            for &fd in free.iter().rev() {
+                off += (j % rhs.dims[fd]) * strides[fd];
+                j /= rhs.dims[fd];
+            }
+            off
+        })
+        .collect();
+    let panels = n.div_ceil(nr);
+    let mut out = vec![0u8; panels * k * nr * 4];
+    for p in 0..panels {
+        for kk in 0..k {
+            for j in 0..nr.min(n - p * nr) {
+                let src = (kk * strides[kd] + col_off[p * nr + j]) * 4;
+                let dst = ((p * k + kk) * nr + j) * 4;
+                out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
+            }
+        }
+    }
+    out
+}
+
+/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for `ConvPath::PixelsByChannels`
+/// (`cpu/conv.rs`): panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
+/// `w[p·nr + j, c, kh, kw]` at float `(p·K + k)·nr + j`, zero past `O`.
+pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
+    let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
+    let k = c * kh * kw;
+    let panels = o.div_ceil(nr);
+    let mut out = vec![0u8; panels * k * nr * 4];
+    for p in 0..panels {
+        for (tap, (y, x)) in (0..kh)
+            .flat_map(|y| (0..kw).map(move |x| (y, x)))
+            .enumerate()
+        {
+            for ci in 0..c {
+                for j in 0..nr.min(o - p * nr) {
+                    let src = ((((p * nr + j) * c + ci) * kh + y) * kw + x) * 4;
+                    let dst = ((p * k + tap * c + ci) * nr + j) * 4;
+                    out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(dims: &[usize]) -> Shape {
+        Shape::new(DType::F32, dims.to_vec())
+    }
+
+    fn mm() -> DotDims {
+        DotDims {
+            lhs_batch: vec![],
+            lhs_contracting: vec![1],
+            rhs_batch: vec![],
+            rhs_contracting: vec![0],
+        }
+    }
+
+    #[test]
+    fn tiles_follow_the_target() {
+        let t = |n: &str| Tiles::for_target(&Target::resolve(n).unwrap());
+        let avx512 = t("x86_64-avx512");
+        assert_eq!((avx512.lanes, avx512.nv, avx512.mr), (16, 2, 14));
+        assert_eq!(avx512.kc, 128); // 16 KiB / (32 columns · 4 bytes)
+        let avx2 = t("x86_64-avx2");
+        assert_eq!((avx2.lanes, avx2.nv, avx2.mr), (8, 2, 6));
+        let neon = t("aarch64-neon");
+        assert_eq!((neon.lanes, neon.nv, neon.mr), (4, 3, 9));
+    }
+
+    #[test]
+    fn packing_puts_panels_first() {
+        // B = [[0, 1, 2], [3, 4, 5]] (K = 2, N = 3) in panels of 2 columns.
+        let bytes: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let packed = pack_gemm(&bytes, &shape(&[2, 3]), &mm(), 2);
+        let floats: Vec<f32> = packed
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(floats, vec![0., 1., 3., 4., 2., 0., 5., 0.]);
+    }
+
+    #[test]
+    fn kernel_packing_is_tap_major_then_channel() {
+        // w[o, c, 0, x] = 100·o + 10·c + x, O = 3, C = 2, 1×2 window, panels of 2 outputs.
+        let w = Shape::new(DType::F32, vec![3, 2, 1, 2]);
+        let mut bytes = Vec::new();
+        for o in 0..3 {
+            for c in 0..2 {
+                for x in 0..2 {
+                    bytes.extend_from_slice(&((100 * o + 10 * c + x) as f32).to_le_bytes());
+                }
+            }
+        }
+        let f: Vec<f32> = pack_conv(&bytes, &w, 2)
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        // Panel 0 (o = 0, 1): rows (tap 0, c 0), (tap 0, c 1), (tap 1, c 0), (tap 1, c 1).
+        assert_eq!(&f[..8], &[0., 100., 10., 110., 1., 101., 11., 111.]);
+        // Panel 1 (o = 2, zero-padded).
+        assert_eq!(&f[8..], &[200., 0., 210., 0., 201., 0., 211., 0.]);
+    }
+}

@@ -1,0 +1,76 @@
+//! LLVM targets: initialisation, the target machine of a [`Target`], the attributes that pin a
+//! function to it, and the optimisation pipeline every backend runs.
+//!
+//! Contract: every module, whichever backend built it, is optimised by [`optimize`] (LLVM's O3
+//! with loop and SLP vectorisation, without loop unrolling) for the machine [`target_machine`]
+//! makes (PIC, the target's CPU and features), so the same spec and target give the same bytes.
+
+use super::CodegenError;
+use crate::target::Target;
+use inkwell::OptimizationLevel;
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
+};
+use inkwell::values::FunctionValue;
+
+pub(crate) fn init_llvm() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cfg = InitializationConfig::default();
+        LlvmTarget::initialize_x86(&cfg);
+        LlvmTarget::initialize_aarch64(&cfg);
+        LlvmTarget::initialize_nvptx(&cfg);
+    });
+}
+
+/// The CPU and features of `t` on function `f` (not only on the target machine), so that any code
+/// generator of its module (the in-process JIT included) selects the same instructions.
+pub(crate) fn target_attrs(ctx: &Context, f: FunctionValue<'_>, t: &Target) {
+    f.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_string_attribute("target-cpu", &t.cpu),
+    );
+    if !t.features.is_empty() {
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("target-features", &t.features),
+        );
+    }
+}
+
+/// Creates the LLVM target machine for `t`.
+pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
+    init_llvm();
+    let triple = TargetTriple::create(&t.triple);
+    let err = |reason: String| CodegenError::Target {
+        triple: t.triple.clone(),
+        cpu: t.cpu.clone(),
+        reason,
+    };
+    let target = LlvmTarget::from_triple(&triple).map_err(|e| err(e.to_string()))?;
+    target
+        .create_target_machine(
+            &triple,
+            &t.cpu,
+            &t.features,
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| err("no target machine".into()))
+}
+
+/// Runs LLVM's O3 pipeline for the target machine.
+pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
+    let popts = PassBuilderOptions::create();
+    popts.set_loop_vectorization(true);
+    popts.set_loop_slp_vectorization(true);
+    popts.set_loop_unrolling(false);
+    module
+        .run_passes("default<O3>", tm, popts)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))
+}

@@ -1,0 +1,280 @@
+//! Kernel choice on a CPU: for each instruction, which code computes it.
+//!
+//! Contract: a kernel is an internal, `noinline` function of its buffers (the output first)
+//! that computes its whole output. Dots take the GEMM micro-kernel (`gemm.rs`) when their
+//! geometry has unit-stride columns or a packed weight, convolutions one of the direct
+//! micro-kernels (`conv.rs`) when `conv::choose` finds a path, reductions the register or
+//! scalar fast paths (`reduce.rs`) when their layouts allow; everything else, and what those
+//! refuse, takes the general loops (`loops.rs`, `core/ops.rs`). In an output fusion a chain of
+//! per-channel or scalar steps is applied to the micro-kernel's accumulators before they are
+//! stored (`epilogue.rs`); otherwise the epilogue sweeps the output after the heavy op. Whether
+//! a weight is read packed is asked of the module's [`Packings`](crate::codegen::core::packing::Packings),
+//! never decided here.
+
+use super::{Cg, conv, epilogue, gemm};
+use crate::codegen::core::layout::geometry;
+use crate::codegen::core::ops::At;
+use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
+use crate::ir::{Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window};
+use inkwell::module::Linkage;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+
+/// CPU kernels: internal functions of their buffers, kept out of line.
+const CPU_KERNEL: KernelAbi = KernelAbi {
+    index_param: false,
+    linkage: Linkage::Internal,
+    noinline: true,
+};
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// Declares a CPU kernel `void name(T* noalias out, U* noalias in0, ...)`.
+    pub(super) fn declare_kernel(
+        &self,
+        name: &str,
+        out: DType,
+        ins: &[DType],
+        shared: &[bool],
+    ) -> Kernel<'ctx> {
+        self.declare_kernel_with(CPU_KERNEL, name, out, ins, shared)
+    }
+
+    /// A kernel copying `n` elements of dtype `d`.
+    pub(super) fn copy_kernel(&self, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
+        let k = self.declare_kernel(name, d, &[d], &[false]);
+        let mut copy = |cg: &Self, i: IntValue<'ctx>| {
+            let v = cg.b.build_load(cg.gep(k.args[0], i), "").unwrap();
+            cg.b.build_store(cg.gep(k.out, i), v).unwrap();
+        };
+        self.for_loop(n, &mut copy);
+        self.b.build_return(None).unwrap();
+        k.f
+    }
+
+    /// The kernel computing instruction `id`.
+    pub(super) fn kernel(
+        &self,
+        name: &str,
+        id: InstId,
+    ) -> Result<FunctionValue<'ctx>, CodegenError> {
+        let c = &self.hlo.entry;
+        let inst = c.inst(id);
+        let ins: Vec<DType> = inst
+            .operands
+            .iter()
+            .map(|&o| c.inst(o).shape.dtype)
+            .collect();
+        let shared: Vec<bool> = inst
+            .operands
+            .iter()
+            .map(|&o| self.plan.in_place[id.index()] == Some(o))
+            .collect();
+        let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
+        *self.be.scalar_consts.borrow_mut() = inst
+            .operands
+            .iter()
+            .map(|&o| match &c.inst(o).op {
+                Op::Constant(lit)
+                    if lit.dtype == DType::F32 && lit.dims.iter().product::<usize>() == 1 =>
+                {
+                    lit.to_f32_vec().and_then(|v| v.first().copied())
+                }
+                _ => None,
+            })
+            .collect();
+        self.be
+            .packed_rhs
+            .set(self.be.packings.reads_packed(self.hlo, id));
+        let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
+        match &inst.op {
+            Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
+            Op::Reduce { kind, dimensions }
+                if self.reduce_in_registers(
+                    &k,
+                    *kind,
+                    dimensions,
+                    &inst.shape,
+                    operand_shape(0),
+                    0,
+                    &epilogue::RegEpilogue { steps: vec![] },
+                ) => {}
+            _ => {
+                let shapes: Vec<Shape> = inst
+                    .operands
+                    .iter()
+                    .map(|&o| c.inst(o).shape.clone())
+                    .collect();
+                let at = |j: usize, ix: Ix<'_, 'ctx>| self.load_ix(k.args[j], ix, &shapes[j]);
+                self.body(&k, &inst.op, &inst.shape, &shapes, &at, &k.args);
+            }
+        }
+        self.b.build_return(None).unwrap();
+        Ok(k.f)
+    }
+
+    /// A fused kernel: the fused computation's parameter `i` is kernel argument `i`.
+    fn fused_body(&self, k: &Kernel<'ctx>, kind: FusionKind, comp: &Computation) {
+        let root = comp.inst(comp.outputs[0].value);
+        let shapes = |inst: &Instruction| -> Vec<Shape> {
+            inst.operands
+                .iter()
+                .map(|&o| comp.inst(o).shape.clone())
+                .collect()
+        };
+        match kind {
+            FusionKind::Loop => self.fused_loop(k, comp),
+            FusionKind::Input => {
+                if let Op::Reduce { kind, dimensions } = &root.op {
+                    if let Some((chain, param)) =
+                        epilogue::recognize_operand(comp, root.operands[0])
+                    {
+                        let xs = comp
+                            .instructions
+                            .iter()
+                            .find(|i| i.op == Op::Parameter { index: param })
+                            .map(|i| i.shape.clone())
+                            .expect("the chain ends at a parameter");
+                        if self.reduce_in_registers(
+                            k,
+                            *kind,
+                            dimensions,
+                            &root.shape,
+                            &xs,
+                            param,
+                            &chain,
+                        ) {
+                            return;
+                        }
+                    }
+                }
+                let at =
+                    |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
+                self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);
+            }
+            FusionKind::Output => {
+                let (heavy, bufs) = self.output_fusion_heavy(k, comp);
+                let h = comp.inst(heavy);
+                let no_at = |_: usize, _: Ix<'_, 'ctx>| -> BasicValueEnum<'ctx> {
+                    unreachable!("dot and convolution read buffers")
+                };
+                // A chain of per-channel / scalar steps is applied to the accumulators before they
+                // are stored (`epilogue.rs`); otherwise the epilogue sweeps the output.
+                self.be.reg_epi.replace(epilogue::recognize(comp, heavy));
+                self.be.epi_applied.set(false);
+                self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
+                self.be.reg_epi.replace(None);
+                if self.be.epi_applied.get() {
+                    return;
+                }
+                self.output_fusion_sweep(k, comp, heavy);
+            }
+        }
+    }
+
+    /// The loops computing `op` into `k.out`: operands of elemental ops, reductions and argmax come
+    /// from `at`; dot and convolution read the buffers `bufs`.
+    fn body(
+        &self,
+        k: &Kernel<'ctx>,
+        op: &Op,
+        shape: &Shape,
+        opnds: &[Shape],
+        at: At<'_, 'ctx>,
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        match op {
+            Op::Reduce { kind, dimensions } => self.reduce(k, kind, dimensions, shape, opnds, at),
+            Op::ReduceWindow { kind, window } => {
+                self.reduce_window(k, kind, window, shape, opnds, at)
+            }
+            Op::Dot(d) => self.dot(k, d, shape, opnds, bufs),
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } => self.convolution(k, window, feature_group_count, shape, opnds, bufs),
+            _ => self.generic_body(k, op, shape, opnds, at),
+        }
+    }
+
+    /// A dot: the GEMM micro-kernel when its geometry allows (unit-stride columns, or a packed
+    /// weight), else the general loops.
+    fn dot(
+        &self,
+        k: &Kernel<'ctx>,
+        d: &DotDims,
+        shape: &Shape,
+        opnds: &[Shape],
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let opnd = |j: usize| &opnds[j];
+        if !geometry(d, opnd(0), opnd(1), shape)
+            .is_some_and(|g| self.be.packed_rhs.get() || g.b_n_unit)
+        {
+            self.dot_loops(k, d, shape, opnds, bufs);
+            return;
+        }
+        let g = geometry(d, opnd(0), opnd(1), shape).unwrap();
+        let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
+        let lfree = opnd(0).rank() - d.lhs_batch.len() - d.lhs_contracting.len();
+        let epi = self
+            .be
+            .reg_epi
+            .borrow()
+            .clone()
+            .and_then(|e| gemm::dim_roles(&g, shape, lfree).map(|r| (e, r)));
+        self.be.epi_applied.set(epi.is_some());
+        self.gemm(
+            k,
+            &g,
+            (index(bufs[0]), index(bufs[1])),
+            self.be.packed_rhs.get(),
+            epi,
+        );
+    }
+
+    /// A convolution: a direct micro-kernel when `conv::choose` finds a path, else loops.
+    fn convolution(
+        &self,
+        k: &Kernel<'ctx>,
+        window: &Window,
+        feature_group_count: &usize,
+        shape: &Shape,
+        opnds: &[Shape],
+        bufs: &[PointerValue<'ctx>],
+    ) {
+        let opnd = |j: usize| &opnds[j];
+        if conv::choose(
+            window,
+            *feature_group_count,
+            opnd(0),
+            opnd(1),
+            shape,
+            self.be.packed_rhs.get(),
+        )
+        .is_some()
+        {
+            let path = conv::choose(
+                window,
+                *feature_group_count,
+                opnd(0),
+                opnd(1),
+                shape,
+                self.be.packed_rhs.get(),
+            )
+            .unwrap();
+            let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
+            self.conv_fast(
+                k,
+                path,
+                window,
+                (opnd(0), opnd(1), shape),
+                (index(bufs[0]), index(bufs[1])),
+                self.be.reg_epi.borrow().clone(),
+            );
+            self.be.epi_applied.set(self.be.reg_epi.borrow().is_some());
+        } else if shape.layout.minor_to_major.first() == Some(&1) {
+            self.conv_channels_minor(k, window, *feature_group_count, shape, opnds, bufs);
+        } else {
+            self.conv_loops(k, window, feature_group_count, shape, opnds, bufs);
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! CPU code generation: one LLVM module per model, optimised with LLVM's O3 pipeline for the
+//! target CPU and emitted as a relocatable object.
+//!
+//! Contract: [`build_module`] turns a verified module and its buffer plan into a module that
+//! exports exactly `<name>_run`, `<name>_run_ptrs` (the C API of DESIGN.md, `core/entry.rs`) and
+//! `<name>_set_parallel_for` (the optional thread hook, `parallel.rs`) and needs no symbol from
+//! anywhere: kernels and weights are internal, math is inline (`core/math.rs`), and every
+//! function carries `"no-builtins"` so LLVM never turns a loop into a call to `memset`/`memcpy`.
+//! Each HLO instruction that computes a value becomes one internal kernel function whose buffer
+//! arguments are `noalias` (no value shares bytes with its operands). Elementwise and fused loops
+//! run over the output in memory order, so stores are contiguous and LLVM's loop vectorizer widens
+//! them. Dots and convolutions run register-blocked micro-kernels with weights packed at compile
+//! time (`gemm.rs`, `conv.rs`; the packing is decided by `core/packing.rs`) where their layouts
+//! allow, and otherwise loop nests that accumulate into the output with `llvm.fmuladd`,
+//! innermost over output columns (`loops.rs`); neither reassociates a sum.
+//!
+//! The backend is the state type [`Cpu`] of the shared emitter (`Cg` below) and the methods this
+//! folder adds to it: kernel choice (`kernel.rs`), micro-kernels and their epilogues (`gemm.rs`,
+//! `conv.rs`, `epilogue.rs`, `vector.rs`), reductions (`reduce.rs`), the parallel-for hook
+//! (`parallel.rs`), the bucket dispatcher (`batch.rs`) and the in-process JIT (`jit.rs`).
+
+pub mod batch;
+mod conv;
+mod epilogue;
+mod gemm;
+pub mod jit;
+mod kernel;
+mod loops;
+mod parallel;
+mod reduce;
+mod vector;
+
+use crate::arena::BufferPlan;
+use crate::codegen::core::packing::Packings;
+use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
+use crate::ir::{DType, InstId, Module as Hlo, Shape};
+use crate::target::Target;
+pub use batch::{BatchPlan, Bucket};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::TargetMachine;
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue};
+use std::cell::{Cell, RefCell};
+
+/// The CPU backend's state: what its kernel choice and micro-kernels need besides the shared
+/// emitter.
+pub struct Cpu {
+    /// How the module's constants are stored (`core/packing.rs`), decided once per module.
+    packings: Packings,
+    /// Whether the dot or convolution of the kernel being generated reads a packed rhs.
+    packed_rhs: Cell<bool>,
+    /// The register epilogue of the output fusion being generated (`epilogue.rs`).
+    reg_epi: RefCell<Option<epilogue::RegEpilogue>>,
+    /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
+    epi_applied: Cell<bool>,
+    /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
+    /// (register epilogues use the number instead of loading it).
+    scalar_consts: RefCell<Vec<Option<f32>>>,
+    /// The model whose parallel-for registration the kernels use (a batch variant: the declared
+    /// batch's module).
+    hook_owner: String,
+}
+
+impl Cpu {
+    fn new(hlo: &Hlo, hook_owner: &str) -> Cpu {
+        Cpu {
+            packings: Packings::none(hlo),
+            packed_rhs: Cell::new(false),
+            reg_epi: RefCell::new(None),
+            epi_applied: Cell::new(false),
+            scalar_consts: RefCell::new(Vec::new()),
+            hook_owner: hook_owner.to_string(),
+        }
+    }
+}
+
+/// The emitter of a CPU module.
+pub(crate) type Cg<'a, 'ctx> = Emitter<'a, 'ctx, Cpu>;
+
+impl<'ctx> Backend<'ctx> for Cpu {
+    /// A CPU kernel computes its whole output, in memory order.
+    fn elements<'a>(
+        cg: &Cg<'a, 'ctx>,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Cg<'a, 'ctx>, &[IntValue<'ctx>]),
+    ) {
+        cg.loop_nest_memory_order(shape, body)
+    }
+
+    fn kernel<'a>(
+        cg: &Cg<'a, 'ctx>,
+        name: &str,
+        id: InstId,
+    ) -> Result<FunctionValue<'ctx>, CodegenError> {
+        cg.kernel(name, id)
+    }
+
+    fn copy_kernel<'a>(cg: &Cg<'a, 'ctx>, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
+        cg.copy_kernel(name, d, n)
+    }
+
+    /// One call per kernel.
+    fn invoke<'a>(
+        cg: &Cg<'a, 'ctx>,
+        f: FunctionValue<'ctx>,
+        args: &[BasicMetadataValueEnum<'ctx>],
+        _invocations: usize,
+    ) {
+        cg.b.build_call(f, args, "").unwrap();
+    }
+}
+
+/// Generates the (unoptimised, verified) LLVM module of `hlo` for `target`.
+pub fn build_module<'ctx>(
+    ctx: &'ctx Context,
+    tm: &TargetMachine,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
+    let module = ctx.create_module(&hlo.name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let mut cg = Cg::new(ctx, &module, hlo, plan, target, Cpu::new(hlo, &hlo.name));
+    let kernels = cg.build(true)?;
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    Ok((module, kernels))
+}
+
+/// Adds batch variant `v` (a module named `<name>_b<B>`, planned by `plan`) to `module`: its
+/// kernels and entry points, sharing the parallel-for registration of model `owner`.
+pub fn add_variant<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    v: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+    owner: &str,
+) -> Result<Vec<KernelInfo>, CodegenError> {
+    let mut cg = Cg::new(ctx, module, v, plan, target, Cpu::new(v, owner));
+    cg.build(false)
+}
+
+/// Adds `hlo`'s `<name>_<entry>` bucket dispatcher (`batch.rs`) to `module`.
+pub fn add_batch_dispatcher<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+    bp: &BatchPlan,
+) {
+    let cg = Cg::new(ctx, module, hlo, plan, target, Cpu::new(hlo, &hlo.name));
+    cg.batch_dispatcher(bp);
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// The module's constants, kernels and entry points. `own_setter`: export
+    /// `<name>_set_parallel_for` (a batch variant has none: it shares its model's registration).
+    fn build(&mut self, own_setter: bool) -> Result<Vec<KernelInfo>, CodegenError> {
+        self.check_module()?;
+        self.be.packings = Packings::for_cpu(self.hlo, self.target);
+        let globals = self.constant_globals(&self.be.packings)?;
+        let (kernels, calls) = self.kernels()?;
+        self.entry_points(&globals, &calls);
+        if own_setter {
+            self.parallel_setter();
+        }
+        Ok(kernels)
+    }
+}

@@ -1,0 +1,146 @@
+//! Vector registers for the micro-kernels: a column chunk's vectors ([`VecCol`], [`vectors`])
+//! and the vector loads, stores, splats and FMAs of `gemm.rs`, `conv.rs`, `reduce.rs` and the
+//! register epilogues (`epilogue.rs`).
+//!
+//! Contract: vector accesses are element-aligned (alignment 4), never wider than the buffer:
+//! a partial vector is stored lane by lane ([`Cg::store_lanes`]) unless the caller knows a whole
+//! vector is always there (packed panels are zero-padded to a whole panel).
+
+use super::Cg;
+use crate::ir::DType;
+use inkwell::AddressSpace;
+use inkwell::IntPredicate;
+use inkwell::types::VectorType;
+use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
+
+/// One vector of a column chunk: its first column (relative to the chunk), its lanes, and how
+/// many of them are real output columns.
+#[derive(Clone, Copy)]
+pub(super) struct VecCol {
+    pub(super) col: usize,
+    pub(super) lanes: u32,
+    pub(super) store: u32,
+}
+
+/// The vectors covering `cols` columns: whole vectors, then (unless a whole vector is always
+/// readable, `whole`) single-lane ones for the rest.
+pub(super) fn vectors(cols: usize, lanes: u32, whole: bool) -> Vec<VecCol> {
+    let lanes = lanes as usize;
+    let mut v = Vec::new();
+    let mut c = 0;
+    while c < cols {
+        if c + lanes <= cols || whole {
+            v.push(VecCol {
+                col: c,
+                lanes: lanes as u32,
+                store: lanes.min(cols - c) as u32,
+            });
+            c += lanes;
+        } else {
+            v.push(VecCol {
+                col: c,
+                lanes: 1,
+                store: 1,
+            });
+            c += 1;
+        }
+    }
+    v
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    pub(super) fn vec_ty(&self, lanes: u32) -> VectorType<'ctx> {
+        self.ctx.f32_type().vec_type(lanes)
+    }
+
+    pub(super) fn vec_fmuladd(&self, lanes: u32) -> FunctionValue<'ctx> {
+        inkwell::intrinsics::Intrinsic::find("llvm.fmuladd")
+            .expect("llvm.fmuladd exists")
+            .get_declaration(self.m, &[self.vec_ty(lanes).into()])
+            .expect("vector fmuladd")
+    }
+
+    /// A `lanes`-wide load at `p + off` (element-aligned).
+    pub(super) fn vload(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        let vp = self
+            .b
+            .build_pointer_cast(
+                self.gep(p, off),
+                self.vec_ty(lanes).ptr_type(AddressSpace::default()),
+                "",
+            )
+            .unwrap();
+        let v = self.b.build_load(vp, "").unwrap();
+        v.as_instruction_value().unwrap().set_alignment(4).unwrap();
+        v.into_vector_value()
+    }
+
+    pub(super) fn vstore(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: VectorValue<'ctx>) {
+        let vp = self
+            .b
+            .build_pointer_cast(
+                self.gep(p, off),
+                v.get_type().ptr_type(AddressSpace::default()),
+                "",
+            )
+            .unwrap();
+        let st = self.b.build_store(vp, v).unwrap();
+        st.set_alignment(4).unwrap();
+    }
+
+    pub(super) fn splat(
+        &self,
+        x: inkwell::values::FloatValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        let undef = self.vec_ty(lanes).get_undef();
+        let v = self
+            .b
+            .build_insert_element(undef, x, self.ctx.i32_type().const_zero(), "")
+            .unwrap();
+        let mask = self.ctx.i32_type().vec_type(lanes).const_zero();
+        self.b.build_shuffle_vector(v, undef, mask, "").unwrap()
+    }
+
+    pub(super) fn umin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+        let lt = self
+            .b
+            .build_int_compare(IntPredicate::ULT, a, b, "")
+            .unwrap();
+        self.b.build_select(lt, a, b, "").unwrap().into_int_value()
+    }
+
+    pub(super) fn umax(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+        let gt = self
+            .b
+            .build_int_compare(IntPredicate::UGT, a, b, "")
+            .unwrap();
+        self.b.build_select(gt, a, b, "").unwrap().into_int_value()
+    }
+
+    /// Stores the first `n` lanes of `x` at `p + off`.
+    pub(super) fn store_lanes(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        x: VectorValue<'ctx>,
+        n: u32,
+    ) {
+        if n == x.get_type().get_size() {
+            self.vstore(p, off, x);
+            return;
+        }
+        for l in 0..n {
+            let e = self
+                .b
+                .build_extract_element(x, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+            self.store(p, self.add(off, self.i64(l as u64)), e, DType::F32);
+        }
+    }
+}
