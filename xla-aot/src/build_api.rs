@@ -17,8 +17,9 @@
 //! | aarch64-* | any | `aarch64-neon` |
 
 use crate::emit::{CompileOptions, write_artefacts};
-use crate::spec::{load_spec, weights::io_reason};
+use crate::front::load_spec;
 use crate::target::Target;
+use crate::util::io::io_reason;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -26,7 +27,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum BuildError {
     #[error("{0}")]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] crate::front::SpecError),
     #[error("error: {0}")]
     Target(#[from] crate::target::TargetError),
     #[error("error: {0}")]

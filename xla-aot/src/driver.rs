@@ -4,12 +4,12 @@
 //! files behind: outputs are computed first, then each file is written to a temporary name in the
 //! target directory and renamed into place.
 
+use crate::front::{SpecError, load_spec};
 use crate::interp::{InterpError, evaluate};
 use crate::ir::npy::{read_npy, write_npy};
 use crate::ir::shape::dims_str;
 use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
-use crate::spec::weights::io_reason;
-use crate::spec::{SpecError, load_spec};
+use crate::util::io::io_reason;
 use crate::util::rng::SplitMix64;
 use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};

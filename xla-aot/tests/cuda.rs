@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use xla_aot::codegen::ptx::{BLOCK_THREADS, PtxModule};
 use xla_aot::emit::{Artefacts, CompileOptions, compile_model};
-use xla_aot::spec::load_spec;
+use xla_aot::front::load_spec;
 use xla_aot::target::Target;
 
 /// FNV-1a, as the fake driver hashes what it is given.

@@ -130,7 +130,7 @@ fn bucket_list(
 
 /// Compiles a loaded spec: [`compile_model_buckets`] with its buckets, if any.
 pub fn compile_spec_model(
-    model: &crate::spec::Model,
+    model: &crate::front::Model,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
@@ -178,7 +178,7 @@ fn batch_plan(
 fn seq_plan(
     m: &Module,
     plan: &BufferPlan,
-    seq: &crate::spec::seq::SeqAxis,
+    seq: &crate::front::SeqAxis,
     variants: &[(usize, Module, BufferPlan)],
 ) -> cpu::BatchPlan {
     use cpu::batch::Role;
@@ -235,14 +235,14 @@ pub fn compile_model(
 }
 
 /// [`compile_model`] for a spec with `batch_sizes`: `buckets` holds every bucket's module
-/// (`spec::Model::batch`; `m` is the one of the declared batch). The library gets each other
+/// (`front::Model::batch`; `m` is the one of the declared batch). The library gets each other
 /// bucket's entry points as `<name>_b<B>_run*` and `<name>_run_batch` (`codegen/cpu/batch.rs`),
 /// all in one object so identical weights are stored once; the arena holds the largest bucket
 /// with its staging buffers. Empty `buckets`: exactly [`compile_model`].
 pub fn compile_model_buckets(
     m: &Module,
     buckets: &[(usize, Module)],
-    seq: Option<&crate::spec::seq::SeqAxis>,
+    seq: Option<&crate::front::SeqAxis>,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {

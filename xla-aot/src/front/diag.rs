@@ -1,8 +1,11 @@
-//! Errors in a model spec, pointing into the user's file.
+//! Diagnostics of every front end: errors pointing into the user's file.
 //!
 //! Contract: every [`SpecError`] names the file and, when known, the 1-based line and column of the
-//! offending YAML node; it says what was found, what was expected and how to fix it where a hint
-//! helps. `Display` renders the message with the source line and a caret (see `docs/spec.md`).
+//! offending node (a YAML node of a spec, an instruction of HLO text), or, for a binary file
+//! (ONNX), the node it is about; it says what was found, what was expected and how to fix it
+//! where a hint helps. `Display` renders every front end's errors the same way: the message, an
+//! `  --> file:line:col` line (`  --> file: node ...` for ONNX), the source line with a caret, then
+//! `= expected` and `= hint` lines (see `docs/spec.md`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -210,6 +213,24 @@ impl fmt::Display for SpecError {
 }
 
 impl std::error::Error for SpecError {}
+
+/// A serde_yaml error as a positioned syntax error, and its message without serde_yaml's
+/// " at line L column C" (the position is printed separately).
+pub fn yaml_error(file: &Path, source: &str, e: &serde_yaml::Error) -> (SpecError, String) {
+    let pos = e.location().map(|l| Pos {
+        line: l.line(),
+        column: l.column(),
+    });
+    let msg = e.to_string();
+    let msg = match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg,
+    };
+    (
+        SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source),
+        msg,
+    )
+}
 
 #[cfg(test)]
 mod tests {

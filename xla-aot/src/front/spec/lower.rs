@@ -6,9 +6,9 @@
 //! failure is a [`SpecError`] pointing at the offending node. The op vocabulary and its attributes
 //! are documented in `docs/spec.md`; this file is its single implementation.
 
-use super::error::{SpecError, SpecErrorKind};
-use super::spans::SpanIndex;
-use super::weights::WeightStore;
+use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::spans::SpanIndex;
+use crate::front::weights::WeightStore;
 use crate::ir::shape::dims_str;
 use crate::ir::{
     BinaryOp, Builder, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, UnaryOp, Window,

@@ -7,12 +7,12 @@
 //! (once per tensor) only when a run-time op reads it. Every helper that can fail returns a
 //! [`SpecError`] built by [`Ctx::err`], which names the node.
 
-use super::super::onnx_proto::data_type as dt;
-use super::super::onnx_proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
+use super::proto::data_type as dt;
+use super::proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
 use super::tensor::{ConstTensor, is_float_type, is_int_type};
+use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::ir::shape::dims_str;
 use crate::ir::{Builder, DType, InstId, Op};
-use crate::spec::{SpecError, SpecErrorKind};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -356,7 +356,7 @@ impl Importer {
             .filter(|s| !s.is_empty())
             .cloned()
             .unwrap_or_else(|| cx.node.op_type.to_ascii_lowercase());
-        crate::spec::sanitize(&base)
+        crate::util::c_name::model_name(&base)
     }
 
     /// Broadcasts `x` to `out` dims (numpy: aligned at the right).

@@ -8,9 +8,9 @@
 //! Softmax and LogSoftmax have opset-13 semantics (one axis, default -1), computed stably (max
 //! subtracted).
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R, Val, broadcast_dims};
 use super::elementwise::{Outs, rt};
+use super::proto::data_type as dt;
 use crate::ir::shape::dims_str;
 use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
 

@@ -10,9 +10,9 @@
 pub mod syntax;
 mod translate;
 
-use super::Bindings;
+use crate::front::diag::{Pos, SpecError, SpecErrorKind};
+use crate::front::weights::Bindings;
 use crate::ir::Module;
-use crate::spec::{Pos, SpecError, SpecErrorKind};
 use std::path::Path;
 
 /// Imports the text of an XLA HLO module.

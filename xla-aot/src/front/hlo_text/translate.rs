@@ -10,7 +10,7 @@
 //! instruction and, where it helps, how to export the model differently.
 
 use super::syntax::{RawAttr, RawComputation, RawInst, RawModule, RawShape, split_top};
-use crate::import::Bindings;
+use crate::front::weights::Bindings;
 use crate::ir::shape::dims_str;
 use crate::ir::{
     BinaryOp, Builder, CompareDir, Computation, DType, DotDims, InstId, Instruction, Literal,
@@ -258,7 +258,7 @@ fn stripped_param_name(name: &str) -> &str {
 
 /// `x.1` → `x`; JAX's pytree paths (`params['w']` printed as `params__w__`) are sanitised.
 fn input_name(name: &str) -> String {
-    let s = crate::spec::sanitize(stripped_param_name(name));
+    let s = crate::util::c_name::model_name(stripped_param_name(name));
     let t = s.trim_end_matches('_');
     if t.is_empty() { s } else { t.to_string() }
 }

@@ -6,8 +6,8 @@
 //! on two compile-time constants is folded exactly in int64 instead (shape arithmetic). Bools are
 //! pred; logic ops compute on 0/1 in f32.
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
+use super::proto::data_type as dt;
 use super::tensor::{ConstTensor, Values, is_float_type, is_int_type, runtime_dtype, strides};
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Op, UnaryOp};
 use std::rc::Rc;
