@@ -18,6 +18,7 @@
 //! into C identifiers. A weight bound by name replaces the entry parameter (HLO) or graph input
 //! (ONNX) of that name with a constant; a weight that binds nothing is an error.
 
+pub mod decompose;
 pub mod diag;
 pub mod hlo_text;
 pub mod model;

@@ -10,6 +10,7 @@
 use super::proto::data_type as dt;
 use super::proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
 use super::tensor::{ConstTensor, is_float_type, is_int_type};
+use crate::front::decompose::Emitter;
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::ir::shape::dims_str;
 use crate::ir::{Builder, DType, InstId, Op};
@@ -347,6 +348,11 @@ impl Importer {
         self.bcast(cx, s, Vec::new(), dims.to_vec())
     }
 
+    /// This node as the [`Emitter`] of a shared decomposition (`front::decompose`).
+    pub fn composite<'i, 'c>(&'i mut self, cx: &'i Ctx<'c>) -> Composite<'i, 'c> {
+        Composite { imp: self, cx }
+    }
+
     /// Name for the instructions of this node: its first output, sanitised.
     pub fn out_name(&self, cx: &Ctx) -> String {
         let base = cx
@@ -426,4 +432,32 @@ pub fn broadcast_dims(all: &[Vec<usize>]) -> Option<Vec<usize>> {
         }
     }
     Some(out)
+}
+
+/// A node as the [`Emitter`] of a shared decomposition: every instruction is named after the
+/// node's output (scalars `constant`), as the importer's own lowerings are, and builder failures
+/// are errors about the node.
+pub struct Composite<'i, 'c> {
+    imp: &'i mut Importer,
+    cx: &'i Ctx<'c>,
+}
+
+impl Emitter for Composite<'_, '_> {
+    type Error = SpecError;
+
+    fn builder(&mut self) -> &mut Builder {
+        &mut self.imp.b
+    }
+
+    fn name(&self, _part: &str) -> String {
+        self.imp.out_name(self.cx)
+    }
+
+    fn scalar_name(&self, _part: &str) -> String {
+        "constant".into()
+    }
+
+    fn shape_error(&self, message: String) -> SpecError {
+        self.cx.err(format!("shape error: {message}"))
+    }
 }

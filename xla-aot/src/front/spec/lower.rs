@@ -6,6 +6,7 @@
 //! failure is a [`SpecError`] pointing at the offending node. The op vocabulary and its attributes
 //! are documented in `docs/spec.md`; this file is its single implementation.
 
+use crate::front::decompose::{self, CountOrder, DEFAULT_EPSILON, Emitter, GeluForm};
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::spans::SpanIndex;
 use crate::front::weights::WeightStore;
@@ -77,12 +78,8 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     ("sample", &["temperature", "top_k", "top_p"], 3, 6),
 ];
 
-/// Default epsilon of `batch_norm` and `layer_norm` (PyTorch's and ONNX's default).
-const DEFAULT_EPSILON: f64 = 1e-5;
 /// Default slope of `leaky_relu` (PyTorch's default).
 const DEFAULT_LEAKY_ALPHA: f64 = 0.01;
-/// Coefficient of the tanh approximation of GELU (Hendrycks & Gimpel, 2016).
-const GELU_TANH_COEFF: f32 = 0.044715;
 
 /// A spec op being lowered: where it is and what it says.
 pub struct OpDecl {
@@ -138,6 +135,33 @@ pub struct Lowerer<'a> {
 }
 
 type R<T> = Result<T, SpecError>;
+
+/// Op `d` as the [`Emitter`] of a shared decomposition: its parts are named `<op>.<part>`, its
+/// result `<op>`, and builder failures are shape errors of the op.
+struct Composite<'l, 'a> {
+    lw: &'l mut Lowerer<'a>,
+    d: &'l OpDecl,
+}
+
+impl Emitter for Composite<'_, '_> {
+    type Error = SpecError;
+
+    fn builder(&mut self) -> &mut Builder {
+        &mut self.lw.b
+    }
+
+    fn name(&self, part: &str) -> String {
+        if part.is_empty() {
+            self.d.name.clone()
+        } else {
+            format!("{}.{part}", self.d.name)
+        }
+    }
+
+    fn shape_error(&self, message: String) -> SpecError {
+        self.lw.shape_err(self.d, message)
+    }
+}
 
 impl<'a> Lowerer<'a> {
     /// An error at a node path.
@@ -520,19 +544,6 @@ impl<'a> Lowerer<'a> {
 
     fn binary(&mut self, d: &OpDecl, name: &str, b: BinaryOp, x: InstId, y: InstId) -> R<InstId> {
         self.add(d, name, Op::Binary(b), &[x, y])
-    }
-
-    /// Broadcasts `x` of shape `x_dims` (reduced over `axes`, without keepdims) back to `full`.
-    fn unreduce(
-        &mut self,
-        d: &OpDecl,
-        name: &str,
-        x: InstId,
-        axes: &[usize],
-        full: &[usize],
-    ) -> R<InstId> {
-        let kept: Vec<usize> = (0..full.len()).filter(|i| !axes.contains(i)).collect();
-        self.bcast(d, name, x, kept, full.to_vec())
     }
 
     /// numpy broadcasting of two operands.
@@ -1085,7 +1096,17 @@ impl<'a> Lowerer<'a> {
                 &format!("{role} (one per channel, C = {c})"),
             )?;
         }
-        let eps = self.attr_float(d, "epsilon")?.unwrap_or(DEFAULT_EPSILON);
+        let eps = self.epsilon(d)?;
+        let stats = [ins[1], ins[2], ins[3], ins[4]];
+        decompose::batch_norm(&mut self.composite(d), x, stats, eps)
+    }
+
+    /// The `epsilon` attribute of a normalisation: a non-negative number, by default
+    /// [`DEFAULT_EPSILON`].
+    fn epsilon(&self, d: &OpDecl) -> R<f32> {
+        let eps = self
+            .attr_float(d, "epsilon")?
+            .unwrap_or(f64::from(DEFAULT_EPSILON));
         if eps < 0.0 {
             return Err(self.attr_err(
                 d,
@@ -1093,25 +1114,11 @@ impl<'a> Lowerer<'a> {
                 format!("expected a non-negative number, found {eps}"),
             ));
         }
-        let name = &d.name;
-        // y = x * scale + shift, scale = gamma / sqrt(var + eps), shift = beta - mean * scale:
-        // two broadcast ops over the activation, and constant math that folding removes later.
-        let e = self.splat(d, &format!("{name}.epsilon"), eps as f32, &[c])?;
-        let ve = self.binary(d, &format!("{name}.var_eps"), BinaryOp::Add, ins[4], e)?;
-        let inv = self.unary(d, &format!("{name}.inv_std"), UnaryOp::Rsqrt, ve)?;
-        let scale = self.binary(d, &format!("{name}.scale"), BinaryOp::Multiply, ins[1], inv)?;
-        let ms = self.binary(
-            d,
-            &format!("{name}.mean_scale"),
-            BinaryOp::Multiply,
-            ins[3],
-            scale,
-        )?;
-        let shift = self.binary(d, &format!("{name}.shift"), BinaryOp::Subtract, ins[2], ms)?;
-        let sb = self.bcast(d, &format!("{name}.scale_b"), scale, vec![1], xd.clone())?;
-        let hb = self.bcast(d, &format!("{name}.shift_b"), shift, vec![1], xd)?;
-        let scaled = self.binary(d, &format!("{name}.scaled"), BinaryOp::Multiply, x, sb)?;
-        self.binary(d, name, BinaryOp::Add, scaled, hb)
+        Ok(eps as f32)
+    }
+
+    fn composite<'l>(&'l mut self, d: &'l OpDecl) -> Composite<'l, 'a> {
+        Composite { lw: self, d }
     }
 
     fn dense(&mut self, d: &OpDecl, ins: &[InstId]) -> R<InstId> {
@@ -1235,48 +1242,14 @@ impl<'a> Lowerer<'a> {
                 )
             })?,
         };
-        let name = &d.name;
-        let xd = self.dims(x);
-        let inner = match approx.as_str() {
-            "none" => {
-                let c = self.splat(
-                    d,
-                    &format!("{name}.rsqrt2"),
-                    std::f32::consts::FRAC_1_SQRT_2,
-                    &xd,
-                )?;
-                let s = self.binary(d, &format!("{name}.scaled"), BinaryOp::Multiply, x, c)?;
-                self.unary(d, &format!("{name}.erf"), UnaryOp::Erf, s)?
-            }
-            "tanh" => {
-                let x2 = self.binary(d, &format!("{name}.x2"), BinaryOp::Multiply, x, x)?;
-                let x3 = self.binary(d, &format!("{name}.x3"), BinaryOp::Multiply, x2, x)?;
-                let c = self.splat(d, &format!("{name}.coeff"), GELU_TANH_COEFF, &xd)?;
-                let cx3 = self.binary(d, &format!("{name}.cx3"), BinaryOp::Multiply, x3, c)?;
-                let sum = self.binary(d, &format!("{name}.poly"), BinaryOp::Add, x, cx3)?;
-                // sqrt(2/pi)
-                let k = self.splat(
-                    d,
-                    &format!("{name}.sqrt_2_pi"),
-                    (2.0f64 / std::f64::consts::PI).sqrt() as f32,
-                    &xd,
-                )?;
-                let arg = self.binary(d, &format!("{name}.arg"), BinaryOp::Multiply, sum, k)?;
-                self.unary(d, &format!("{name}.tanh"), UnaryOp::Tanh, arg)?
-            }
-            other => {
-                return Err(self.attr_err(
-                    d,
-                    "approximate",
-                    format!("expected `none` or `tanh`, found `{other}`"),
-                ));
-            }
+        let Some(form) = GeluForm::from_approximate(&approx) else {
+            return Err(self.attr_err(
+                d,
+                "approximate",
+                format!("expected `none` or `tanh`, found `{approx}`"),
+            ));
         };
-        let one = self.splat(d, &format!("{name}.one"), 1.0, &xd)?;
-        let p1 = self.binary(d, &format!("{name}.one_plus"), BinaryOp::Add, one, inner)?;
-        let half = self.splat(d, &format!("{name}.half"), 0.5, &xd)?;
-        let hx = self.binary(d, &format!("{name}.half_x"), BinaryOp::Multiply, x, half)?;
-        self.binary(d, name, BinaryOp::Multiply, hx, p1)
+        decompose::gelu(&mut self.composite(d), x, form)
     }
 
     fn pool2d(&mut self, d: &OpDecl, x: InstId) -> R<InstId> {
@@ -1365,23 +1338,7 @@ impl<'a> Lowerer<'a> {
         }
         let axis = self.attr_int(d, "axis")?.unwrap_or(-1);
         let axis = self.axis(d, "axis", axis, xd.len())?;
-        let name = d.name.clone();
-        let red = |kind| Op::Reduce {
-            kind,
-            dimensions: vec![axis],
-        };
-        let m = self.add(d, &format!("{name}.max"), red(ReduceKind::Max), &[x])?;
-        let mb = self.unreduce(d, &format!("{name}.max_b"), m, &[axis], &xd)?;
-        let sh = self.binary(d, &format!("{name}.shifted"), BinaryOp::Subtract, x, mb)?;
-        let e = self.unary(d, &format!("{name}.exp"), UnaryOp::Exp, sh)?;
-        let s = self.add(d, &format!("{name}.sum"), red(ReduceKind::Add), &[e])?;
-        if d.kind == "softmax" {
-            let sb = self.unreduce(d, &format!("{name}.sum_b"), s, &[axis], &xd)?;
-            return self.binary(d, &name, BinaryOp::Divide, e, sb);
-        }
-        let ls = self.unary(d, &format!("{name}.log_sum"), UnaryOp::Log, s)?;
-        let lb = self.unreduce(d, &format!("{name}.log_sum_b"), ls, &[axis], &xd)?;
-        self.binary(d, &name, BinaryOp::Subtract, sh, lb)
+        decompose::softmax(&mut self.composite(d), x, axis, d.kind == "log_softmax")
     }
 
     fn layer_norm(&mut self, d: &OpDecl, ins: &[InstId]) -> R<InstId> {
@@ -1392,14 +1349,7 @@ impl<'a> Lowerer<'a> {
         }
         let axis = self.attr_int(d, "axis")?.unwrap_or(-1);
         let axis = self.axis(d, "axis", axis, xd.len())?;
-        let eps = self.attr_float(d, "epsilon")?.unwrap_or(DEFAULT_EPSILON);
-        if eps < 0.0 {
-            return Err(self.attr_err(
-                d,
-                "epsilon",
-                format!("expected a non-negative number, found {eps}"),
-            ));
-        }
+        let eps = self.epsilon(d)?;
         let axes: Vec<usize> = (axis..xd.len()).collect();
         let normalized = &xd[axis..];
         for (j, role) in [(1usize, "gamma"), (2, "beta")] {
@@ -1414,36 +1364,11 @@ impl<'a> Lowerer<'a> {
             }
         }
         let name = d.name.clone();
-        let count: usize = normalized.iter().product();
-        let red = Op::Reduce {
-            kind: ReduceKind::Add,
-            dimensions: axes.clone(),
+        let (mut y, _) = {
+            let last = ins.len() == 1;
+            let mut g = self.composite(d);
+            decompose::normalize(&mut g, x, &axes, eps, CountOrder::BeforeSum, last)?
         };
-        let kept: Vec<usize> = xd[..axis].to_vec();
-        let n = self.splat(d, &format!("{name}.count"), count as f32, &kept)?;
-        let sum = self.add(d, &format!("{name}.sum"), red.clone(), &[x])?;
-        let mean = self.binary(d, &format!("{name}.mean"), BinaryOp::Divide, sum, n)?;
-        let mb = self.unreduce(d, &format!("{name}.mean_b"), mean, &axes, &xd)?;
-        let xc = self.binary(d, &format!("{name}.centered"), BinaryOp::Subtract, x, mb)?;
-        let sq = self.binary(d, &format!("{name}.square"), BinaryOp::Multiply, xc, xc)?;
-        let ss = self.add(d, &format!("{name}.sum_sq"), red, &[sq])?;
-        let var = self.binary(d, &format!("{name}.var"), BinaryOp::Divide, ss, n)?;
-        let e = self.splat(d, &format!("{name}.epsilon"), eps as f32, &kept)?;
-        let ve = self.binary(d, &format!("{name}.var_eps"), BinaryOp::Add, var, e)?;
-        let inv = self.unary(d, &format!("{name}.inv_std"), UnaryOp::Rsqrt, ve)?;
-        let ib = self.unreduce(d, &format!("{name}.inv_std_b"), inv, &axes, &xd)?;
-        let last = ins.len() == 1;
-        let mut y = self.binary(
-            d,
-            &if last {
-                name.clone()
-            } else {
-                format!("{name}.normalized")
-            },
-            BinaryOp::Multiply,
-            xc,
-            ib,
-        )?;
         let map: Vec<usize> = axes.clone();
         if ins.len() >= 2 {
             let g = self.bcast(
