@@ -50,12 +50,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// An error about this node.
+    /// An error about this node (rendered `--> model.onnx: node #i `name` (OpType)`).
     pub fn err(&self, msg: impl AsRef<str>) -> SpecError {
-        SpecError::new(
-            self.path,
-            SpecErrorKind::Invalid(format!("{}: {}", self.describe(), msg.as_ref())),
-        )
+        SpecError::new(self.path, SpecErrorKind::Invalid(msg.as_ref().to_string()))
+            .in_node(self.describe())
     }
 
     /// An error about attribute `attr`.

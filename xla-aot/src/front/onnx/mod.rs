@@ -60,7 +60,7 @@ pub fn import(
     import_with(path, bytes, name, bindings, &ImportOptions::default())
 }
 
-/// Imports with weight bindings and options, then verifies the module (as `import::load_file`
+/// Imports with weight bindings and options, then verifies the module (as `front::load_file`
 /// does); for tools and tests.
 pub fn import_file_with(
     path: &Path,

@@ -1,7 +1,7 @@
 //! The spec file's structure as serde sees it, before any checking of names, shapes or ops.
 //!
 //! Contract: [`parse_raw`] turns YAML text into a [`RawSpec`] or a syntax/type error positioned by
-//! serde_yaml. Ops keep their attributes as untyped YAML values; `lower.rs` decodes them per op so
+//! serde_yaml. Ops keep their attributes as untyped YAML values; `lower/` decodes them per op so
 //! that each attribute error can point at its own node.
 
 use crate::front::diag::{SpecError, SpecErrorKind, yaml_error};
