@@ -18,8 +18,9 @@
 
 use crate::compile::CompileOptions;
 use crate::emit::write_artefacts;
-use crate::spec::{load_spec, weights::io_reason};
+use crate::front::load_spec;
 use crate::target::Target;
+use crate::util::io::io_reason;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -27,7 +28,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum BuildError {
     #[error("{0}")]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] crate::front::SpecError),
     #[error("error: {0}")]
     Target(#[from] crate::target::TargetError),
     #[error("error: {0}")]

@@ -5,12 +5,12 @@
 //! target directory and renamed into place.
 
 use crate::compile::CompileOptions;
+use crate::front::{SpecError, load_spec};
 use crate::interp::{InterpError, evaluate};
 use crate::ir::npy::{read_npy, write_npy};
 use crate::ir::shape::dims_str;
 use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
-use crate::spec::weights::io_reason;
-use crate::spec::{SpecError, load_spec};
+use crate::util::io::io_reason;
 use crate::util::rng::SplitMix64;
 use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! xla-aot: an ahead-of-time compiler from a model spec to a standalone C-ABI library.
 //!
-//! Pipeline (see DESIGN.md): `spec` (YAML + weights) → `ir` (HLO) → passes → codegen → emit.
+//! Pipeline (see DESIGN.md): `front` (YAML spec + weights, ONNX, HLO text) → `ir` (HLO) → passes
+//! → codegen → emit.
 //! This crate currently holds the front end, the IR with its text form and verifier, and the
 //! reference interpreter (`interp`) that every later stage is tested against.
 
@@ -10,11 +11,10 @@ pub mod codegen;
 pub mod compile;
 pub mod driver;
 pub mod emit;
-pub mod import;
+pub mod front;
 pub mod interp;
 pub mod ir;
 pub mod passes;
-pub mod spec;
 pub mod target;
 pub mod util;
 

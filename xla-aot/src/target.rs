@@ -140,7 +140,7 @@ impl Target {
             let path = Path::new(name_or_path);
             let text = std::fs::read_to_string(path).map_err(|e| TargetError::File {
                 path: name_or_path.into(),
-                reason: crate::spec::weights::io_reason(&e),
+                reason: crate::util::io::io_reason(&e),
             })?;
             return parse(&text, name_or_path).map_err(|reason| TargetError::File {
                 path: name_or_path.into(),

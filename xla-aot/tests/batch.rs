@@ -8,12 +8,12 @@ mod common;
 use common::{repo, scratch};
 use std::path::Path;
 use std::process::Command;
-use xla_aot::spec::spec_from_str;
+use xla_aot::front::spec_from_str;
 use xla_aot::target::Target;
 
 const SPEC: &str = "name: bm\ninputs:\n  - {name: x, dtype: f32, shape: [1, 3, 8, 8]}\n  - {name: t, dtype: f32, shape: [1, 10]}\noutputs: [probs, feat]\nbatch_sizes: [1, 4, 16]\nconstants:\n  - {name: w, shape: [4, 3, 3, 3], value: [0.1, -0.2, 0.3, 0.05, 0.15, -0.25, 0.2, 0.1, -0.1, 0.3, 0.2, 0.1, -0.3, 0.2, 0.1, 0.05, -0.05, 0.25, 0.1, 0.2, 0.3, -0.1, 0.0, 0.1, 0.2, -0.2, 0.1, 0.3, 0.1, -0.2, 0.2, 0.15, 0.05, -0.1, 0.2, 0.1, 0.05, 0.1, 0.2, -0.3, 0.1, 0.2, 0.0, 0.1, -0.2, 0.3, 0.1, 0.2, -0.1, 0.05, 0.15, 0.2, -0.1, 0.1, 0.3, 0.2, 0.1, -0.05, 0.1, 0.2, 0.1, -0.2, 0.3, 0.1, 0.2, 0.1, -0.1, 0.2, 0.1, 0.05, 0.1, 0.2, -0.2, 0.1, 0.3, 0.1, 0.2, -0.1, 0.1, 0.2, 0.1, 0.05, -0.1, 0.2, 0.1, 0.3, -0.2, 0.1, 0.2, 0.1, 0.1, -0.1, 0.2, 0.05, 0.1, 0.2, 0.1, -0.3, 0.2, 0.1, 0.1, 0.2, -0.1, 0.1, 0.2, 0.05, 0.1, 0.2]}\n  - {name: fc, shape: [10, 4], value: [0.1, 0.2, -0.1, 0.3, -0.2, 0.1, 0.4, 0.1, 0.3, -0.3, 0.2, 0.1, 0.1, 0.1, -0.2, 0.2, 0.2, -0.1, 0.1, 0.3, 0.05, 0.2, 0.1, -0.2, 0.3, 0.1, -0.1, 0.2, 0.1, 0.2, 0.3, -0.1, -0.1, 0.2, 0.2, 0.1, 0.2, 0.1, -0.3, 0.1]}\nops:\n  - {name: c, op: conv2d, inputs: [x, w], padding: [1]}\n  - {name: r, op: relu, inputs: [c]}\n  - {name: g, op: global_avg_pool, inputs: [r]}\n  - {name: feat, op: flatten, inputs: [g]}\n  - {name: logits, op: dense, inputs: [feat, fc]}\n  - {name: shifted, op: add, inputs: [logits, t]}\n  - {name: probs, op: softmax, inputs: [shifted], axis: -1}\n";
 
-fn model() -> xla_aot::spec::Model {
+fn model() -> xla_aot::front::Model {
     spec_from_str(Path::new("bm.yaml"), SPEC).unwrap()
 }
 

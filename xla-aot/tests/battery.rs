@@ -9,8 +9,8 @@ mod common;
 use common::{check_close, run_compiled};
 use std::fmt::Write as _;
 use xla_aot::driver::random_input;
+use xla_aot::front::{spec::OPS, spec_from_str};
 use xla_aot::interp::evaluate;
-use xla_aot::spec::{lower::OPS, spec_from_str};
 use xla_aot::util::rng::SplitMix64;
 
 /// Rounds per run: 3 rounds × 42 ops × 3 targets ≈ 380 compiled op instances.

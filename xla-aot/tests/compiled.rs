@@ -5,8 +5,8 @@
 mod common;
 
 use common::{EXAMPLES, check_close, repo, run_compiled};
+use xla_aot::front::load_spec;
 use xla_aot::interp::evaluate;
-use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
 
 /// The targets tested here; x86-64 ones only where the CPU has the instructions.

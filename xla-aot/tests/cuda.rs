@@ -16,7 +16,7 @@ use std::process::Command;
 use xla_aot::codegen::gpu::ptx::{BLOCK_THREADS, PtxModule};
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::emit::Artefacts;
-use xla_aot::spec::load_spec;
+use xla_aot::front::load_spec;
 use xla_aot::target::Target;
 
 /// FNV-1a, as the fake driver hashes what it is given.

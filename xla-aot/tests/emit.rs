@@ -7,8 +7,8 @@ use common::{repo, scratch};
 use std::process::Command;
 use xla_aot::codegen::Options;
 use xla_aot::compile::{CompileOptions, compile_model};
+use xla_aot::front::load_spec;
 use xla_aot::ir::parse_module;
-use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
 
 fn xla_aot(args: &[&str]) -> std::process::Output {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{GOLDEN_ATOL, GOLDEN_RTOL, case_inputs, compare, golden_cases, npy};
+use xla_aot::front::load_spec;
 use xla_aot::interp::evaluate;
-use xla_aot::spec::load_spec;
 
 #[test]
 fn interpreter_matches_numpy_golden_vectors() {

@@ -8,8 +8,8 @@ mod common;
 
 use common::{EXAMPLES, case_inputs, check_close, repo, run_compiled_with};
 use xla_aot::compile::CompileOptions;
+use xla_aot::front::load_spec;
 use xla_aot::interp::evaluate;
-use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
 
 #[test]
@@ -156,7 +156,7 @@ fn matrix_vector_products_are_not_tiled() {
 #[test]
 fn sampling_ops_match_the_interpreter_in_grid_form() {
     let text = "name: sampler\ninputs:\n  - {name: logits, dtype: f32, shape: [48, 33]}\n  - {name: seed, dtype: i32, shape: []}\n  - {name: step, dtype: i32, shape: []}\noutputs: [token, greedy, values, indices]\nops:\n  - {name: token, op: sample, inputs: [logits, seed, step], temperature: 0.9, top_k: 7, top_p: 0.85}\n  - {name: greedy, op: sample, inputs: [logits, seed, step], temperature: 0}\n  - {name: values, op: top_k, inputs: [logits], k: 5}\n  - {name: indices, op: top_k_indices, inputs: [logits], k: 5}\n";
-    let m = xla_aot::spec::spec_from_str(std::path::Path::new("sampler.yaml"), text)
+    let m = xla_aot::front::spec_from_str(std::path::Path::new("sampler.yaml"), text)
         .unwrap()
         .module;
     let inputs = vec![

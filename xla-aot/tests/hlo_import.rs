@@ -7,8 +7,8 @@ mod common;
 use common::{repo, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use xla_aot::front::load_spec;
 use xla_aot::ir::Literal;
-use xla_aot::spec::load_spec;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);

@@ -5,8 +5,8 @@ mod common;
 
 use common::{EXAMPLES, golden_cases, repo};
 use std::process::Command;
+use xla_aot::front::load_spec;
 use xla_aot::ir::{PrintOptions, parse_module, print_module, print_module_with, verify};
-use xla_aot::spec::load_spec;
 
 #[test]
 fn print_then_parse_is_identity() {

@@ -6,8 +6,8 @@ mod common;
 
 use common::{npy, repo};
 use std::path::Path;
+use xla_aot::front::load_spec;
 use xla_aot::ir::{DType, Literal};
-use xla_aot::spec::load_spec;
 
 /// Cases whose import must fail, with a piece of the message: what xla-aot refuses, clearly.
 const EXPECTED_ERRORS: &[(&str, &str)] = &[(

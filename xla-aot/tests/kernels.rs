@@ -86,7 +86,7 @@ impl Spec {
         );
         let path = dir.join("model.yaml");
         std::fs::write(&path, &text).unwrap();
-        let m = xla_aot::spec::load_spec(&path)
+        let m = xla_aot::front::load_spec(&path)
             .unwrap_or_else(|e| panic!("{}: {e}\n{text}", self.name))
             .module;
         let _ = std::fs::remove_dir_all(&dir);

@@ -199,7 +199,6 @@ fn sibling_edges(src: &Path) -> BTreeMap<(ModPath, String, String), String> {
 }
 
 #[test]
-#[ignore = "on once the front-end and codegen splits of issue 14 land"]
 fn no_module_level_import_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let edges = sibling_edges(&src);
@@ -257,7 +256,6 @@ fn no_module_level_import_cycle() {
 }
 
 #[test]
-#[ignore = "on once the front-end and codegen splits of issue 14 land"]
 fn no_oversized_source_file() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let long: Vec<String> = modules(&src)

@@ -5,9 +5,9 @@
 mod common;
 
 use xla_aot::compile::run_host;
+use xla_aot::front::spec_from_str;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Builder, DType, Literal, Op, Shape, UnaryOp};
-use xla_aot::spec::spec_from_str;
 
 /// Points per function.
 const POINTS: usize = 1 << 16;

@@ -8,9 +8,9 @@ mod common;
 use common::{EXAMPLES, repo};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use xla_aot::driver::random_input;
+use xla_aot::front::{SpecErrorKind, spec::OPS, spec_from_str};
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Module, Op};
-use xla_aot::spec::{SpecErrorKind, lower::OPS, spec_from_str};
 use xla_aot::util::rng::SplitMix64;
 
 /// Cases per example by default: 4 examples × 300 = 1200 per run (the issue asks for 1000+).

@@ -6,12 +6,12 @@ mod common;
 
 use prost::Message;
 use std::path::{Path, PathBuf};
-use xla_aot::import::onnx::proto::{
+use xla_aot::front::onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
     type_proto,
 };
-use xla_aot::import::{Format, load_file};
+use xla_aot::front::{Format, load_file};
 use xla_aot::ir::Literal;
 
 fn value(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
@@ -170,8 +170,9 @@ fn an_unsupported_op_names_the_node_and_the_op() {
         vec![value("y", data_type::FLOAT, &[2])],
     );
     let e = import_err("unsupported_op", &m.encode_to_vec());
-    assert!(e.contains("node #1 `my_mod` (Mod)"), "{e}");
-    assert!(e.contains("op `Mod` is not supported"), "{e}");
+    // The node takes the place of the line in the `-->` location, as in every front end's errors.
+    assert!(e.starts_with("error: op `Mod` is not supported"), "{e}");
+    assert!(e.contains(".onnx: node #1 `my_mod` (Mod)\n"), "{e}");
     assert!(e.contains("docs/import.md"), "{e}");
 }
 
@@ -315,10 +316,10 @@ fn duplicate_sanitised_names_are_made_unique() {
 fn no_prefix_or_byte_flip_of_a_model_panics() {
     let bytes = conv_relu().encode_to_vec();
     let path = Path::new("mutated.onnx");
-    let weights = xla_aot::spec::weights::WeightStore::empty();
+    let weights = xla_aot::front::weights::WeightStore::empty();
     let try_import = |b: &[u8]| {
-        let mut bindings = xla_aot::import::Bindings::new(&weights);
-        let _ = xla_aot::import::onnx::import(path, b, "m", &mut bindings);
+        let mut bindings = xla_aot::front::weights::Bindings::new(&weights);
+        let _ = xla_aot::front::onnx::import(path, b, "m", &mut bindings);
     };
     for n in 0..bytes.len() {
         try_import(&bytes[..n]);

@@ -21,8 +21,8 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use xla_aot::import::onnx::proto::{ModelProto, TensorProto, data_type, type_proto};
-use xla_aot::import::onnx::{ConstTensor, ImportOptions, decode_tensor, import_file_with};
+use xla_aot::front::onnx::proto::{ModelProto, TensorProto, data_type, type_proto};
+use xla_aot::front::onnx::{ConstTensor, ImportOptions, decode_tensor, import_file_with};
 use xla_aot::ir::{DType, Literal, Module};
 use xla_aot::passes::Pipeline;
 

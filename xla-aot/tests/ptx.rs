@@ -11,7 +11,7 @@ mod common;
 use common::{EXAMPLES, repo, scratch};
 use std::path::PathBuf;
 use xla_aot::codegen::gpu::ptx;
-use xla_aot::spec::load_spec;
+use xla_aot::front::load_spec;
 
 fn ptxas() -> PathBuf {
     if let Some(p) = std::env::var_os("XLA_AOT_PTXAS") {
@@ -47,7 +47,7 @@ fn every_example_kernel_assembles_for_orin_and_hopper() {
     let ptxas = ptxas();
     for ex in EXAMPLES.iter().copied().chain(["sampler"]) {
         let mut m = if ex == "sampler" {
-            xla_aot::spec::spec_from_str(std::path::Path::new("sampler.yaml"), SAMPLER)
+            xla_aot::front::spec_from_str(std::path::Path::new("sampler.yaml"), SAMPLER)
                 .unwrap()
                 .module
         } else {

@@ -6,8 +6,8 @@
 mod common;
 
 use std::path::Path;
+use xla_aot::front::spec_from_str;
 use xla_aot::ir::{Literal, Module};
-use xla_aot::spec::spec_from_str;
 use xla_aot::target::Target;
 
 /// Draws per configuration (the number).

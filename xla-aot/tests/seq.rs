@@ -8,8 +8,8 @@ mod common;
 use common::scratch;
 use std::path::Path;
 use std::process::Command;
+use xla_aot::front::spec_from_str;
 use xla_aot::ir::Literal;
-use xla_aot::spec::spec_from_str;
 use xla_aot::target::Target;
 
 const MAX: usize = 32;

@@ -7,8 +7,8 @@ mod common;
 
 use common::{repo, scratch};
 use std::process::Command;
+use xla_aot::front::load_spec;
 use xla_aot::ir::Literal;
-use xla_aot::spec::load_spec;
 use xla_aot::target::Target;
 
 /// Positions the model was compiled with (`pos_onehot` is [1, MAX_SEQ]).

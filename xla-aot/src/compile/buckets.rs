@@ -69,7 +69,7 @@ pub(super) fn batch_plan(
 pub(super) fn seq_plan(
     m: &Module,
     plan: &BufferPlan,
-    seq: &crate::spec::seq::SeqAxis,
+    seq: &crate::front::SeqAxis,
     variants: &[(usize, Module, BufferPlan)],
 ) -> cpu::BatchPlan {
     use cpu::batch::Role;

@@ -125,7 +125,7 @@ pub fn optimize(m: &Module, opts: &CompileOptions) -> Result<Optimized, CompileE
 
 /// Compiles a loaded spec: [`compile_model_buckets`] with its buckets, if any.
 pub fn compile_spec_model(
-    model: &crate::spec::Model,
+    model: &crate::front::Model,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
@@ -155,7 +155,7 @@ pub fn compile_model(
 pub fn compile_model_buckets(
     m: &Module,
     buckets: &[(usize, Module)],
-    seq: Option<&crate::spec::seq::SeqAxis>,
+    seq: Option<&crate::front::SeqAxis>,
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {

@@ -162,7 +162,7 @@ pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: u
 pub fn render_seq(
     m: &Module,
     bp: &crate::codegen::cpu::BatchPlan,
-    seq: &crate::spec::seq::SeqAxis,
+    seq: &crate::front::SeqAxis,
 ) -> String {
     let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();

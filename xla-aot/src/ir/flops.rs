@@ -47,7 +47,7 @@ pub fn total(c: &Computation) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::spec::spec_from_str;
+    use crate::front::spec_from_str;
 
     #[test]
     fn a_dense_layer_counts_two_per_multiply_add() {

@@ -18,29 +18,21 @@ mod context;
 mod dispatch;
 mod elementwise;
 mod nn;
+pub mod proto;
 mod reduce;
 mod shape_ops;
 mod tensor;
 
-use super::Bindings;
-use super::onnx_proto::{ModelProto, TensorProto, data_type as dt, type_proto};
+use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::weights::{Bindings, WeightStore};
 use crate::ir::{Builder, Literal, Module, Shape};
-use crate::spec::weights::WeightStore;
-use crate::spec::{SpecError, SpecErrorKind, sanitize};
+use crate::util::c_name;
 use context::{Ctx, Importer, Val};
 use prost::Message;
+use proto::{ModelProto, TensorProto, data_type as dt, type_proto};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 pub use tensor::ConstTensor;
-
-/// The ONNX messages, for tools and tests that read `.pb` tensors or build models.
-pub mod proto {
-    pub use super::super::onnx_proto::{
-        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-        StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
-        attribute_type, data_type, tensor_shape_proto, type_proto,
-    };
-}
 
 /// Oldest default-domain opset we import: opset 13 moved Squeeze/Unsqueeze/ReduceSum axes and
 /// Split sizes to inputs and gave Softmax its single-axis meaning; older models need
@@ -68,7 +60,7 @@ pub fn import(
     import_with(path, bytes, name, bindings, &ImportOptions::default())
 }
 
-/// Imports with weight bindings and options, then verifies the module (as `import::load_file`
+/// Imports with weight bindings and options, then verifies the module (as `front::load_file`
 /// does); for tools and tests.
 pub fn import_file_with(
     path: &Path,
@@ -177,7 +169,7 @@ pub fn import_with(
         };
         let mut dims = Vec::new();
         for (i, d) in shape.dim.iter().enumerate() {
-            use super::onnx_proto::tensor_shape_proto::dimension::Value as D;
+            use proto::tensor_shape_proto::dimension::Value as D;
             match &d.value {
                 Some(D::DimValue(v)) if *v >= 0 => dims.push(*v as usize),
                 Some(D::DimParam(p)) => {
@@ -204,7 +196,7 @@ pub fn import_with(
             .hint("export the input as float32/int32, or bind it to a constant"));
         }
         let shape = Shape::new(dtype, dims);
-        let clean = sanitize(&vi.name);
+        let clean = c_name::model_name(&vi.name);
         if let Some(lit) = bindings.take(&[vi.name.as_str(), clean.as_str()], &shape) {
             let lit: Literal = lit.map_err(|m| SpecError::new(path, SpecErrorKind::Weight(m)))?;
             let id = imp.b.constant(&clean, lit);
@@ -274,7 +266,7 @@ pub fn import_with(
                 ),
             ));
         };
-        let oname = unique(&sanitize(&vi.name), &mut out_names);
+        let oname = unique(&c_name::model_name(&vi.name), &mut out_names);
         let id = imp
             .materialize_val(&v)
             .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;

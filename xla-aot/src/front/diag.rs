@@ -1,8 +1,11 @@
-//! Errors in a model spec, pointing into the user's file.
+//! Diagnostics of every front end: errors pointing into the user's file.
 //!
 //! Contract: every [`SpecError`] names the file and, when known, the 1-based line and column of the
-//! offending YAML node; it says what was found, what was expected and how to fix it where a hint
-//! helps. `Display` renders the message with the source line and a caret (see `docs/spec.md`).
+//! offending node (a YAML node of a spec, an instruction of HLO text), or, for a binary file
+//! (ONNX), the node it is about; it says what was found, what was expected and how to fix it
+//! where a hint helps. `Display` renders every front end's errors the same way: the message, an
+//! `  --> file:line:col` line (`  --> file: node ...` for ONNX), the source line with a caret, then
+//! `= expected` and `= hint` lines (see `docs/spec.md`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -102,6 +105,8 @@ pub enum SpecErrorKind {
 struct Inner {
     file: PathBuf,
     pos: Option<Pos>,
+    /// Where in a binary file (ONNX): `node #3 `conv1` (Conv)`; printed instead of a line.
+    node: Option<String>,
     source_line: Option<String>,
     kind: SpecErrorKind,
     expected: Option<String>,
@@ -118,6 +123,7 @@ impl SpecError {
         SpecError(Box::new(Inner {
             file: file.to_path_buf(),
             pos: None,
+            node: None,
             source_line: None,
             kind,
             expected: None,
@@ -134,6 +140,12 @@ impl SpecError {
                 .nth(p.line.wrapping_sub(1))
                 .map(str::to_string)
         });
+        self
+    }
+
+    /// Places the error at a node of a binary file (`node #3 `conv1` (Conv)`), which has no lines.
+    pub fn in_node(mut self, node: impl Into<String>) -> SpecError {
+        self.0.node = Some(node.into());
         self
     }
 
@@ -172,6 +184,11 @@ impl SpecError {
         self.0.pos
     }
 
+    /// The node of a binary file, if the error is about one.
+    pub fn node(&self) -> Option<&str> {
+        self.0.node.as_deref()
+    }
+
     /// The hint, if any.
     pub fn hint_text(&self) -> Option<&str> {
         self.0.hint.as_deref()
@@ -182,9 +199,10 @@ impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = &self.0;
         writeln!(f, "error: {}", e.kind)?;
-        match e.pos {
-            Some(p) => writeln!(f, "  --> {}:{}:{}", e.file.display(), p.line, p.column)?,
-            None => writeln!(f, "  --> {}", e.file.display())?,
+        match (e.pos, &e.node) {
+            (Some(p), _) => writeln!(f, "  --> {}:{}:{}", e.file.display(), p.line, p.column)?,
+            (None, Some(node)) => writeln!(f, "  --> {}: {node}", e.file.display())?,
+            (None, None) => writeln!(f, "  --> {}", e.file.display())?,
         }
         if let (Some(p), Some(src)) = (e.pos, &e.source_line) {
             let num = p.line.to_string();
@@ -211,6 +229,24 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
+/// A serde_yaml error as a positioned syntax error, and its message without serde_yaml's
+/// " at line L column C" (the position is printed separately).
+pub fn yaml_error(file: &Path, source: &str, e: &serde_yaml::Error) -> (SpecError, String) {
+    let pos = e.location().map(|l| Pos {
+        line: l.line(),
+        column: l.column(),
+    });
+    let msg = e.to_string();
+    let msg = match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg,
+    };
+    (
+        SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source),
+        msg,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +255,17 @@ mod tests {
     fn error_stays_small() {
         // Results carrying SpecError are returned through every lowering function.
         assert!(std::mem::size_of::<SpecError>() <= 8);
+    }
+
+    #[test]
+    fn a_node_of_a_binary_file_takes_the_place_of_the_line() {
+        let e = SpecError::new(Path::new("m.onnx"), SpecErrorKind::Invalid("boom".into()))
+            .in_node("node #1 `my_mod` (Mod)")
+            .hint("h");
+        assert_eq!(
+            e.to_string(),
+            "error: boom\n  --> m.onnx: node #1 `my_mod` (Mod)\n  = hint: h\n"
+        );
     }
 
     #[test]

@@ -8,9 +8,9 @@
 //! values held in i32. TopK (K a compile-time input) on any axis, largest or smallest, returns
 //! sorted values and int64 indices (held in i32); ties go to the lower index.
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
+use super::proto::data_type as dt;
 use super::tensor::runtime_dtype;
 use crate::ir::{BinaryOp, DType, InstId, Op, ReduceKind, UnaryOp};
 

@@ -7,12 +7,13 @@
 //! (once per tensor) only when a run-time op reads it. Every helper that can fail returns a
 //! [`SpecError`] built by [`Ctx::err`], which names the node.
 
-use super::super::onnx_proto::data_type as dt;
-use super::super::onnx_proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
+use super::proto::data_type as dt;
+use super::proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
 use super::tensor::{ConstTensor, is_float_type, is_int_type};
+use crate::front::decompose::Emitter;
+use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::ir::shape::dims_str;
 use crate::ir::{Builder, DType, InstId, Op};
-use crate::spec::{SpecError, SpecErrorKind};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -49,12 +50,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// An error about this node.
+    /// An error about this node (rendered `--> model.onnx: node #i `name` (OpType)`).
     pub fn err(&self, msg: impl AsRef<str>) -> SpecError {
-        SpecError::new(
-            self.path,
-            SpecErrorKind::Invalid(format!("{}: {}", self.describe(), msg.as_ref())),
-        )
+        SpecError::new(self.path, SpecErrorKind::Invalid(msg.as_ref().to_string()))
+            .in_node(self.describe())
     }
 
     /// An error about attribute `attr`.
@@ -347,6 +346,11 @@ impl Importer {
         self.bcast(cx, s, Vec::new(), dims.to_vec())
     }
 
+    /// This node as the [`Emitter`] of a shared decomposition (`front::decompose`).
+    pub fn composite<'i, 'c>(&'i mut self, cx: &'i Ctx<'c>) -> Composite<'i, 'c> {
+        Composite { imp: self, cx }
+    }
+
     /// Name for the instructions of this node: its first output, sanitised.
     pub fn out_name(&self, cx: &Ctx) -> String {
         let base = cx
@@ -356,7 +360,7 @@ impl Importer {
             .filter(|s| !s.is_empty())
             .cloned()
             .unwrap_or_else(|| cx.node.op_type.to_ascii_lowercase());
-        crate::spec::sanitize(&base)
+        crate::util::c_name::model_name(&base)
     }
 
     /// Broadcasts `x` to `out` dims (numpy: aligned at the right).
@@ -426,4 +430,32 @@ pub fn broadcast_dims(all: &[Vec<usize>]) -> Option<Vec<usize>> {
         }
     }
     Some(out)
+}
+
+/// A node as the [`Emitter`] of a shared decomposition: every instruction is named after the
+/// node's output (scalars `constant`), as the importer's own lowerings are, and builder failures
+/// are errors about the node.
+pub struct Composite<'i, 'c> {
+    imp: &'i mut Importer,
+    cx: &'i Ctx<'c>,
+}
+
+impl Emitter for Composite<'_, '_> {
+    type Error = SpecError;
+
+    fn builder(&mut self) -> &mut Builder {
+        &mut self.imp.b
+    }
+
+    fn name(&self, _part: &str) -> String {
+        self.imp.out_name(self.cx)
+    }
+
+    fn scalar_name(&self, _part: &str) -> String {
+        "constant".into()
+    }
+
+    fn shape_error(&self, message: String) -> SpecError {
+        self.cx.err(format!("shape error: {message}"))
+    }
 }

@@ -6,9 +6,10 @@
 //! on two compile-time constants is folded exactly in int64 instead (shape arithmetic). Bools are
 //! pred; logic ops compute on 0/1 in f32.
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
+use super::proto::data_type as dt;
 use super::tensor::{ConstTensor, Values, is_float_type, is_int_type, runtime_dtype, strides};
+use crate::front::decompose::{self, GeluForm};
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Op, UnaryOp};
 use std::rc::Rc;
 
@@ -483,32 +484,14 @@ impl Importer {
     /// Gelu (opset 20): `approximate` none or tanh.
     pub fn gelu(&mut self, cx: &Ctx) -> R<Outs> {
         let approx = cx.attr_s("approximate")?.unwrap_or_else(|| "none".into());
-        if approx != "none" && approx != "tanh" {
+        let Some(form) = GeluForm::from_approximate(&approx) else {
             return Err(cx.attr_err(
                 "approximate",
                 format!("expected `none` or `tanh`, found `{approx}`"),
             ));
-        }
-        self.unary_with(cx, move |me, cx, x, d| {
-            let inner = if approx == "none" {
-                let c = me.splat(cx, std::f32::consts::FRAC_1_SQRT_2, d)?;
-                let s = me.bin(cx, BinaryOp::Multiply, x, c)?;
-                me.un(cx, UnaryOp::Erf, s)?
-            } else {
-                let x2 = me.bin(cx, BinaryOp::Multiply, x, x)?;
-                let x3 = me.bin(cx, BinaryOp::Multiply, x2, x)?;
-                let c = me.splat(cx, 0.044715, d)?;
-                let cx3 = me.bin(cx, BinaryOp::Multiply, x3, c)?;
-                let sum = me.bin(cx, BinaryOp::Add, x, cx3)?;
-                let k = me.splat(cx, (2.0f64 / std::f64::consts::PI).sqrt() as f32, d)?;
-                let arg = me.bin(cx, BinaryOp::Multiply, sum, k)?;
-                me.un(cx, UnaryOp::Tanh, arg)?
-            };
-            let one = me.splat(cx, 1.0, d)?;
-            let p1 = me.bin(cx, BinaryOp::Add, one, inner)?;
-            let half = me.splat(cx, 0.5, d)?;
-            let hx = me.bin(cx, BinaryOp::Multiply, x, half)?;
-            me.bin(cx, BinaryOp::Multiply, hx, p1)
+        };
+        self.unary_with(cx, move |me, cx, x, _| {
+            decompose::gelu(&mut me.composite(cx), x, form)
         })
     }
 }

@@ -1,10 +1,10 @@
 //! The spec file's structure as serde sees it, before any checking of names, shapes or ops.
 //!
 //! Contract: [`parse_raw`] turns YAML text into a [`RawSpec`] or a syntax/type error positioned by
-//! serde_yaml. Ops keep their attributes as untyped YAML values; `lower.rs` decodes them per op so
+//! serde_yaml. Ops keep their attributes as untyped YAML values; `lower/` decodes them per op so
 //! that each attribute error can point at its own node.
 
-use super::error::{Pos, SpecError, SpecErrorKind};
+use crate::front::diag::{SpecError, SpecErrorKind, yaml_error};
 use crate::util::suggest::nearest;
 use serde::Deserialize;
 use std::path::Path;
@@ -87,24 +87,6 @@ pub struct RawConstant {
 fn unknown_field(msg: &str) -> Option<&str> {
     let rest = msg.strip_prefix("unknown field `")?;
     rest.split('`').next()
-}
-
-/// A serde_yaml error as a positioned syntax error, and its message without serde_yaml's
-/// " at line L column C" (the position is printed separately).
-pub fn yaml_error(file: &Path, source: &str, e: &serde_yaml::Error) -> (SpecError, String) {
-    let pos = e.location().map(|l| Pos {
-        line: l.line(),
-        column: l.column(),
-    });
-    let msg = e.to_string();
-    let msg = match msg.find(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg,
-    };
-    (
-        SpecError::new(file, SpecErrorKind::Syntax(msg.clone())).at(pos, source),
-        msg,
-    )
 }
 
 /// Parses the YAML text of a spec.

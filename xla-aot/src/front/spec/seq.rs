@@ -10,30 +10,16 @@
 //! and the roles in `Model::seq`. That padded positions do not change the real positions' results
 //! (causal or masked attention, per-position ops) is the spec's promise.
 
-use super::error::{SpecError, SpecErrorKind};
+use super::lower_raw;
 use super::raw::{RawSeqBuckets, RawSpec};
-use super::spans::SpanIndex;
-use super::{Model, lower_raw};
+use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::model::{Model, SeqAxis};
+use crate::front::spans::SpanIndex;
 use crate::ir::shape::dims_str;
 use std::path::Path;
 
 /// Longest sequence bucket (every bucketed input and output is staged at this length).
 pub const MAX_SEQ_BUCKET: i64 = 65536;
-
-/// Which inputs and outputs carry the sequence dimension, and the mask input.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SeqAxis {
-    /// The sequence dimension of the listed inputs and outputs.
-    pub axis: usize,
-    /// The length the spec is written for.
-    pub declared: usize,
-    /// Parameter numbers of the listed inputs.
-    pub inputs: Vec<usize>,
-    /// Output numbers of the listed outputs.
-    pub outputs: Vec<usize>,
-    /// Parameter number of the mask input.
-    pub mask: Option<usize>,
-}
 
 /// Lowers `raw` for every length in `seq.sizes`.
 pub fn lower_buckets(

@@ -7,7 +7,7 @@
 //! the event parser rejects the text (serde reports the syntax error in that case), the index is
 //! empty and [`SpanIndex::find`] falls back to the nearest recorded ancestor.
 
-use super::error::Pos;
+use super::diag::Pos;
 use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;

@@ -8,10 +8,11 @@
 //! in one variant names its batch size. Whether items are independent (a row of the batch never
 //! reads another) is the spec's promise; `run_batch` pads with zero items and relies on it.
 
-use super::error::{SpecError, SpecErrorKind};
+use super::lower_raw;
 use super::raw::RawSpec;
-use super::spans::SpanIndex;
-use super::{Model, lower_raw};
+use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::model::Model;
+use crate::front::spans::SpanIndex;
 use crate::ir::shape::dims_str;
 use std::path::Path;
 

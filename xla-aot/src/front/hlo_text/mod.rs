@@ -2,7 +2,7 @@
 //! prints and what TensorFlow / PyTorch-XLA write with `XLA_FLAGS=--xla_dump_to`.
 //!
 //! Contract: [`import`] parses the text (`syntax.rs`) and translates its ENTRY computation
-//! (`translate.rs`) into a module called `name` whose inputs are the entry parameters in number
+//! (`translate/`) into a module called `name` whose inputs are the entry parameters in number
 //! order (named without XLA's `.N` suffix) and whose outputs are the elements of the root tuple
 //! (`out_0`, `out_1`, ...; a single non-tuple root is `out`). Errors point at the line and column
 //! of the text. See `docs/import.md` for the supported opcodes.
@@ -10,9 +10,9 @@
 pub mod syntax;
 mod translate;
 
-use super::Bindings;
+use crate::front::diag::{Pos, SpecError, SpecErrorKind};
+use crate::front::weights::Bindings;
 use crate::ir::Module;
-use crate::spec::{Pos, SpecError, SpecErrorKind};
 use std::path::Path;
 
 /// Imports the text of an XLA HLO module.

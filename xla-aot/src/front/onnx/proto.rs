@@ -4,7 +4,7 @@
 //! 1.23); fields we do not read (doc strings, metadata, training info, sparse tensors, subgraphs,
 //! functions) are left out, and `prost` skips them when decoding. Enumerations are kept as their
 //! `i32` values ([`data_type`] names the element types). Nothing here interprets the messages:
-//! that is `import/onnx/`.
+//! that is the rest of `front/onnx/`.
 
 /// A serialised ONNX model file.
 #[derive(Clone, PartialEq, prost::Message)]

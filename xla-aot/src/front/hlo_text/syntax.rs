@@ -4,7 +4,7 @@
 //! Contract: [`parse_file`] splits the text into computations of raw instructions (name, shape,
 //! opcode, the text of each operand, attributes as unparsed text) with 1-based line and column of
 //! every part, or a [`SyntaxError`] at a position. It knows nothing of opcode semantics: the
-//! translator (`translate.rs`) interprets opcodes and attributes. Both printing styles are read:
+//! translator (`translate/`) interprets opcodes and attributes. Both printing styles are read:
 //! names with or without `%`, operands with or without their shapes, computation signatures
 //! (`ENTRY %main (x: f32[2]) -> f32[2] {`) or none, `/*index=5*/` comments, layouts and tiling in
 //! braces (skipped).

@@ -8,14 +8,12 @@
 //! Softmax and LogSoftmax have opset-13 semantics (one axis, default -1), computed stably (max
 //! subtracted).
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R, Val, broadcast_dims};
 use super::elementwise::{Outs, rt};
+use super::proto::data_type as dt;
+use crate::front::decompose::{self, CountOrder, DEFAULT_EPSILON, Moments};
 use crate::ir::shape::dims_str;
-use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
-
-/// Default epsilon of the normalisations (the ONNX spec's).
-const DEFAULT_EPSILON: f32 = 1e-5;
+use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, Window};
 
 /// Spatial padding of a conv or pool: explicit `pads` or `auto_pad`, per spatial dim.
 struct Padding {
@@ -335,15 +333,6 @@ impl Importer {
         Ok(rt(y, dt::FLOAT))
     }
 
-    /// y = x * scale + shift per channel (dim 1).
-    fn channel_affine(&mut self, cx: &Ctx, x: InstId, scale: InstId, shift: InstId) -> R<InstId> {
-        let xd = self.dims(x);
-        let sb = self.bcast(cx, scale, vec![1], xd.clone())?;
-        let hb = self.bcast(cx, shift, vec![1], xd)?;
-        let s = self.bin(cx, BinaryOp::Multiply, x, sb)?;
-        self.bin(cx, BinaryOp::Add, s, hb)
-    }
-
     pub fn batch_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(5, 5)?;
         if cx.attr_i_or("training_mode", 0)? != 0 {
@@ -370,41 +359,8 @@ impl Importer {
             p.push(v);
         }
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
-        // scale' = scale / sqrt(var + eps), shift = B - mean * scale': constant math when the
-        // statistics are weights (folded at compile time).
-        let e = self.splat(cx, eps, &[c])?;
-        let ve = self.bin(cx, BinaryOp::Add, p[3], e)?;
-        let inv = self.add(cx, Op::Unary(UnaryOp::Rsqrt), &[ve])?;
-        let scale = self.bin(cx, BinaryOp::Multiply, p[0], inv)?;
-        let ms = self.bin(cx, BinaryOp::Multiply, p[2], scale)?;
-        let shift = self.bin(cx, BinaryOp::Subtract, p[1], ms)?;
-        let y = self.channel_affine(cx, x, scale, shift)?;
+        let y = decompose::batch_norm(&mut self.composite(cx), x, [p[0], p[1], p[2], p[3]], eps)?;
         Ok(rt(y, dt::FLOAT))
-    }
-
-    /// Mean and 1/sqrt(var + eps) of `x` over `axes` (not kept), and `x - mean`.
-    fn moments(
-        &mut self,
-        cx: &Ctx,
-        x: InstId,
-        axes: &[usize],
-        eps: f32,
-    ) -> R<(InstId, InstId, InstId)> {
-        let xd = self.dims(x);
-        let count: usize = axes.iter().map(|&a| xd[a]).product();
-        let s = self.reduce_raw(cx, ReduceKind::Add, x, axes)?;
-        let kd = self.dims(s);
-        let n = self.splat(cx, count as f32, &kd)?;
-        let mean = self.bin(cx, BinaryOp::Divide, s, n)?;
-        let mb = self.unreduce(cx, mean, axes, &xd)?;
-        let xc = self.bin(cx, BinaryOp::Subtract, x, mb)?;
-        let sq = self.bin(cx, BinaryOp::Multiply, xc, xc)?;
-        let ss = self.reduce_raw(cx, ReduceKind::Add, sq, axes)?;
-        let var = self.bin(cx, BinaryOp::Divide, ss, n)?;
-        let e = self.splat(cx, eps, &kd)?;
-        let ve = self.bin(cx, BinaryOp::Add, var, e)?;
-        let inv = self.add(cx, Op::Unary(UnaryOp::Rsqrt), &[ve])?;
-        Ok((mean, inv, xc))
     }
 
     pub fn instance_norm(&mut self, cx: &Ctx) -> R<Outs> {
@@ -419,11 +375,10 @@ impl Importer {
         }
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
         let axes: Vec<usize> = (2..xd.len()).collect();
-        let (_, inv, xc) = self.moments(cx, x, &axes, eps)?;
-        let ib = self.unreduce(cx, inv, &axes, &xd)?;
-        let y = self.bin(cx, BinaryOp::Multiply, xc, ib)?;
-        let zero = self.splat(cx, 0.0, &[xd[1]])?;
-        let y = self.channel_affine(cx, y, scale, zero)?;
+        let mut g = self.composite(cx);
+        let (y, _) = decompose::normalize(&mut g, x, &axes, eps, CountOrder::AfterSum, false)?;
+        let zero = decompose::splat(&mut g, "zero", 0.0, &[xd[1]])?;
+        let y = decompose::channel_affine(&mut g, y, scale, zero)?;
         let bb = self.bcast(cx, bias, vec![1], xd)?;
         let y = self.bin(cx, BinaryOp::Add, y, bb)?;
         Ok(rt(y, dt::FLOAT))
@@ -439,9 +394,13 @@ impl Importer {
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
         let axes: Vec<usize> = (axis..xd.len()).collect();
-        let (mean, inv, xc) = self.moments(cx, x, &axes, eps)?;
-        let ib = self.unreduce(cx, inv, &axes, &xd)?;
-        let mut y = self.bin(cx, BinaryOp::Multiply, xc, ib)?;
+        let (mut y, m) = {
+            let mut g = self.composite(cx);
+            decompose::normalize(&mut g, x, &axes, eps, CountOrder::AfterSum, false)?
+        };
+        let Moments {
+            mean, inv_std: inv, ..
+        } = m;
         let s = self.rt_f32(cx, 1)?;
         let s = self.stretch(cx, s, &xd)?;
         y = self.bin(cx, BinaryOp::Multiply, y, s)?;
@@ -479,19 +438,7 @@ impl Importer {
             return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
         }
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
-        let m = self.reduce_raw(cx, ReduceKind::Max, x, &[axis])?;
-        let mb = self.unreduce(cx, m, &[axis], &xd)?;
-        let sh = self.bin(cx, BinaryOp::Subtract, x, mb)?;
-        let e = self.add(cx, Op::Unary(UnaryOp::Exp), &[sh])?;
-        let s = self.reduce_raw(cx, ReduceKind::Add, e, &[axis])?;
-        let y = if log {
-            let ls = self.add(cx, Op::Unary(UnaryOp::Log), &[s])?;
-            let lb = self.unreduce(cx, ls, &[axis], &xd)?;
-            self.bin(cx, BinaryOp::Subtract, sh, lb)?
-        } else {
-            let sb = self.unreduce(cx, s, &[axis], &xd)?;
-            self.bin(cx, BinaryOp::Divide, e, sb)?
-        };
+        let y = decompose::softmax(&mut self.composite(cx), x, axis, log)?;
         Ok(rt(y, dt::FLOAT))
     }
 

@@ -1,84 +1,34 @@
 //! The model spec front end: YAML + weights → a verified HLO module.
 //!
-//! Contract: [`load_spec`] reads a spec file, checks everything a user can get wrong (syntax,
-//! names, dtypes, shapes, attributes, weights) and returns a [`Model`] whose module passes the
-//! verifier, or the first [`SpecError`], positioned in the file. It never panics on any input.
-//! Files: `raw` (serde structure), `spans` (positions), `weights`, `lower` (ops → HLO), `error`.
+//! Contract: [`lower_spec`] takes the text of a spec file, checks everything a user can get wrong
+//! (syntax, names, dtypes, shapes, attributes, weights) and returns a [`Model`] whose module
+//! passes the verifier, or the first [`SpecError`], positioned in the file. It never panics on
+//! any input. Files: `raw` (serde structure), `lower/` (ops → HLO), `batch` and `seq` (buckets);
+//! positions, weights, names and errors are the shared `front` modules.
 
 pub mod batch;
-pub mod error;
 pub mod lower;
 pub mod raw;
 pub mod seq;
-pub mod spans;
-pub mod weights;
 
-pub use error::{Pos, SpecError, SpecErrorKind};
+pub use lower::OPS;
 
+use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::model::Model;
+use crate::front::names::{check_model_name, is_tensor_name, model_name_rule};
+use crate::front::spans::SpanIndex;
+use crate::front::weights::WeightStore;
 use crate::ir::shape::{MAX_ELEMENTS, checked_element_count, dims_str};
-use crate::ir::verify::is_c_identifier;
-use crate::ir::{Builder, DType, Module, Shape, verify};
+use crate::ir::{Builder, DType, Shape, verify};
 use crate::util::suggest::nearest;
 use lower::{Defined, Lowerer, OpDecl, Origin, describe, literal_from_values};
 use serde_yaml::Value;
-use spans::SpanIndex;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use weights::{WeightStore, io_reason};
+use std::path::Path;
 
 /// Largest inline constant: inline values are for scalars and small tables; weights belong in
 /// `params`, where they are not parsed as YAML text (4096 elements ≈ a 64x64 matrix).
 pub const MAX_INLINE_CONSTANT_ELEMENTS: usize = 4096;
-
-pub use crate::util::c_name::MAX_MODEL_NAME_LEN;
-
-/// A loaded model: the HLO module and where it came from.
-#[derive(Debug)]
-pub struct Model {
-    /// The verified module (entry parameters in spec input order, outputs in spec output order).
-    pub module: Module,
-    /// The spec file.
-    pub spec_path: PathBuf,
-    /// Weight file or directory, if any (build integration watches it).
-    pub params_path: Option<PathBuf>,
-    /// The ONNX or HLO text file a `graph:` spec imports (build integration watches it).
-    pub graph_path: Option<PathBuf>,
-    /// With `batch_sizes` or `seq_buckets`: the module of every bucket, smallest first (the one
-    /// of `module`'s own size included); empty otherwise.
-    pub buckets: Vec<(usize, Module)>,
-    /// With `seq_buckets`: which inputs and outputs carry the sequence, and the mask.
-    pub seq: Option<seq::SeqAxis>,
-}
-
-/// Reads, checks and lowers the spec at `path`: a YAML spec, or an `.onnx` / `.hlo.txt` file
-/// (see `import`).
-pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
-    let format = crate::import::format_of(path);
-    if format != crate::import::Format::Spec {
-        return crate::import::load_file(path, format);
-    }
-    let source = std::fs::read_to_string(path).map_err(|e| {
-        let reason = if e.kind() == std::io::ErrorKind::InvalidData {
-            "the file is not UTF-8 text".to_string()
-        } else {
-            io_reason(&e)
-        };
-        SpecError::new(
-            path,
-            SpecErrorKind::Io {
-                path: path.display().to_string(),
-                reason,
-            },
-        )
-    })?;
-    spec_from_str(path, &source)
-}
-
-fn is_tensor_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-}
 
 fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
     match DType::from_name(s) {
@@ -97,11 +47,9 @@ fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
     }
 }
 
-/// Like [`load_spec`], with the text already read (`path` is used for messages and to find weights).
-pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
-    if crate::import::is_graph_spec(source) {
-        return crate::import::load_graph_spec(path, source);
-    }
+/// Checks and lowers the text of a native spec (no `graph:` key; `path` is used for messages and
+/// to find weights).
+pub fn lower_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
     let raw = raw::parse_raw(path, source)?;
     match (raw.batch_sizes.clone(), raw.seq_buckets.clone()) {
         (None, None) => lower_raw(path, source, &raw),
@@ -126,10 +74,10 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
     let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
 
-    if !is_c_identifier(&raw.name) || raw.name.len() > MAX_MODEL_NAME_LEN {
+    if let Err(hint) = check_model_name(&raw.name) {
         return Err(at("name", SpecErrorKind::BadName(raw.name.clone()))
-            .expected(format!("a C identifier ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_MODEL_NAME_LEN} characters): it prefixes every exported symbol"))
-            .hint(format!("e.g. `{}`", sanitize(&raw.name))));
+            .expected(model_name_rule())
+            .hint(hint));
     }
 
     let params_path = raw
@@ -393,14 +341,7 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
             "internal compiler error: the lowered module fails verification (please report this): {e}"
         )))
     })?;
-    Ok(Model {
-        module,
-        spec_path: path.to_path_buf(),
-        params_path,
-        graph_path: None,
-        buckets: Vec::new(),
-        seq: None,
-    })
+    Ok(Model::single(module, path.to_path_buf(), params_path, None))
 }
 
 /// Checks a shape list: every dim positive, the element count within bounds.
@@ -510,9 +451,4 @@ fn decode_op(
         inputs: inputs.ok_or_else(|| missing("inputs"))?,
         attrs,
     })
-}
-
-/// Turns any string into a C identifier (for hints and imported model names).
-pub fn sanitize(s: &str) -> String {
-    crate::util::c_name::model_name(s)
 }

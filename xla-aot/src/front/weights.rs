@@ -3,13 +3,17 @@
 //! Contract: [`WeightStore::open`] checks that the file or directory exists and that its index
 //! (safetensors header, directory listing) is well formed; [`WeightStore::load`] reads one tensor
 //! by name and checks its data. Errors are messages; the caller positions them in the spec. Only
-//! tensors an op uses are ever decoded.
+//! tensors an op uses are ever decoded. An imported graph takes weights through [`Bindings`]: a
+//! weight binds the graph input of its name (or of its C-identifier form), once.
 
 use crate::ir::npy::read_npy;
 use crate::ir::shape::checked_element_count;
-use crate::ir::{DType, Literal, LiteralData};
+use crate::ir::{DType, Literal, LiteralData, Shape};
+use crate::util::c_name;
+use crate::util::io::io_reason;
+use crate::util::suggest::nearest;
 use safetensors::SafeTensors;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Where weights come from.
@@ -154,12 +158,68 @@ impl WeightStore {
     }
 }
 
-/// A short, stable description of an I/O error (without the OS error number).
-pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::IsADirectory => "it is a directory".into(),
-        _ => e.to_string(),
+/// Weights bound to graph inputs by name, and which of them were used.
+pub struct Bindings<'w> {
+    weights: &'w WeightStore,
+    used: HashSet<String>,
+}
+
+impl<'w> Bindings<'w> {
+    /// Bindings from a weight store (possibly empty).
+    pub fn new(weights: &'w WeightStore) -> Bindings<'w> {
+        Bindings {
+            weights,
+            used: HashSet::new(),
+        }
+    }
+
+    /// The weight bound to an input known by `names` (its graph name and its sanitised form),
+    /// checked against the input's shape; `None` when no weight has one of those names. A weight
+    /// also matches when its sanitised name does: XLA prints a JAX argument `fc1.weight` as
+    /// `fc1_weight`, so `fc1.weight` in a safetensors file binds it.
+    pub fn take(&mut self, names: &[&str], shape: &Shape) -> Option<Result<Literal, String>> {
+        let name = names
+            .iter()
+            .find(|n| self.weights.contains(n))
+            .map(|n| n.to_string())
+            .or_else(|| {
+                self.weights
+                    .names()
+                    .find(|w| names.contains(&c_name::model_name(w).as_str()))
+                    .map(str::to_string)
+            })?;
+        if !self.used.insert(name.clone()) {
+            return Some(Err(format!(
+                "weight `{name}` would bind a second input (`{}`); rename one of the inputs",
+                names[0]
+            )));
+        }
+        Some(self.weights.load(&name).and_then(|lit| {
+            if lit.dtype != shape.dtype || lit.dims != shape.dims {
+                Err(format!(
+                    "weight `{name}` is {}{:?} but the input it binds is {shape}",
+                    lit.dtype, lit.dims
+                ))
+            } else {
+                Ok(lit)
+            }
+        }))
+    }
+
+    /// The first weight that bound nothing, with the candidate names for a hint.
+    pub fn unused<'a>(
+        &self,
+        inputs: impl Iterator<Item = &'a str>,
+    ) -> Option<(String, Option<String>)> {
+        let inputs: Vec<&str> = inputs.collect();
+        self.weights
+            .names()
+            .find(|n| !self.used.contains(*n))
+            .map(|n| {
+                (
+                    n.to_string(),
+                    nearest(n, inputs.iter().copied()).map(str::to_string),
+                )
+            })
     }
 }

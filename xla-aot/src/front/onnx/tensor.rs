@@ -8,7 +8,7 @@
 //! dims; external data, strings and types the compiler cannot hold are errors (as `String`
 //! messages the caller attaches to a node or initializer).
 
-use super::super::onnx_proto::{DATA_LOCATION_EXTERNAL, TensorProto, data_type as dt};
+use super::proto::{DATA_LOCATION_EXTERNAL, TensorProto, data_type as dt};
 use crate::ir::{DType, Literal};
 
 /// Element values of a compile-time tensor.

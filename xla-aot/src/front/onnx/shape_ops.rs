@@ -8,9 +8,9 @@
 //! Gather with constant indices on any axis, or run-time indices (negative ones wrap as in ONNX),
 //! becomes the `gather` primitive on the gathered axis moved to the front.
 
-use super::super::onnx_proto::data_type as dt;
 use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
 use super::elementwise::{Outs, konst, rt};
+use super::proto::data_type as dt;
 use super::tensor::{ConstTensor, Values, is_int_type, strides};
 use crate::ir::shape::dims_str;
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Op};

@@ -1,26 +1,43 @@
-//! Importers: models that users already have, as XLA HLO text or ONNX, become the same verified
-//! HLO module a YAML spec lowers to.
+//! The front ends: every input format becomes the same verified HLO [`Model`].
 //!
-//! Contract: [`load_file`] reads a `.hlo.txt` / `.hlo` or `.onnx` file given directly as SPEC;
-//! [`load_graph_spec`] reads a YAML spec whose `graph:` key names such a file (adding a model name
-//! and weight bindings). Either returns a [`Model`] whose module passes the verifier, or the first
-//! [`SpecError`], naming the file and the line (HLO text) or the node (ONNX). Neither panics on any
-//! input. Names follow one rule: the model name is the file stem (without `.hlo`), inputs keep their
-//! graph names (an HLO entry parameter loses XLA's `.N` suffix), all sanitised into C identifiers.
-//! A weight bound by name replaces the entry parameter (HLO) or graph input (ONNX) of that name
-//! with a constant; a weight that binds nothing is an error.
+//! Contract: [`load_spec`] reads any SPEC argument by its format ([`format_of`]): a YAML model spec
+//! (`spec/`), a YAML spec whose `graph:` key wraps an imported file ([`load_graph_spec`]), an
+//! XLA HLO text file (`hlo_text/`) or an ONNX model (`onnx/`). Each returns a [`Model`] whose
+//! module passes the verifier, or the first [`SpecError`], rendered the same `file:line:col` way
+//! for every format (ONNX, a binary format, names the node instead of a line). Nothing here panics
+//! on any input.
+//!
+//! Layers: the three front ends (`spec`, `onnx`, `hlo_text`) never import each other; they share
+//! the modules beside them: `model` (what they return), `diag` (errors with positions),
+//! `spans` (YAML positions), `names` (the C-identifier rule for model names), `weights` (weight
+//! files and their binding to graph inputs) and `decompose` (composite ops built from primitives:
+//! GELU, normalisations, softmax). Only this facade dispatches between the front ends.
+//!
+//! Imported files follow one naming rule: the model name is the file stem (without `.hlo`),
+//! inputs keep their graph names (an HLO entry parameter loses XLA's `.N` suffix), all sanitised
+//! into C identifiers. A weight bound by name replaces the entry parameter (HLO) or graph input
+//! (ONNX) of that name with a constant; a weight that binds nothing is an error.
 
+pub mod decompose;
+pub mod diag;
 pub mod hlo_text;
+pub mod model;
+pub mod names;
 pub mod onnx;
-mod onnx_proto;
+pub mod spans;
+pub mod spec;
+pub mod weights;
 
-use crate::ir::{Literal, Module, Shape, verify};
-use crate::spec::weights::{WeightStore, io_reason};
-use crate::spec::{Model, SpecError, SpecErrorKind, sanitize};
-use crate::util::suggest::nearest;
+pub use diag::{Pos, SpecError, SpecErrorKind};
+pub use model::{Model, SeqAxis};
+
+use crate::ir::{Module, verify};
+use crate::util::io::io_reason;
+use names::{check_model_name, model_name_from_path, model_name_rule};
 use serde::Deserialize;
-use std::collections::HashSet;
+use spans::SpanIndex;
 use std::path::{Path, PathBuf};
+use weights::{Bindings, WeightStore};
 
 /// What kind of file a SPEC argument is, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,90 +65,37 @@ pub fn format_of(path: &Path) -> Format {
     }
 }
 
-/// The model name of a file given directly: its stem without `.hlo`/`.txt`/`.onnx`, sanitised.
-pub fn model_name_from_path(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let lower = name.to_ascii_lowercase();
-    let mut stem = name.as_str();
-    for ext in [".hlo.txt", ".hlo", ".onnx"] {
-        if lower.ends_with(ext) {
-            stem = &name[..name.len() - ext.len()];
-            break;
-        }
+/// Reads, checks and lowers the model at `path`: a YAML spec (native or `graph:`), an `.onnx` or
+/// an `.hlo.txt` file.
+pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
+    let format = format_of(path);
+    if format != Format::Spec {
+        return load_file(path, format);
     }
-    if stem.is_empty() {
-        "model".into()
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        let reason = if e.kind() == std::io::ErrorKind::InvalidData {
+            "the file is not UTF-8 text".to_string()
+        } else {
+            io_reason(&e)
+        };
+        SpecError::new(
+            path,
+            SpecErrorKind::Io {
+                path: path.display().to_string(),
+                reason,
+            },
+        )
+    })?;
+    spec_from_str(path, &source)
+}
+
+/// Like [`load_spec`] for a YAML spec, with the text already read (`path` is used for messages
+/// and to find weights and imported graphs).
+pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
+    if is_graph_spec(source) {
+        load_graph_spec(path, source)
     } else {
-        sanitize(stem)
-    }
-}
-
-/// Weights bound to graph inputs by name, and which of them were used.
-pub struct Bindings<'w> {
-    weights: &'w WeightStore,
-    used: HashSet<String>,
-}
-
-impl<'w> Bindings<'w> {
-    /// Bindings from a weight store (possibly empty).
-    pub fn new(weights: &'w WeightStore) -> Bindings<'w> {
-        Bindings {
-            weights,
-            used: HashSet::new(),
-        }
-    }
-
-    /// The weight bound to an input known by `names` (its graph name and its sanitised form),
-    /// checked against the input's shape; `None` when no weight has one of those names. A weight
-    /// also matches when its sanitised name does: XLA prints a JAX argument `fc1.weight` as
-    /// `fc1_weight`, so `fc1.weight` in a safetensors file binds it.
-    pub fn take(&mut self, names: &[&str], shape: &Shape) -> Option<Result<Literal, String>> {
-        let name = names
-            .iter()
-            .find(|n| self.weights.contains(n))
-            .map(|n| n.to_string())
-            .or_else(|| {
-                self.weights
-                    .names()
-                    .find(|w| names.contains(&sanitize(w).as_str()))
-                    .map(str::to_string)
-            })?;
-        if !self.used.insert(name.clone()) {
-            return Some(Err(format!(
-                "weight `{name}` would bind a second input (`{}`); rename one of the inputs",
-                names[0]
-            )));
-        }
-        Some(self.weights.load(&name).and_then(|lit| {
-            if lit.dtype != shape.dtype || lit.dims != shape.dims {
-                Err(format!(
-                    "weight `{name}` is {}{:?} but the input it binds is {shape}",
-                    lit.dtype, lit.dims
-                ))
-            } else {
-                Ok(lit)
-            }
-        }))
-    }
-
-    /// The first weight that bound nothing, with the candidate names for a hint.
-    fn unused<'a>(
-        &self,
-        inputs: impl Iterator<Item = &'a str>,
-    ) -> Option<(String, Option<String>)> {
-        let inputs: Vec<&str> = inputs.collect();
-        self.weights
-            .names()
-            .find(|n| !self.used.contains(*n))
-            .map(|n| {
-                (
-                    n.to_string(),
-                    nearest(n, inputs.iter().copied()).map(str::to_string),
-                )
-            })
+        spec::lower_spec(path, source)
     }
 }
 
@@ -173,7 +137,7 @@ fn import(
             return Err(SpecError::new(
                 graph,
                 SpecErrorKind::Invalid(
-                    "a YAML spec is loaded by spec::load_spec, not imported".into(),
+                    "a YAML spec is loaded by front::load_spec, not imported".into(),
                 ),
             ));
         }
@@ -212,14 +176,7 @@ fn import(
 pub fn load_file(path: &Path, format: Format) -> Result<Model, SpecError> {
     let name = model_name_from_path(path);
     let module = import(path, format, &name, &WeightStore::empty())?;
-    Ok(Model {
-        module,
-        spec_path: path.to_path_buf(),
-        params_path: None,
-        graph_path: None,
-        buckets: Vec::new(),
-        seq: None,
-    })
+    Ok(Model::single(module, path.to_path_buf(), None, None))
 }
 
 /// A YAML spec that wraps an imported graph.
@@ -255,19 +212,17 @@ pub fn is_graph_spec(source: &str) -> bool {
 
 /// Loads a YAML spec with a `graph:` key (`path` is the spec, `source` its text).
 pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
-    let spans = crate::spec::spans::SpanIndex::build(source);
+    let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
     let raw: RawGraphSpec = serde_yaml::from_str(source).map_err(|e| {
-        crate::spec::raw::yaml_error(path, source, &e)
+        diag::yaml_error(path, source, &e)
             .0
             .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, and `params`; inputs, outputs and ops come from the graph")
     })?;
-    if !crate::ir::verify::is_c_identifier(&raw.name)
-        || raw.name.len() > crate::spec::MAX_MODEL_NAME_LEN
-    {
+    if let Err(hint) = check_model_name(&raw.name) {
         return Err(at("name", SpecErrorKind::BadName(raw.name.clone()))
-            .expected("a C identifier ([A-Za-z_][A-Za-z0-9_]*): it prefixes every exported symbol")
-            .hint(format!("e.g. `{}`", sanitize(&raw.name))));
+            .expected(model_name_rule())
+            .hint(hint));
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let (file, format) = match (&raw.graph.onnx, &raw.graph.hlo) {
@@ -292,12 +247,10 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
         })?,
     };
     let module = import(&graph, format, &raw.name, &weights)?;
-    Ok(Model {
+    Ok(Model::single(
         module,
-        spec_path: path.to_path_buf(),
+        path.to_path_buf(),
         params_path,
-        graph_path: Some(graph),
-        buckets: Vec::new(),
-        seq: None,
-    })
+        Some(graph),
+    ))
 }
