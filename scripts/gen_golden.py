@@ -356,6 +356,9 @@ UNARY = {
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "neg": lambda x: -x,
     "silu": lambda x: x * sigmoid(x),
+    "erf": lambda x: _erf(x),
+    # numpy's logaddexp (log(e^0 + e^x)): a formula independent of the compiler's log1p form.
+    "softplus": lambda x: np.logaddexp(0.0, x),
 }
 
 BINARY = {
@@ -1008,6 +1011,10 @@ def build_cases():
         "rsqrt": lambda c: c.uniform(shape, 0.2, 3.0),
         "neg": lambda c: c.normal(shape),
         "silu": lambda c: c.normal(shape, 3.0),
+        "erf": lambda c: c.normal(shape, 1.5),
+        # Large |x| too: the linear regime (x > 17) and the tiny one (x < -17, where log(1 + e^x)
+        # would round 1 + e^x to 1).
+        "softplus": lambda c: c.normal(shape, 12.0),
     }
     for op, gen in unary_inputs.items():
         c = new(op)

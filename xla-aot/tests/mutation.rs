@@ -8,7 +8,7 @@ mod common;
 use common::{EXAMPLES, repo};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use xla_aot::driver::random_input;
-use xla_aot::front::{SpecErrorKind, spec::OPS, spec_from_str};
+use xla_aot::front::{SpecErrorKind, spec::op_kinds, spec_from_str};
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Module, Op};
 use xla_aot::util::rng::SplitMix64;
@@ -132,7 +132,8 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
                 }
             }
             6 => {
-                let kind = rng.pick(OPS).0;
+                let kinds: Vec<&str> = op_kinds().collect();
+                let kind = rng.pick(&kinds);
                 if let Some(p) = lines[li].find("op: ") {
                     let rest = &lines[li][p + 4..];
                     let end = rest.find(',').unwrap_or(rest.len());

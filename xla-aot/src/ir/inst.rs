@@ -37,6 +37,8 @@ pub enum UnaryOp {
     Logistic,
     /// The Gauss error function.
     Erf,
+    /// log(1 + eˣ), without overflow: max(x, 0) + log1p(e^-|x|).
+    Softplus,
 }
 
 /// Elementwise functions of two operands of the same shape.

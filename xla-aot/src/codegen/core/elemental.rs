@@ -86,6 +86,22 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             UnaryOp::Erf => self
                 .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
                 .into_float_value(),
+            UnaryOp::Softplus => {
+                // max(x, 0) + log1p(t) with t = e^-|x| in (0, 1]: no overflow for large |x|.
+                // log1p(t) = log(u)·t/(u - 1) with u = 1 + t (Kahan), exact where u rounds to 1.
+                let ax = self.call(self.fabs, &[x.into()]).into_float_value();
+                let nax = b.build_float_neg(ax, "").unwrap();
+                let t = self.unary(UnaryOp::Exp, nax);
+                let u = b.build_float_add(self.f32c(1.0), t, "").unwrap();
+                let um1 = b.build_float_sub(u, self.f32c(1.0), "").unwrap();
+                let lu = self.unary(UnaryOp::Log, u);
+                let q = b.build_float_div(t, um1, "").unwrap();
+                let l = b.build_float_mul(lu, q, "").unwrap();
+                let exact = self.fcmp(FloatPredicate::OEQ, um1, self.f32c(0.0));
+                let l1p = self.select(exact, t.into(), l.into()).into_float_value();
+                let pos = self.fmax(x, self.f32c(0.0), true);
+                b.build_float_add(pos, l1p, "").unwrap()
+            }
         }
     }
 

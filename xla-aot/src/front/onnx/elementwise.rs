@@ -320,20 +320,6 @@ impl Importer {
         self.add(cx, Op::Unary(op), &[a])
     }
 
-    /// log(1 + e^x), computed as max(x, 0) + log(1 + e^-|x|) so large |x| neither overflows
-    /// nor loses the linear part.
-    fn softplus(&mut self, cx: &Ctx, x: InstId, d: &[usize]) -> R<InstId> {
-        let zero = self.splat(cx, 0.0, d)?;
-        let one = self.splat(cx, 1.0, d)?;
-        let pos = self.bin(cx, BinaryOp::Maximum, x, zero)?;
-        let ax = self.un(cx, UnaryOp::Abs, x)?;
-        let nax = self.un(cx, UnaryOp::Negate, ax)?;
-        let e = self.un(cx, UnaryOp::Exp, nax)?;
-        let e1 = self.bin(cx, BinaryOp::Add, one, e)?;
-        let l = self.un(cx, UnaryOp::Log, e1)?;
-        self.bin(cx, BinaryOp::Add, pos, l)
-    }
-
     /// The activation functions and float unary ops.
     pub fn activation(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
         let alpha_default = match op {
@@ -415,7 +401,7 @@ impl Importer {
                         Ok(h)
                     }
                 }
-                "Softplus" => me.softplus(cx, x, d),
+                "Softplus" => u(me, UnaryOp::Softplus, x),
                 "Softsign" => {
                     let one = me.splat(cx, 1.0, d)?;
                     let ax = u(me, UnaryOp::Abs, x)?;
@@ -423,7 +409,7 @@ impl Importer {
                     me.bin(cx, BinaryOp::Divide, x, den)
                 }
                 "Mish" => {
-                    let sp = me.softplus(cx, x, d)?;
+                    let sp = u(me, UnaryOp::Softplus, x)?;
                     let t = u(me, UnaryOp::Tanh, sp)?;
                     me.bin(cx, BinaryOp::Multiply, x, t)
                 }

@@ -11,7 +11,7 @@ pub mod lower;
 pub mod raw;
 pub mod seq;
 
-pub use lower::OPS;
+pub use lower::{OPS, UNARY_OPS, op_kinds};
 
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::model::Model;

@@ -24,8 +24,9 @@ pub enum Cost {
     /// The inline polynomials of `codegen/math.rs` (`exp`, `log`, `tanh`, `erf`, ...): 15–25
     /// operations each, counted as 20.
     Transcendental,
-    /// `pow` (an `exp` of a `log` and the sign and integer-exponent handling): 40.
-    Power,
+    /// Two of those polynomials (`pow` = an `exp` of a `log` with the sign and integer-exponent
+    /// handling; `softplus` = a `log1p` of an `exp`): 40.
+    TwoTranscendental,
 }
 
 impl Cost {
@@ -35,7 +36,7 @@ impl Cost {
             Cost::Simple => 1,
             Cost::MultiCycle => 4,
             Cost::Transcendental => 20,
-            Cost::Power => 40,
+            Cost::TwoTranscendental => 40,
         }
     }
 }
@@ -118,6 +119,15 @@ pub const OPCODES: &[OpcodeInfo] = &[
     },
 ];
 
+/// Where a unary function is defined (the op battery draws its test inputs there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    /// Every finite number.
+    All,
+    /// Positive numbers (`log`, `sqrt`, `rsqrt`).
+    Positive,
+}
+
 /// One elementwise function of one operand.
 #[derive(Debug, Clone, Copy)]
 pub struct UnaryInfo {
@@ -127,37 +137,86 @@ pub struct UnaryInfo {
     pub opcode: &'static str,
     /// Per-element cost.
     pub cost: Cost,
+    /// Where it is defined.
+    pub domain: Domain,
     /// The exact result in f64 (the interpreter rounds it to f32).
     pub reference: fn(f64) -> f64,
 }
 
 /// Every unary function, in [`UnaryOp`]'s order.
 pub const UNARY: &[UnaryInfo] = &[
-    unary(UnaryOp::Negate, "negate", Cost::Simple, |x| -x),
-    unary(UnaryOp::Abs, "abs", Cost::Simple, f64::abs),
-    unary(UnaryOp::Exp, "exponential", Cost::Transcendental, f64::exp),
-    unary(UnaryOp::Log, "log", Cost::Transcendental, f64::ln),
-    unary(UnaryOp::Sqrt, "sqrt", Cost::MultiCycle, f64::sqrt),
-    unary(UnaryOp::Rsqrt, "rsqrt", Cost::MultiCycle, |x| {
-        1.0 / x.sqrt()
-    }),
-    unary(UnaryOp::Tanh, "tanh", Cost::Transcendental, f64::tanh),
-    unary(UnaryOp::Logistic, "logistic", Cost::Transcendental, |x| {
-        1.0 / (1.0 + (-x).exp())
-    }),
-    unary(UnaryOp::Erf, "erf", Cost::Transcendental, libm::erf),
+    unary(UnaryOp::Negate, "negate", Cost::Simple, Domain::All, |x| -x),
+    unary(UnaryOp::Abs, "abs", Cost::Simple, Domain::All, f64::abs),
+    unary(
+        UnaryOp::Exp,
+        "exponential",
+        Cost::Transcendental,
+        Domain::All,
+        f64::exp,
+    ),
+    unary(
+        UnaryOp::Log,
+        "log",
+        Cost::Transcendental,
+        Domain::Positive,
+        f64::ln,
+    ),
+    unary(
+        UnaryOp::Sqrt,
+        "sqrt",
+        Cost::MultiCycle,
+        Domain::Positive,
+        f64::sqrt,
+    ),
+    unary(
+        UnaryOp::Rsqrt,
+        "rsqrt",
+        Cost::MultiCycle,
+        Domain::Positive,
+        |x| 1.0 / x.sqrt(),
+    ),
+    unary(
+        UnaryOp::Tanh,
+        "tanh",
+        Cost::Transcendental,
+        Domain::All,
+        f64::tanh,
+    ),
+    unary(
+        UnaryOp::Logistic,
+        "logistic",
+        Cost::Transcendental,
+        Domain::All,
+        |x| 1.0 / (1.0 + (-x).exp()),
+    ),
+    unary(
+        UnaryOp::Erf,
+        "erf",
+        Cost::Transcendental,
+        Domain::All,
+        libm::erf,
+    ),
+    unary(
+        UnaryOp::Softplus,
+        "softplus",
+        Cost::TwoTranscendental,
+        Domain::All,
+        |x| x.max(0.0) + (-x.abs()).exp().ln_1p(),
+    ),
 ];
 
 const fn unary(
     op: UnaryOp,
     opcode: &'static str,
     cost: Cost,
+    domain: Domain,
     reference: fn(f64) -> f64,
 ) -> UnaryInfo {
     UnaryInfo {
         op,
         opcode,
         cost,
+        domain,
         reference,
     }
 }
@@ -196,7 +255,7 @@ pub const BINARY: &[BinaryInfo] = &[
             x.min(y)
         }
     }),
-    binary(BinaryOp::Power, "power", Cost::Power, f64::powf),
+    binary(BinaryOp::Power, "power", Cost::TwoTranscendental, f64::powf),
 ];
 
 const fn binary(

@@ -6,7 +6,7 @@
 
 use super::super::syntax::RawInst;
 use super::attrs::*;
-use super::{MAX_FOLD_ELEMENTS, SUPPORTED, TResult, Tr, Val, err, err_at, with_hint};
+use super::{MAX_FOLD_ELEMENTS, TResult, Tr, Val, err, err_at, supported, with_hint};
 use crate::ir::{BinaryOp, CompareDir, DotDims, InstId, Op, UnaryOp};
 
 impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
@@ -367,7 +367,7 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                         inst,
                         format!("opcode `{op}` is not supported by the HLO importer"),
                     ),
-                    &format!("supported opcodes: {}", SUPPORTED.join(", ")),
+                    &format!("supported opcodes: {}", supported().join(", ")),
                 );
             }
         };

@@ -26,7 +26,22 @@ use serde_yaml::Value;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Every spec op, with the attributes it accepts and how many inputs it takes (min, max).
+/// The spec ops that are one elementwise function of the IR (`ir/inst/table.rs`): one input, no
+/// attributes. Adding a unary IR op to the spec is one row here.
+pub const UNARY_OPS: &[(&str, UnaryOp)] = &[
+    ("sigmoid", UnaryOp::Logistic),
+    ("tanh", UnaryOp::Tanh),
+    ("exp", UnaryOp::Exp),
+    ("log", UnaryOp::Log),
+    ("sqrt", UnaryOp::Sqrt),
+    ("rsqrt", UnaryOp::Rsqrt),
+    ("neg", UnaryOp::Negate),
+    ("abs", UnaryOp::Abs),
+    ("erf", UnaryOp::Erf),
+    ("softplus", UnaryOp::Softplus),
+];
+
+/// Every other spec op, with the attributes it accepts and how many inputs it takes (min, max).
 pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     (
         "conv2d",
@@ -47,16 +62,8 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     ("relu", &[], 1, 1),
     ("relu6", &[], 1, 1),
     ("leaky_relu", &["alpha"], 1, 1),
-    ("sigmoid", &[], 1, 1),
-    ("tanh", &[], 1, 1),
     ("gelu", &["approximate"], 1, 1),
     ("silu", &[], 1, 1),
-    ("exp", &[], 1, 1),
-    ("log", &[], 1, 1),
-    ("sqrt", &[], 1, 1),
-    ("rsqrt", &[], 1, 1),
-    ("neg", &[], 1, 1),
-    ("abs", &[], 1, 1),
     ("clamp", &["min", "max"], 1, 1),
     ("max_pool2d", &["kernel_size", "strides", "padding"], 1, 1),
     (
@@ -84,6 +91,22 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
     ("top_k_indices", &["k"], 1, 1),
     ("sample", &["temperature", "top_k", "top_p"], 3, 6),
 ];
+
+/// Every spec op kind: [`OPS`], then [`UNARY_OPS`].
+pub fn op_kinds() -> impl Iterator<Item = &'static str> {
+    OPS.iter().map(|o| o.0).chain(UNARY_OPS.iter().map(|u| u.0))
+}
+
+/// The attributes an op kind accepts and how many inputs it takes (min, max).
+fn signature(kind: &str) -> Option<(&'static [&'static str], usize, usize)> {
+    match OPS.iter().find(|o| o.0 == kind) {
+        Some(&(_, allowed, min, max)) => Some((allowed, min, max)),
+        None => UNARY_OPS
+            .iter()
+            .any(|u| u.0 == kind)
+            .then_some((&[][..], 1, 1)),
+    }
+}
 
 /// Default slope of `leaky_relu` (PyTorch's default).
 const DEFAULT_LEAKY_ALPHA: f64 = 0.01;
@@ -179,9 +202,8 @@ impl<'a> Lowerer<'a> {
 
     /// Checks and lowers one op; returns the id of its result.
     pub fn lower_op(&mut self, d: &OpDecl) -> R<InstId> {
-        let Some(&(_, allowed, min, max)) = OPS.iter().find(|o| o.0 == d.kind) else {
-            let hint =
-                nearest(&d.kind, OPS.iter().map(|o| o.0)).map(|s| format!("did you mean `{s}`?"));
+        let Some((allowed, min, max)) = signature(&d.kind) else {
+            let hint = nearest(&d.kind, op_kinds()).map(|s| format!("did you mean `{s}`?"));
             return Err(self
                 .err(
                     &format!("{}.op", d.path()),
@@ -244,6 +266,9 @@ impl<'a> Lowerer<'a> {
         let name = d.name.as_str();
         let x = ins[0];
         let xd = self.dims(x);
+        if let Some(&(_, u)) = UNARY_OPS.iter().find(|u| u.0 == d.kind) {
+            return self.unary(d, name, u, x);
+        }
         match d.kind.as_str() {
             "conv2d" => self.conv2d(d, &ins),
             "batch_norm" => self.batch_norm(d, &ins),
@@ -284,14 +309,6 @@ impl<'a> Lowerer<'a> {
                 let scaled = self.binary(d, &format!("{name}.scaled"), BinaryOp::Multiply, x, a)?;
                 self.add(d, name, Op::Select, &[pos, x, scaled])
             }
-            "sigmoid" => self.unary(d, name, UnaryOp::Logistic, x),
-            "tanh" => self.unary(d, name, UnaryOp::Tanh, x),
-            "exp" => self.unary(d, name, UnaryOp::Exp, x),
-            "log" => self.unary(d, name, UnaryOp::Log, x),
-            "sqrt" => self.unary(d, name, UnaryOp::Sqrt, x),
-            "rsqrt" => self.unary(d, name, UnaryOp::Rsqrt, x),
-            "neg" => self.unary(d, name, UnaryOp::Negate, x),
-            "abs" => self.unary(d, name, UnaryOp::Abs, x),
             "silu" => {
                 let s = self.unary(d, &format!("{name}.sigmoid"), UnaryOp::Logistic, x)?;
                 self.binary(d, name, BinaryOp::Multiply, x, s)
