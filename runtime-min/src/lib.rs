@@ -1,6 +1,6 @@
 //! runtime-min: the `no_std`, allocation-free ABI shared by every library xla-aot generates.
 //!
-//! Contract (DESIGN.md): status codes, arena alignment, model descriptors and a safe Rust wrapper
+//! Contract (docs/codegen.md, the C API): status codes, arena alignment, model descriptors and a safe Rust wrapper
 //! trait. Nothing here allocates, spawns threads or can fail except on a bad argument. The status
 //! codes defined here are the single source of truth: the compiler emits them into generated code
 //! and headers, and cbindgen writes them into `include/xla_aot_runtime.h`.

@@ -1,9 +1,11 @@
 //! xla-aot: an ahead-of-time compiler from a model spec to a standalone C-ABI library.
 //!
-//! Pipeline (see DESIGN.md): `front` (YAML spec + weights, ONNX, HLO text) → `ir` (HLO) → passes
-//! → codegen → emit.
-//! This crate currently holds the front end, the IR with its text form and verifier, and the
-//! reference interpreter (`interp`) that every later stage is tested against.
+//! One compile path (`compile`): a front end (`front`: YAML spec + weights, ONNX, XLA HLO text)
+//! gives an HLO module (`ir`); `compile::optimize` runs the pass pipeline (`passes`) and plans
+//! one arena (`arena`); the code generators (`codegen`: a shared LLVM lowering core with CPU and
+//! GPU backends beside it) build the object; the writers (`emit`) produce the archive, header,
+//! manifest and bindings. The reference interpreter (`interp`) is the oracle of every test.
+//! `docs/architecture.md` maps the modules, their layers and their contracts.
 
 pub mod arena;
 pub mod build_api;

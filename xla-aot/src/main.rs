@@ -1,6 +1,6 @@
 //! The `xla-aot` command line: argument parsing only; the work is in `xla_aot::driver`.
 //!
-//! Exit codes (DESIGN.md): 0 success, 1 user error (message on stderr, no partial outputs),
+//! Exit codes (docs/architecture.md): 0 success, 1 user error (message on stderr, no partial outputs),
 //! 2 usage error.
 
 use clap::{Parser, Subcommand, ValueEnum};

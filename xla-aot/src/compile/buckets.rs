@@ -44,7 +44,7 @@ pub(super) fn batch_plan(
 ) -> cpu::BatchPlan {
     let buckets = bucket_list(m, plan, declared, variants);
     let c = &m.entry;
-    let item = |bytes: usize| cpu::batch::Role::Bucketed {
+    let item = |bytes: usize| cpu::batch::Staging::Bucketed {
         outer: 1,
         unit_bytes: bytes / declared.max(1),
     };
@@ -72,10 +72,10 @@ pub(super) fn seq_plan(
     seq: &crate::front::SeqAxis,
     variants: &[(usize, Module, BufferPlan)],
 ) -> cpu::BatchPlan {
-    use cpu::batch::Role;
+    use cpu::batch::Staging;
     let buckets = bucket_list(m, plan, seq.declared, variants);
     let c = &m.entry;
-    let along = |shape: &crate::ir::Shape| Role::Bucketed {
+    let along = |shape: &crate::ir::Shape| Staging::Bucketed {
         outer: shape.dims[..seq.axis].iter().product(),
         unit_bytes: shape.dims[seq.axis + 1..].iter().product::<usize>() * shape.dtype.size_bytes(),
     };
@@ -86,13 +86,13 @@ pub(super) fn seq_plan(
         .map(|(i, &p)| {
             let shape = &c.inst(p).shape;
             if Some(i) == seq.mask {
-                Role::Mask {
+                Staging::Mask {
                     rows: shape.dims[..shape.rank() - 1].iter().product(),
                 }
             } else if seq.inputs.contains(&i) {
                 along(shape)
             } else {
-                Role::Direct
+                Staging::Direct
             }
         })
         .collect();
@@ -104,7 +104,7 @@ pub(super) fn seq_plan(
             if seq.outputs.contains(&j) {
                 along(&c.inst(o.value).shape)
             } else {
-                Role::Direct
+                Staging::Direct
             }
         })
         .collect();

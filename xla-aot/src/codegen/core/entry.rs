@@ -1,4 +1,4 @@
-//! The C API entry points of a host library (DESIGN.md): `<name>_run_ptrs`, `<name>_run` and the
+//! The C API entry points of a host library (docs/codegen.md): `<name>_run_ptrs`, `<name>_run` and the
 //! internal `<name>_impl` they share, and `<name>_set_parallel_for`, the registration of the
 //! app's thread hook.
 //!

@@ -45,8 +45,8 @@ pub enum CodegenError {
         cpu: String,
         reason: String,
     },
-    /// Something in the module the CPU backend does not implement.
-    #[error("the CPU backend cannot compile %{inst}: {reason}")]
+    /// Something in the module the code generator (CPU or GPU) does not implement.
+    #[error("the code generator cannot compile %{inst}: {reason}")]
     Unsupported { inst: String, reason: String },
     /// LLVM rejected the generated IR (a compiler bug).
     #[error("internal compiler error: LLVM rejected the generated code: {0}")]

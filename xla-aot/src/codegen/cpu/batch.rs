@@ -34,7 +34,7 @@ pub struct Bucket {
 
 /// How one input or output travels between the caller and a bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
+pub enum Staging {
     /// Along the bucketed dimension: `outer` blocks, each `n` (caller) or `B` (bucket) units of
     /// `unit_bytes`. Batch: one block of items. Sequence: the dims before the axis are blocks.
     Bucketed { outer: usize, unit_bytes: usize },
@@ -50,8 +50,8 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct BatchPlan {
     pub buckets: Vec<Bucket>,
-    pub inputs: Vec<Role>,
-    pub outputs: Vec<Role>,
+    pub inputs: Vec<Staging>,
+    pub outputs: Vec<Staging>,
     pub entry: String,
 }
 
@@ -61,11 +61,11 @@ fn align(n: usize) -> usize {
 
 impl BatchPlan {
     /// The bytes a tensor of this role takes staged for `bucket`.
-    fn staged_bytes(role: &Role, bucket: &Bucket) -> usize {
+    fn staged_bytes(role: &Staging, bucket: &Bucket) -> usize {
         match role {
-            Role::Bucketed { outer, unit_bytes } => outer * unit_bytes * bucket.batch,
-            Role::Mask { rows } => rows * 4 * bucket.batch,
-            Role::Direct => 0,
+            Staging::Bucketed { outer, unit_bytes } => outer * unit_bytes * bucket.batch,
+            Staging::Mask { rows } => rows * 4 * bucket.batch,
+            Staging::Direct => 0,
         }
     }
 
@@ -93,7 +93,7 @@ impl BatchPlan {
     /// Indices of the inputs the caller passes (all but the mask).
     pub fn caller_inputs(&self) -> Vec<usize> {
         (0..self.inputs.len())
-            .filter(|&i| !matches!(self.inputs[i], Role::Mask { .. }))
+            .filter(|&i| !matches!(self.inputs[i], Staging::Mask { .. }))
             .collect()
     }
 }
@@ -265,8 +265,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             // Inputs: the caller's buffer when it already has the bucket's size, else staged.
             for (i, role) in plan.inputs.iter().enumerate() {
                 let p = match (role, user_in[i]) {
-                    (Role::Direct, Some(u)) => u,
-                    (Role::Bucketed { outer, unit_bytes }, Some(u)) => {
+                    (Staging::Direct, Some(u)) => u,
+                    (Staging::Bucketed { outer, unit_bytes }, Some(u)) => {
                         let s = staged(i);
                         let dst = self.slot(f, i8p.into());
                         self.b.build_store(dst, u).unwrap();
@@ -280,7 +280,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         self.b.position_at_end(done);
                         self.b.build_load(dst, "").unwrap().into_pointer_value()
                     }
-                    (Role::Mask { rows }, _) => {
+                    (Staging::Mask { rows }, _) => {
                         let s = staged(i);
                         let fp = self
                             .b
@@ -304,7 +304,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             for (j, role) in plan.outputs.iter().enumerate() {
                 let p = match role {
-                    Role::Bucketed { .. } => {
+                    Staging::Bucketed { .. } => {
                         let v = self.select(exact, user_out[j].into(), staged(nin + j).into());
                         v.into_pointer_value()
                     }
@@ -333,7 +333,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.b.build_conditional_branch(exact, done, copy).unwrap();
             self.b.position_at_end(copy);
             for (j, role) in plan.outputs.iter().enumerate() {
-                if let Role::Bucketed { outer, unit_bytes } = role {
+                if let Staging::Bucketed { outer, unit_bytes } = role {
                     self.block_copy(
                         user_out[j],
                         staged(nin + j),

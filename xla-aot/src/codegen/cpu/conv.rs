@@ -22,7 +22,7 @@
 //! results do not depend on tile sizes or threads, and match the interpreter to rounding.
 
 use super::Cg;
-use super::epilogue::{RegEpilogue, Role};
+use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
@@ -497,10 +497,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.b.build_load(*slot, "").unwrap().into_vector_value();
                                 if let Some(e) = epi {
                                     let role = |d: usize| match d {
-                                        0 => Role::At(ru.n),
-                                        1 => Role::Col,
-                                        2 => Role::At(ru.oh),
-                                        _ => Role::Row,
+                                        0 => TilePos::At(ru.n),
+                                        1 => TilePos::Col,
+                                        2 => TilePos::At(ru.oh),
+                                        _ => TilePos::Row,
                                     };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
@@ -696,10 +696,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 if let Some(e) = epi {
                                     let px = cg.add(ow0, cg.i64(v.col as u64));
                                     let role = |d: usize| match d {
-                                        0 => Role::At(ru.n),
-                                        1 => Role::Row,
-                                        2 => Role::At(ru.oh),
-                                        _ => Role::Col,
+                                        0 => TilePos::At(ru.n),
+                                        1 => TilePos::Row,
+                                        2 => TilePos::At(ru.oh),
+                                        _ => TilePos::Col,
                                     };
                                     val = cg.apply_epilogue(e, tk, val, oc, px, v, &role);
                                 }
@@ -860,10 +860,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let mut val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
                             if let Some(e) = epi {
                                 let role = |d: usize| match d {
-                                    0 => Role::At(ru.n),
-                                    1 => Role::Col,
-                                    2 => Role::At(ru.oh),
-                                    _ => Role::Row,
+                                    0 => TilePos::At(ru.n),
+                                    1 => TilePos::Col,
+                                    2 => TilePos::At(ru.oh),
+                                    _ => TilePos::Row,
                                 };
                                 let ch = cg.i64(v.col as u64);
                                 val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);

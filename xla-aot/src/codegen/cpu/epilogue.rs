@@ -49,7 +49,7 @@ pub struct RegEpilogue {
 
 /// Where an output dim lies in a micro-tile.
 #[derive(Clone, Copy)]
-pub enum Role<'ctx> {
+pub enum TilePos<'ctx> {
     /// Along the tile's rows: index `row` of [`Cg::apply_epilogue`].
     Row,
     /// Along a vector's lanes: index `col + lane`.
@@ -246,7 +246,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         row: IntValue<'ctx>,
         col: IntValue<'ctx>,
         v: &VecCol,
-        role: &dyn Fn(usize) -> Role<'ctx>,
+        role: &dyn Fn(usize) -> TilePos<'ctx>,
     ) -> VectorValue<'ctx> {
         let value = |o: &Operand| -> VectorValue<'ctx> {
             match *o {
@@ -263,16 +263,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     self.splat(s, v.lanes)
                 }
                 Operand::Along { param, dim } => match role(dim) {
-                    Role::Row => {
+                    TilePos::Row => {
                         let s = self.load(k.args[param], row, DType::F32).into_float_value();
                         self.splat(s, v.lanes)
                     }
-                    Role::At(i) => {
+                    TilePos::At(i) => {
                         let s = self.load(k.args[param], i, DType::F32).into_float_value();
                         self.splat(s, v.lanes)
                     }
-                    Role::Col if v.store == v.lanes => self.vload(k.args[param], col, v.lanes),
-                    Role::Col => {
+                    TilePos::Col if v.store == v.lanes => self.vload(k.args[param], col, v.lanes),
+                    TilePos::Col => {
                         let mut r = self.vec_ty(v.lanes).const_zero();
                         for l in 0..v.store {
                             let e = self

@@ -18,7 +18,7 @@
 //!   (`parallel.rs`) when one is registered and the product is large enough to pay for it.
 
 use super::Cg;
-use super::epilogue::{RegEpilogue, Role};
+use super::epilogue::{RegEpilogue, TilePos};
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
@@ -480,9 +480,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let r = cg.add(row0, cg.i64(i as u64));
                         let col = cg.add(col0, cg.i64(v.col as u64));
                         let role = |d: usize| match roles[d] {
-                            DimRole::Row => Role::Row,
-                            DimRole::Col => Role::Col,
-                            DimRole::Unit => Role::At(cg.i64(0)),
+                            DimRole::Row => TilePos::Row,
+                            DimRole::Col => TilePos::Col,
+                            DimRole::Unit => TilePos::At(cg.i64(0)),
                         };
                         x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
                     }

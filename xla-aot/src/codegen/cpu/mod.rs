@@ -2,7 +2,7 @@
 //! target CPU and emitted as a relocatable object.
 //!
 //! Contract: [`build_module`] turns a verified module and its buffer plan into a module that
-//! exports exactly `<name>_run`, `<name>_run_ptrs` (the C API of DESIGN.md, `core/entry.rs`) and
+//! exports exactly `<name>_run`, `<name>_run_ptrs` (the C API of docs/codegen.md, `core/entry.rs`) and
 //! `<name>_set_parallel_for` (the optional thread hook, `parallel.rs`) and needs no symbol from
 //! anywhere: kernels and weights are internal, math is inline (`core/math.rs`), and every
 //! function carries `"no-builtins"` so LLVM never turns a loop into a call to `memset`/`memcpy`.

@@ -18,7 +18,7 @@
 //! order.
 
 use super::Cg;
-use super::epilogue::{RegEpilogue, Role};
+use super::epilogue::{RegEpilogue, TilePos};
 use super::vector::vectors;
 use crate::codegen::core::ops::At;
 use crate::codegen::core::packing::Tiles;
@@ -102,7 +102,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let mut val = cg.vload(k.args[param], off, v.lanes);
                         if !chain.steps.is_empty() {
                             let role = |d: usize| {
-                                if d == m { Role::Col } else { Role::At(idx[d]) }
+                                if d == m {
+                                    TilePos::Col
+                                } else {
+                                    TilePos::At(idx[d])
+                                }
                             };
                             val = cg.apply_epilogue(
                                 chain,
