@@ -219,7 +219,7 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
 /// HLO, fusion decisions, buffer plan, LLVM IR, assembly), and `--compare` names the fused kernels.
 #[test]
 fn run_dumps_what_compile_for_the_host_dumps() {
-    for ex in ["simplenet", "mobilenet_block"] {
+    for ex in ["simplenet", "mlp", "mobilenet_block", "tiny_transformer"] {
         let spec = repo().join(format!("examples/{ex}/model.yaml"));
         let d = scratch(&format!("same-path-{ex}"));
         let r = xla_aot(&[
