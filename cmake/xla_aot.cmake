@@ -4,11 +4,15 @@
 #   xla_aot_add_model(simplenet SPEC models/simplenet.yaml XLA_TARGET x86_64-avx2)
 #   target_link_libraries(app PRIVATE simplenet)
 #
-# xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>])
+# xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
+#                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
+#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
-#   target uses dlopen). NAME defaults to the spec's `name:`.
+#   target uses dlopen). NAME defaults to the spec's `name:`. INPUT_SHAPES, DIMS and FREEZE fix an
+#   imported graph's input shapes, symbolic dims and constant inputs at build time (the CLI's
+#   --input-shape, --dim and --freeze; a frozen .npy file is a dependency of the build).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -24,7 +28,7 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "" "SPEC;XLA_TARGET;NAME" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
     message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
   endif()
@@ -82,6 +86,21 @@ function(xla_aot_add_model target)
   set(out "${CMAKE_CURRENT_BINARY_DIR}/xla_aot/${target}")
   file(MAKE_DIRECTORY "${out}")
   set(compile_args compile "${spec}" --target "${ARG_XLA_TARGET}" --out-dir "${out}")
+  foreach(s IN LISTS ARG_INPUT_SHAPES)
+    list(APPEND compile_args --input-shape "${s}")
+  endforeach()
+  foreach(d IN LISTS ARG_DIMS)
+    list(APPEND compile_args --dim "${d}")
+  endforeach()
+  foreach(f IN LISTS ARG_FREEZE)
+    # A .npy path is relative to the calling CMakeLists.txt, like SPEC.
+    if(f MATCHES "^([^=]+)=(.*\\.npy)$")
+      get_filename_component(frozen "${CMAKE_MATCH_2}" ABSOLUTE)
+      set(f "${CMAKE_MATCH_1}=${frozen}")
+      list(APPEND deps "${frozen}")
+    endif()
+    list(APPEND compile_args --freeze "${f}")
+  endforeach()
   add_custom_command(
     OUTPUT "${out}/lib${name}.a" "${out}/${name}.h" "${out}/${name}.json"
     COMMAND "${XLA_AOT_EXECUTABLE}" ${compile_args}

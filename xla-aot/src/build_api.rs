@@ -18,7 +18,8 @@
 
 use crate::compile::CompileOptions;
 use crate::emit::write_artefacts;
-use crate::front::load_spec;
+use crate::front::inputs::{self, InputOverrides};
+use crate::front::load_spec_with;
 use crate::target::Target;
 use crate::util::io::io_reason;
 use std::path::{Path, PathBuf};
@@ -54,6 +55,7 @@ pub struct Build {
     dump_to: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
+    inputs: InputOverrides,
 }
 
 /// FNV-1a, 64-bit: a dependency-free content hash for the cache key. A collision would skip a
@@ -74,7 +76,42 @@ impl Build {
             dump_to: None,
             out_dir: None,
             cargo_metadata: true,
+            inputs: InputOverrides::default(),
         }
+    }
+
+    /// Fixes the shape of an imported graph's input (`--input-shape NAME=D0,D1,...`); `name` may
+    /// be the input's position.
+    pub fn input_shape(&mut self, name: &str, dims: &[usize]) -> &mut Build {
+        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
+        self.inputs.shapes.push((r, dims.to_vec()));
+        self
+    }
+
+    /// Fixes a named symbolic dim everywhere it appears (`--dim SYMBOL=N`).
+    pub fn dim(&mut self, symbol: &str, n: usize) -> &mut Build {
+        self.inputs.dims.push((symbol.to_string(), n));
+        self
+    }
+
+    /// Turns an input into a compile-time constant (`--freeze NAME=VALUE,...`): one value fills
+    /// the input, or one per element in row-major order.
+    pub fn freeze(&mut self, name: &str, values: &[f64]) -> &mut Build {
+        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
+        self.inputs
+            .freeze
+            .push((r, inputs::Frozen::Values(values.to_vec())));
+        self
+    }
+
+    /// Turns an input into the compile-time constant stored in a `.npy` file (`--freeze
+    /// NAME=FILE.npy`; a build input: the build re-runs when it changes).
+    pub fn freeze_npy(&mut self, name: &str, file: impl AsRef<Path>) -> &mut Build {
+        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
+        self.inputs
+            .freeze
+            .push((r, inputs::Frozen::File(file.as_ref().to_path_buf())));
+        self
     }
 
     /// Compiles for this xla-aot target (a name or a target file) instead of the Cargo target's.
@@ -141,12 +178,17 @@ impl Build {
             })?),
         };
         let dir = base.join("xla-aot").join(name);
-        let mut model = load_spec(&self.spec)?;
+        let mut model = load_spec_with(&self.spec, &self.inputs)?;
         model.module.name = name.to_string();
 
         // The files this build depends on.
         let mut inputs = vec![self.spec.clone()];
         inputs.extend(model.graph_path.iter().cloned());
+        for (_, f) in &self.inputs.freeze {
+            if let inputs::Frozen::File(p) = f {
+                inputs.push(p.clone());
+            }
+        }
         if let Some(p) = &model.params_path {
             if p.is_dir() {
                 let mut files: Vec<PathBuf> = std::fs::read_dir(p)
@@ -182,6 +224,7 @@ impl Build {
         fnv1a(&mut key, env!("CARGO_PKG_VERSION").as_bytes());
         fnv1a(&mut key, format!("{target:?}").as_bytes());
         fnv1a(&mut key, name.as_bytes());
+        fnv1a(&mut key, format!("{:?}", self.inputs).as_bytes());
         for f in inputs.iter().filter(|f| f.is_file()) {
             fnv1a(&mut key, f.to_string_lossy().as_bytes());
             let bytes = std::fs::read(f).map_err(|e| {

@@ -5,7 +5,7 @@
 //! target directory and renamed into place.
 
 use crate::compile::CompileOptions;
-use crate::front::{SpecError, load_spec};
+use crate::front::{InputOverrides, SpecError, load_spec_with};
 use crate::interp::{InterpError, evaluate};
 use crate::ir::npy::{read_npy, write_npy};
 use crate::ir::shape::dims_str;
@@ -54,6 +54,8 @@ pub struct CompileRequest {
     pub dump_to: Option<PathBuf>,
     /// Print a per-pass timing table on stderr.
     pub time_passes: bool,
+    /// Input shapes, dims and frozen inputs of an imported graph.
+    pub inputs: InputOverrides,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -104,7 +106,7 @@ pub fn compile(
 ) -> Result<Vec<PathBuf>, DriverError> {
     let target = crate::target::Target::resolve(target)?;
     check_passes(&req.disabled_passes)?;
-    let model = load_spec(spec)?;
+    let model = load_spec_with(spec, &req.inputs)?;
     // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
@@ -133,8 +135,13 @@ pub enum Stage {
 }
 
 /// `xla-aot inspect`: the HLO text of a spec.
-pub fn inspect(spec: &Path, stage: Stage, full_constants: bool) -> Result<String, DriverError> {
-    let mut model = load_spec(spec)?;
+pub fn inspect(
+    spec: &Path,
+    stage: Stage,
+    full_constants: bool,
+    inputs: &InputOverrides,
+) -> Result<String, DriverError> {
+    let mut model = load_spec_with(spec, inputs)?;
     if stage == Stage::Optimized {
         model.module = crate::compile::optimize(&model.module, &CompileOptions::default())?.module;
     }
@@ -283,6 +290,8 @@ pub struct RunRequest {
     pub disabled_passes: Vec<String>,
     /// Where to write the dump files of the host compilation.
     pub dump_to: Option<PathBuf>,
+    /// Input shapes, dims and frozen inputs of an imported graph.
+    pub inputs: InputOverrides,
 }
 
 /// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`. The
@@ -297,7 +306,7 @@ pub fn run(
     req: &RunRequest,
 ) -> Result<RunReport, DriverError> {
     check_passes(&req.disabled_passes)?;
-    let model = load_spec(spec)?;
+    let model = load_spec_with(spec, &req.inputs)?;
     let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
     let compiled = |notes: &mut Vec<String>| -> Result<Vec<Literal>, DriverError> {
         let opts = options(&req.disabled_passes, req.dump_to.is_some());

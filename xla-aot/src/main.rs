@@ -3,10 +3,11 @@
 //! Exit codes (docs/architecture.md): 0 success, 1 user error (message on stderr, no partial outputs),
 //! 2 usage error.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use xla_aot::driver;
+use xla_aot::front::inputs;
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +28,31 @@ enum Stage {
     Optimized,
 }
 
+/// What the build fixes about an imported graph's inputs (`front/inputs.rs`).
+#[derive(Args, Clone, Default)]
+struct InputArgs {
+    /// Fix an input's shape, NAME=D0,D1,... (repeatable; NAME may be the input's position).
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...", value_parser = inputs::parse_input_shape)]
+    input_shapes: Vec<(inputs::InputRef, Vec<usize>)>,
+    /// Fix a named symbolic dim everywhere it appears, SYMBOL=N (repeatable).
+    #[arg(long = "dim", value_name = "SYMBOL=N", value_parser = inputs::parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// Turn an input into a compile-time constant, NAME=VALUE[,VALUE...] or NAME=FILE.npy
+    /// (repeatable): shape logic and conditions over it fold away.
+    #[arg(long = "freeze", value_name = "NAME=VALUE|FILE.npy", value_parser = inputs::parse_freeze)]
+    freeze: Vec<(inputs::InputRef, inputs::Frozen)>,
+}
+
+impl InputArgs {
+    fn overrides(self) -> inputs::InputOverrides {
+        inputs::InputOverrides {
+            shapes: self.input_shapes,
+            dims: self.dims,
+            freeze: self.freeze,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print the HLO text of a model spec.
@@ -39,6 +65,8 @@ enum Command {
         /// Print every constant in full (weights included) instead of `{...}`.
         #[arg(long)]
         print_large_constants: bool,
+        #[command(flatten)]
+        fixed: InputArgs,
     },
     /// Compile a model spec into a static library, header and manifest.
     Compile {
@@ -59,6 +87,8 @@ enum Command {
         /// Skip an optimisation pass (repeatable); `xla-aot passes` lists them.
         #[arg(long = "disable-pass", value_name = "NAME")]
         disabled_passes: Vec<String>,
+        #[command(flatten)]
+        fixed: InputArgs,
     },
     /// List the built-in targets.
     Targets,
@@ -96,6 +126,8 @@ enum Command {
             conflicts_with = "reference"
         )]
         disabled_passes: Vec<String>,
+        #[command(flatten)]
+        fixed: InputArgs,
     },
 }
 
@@ -119,6 +151,7 @@ fn main() -> ExitCode {
             dump_to,
             time_passes,
             disabled_passes,
+            fixed,
         } => match driver::compile(
             &spec,
             &target,
@@ -127,6 +160,7 @@ fn main() -> ExitCode {
                 disabled_passes,
                 dump_to,
                 time_passes,
+                inputs: fixed.overrides(),
             },
         ) {
             Ok(files) => {
@@ -156,6 +190,7 @@ fn main() -> ExitCode {
             spec,
             stage,
             print_large_constants,
+            fixed,
         } => match driver::inspect(
             &spec,
             match stage {
@@ -163,6 +198,7 @@ fn main() -> ExitCode {
                 Stage::Optimized => driver::Stage::Optimized,
             },
             print_large_constants,
+            &fixed.overrides(),
         ) {
             Ok(text) => {
                 print!("{text}");
@@ -179,6 +215,7 @@ fn main() -> ExitCode {
             seed,
             dump_to,
             disabled_passes,
+            fixed,
         } => {
             let mode = if reference {
                 driver::RunMode::Reference
@@ -195,6 +232,7 @@ fn main() -> ExitCode {
                 &driver::RunRequest {
                     disabled_passes,
                     dump_to,
+                    inputs: fixed.overrides(),
                 },
             ) {
                 Ok(r) => r,

@@ -6,12 +6,13 @@ mod common;
 
 use prost::Message;
 use std::path::{Path, PathBuf};
+use xla_aot::front::inputs::{Frozen, InputOverrides, InputRef};
 use xla_aot::front::onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
     type_proto,
 };
-use xla_aot::front::{Format, load_file};
+use xla_aot::front::{Format, load_file, load_file_with, load_spec};
 use xla_aot::ir::Literal;
 
 fn value(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
@@ -258,8 +259,8 @@ fn symbolic_dims_old_opsets_and_other_domains_are_clear_errors() {
     }
     let e = import_err("symbolic", &sym.encode_to_vec());
     assert!(
-        e.contains("`batch`") && e.contains("fixed input shapes"),
-        "{e}"
+        e.contains("`batch`") && e.contains("--dim batch=N") && e.contains("--input-shape x="),
+        "the error names the dim and the flags that fix it: {e}"
     );
 
     let mut old = m.clone();
@@ -331,4 +332,227 @@ fn no_prefix_or_byte_flip_of_a_model_panics() {
             try_import(&b);
         }
     }
+}
+
+fn sym_value(name: &str, elem: i32, dims: &[&str]) -> ValueInfoProto {
+    let mut v = value(name, elem, &vec![0; dims.len()]);
+    if let Some(type_proto::Value::TensorType(t)) = v.r#type.as_mut().unwrap().value.as_mut() {
+        for (d, s) in t.shape.as_mut().unwrap().dim.iter_mut().zip(dims) {
+            d.value = Some(match s.parse::<i64>() {
+                Ok(n) => tensor_shape_proto::dimension::Value::DimValue(n),
+                Err(_) => tensor_shape_proto::dimension::Value::DimParam(s.to_string()),
+            });
+        }
+    }
+    v
+}
+
+/// x[batch, 4, w] · k (a scalar input) → Reshape to [batch, -1] → y: dynamic dims, and an input
+/// that is better frozen.
+fn dynamic_model() -> ModelProto {
+    let mut m = model(
+        vec![
+            node("mul0", "Mul", &["x", "k"], &["m"]),
+            node("reshape0", "Reshape", &["m", "shape"], &["y"]),
+        ],
+        vec![
+            sym_value("x", data_type::FLOAT, &["batch", "4", "w"]),
+            sym_value("k", data_type::FLOAT, &[]),
+        ],
+        vec![sym_value("y", data_type::FLOAT, &["batch", "n"])],
+    );
+    m.graph.as_mut().unwrap().initializer.push(TensorProto {
+        name: "shape".into(),
+        dims: vec![2],
+        data_type: data_type::INT64,
+        int64_data: vec![0, -1],
+        ..Default::default()
+    });
+    m
+}
+
+#[test]
+fn dims_shapes_and_frozen_inputs_are_fixed_at_build_time() {
+    let p = write("dynamic", &dynamic_model().encode_to_vec());
+    let with = |o: &InputOverrides| load_file_with(&p, Format::Onnx, o);
+    let err = |o: &InputOverrides| match with(o) {
+        Ok(_) => panic!("imported, expected an error for {o:?}"),
+        Err(e) => e.to_string(),
+    };
+    // `--dim` for every symbol: both inputs stay run-time inputs.
+    let dims = InputOverrides {
+        dims: vec![("batch".into(), 2), ("w".into(), 3)],
+        ..Default::default()
+    };
+    let m = with(&dims).unwrap().module;
+    let params = m.entry.parameters();
+    assert_eq!(m.entry.inst(params[0]).shape.dims, vec![2, 4, 3]);
+    assert_eq!(m.entry.outputs.len(), 1);
+    assert_eq!(
+        m.entry.inst(m.entry.outputs[0].value).shape.dims,
+        vec![2, 12]
+    );
+
+    // `--input-shape` by position, and `k` frozen: one input left, the product by a constant.
+    let frozen = InputOverrides {
+        shapes: vec![(InputRef::Index(0), vec![1, 4, 5])],
+        freeze: vec![(InputRef::Name("k".into()), Frozen::Values(vec![0.5]))],
+        ..Default::default()
+    };
+    let m = with(&frozen).unwrap().module;
+    assert_eq!(m.entry.parameters().len(), 1, "k became a constant");
+    let x = Literal::from_f32(
+        vec![1, 4, 5],
+        &(0..20).map(|i| i as f32).collect::<Vec<_>>(),
+    );
+    let got = xla_aot::compile::run_host(&m, &[x]).unwrap();
+    assert_eq!(got[0].dims, vec![1, 20]);
+    assert_eq!(got[0].to_f32_vec().unwrap()[7], 3.5);
+
+    // What cannot hold is a clear error naming the input and what to do.
+    let e = err(&InputOverrides {
+        dims: vec![("batch".into(), 1)],
+        ..Default::default()
+    });
+    assert!(
+        e.contains("graph input `x`") && e.contains("`w`") && e.contains("--dim w=N"),
+        "{e}"
+    );
+    let e = err(&InputOverrides {
+        shapes: vec![(InputRef::Name("x".into()), vec![1, 5, 3])],
+        ..Default::default()
+    });
+    assert!(
+        e.contains("sets dimension 1 to 5, but the model fixes it at 4"),
+        "{e}"
+    );
+    let e = err(&InputOverrides {
+        shapes: vec![(InputRef::Name("x".into()), vec![1, 4])],
+        ..Default::default()
+    });
+    assert!(e.contains("gives 2 dims, but the input has rank 3"), "{e}");
+    let e = err(&InputOverrides {
+        shapes: vec![(InputRef::Name("images".into()), vec![1, 4, 3])],
+        ..Default::default()
+    });
+    assert!(e.contains("`images`") && e.contains("x, k"), "{e}");
+    let e = err(&InputOverrides {
+        dims: vec![("batch".into(), 1), ("w".into(), 2), ("height".into(), 2)],
+        ..Default::default()
+    });
+    assert!(e.contains("`height`") && e.contains("batch, w"), "{e}");
+    let e = err(&InputOverrides {
+        dims: vec![("batch".into(), 1), ("w".into(), 2)],
+        freeze: vec![(InputRef::Name("k".into()), Frozen::Values(vec![1.0, 2.0]))],
+        ..Default::default()
+    });
+    assert!(
+        e.contains("gives 2 values, but the input has 1 elements"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_graph_spec_fixes_inputs_and_the_command_line_wins() {
+    let p = write("dynamic_spec", &dynamic_model().encode_to_vec());
+    let dir = p.parent().unwrap();
+    std::fs::write(
+        dir.join("model.yaml"),
+        "name: dyn\ngraph:\n  onnx: dynamic_spec.onnx\n  dims: {batch: 2, w: 3}\n  freeze: {k: 2.0}\n",
+    )
+    .unwrap();
+    let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+    let params = m.entry.parameters();
+    assert_eq!(params.len(), 1);
+    assert_eq!(m.entry.inst(params[0]).shape.dims, vec![2, 4, 3]);
+    let cli = InputOverrides {
+        dims: vec![("batch".into(), 5)],
+        ..Default::default()
+    };
+    let m = xla_aot::front::load_spec_with(&dir.join("model.yaml"), &cli)
+        .unwrap()
+        .module;
+    assert_eq!(
+        m.entry.inst(m.entry.parameters()[0]).shape.dims,
+        vec![5, 4, 3]
+    );
+    std::fs::write(
+        dir.join("bad.yaml"),
+        "name: dyn\ngraph:\n  onnx: dynamic_spec.onnx\n  freeze: {k: [a]}\n",
+    )
+    .unwrap();
+    let e = load_spec(&dir.join("bad.yaml")).unwrap_err().to_string();
+    assert!(e.contains("`freeze: k`") && e.contains("bad.yaml:3"), "{e}");
+}
+
+#[test]
+fn the_cli_fixes_inputs_on_compile_and_rejects_malformed_flags() {
+    let p = write("dynamic_cli", &dynamic_model().encode_to_vec());
+    let out = p.parent().unwrap().join("lib");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (ps, os) = (p.display().to_string(), out.display().to_string());
+    let r = run(&[
+        "compile",
+        &ps,
+        "--target",
+        "host",
+        "--out-dir",
+        &os,
+        "--input-shape",
+        "x=3,4,2",
+        "--freeze",
+        "k=1.5",
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let header = std::fs::read_to_string(out.join("dynamic_cli.h")).unwrap();
+    assert!(
+        header.contains("3, 4, 2") || header.contains("3,4,2"),
+        "{header}"
+    );
+    assert!(
+        !header.contains("k_SHAPE") && !header.contains("_K_"),
+        "k is a constant: {header}"
+    );
+    // A malformed flag is a usage error (exit 2) that says the form.
+    let r = run(&["inspect", &ps, "--dim", "batch"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("SYMBOL=N"));
+    // A YAML spec declares its own shapes.
+    let spec = common::repo().join("examples/simplenet/model.yaml");
+    let r = run(&["inspect", &spec.display().to_string(), "--dim", "batch=1"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("apply to imported graphs"));
+}
+
+#[test]
+fn the_build_api_fixes_inputs_and_keys_its_cache_on_them() {
+    let p = write("dynamic_build", &dynamic_model().encode_to_vec());
+    let out = p.parent().unwrap().join("out");
+    let build = |batch: usize| {
+        xla_aot::Build::new(&p)
+            .target("x86_64-avx2")
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .dim("batch", batch)
+            .input_shape("x", &[batch, 4, 3])
+            .freeze("k", &[2.0])
+            .try_compile("dynb")
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let c = build(2);
+    assert!(c.compiled);
+    let header = std::fs::read_to_string(c.dir.join("dynb.h")).unwrap();
+    assert!(header.contains("DYNB_INPUT_X_SHAPE {2, 4, 3}"), "{header}");
+    assert!(!build(2).compiled, "cached");
+    assert!(build(3).compiled, "a different dim is a different library");
 }

@@ -21,6 +21,7 @@
 pub mod decompose;
 pub mod diag;
 pub mod hlo_text;
+pub mod inputs;
 pub mod model;
 pub mod names;
 pub mod onnx;
@@ -29,6 +30,7 @@ pub mod spec;
 pub mod weights;
 
 pub use diag::{Pos, SpecError, SpecErrorKind};
+pub use inputs::InputOverrides;
 pub use model::{Model, SeqAxis};
 
 use crate::ir::{Module, verify};
@@ -68,9 +70,15 @@ pub fn format_of(path: &Path) -> Format {
 /// Reads, checks and lowers the model at `path`: a YAML spec (native or `graph:`), an `.onnx` or
 /// an `.hlo.txt` file.
 pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
+    load_spec_with(path, &InputOverrides::default())
+}
+
+/// [`load_spec`] with input shapes, symbolic dims and frozen inputs fixed by the build (the CLI's
+/// `--input-shape`, `--dim`, `--freeze`; they take precedence over a `graph:` spec's own).
+pub fn load_spec_with(path: &Path, overrides: &InputOverrides) -> Result<Model, SpecError> {
     let format = format_of(path);
     if format != Format::Spec {
-        return load_file(path, format);
+        return load_file_with(path, format, overrides);
     }
     let source = std::fs::read_to_string(path).map_err(|e| {
         let reason = if e.kind() == std::io::ErrorKind::InvalidData {
@@ -86,14 +94,32 @@ pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
             },
         )
     })?;
-    spec_from_str(path, &source)
+    spec_from_str_with(path, &source, overrides)
 }
 
 /// Like [`load_spec`] for a YAML spec, with the text already read (`path` is used for messages
 /// and to find weights and imported graphs).
 pub fn spec_from_str(path: &Path, source: &str) -> Result<Model, SpecError> {
+    spec_from_str_with(path, source, &InputOverrides::default())
+}
+
+/// [`spec_from_str`] with overrides (see [`load_spec_with`]).
+pub fn spec_from_str_with(
+    path: &Path,
+    source: &str,
+    overrides: &InputOverrides,
+) -> Result<Model, SpecError> {
     if is_graph_spec(source) {
-        load_graph_spec(path, source)
+        load_graph_spec_with(path, source, overrides)
+    } else if !overrides.is_empty() {
+        Err(SpecError::new(
+            path,
+            SpecErrorKind::Invalid(
+                "--input-shape, --dim and --freeze apply to imported graphs (ONNX), not to a YAML spec"
+                    .into(),
+            ),
+        )
+        .hint("a YAML spec declares its input shapes under `inputs:`; edit them there"))
     } else {
         spec::lower_spec(path, source)
     }
@@ -115,7 +141,18 @@ fn import(
     format: Format,
     name: &str,
     weights: &WeightStore,
+    overrides: &InputOverrides,
 ) -> Result<Module, SpecError> {
+    if format == Format::HloText && !overrides.is_empty() {
+        return Err(SpecError::new(
+            graph,
+            SpecErrorKind::Invalid(
+                "--input-shape, --dim and --freeze apply to ONNX models; XLA HLO text has static shapes"
+                    .into(),
+            ),
+        )
+        .hint("bind a parameter to a constant with a weight of the same name (`params:`)"));
+    }
     let mut bindings = Bindings::new(weights);
     let module = match format {
         Format::HloText => {
@@ -131,7 +168,11 @@ fn import(
         }
         Format::Onnx => {
             let bytes = std::fs::read(graph).map_err(|e| read_error(graph, &e))?;
-            onnx::import(graph, &bytes, name, &mut bindings)?
+            let options = onnx::ImportOptions {
+                inputs: overrides.clone(),
+                ..Default::default()
+            };
+            onnx::import_with(graph, &bytes, name, &mut bindings, &options)?
         }
         Format::Spec => {
             return Err(SpecError::new(
@@ -174,8 +215,17 @@ fn import(
 
 /// Loads an `.onnx` or HLO text file given directly as SPEC.
 pub fn load_file(path: &Path, format: Format) -> Result<Model, SpecError> {
+    load_file_with(path, format, &InputOverrides::default())
+}
+
+/// [`load_file`] with overrides (see [`load_spec_with`]).
+pub fn load_file_with(
+    path: &Path,
+    format: Format,
+    overrides: &InputOverrides,
+) -> Result<Model, SpecError> {
     let name = model_name_from_path(path);
-    let module = import(path, format, &name, &WeightStore::empty())?;
+    let module = import(path, format, &name, &WeightStore::empty(), overrides)?;
     Ok(Model::single(module, path.to_path_buf(), None, None))
 }
 
@@ -192,7 +242,7 @@ struct RawGraphSpec {
     params: Option<String>,
 }
 
-/// `graph: {onnx: FILE}` or `graph: {hlo: FILE}`.
+/// `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, with what the build fixes about its inputs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawGraph {
@@ -200,6 +250,52 @@ struct RawGraph {
     onnx: Option<String>,
     #[serde(default)]
     hlo: Option<String>,
+    /// `input_shapes: {NAME: [D0, D1, ...]}`.
+    #[serde(default)]
+    input_shapes: Option<std::collections::BTreeMap<String, Vec<usize>>>,
+    /// `dims: {SYMBOL: N}`.
+    #[serde(default)]
+    dims: Option<std::collections::BTreeMap<String, usize>>,
+    /// `freeze: {NAME: VALUE | [VALUES] | FILE.npy}`.
+    #[serde(default)]
+    freeze: Option<std::collections::BTreeMap<String, serde_yaml::Value>>,
+}
+
+impl RawGraph {
+    /// The overrides this spec declares (`.npy` paths relative to the spec's folder); the error
+    /// says which `freeze` entry is malformed.
+    fn overrides(&self, dir: &Path) -> Result<InputOverrides, String> {
+        use inputs::{Frozen, InputRef};
+        let name = |n: &str| match n.parse::<usize>() {
+            Ok(i) => InputRef::Index(i),
+            Err(_) => InputRef::Name(n.to_string()),
+        };
+        let mut o = InputOverrides::default();
+        for (n, dims) in self.input_shapes.iter().flatten() {
+            o.shapes.push((name(n), dims.clone()));
+        }
+        for (d, v) in self.dims.iter().flatten() {
+            o.dims.push((d.clone(), *v));
+        }
+        for (n, v) in self.freeze.iter().flatten() {
+            let bad =
+                || format!("`freeze: {n}` must be a number, a list of numbers or a .npy file");
+            let value = match v {
+                serde_yaml::Value::Number(x) => Frozen::Values(vec![x.as_f64().ok_or_else(bad)?]),
+                serde_yaml::Value::Bool(b) => Frozen::Values(vec![f64::from(u8::from(*b))]),
+                serde_yaml::Value::Sequence(xs) => Frozen::Values(
+                    xs.iter()
+                        .map(|x| x.as_f64())
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(bad)?,
+                ),
+                serde_yaml::Value::String(f) if f.ends_with(".npy") => Frozen::File(dir.join(f)),
+                _ => return Err(bad()),
+            };
+            o.freeze.push((name(n), value));
+        }
+        Ok(o)
+    }
 }
 
 /// Whether YAML text is a graph-wrapping spec (a top-level `graph` key).
@@ -212,12 +308,21 @@ pub fn is_graph_spec(source: &str) -> bool {
 
 /// Loads a YAML spec with a `graph:` key (`path` is the spec, `source` its text).
 pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
+    load_graph_spec_with(path, source, &InputOverrides::default())
+}
+
+/// [`load_graph_spec`] with overrides that take precedence over the spec's own.
+pub fn load_graph_spec_with(
+    path: &Path,
+    source: &str,
+    overrides: &InputOverrides,
+) -> Result<Model, SpecError> {
     let spans = SpanIndex::build(source);
     let at = |p: &str, kind: SpecErrorKind| SpecError::new(path, kind).at(spans.find(p), source);
     let raw: RawGraphSpec = serde_yaml::from_str(source).map_err(|e| {
         diag::yaml_error(path, source, &e)
             .0
-            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, and `params`; inputs, outputs and ops come from the graph")
+            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}` (with `input_shapes`, `dims`, `freeze`), and `params`; inputs, outputs and ops come from the graph")
     })?;
     if let Err(hint) = check_model_name(&raw.name) {
         return Err(at("name", SpecErrorKind::BadName(raw.name.clone()))
@@ -246,7 +351,17 @@ pub fn load_graph_spec(path: &Path, source: &str) -> Result<Model, SpecError> {
             )
         })?,
     };
-    let module = import(&graph, format, &raw.name, &weights)?;
+    let declared = raw
+        .graph
+        .overrides(dir)
+        .map_err(|m| at("graph", SpecErrorKind::Invalid(m)))?;
+    let module = import(
+        &graph,
+        format,
+        &raw.name,
+        &weights,
+        &declared.merged_with(overrides),
+    )?;
     Ok(Model::single(
         module,
         path.to_path_buf(),

@@ -17,6 +17,7 @@
 mod context;
 mod dispatch;
 mod elementwise;
+mod graph_inputs;
 mod nn;
 pub mod proto;
 mod reduce;
@@ -24,6 +25,7 @@ mod shape_ops;
 mod tensor;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
+use crate::front::inputs::InputOverrides;
 use crate::front::weights::{Bindings, WeightStore};
 use crate::ir::{Builder, Literal, Module, Shape};
 use crate::util::c_name;
@@ -48,6 +50,8 @@ pub struct ImportOptions {
     /// Graph inputs to bind to these tensors, by graph name: they become compile-time constants
     /// (as initializers are), so an input such as Reshape's `shape` can be fed by a test.
     pub constants: HashMap<String, TensorProto>,
+    /// Input shapes, symbolic dims and frozen inputs fixed by the build (`front/inputs.rs`).
+    pub inputs: InputOverrides,
 }
 
 /// Imports a serialised ONNX `ModelProto`.
@@ -144,12 +148,19 @@ pub fn import_with(
         imp.env.insert(t.name.clone(), Val::Const(c.into()));
     }
 
-    // Graph inputs: bound (options, weights) or parameters.
+    // Graph inputs: bound (options, weights, frozen) or parameters, with the dims the build fixes.
+    let runtime_inputs: Vec<&proto::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|vi| !initialized.contains(&vi.name))
+        .collect();
+    let names: Vec<String> = runtime_inputs.iter().map(|vi| vi.name.clone()).collect();
+    let symbols = graph_inputs::symbols(runtime_inputs.iter().copied());
+    if let Some(m) = options.inputs.unmatched(&names, &symbols) {
+        return Err(model_error(path, m));
+    }
     let mut used_names = HashSet::new();
-    for vi in &graph.input {
-        if initialized.contains(&vi.name) {
-            continue;
-        }
+    for (position, vi) in runtime_inputs.into_iter().enumerate() {
         let input_err = |m: String| model_error(path, format!("graph input `{}`: {m}", vi.name));
         if let Some(t) = options.constants.get(&vi.name) {
             let c = ConstTensor::from_proto(t).map_err(input_err)?;
@@ -163,24 +174,18 @@ pub fn import_with(
                 "it is not a tensor (sequences, maps and optionals are not supported)".into(),
             ));
         };
-        let Some(shape) = tt.shape.as_ref() else {
-            return Err(input_err("its shape is unknown".into())
-                .hint("export the model with fixed input shapes (no dynamic axes)"));
-        };
-        let mut dims = Vec::new();
-        for (i, d) in shape.dim.iter().enumerate() {
-            use proto::tensor_shape_proto::dimension::Value as D;
-            match &d.value {
-                Some(D::DimValue(v)) if *v >= 0 => dims.push(*v as usize),
-                Some(D::DimParam(p)) => {
-                    return Err(input_err(format!("dimension {i} is symbolic (`{p}`)"))
-                        .hint("export the model with fixed input shapes (no dynamic axes), or fix them with onnx.tools.update_model_dims"));
+        let dims =
+            graph_inputs::input_dims(vi, position, &options.inputs).map_err(|(m, hint)| {
+                let e = input_err(m);
+                match hint {
+                    Some(h) => e.hint(h),
+                    None => e,
                 }
-                _ => {
-                    return Err(input_err(format!("dimension {i} is unknown"))
-                        .hint("export the model with fixed input shapes (no dynamic axes)"));
-                }
-            }
+            })?;
+        if let Some(frozen) = options.inputs.frozen(&vi.name, position) {
+            let c = graph_inputs::frozen_tensor(frozen, tt.elem_type, &dims).map_err(input_err)?;
+            imp.env.insert(vi.name.clone(), Val::Const(c.into()));
+            continue;
         }
         let Some(dtype) = tensor::runtime_dtype(tt.elem_type) else {
             return Err(input_err(format!(
@@ -193,7 +198,10 @@ pub fn import_with(
                 "its element type is {}; run-time inputs must be float32, int32 or bool",
                 dt::name(tt.elem_type)
             ))
-            .hint("export the input as float32/int32, or bind it to a constant"));
+            .hint(format!(
+                "export the input as float32/int32, or freeze it to a constant: --freeze {}=VALUE",
+                vi.name
+            )));
         }
         let shape = Shape::new(dtype, dims);
         let clean = c_name::model_name(&vi.name);
