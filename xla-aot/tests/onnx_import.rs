@@ -556,3 +556,90 @@ fn the_build_api_fixes_inputs_and_keys_its_cache_on_them() {
     assert!(!build(2).compiled, "cached");
     assert!(build(3).compiled, "a different dim is a different library");
 }
+
+/// y = If(mode == 1) { Relu(x) + bias } else { Neg(x) }, with `mode` an int64 scalar input and
+/// `bias` an initializer of the then-branch.
+fn if_model() -> ModelProto {
+    let branch = |nodes: Vec<NodeProto>, out: &str, init: Vec<TensorProto>| GraphProto {
+        name: out.into(),
+        node: nodes,
+        initializer: init,
+        output: vec![value(out, data_type::FLOAT, &[2, 3])],
+        ..Default::default()
+    };
+    let then_g = branch(
+        vec![
+            node("relu", "Relu", &["x"], &["r"]),
+            node("addb", "Add", &["r", "bias"], &["t"]),
+        ],
+        "t",
+        vec![TensorProto {
+            name: "bias".into(),
+            dims: vec![3],
+            data_type: data_type::FLOAT,
+            float_data: vec![10.0, 20.0, 30.0],
+            ..Default::default()
+        }],
+    );
+    let else_g = branch(vec![node("neg", "Neg", &["x"], &["e"])], "e", vec![]);
+    let mut iff = node("if0", "If", &["c"], &["y"]);
+    for (name, g) in [("then_branch", then_g), ("else_branch", else_g)] {
+        iff.attribute.push(AttributeProto {
+            name: name.into(),
+            r#type: attribute_type::GRAPH,
+            g: Some(Box::new(g)),
+            ..Default::default()
+        });
+    }
+    let mut m = model(
+        vec![node("eq", "Equal", &["mode", "one"], &["c"]), iff],
+        vec![
+            value("x", data_type::FLOAT, &[2, 3]),
+            value("mode", data_type::INT64, &[]),
+        ],
+        vec![value("y", data_type::FLOAT, &[2, 3])],
+    );
+    m.graph.as_mut().unwrap().initializer.push(TensorProto {
+        name: "one".into(),
+        data_type: data_type::INT64,
+        int64_data: vec![1],
+        ..Default::default()
+    });
+    m
+}
+
+#[test]
+fn an_if_on_a_frozen_input_lowers_the_chosen_branch() {
+    let p = write("if_frozen", &if_model().encode_to_vec());
+    let x = Literal::from_f32(vec![2, 3], &[-1.0, 2.0, -3.0, 4.0, -5.0, 6.0]);
+    let run = |mode: f64| {
+        let o = InputOverrides {
+            freeze: vec![(InputRef::Name("mode".into()), Frozen::Values(vec![mode]))],
+            ..Default::default()
+        };
+        let m = load_file_with(&p, Format::Onnx, &o)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .module;
+        assert_eq!(m.entry.parameters().len(), 1, "mode is a constant");
+        xla_aot::compile::run_host(&m, std::slice::from_ref(&x)).unwrap()[0]
+            .to_f32_vec()
+            .unwrap()
+    };
+    assert_eq!(run(1.0), [10.0, 22.0, 30.0, 14.0, 20.0, 36.0]);
+    assert_eq!(run(0.0), [1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
+    // Unfrozen, an int64 input cannot be a run-time input; the error says how to freeze it.
+    let e = import_err("if_int64", &if_model().encode_to_vec());
+    assert!(e.contains("--freeze mode=VALUE"), "{e}");
+    // An int32 condition input computed at run time: the `If` says which flag helps.
+    let mut m = if_model();
+    let g = m.graph.as_mut().unwrap();
+    g.input[1] = value("mode", data_type::INT32, &[]);
+    g.initializer[0].data_type = data_type::INT32;
+    g.initializer[0].int32_data = vec![1];
+    g.initializer[0].int64_data.clear();
+    let e = import_err("if_runtime", &m.encode_to_vec());
+    assert!(
+        e.contains("node #1 `if0` (If)") && e.contains("--freeze NAME=VALUE"),
+        "{e}"
+    );
+}

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::proto::{ModelProto, TensorProto, data_type, type_proto};
 use xla_aot::front::onnx::{ConstTensor, ImportOptions, decode_tensor, import_file_with};
 use xla_aot::ir::{DType, Literal, Module};
-use xla_aot::passes::Pipeline;
 
 /// ONNX's backend runner's relative tolerance (onnx/backend/test/runner).
 const RTOL: f64 = 1e-3;
@@ -161,11 +160,12 @@ fn prepare(dir: &Path) -> Result<Case, String> {
         }
     }
     let module = import_file_with(&model_path, &bytes, "model", &opts).map_err(|e| {
+        // The message and the `-->` line that names the node.
         let s = e.to_string();
         s.lines()
-            .find(|l| l.contains("error") || !l.trim().is_empty())
-            .unwrap_or(&s)
-            .to_string()
+            .filter(|l| l.starts_with("error") || l.trim_start().starts_with("-->"))
+            .collect::<Vec<_>>()
+            .join("\n")
     })?;
     let mut inputs = Vec::new();
     for (name, c) in runtime {
@@ -222,10 +222,7 @@ fn check(j: usize, got: &Literal, want: &ConstTensor) -> Result<(), String> {
 
 fn run_case(dir: &Path) -> Result<(), String> {
     let case = prepare(dir)?;
-    let mut m = case.module;
-    Pipeline::default_pipeline()
-        .run(&mut m, &mut |_, _, _| {})
-        .map_err(|e| format!("pipeline: {e}"))?;
+    let m = case.module;
     let outs = std::panic::catch_unwind(|| xla_aot::compile::run_host(&m, &case.inputs))
         .map_err(|p| {
             let msg = p
@@ -235,7 +232,7 @@ fn run_case(dir: &Path) -> Result<(), String> {
                 .unwrap_or_default();
             format!("xla-aot panicked: {msg}")
         })?
-        .map_err(|e| format!("codegen: {e}"))?;
+        .map_err(|e| format!("compile: {e}"))?;
     for (j, (g, w)) in outs.iter().zip(&case.expected).enumerate() {
         check(j, g, w)?;
     }
@@ -301,8 +298,22 @@ fn reason(err: &str) -> String {
             return r.to_string();
         }
     }
-    let short: String = e.chars().take(140).collect();
-    short.replace('\n', " ")
+    // `error: MESSAGE` with the node on the `-->` line: `(OpType): MESSAGE`, as the manifest has
+    // always spelled it.
+    let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+    let op = e
+        .lines()
+        .find(|l| l.trim_start().starts_with("-->"))
+        .and_then(|l| l.rfind('(').map(|i| l[i..].trim().to_string()))
+        .filter(|o| o.ends_with(')'));
+    let short: String = match op {
+        Some(op) => format!("{op}: {first}"),
+        None => first.to_string(),
+    }
+    .chars()
+    .take(140)
+    .collect();
+    short
 }
 
 #[test]

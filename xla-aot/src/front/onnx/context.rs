@@ -8,7 +8,7 @@
 //! [`SpecError`] built by [`Ctx::err`], which names the node.
 
 use super::proto::data_type as dt;
-use super::proto::{AttributeProto, NodeProto, TensorProto, attribute_type as at};
+use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type as at};
 use super::tensor::{ConstTensor, is_float_type, is_int_type};
 use crate::front::decompose::Emitter;
 use crate::front::diag::{SpecError, SpecErrorKind};
@@ -127,6 +127,18 @@ impl Ctx<'_> {
             .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
+    /// A graph attribute (a subgraph).
+    pub fn attr_g(&self, name: &str) -> R<Option<&GraphProto>> {
+        match self.typed(name, at::GRAPH, "a graph")? {
+            None => Ok(None),
+            Some(a) => {
+                a.g.as_deref()
+                    .map(Some)
+                    .ok_or_else(|| self.attr_err(name, "the graph value is missing"))
+            }
+        }
+    }
+
     /// A tensor attribute.
     pub fn attr_t(&self, name: &str) -> R<Option<&TensorProto>> {
         match self.typed(name, at::TENSOR, "a tensor")? {
@@ -196,6 +208,8 @@ pub struct Importer {
     pub env: HashMap<String, Val>,
     /// Materialised constants, by tensor identity.
     consts: HashMap<*const ConstTensor, (Rc<ConstTensor>, InstId)>,
+    /// Subgraphs being lowered inside one another (`If` branches).
+    pub depth: usize,
 }
 
 impl Importer {
@@ -205,6 +219,7 @@ impl Importer {
             b,
             env: HashMap::new(),
             consts: HashMap::new(),
+            depth: 0,
         }
     }
 

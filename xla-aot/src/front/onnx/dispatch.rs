@@ -47,6 +47,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "HardSigmoid",
     "HardSwish",
     "Identity",
+    "If",
     "InstanceNormalization",
     "LayerNormalization",
     "LeakyRelu",
@@ -66,6 +67,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Or",
     "Pad",
     "Pow",
+    "Range",
     "PRelu",
     "Reciprocal",
     "ReduceL1",
@@ -170,6 +172,8 @@ impl Importer {
             "AveragePool" => self.pool(cx, false),
             "GlobalAveragePool" => self.global_pool(cx, false),
             "GlobalMaxPool" => self.global_pool(cx, true),
+            "If" => self.if_op(cx),
+            "Range" => self.range(cx),
             other => {
                 let hint = nearest(other, SUPPORTED_OPS.iter().copied())
                     .map(|s| format!("did you mean `{s}`? "))

@@ -15,8 +15,10 @@
 //! The op set and its limits are listed in `docs/import.md`.
 
 mod context;
+mod control;
 mod dispatch;
 mod elementwise;
+mod generate;
 mod graph_inputs;
 mod nn;
 pub mod proto;
@@ -231,7 +233,39 @@ pub fn import_with(
         );
     }
 
-    for (index, node) in graph.node.iter().enumerate() {
+    lower_nodes(&mut imp, path, &graph.node)?;
+
+    if graph.output.is_empty() {
+        return Err(model_error(path, "the graph has no outputs".into()));
+    }
+    let mut out_names = HashSet::new();
+    for vi in &graph.output {
+        let Some(v) = imp.env.get(&vi.name).cloned() else {
+            return Err(model_error(
+                path,
+                format!(
+                    "graph output `{}` is produced by no node, initializer or input",
+                    vi.name
+                ),
+            ));
+        };
+        let oname = unique(&c_name::model_name(&vi.name), &mut out_names);
+        let id = imp
+            .materialize_val(&v)
+            .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;
+        imp.b.output(&oname, id);
+    }
+    Ok(imp.b.finish())
+}
+
+/// Lowers `nodes` in order into `imp`, binding each node's outputs in its environment (the main
+/// graph, or a subgraph whose nodes may read any value of the graphs around it).
+pub(super) fn lower_nodes(
+    imp: &mut Importer,
+    path: &Path,
+    nodes: &[proto::NodeProto],
+) -> Result<(), SpecError> {
+    for (index, node) in nodes.iter().enumerate() {
         let cx = Ctx { path, node, index };
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(cx
@@ -259,28 +293,7 @@ pub fn import_with(
             }
         }
     }
-
-    if graph.output.is_empty() {
-        return Err(model_error(path, "the graph has no outputs".into()));
-    }
-    let mut out_names = HashSet::new();
-    for vi in &graph.output {
-        let Some(v) = imp.env.get(&vi.name).cloned() else {
-            return Err(model_error(
-                path,
-                format!(
-                    "graph output `{}` is produced by no node, initializer or input",
-                    vi.name
-                ),
-            ));
-        };
-        let oname = unique(&c_name::model_name(&vi.name), &mut out_names);
-        let id = imp
-            .materialize_val(&v)
-            .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;
-        imp.b.output(&oname, id);
-    }
-    Ok(imp.b.finish())
+    Ok(())
 }
 
 fn unique(base: &str, used: &mut HashSet<String>) -> String {

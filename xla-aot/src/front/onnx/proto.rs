@@ -85,6 +85,9 @@ pub struct AttributeProto {
     pub s: Vec<u8>,
     #[prost(message, optional, tag = "5")]
     pub t: Option<TensorProto>,
+    /// A subgraph (`If`'s branches, `Loop`'s body).
+    #[prost(message, optional, boxed, tag = "6")]
+    pub g: Option<Box<GraphProto>>,
     #[prost(float, repeated, tag = "7")]
     pub floats: Vec<f32>,
     #[prost(int64, repeated, tag = "8")]

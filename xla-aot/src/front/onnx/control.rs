@@ -1,0 +1,79 @@
+//! Control flow whose decision is known at compile time: `If` on a constant condition.
+//!
+//! Contract: [`Importer::if_op`] reads the condition as a compile-time constant (an initializer,
+//! a `Constant`, shape arithmetic, or an input frozen with `--freeze`), lowers the chosen branch's
+//! initializers and nodes in place (they may read any value of the enclosing graphs) and returns
+//! the branch's outputs as the node's. A condition computed at run time is an error naming the
+//! node and the flag that freezes an input. Branches nest at most [`MAX_SUBGRAPH_DEPTH`] deep.
+
+use super::context::{Ctx, Importer, R, Val};
+use super::elementwise::Outs;
+use super::tensor::ConstTensor;
+
+/// Deepest nesting of `If` branches: deeper models are refused rather than risking the stack
+/// (exporters nest a handful; 64 leaves a wide margin).
+pub const MAX_SUBGRAPH_DEPTH: usize = 64;
+
+impl Importer {
+    /// `If(cond)` with `then_branch` / `else_branch` graphs.
+    pub fn if_op(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let cond = match self.input(cx, 0)? {
+            Val::Const(c) => c,
+            Val::Rt { .. } => {
+                return Err(cx
+                    .err("its condition is computed at run time; only an `If` whose condition is known at compile time is supported")
+                    .hint("freeze the input the condition depends on: --freeze NAME=VALUE (or `freeze:` under `graph:` in a spec)"));
+            }
+        };
+        if cond.element_count() != 1 {
+            return Err(cx.err(format!(
+                "its condition has {} elements; it must have one",
+                cond.element_count()
+            )));
+        }
+        let take_then = cond.as_f64()[0] != 0.0;
+        let which = if take_then {
+            "then_branch"
+        } else {
+            "else_branch"
+        };
+        let Some(g) = cx.attr_g(which)? else {
+            return Err(cx.attr_err(which, "is missing"));
+        };
+        if self.depth >= MAX_SUBGRAPH_DEPTH {
+            return Err(cx.err(format!(
+                "`If` branches nest more than {MAX_SUBGRAPH_DEPTH} deep"
+            )));
+        }
+        for t in &g.initializer {
+            let c = ConstTensor::from_proto(t)
+                .map_err(|m| cx.attr_err(which, format!("initializer `{}`: {m}", t.name)))?;
+            self.env.insert(t.name.clone(), Val::Const(c.into()));
+        }
+        self.depth += 1;
+        let lowered = super::lower_nodes(self, cx.path, &g.node);
+        self.depth -= 1;
+        lowered?;
+        if g.output.len() != cx.node.output.len() {
+            return Err(cx.attr_err(
+                which,
+                format!(
+                    "the branch has {} outputs, the node {}",
+                    g.output.len(),
+                    cx.node.output.len()
+                ),
+            ));
+        }
+        g.output
+            .iter()
+            .map(|vi| match self.env.get(&vi.name) {
+                Some(v) => Ok(Some(v.clone())),
+                None => Err(cx.attr_err(
+                    which,
+                    format!("branch output `{}` is produced by no node", vi.name),
+                )),
+            })
+            .collect()
+    }
+}
