@@ -45,6 +45,9 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_gelu_tanh_2",
     "test_argmax_keepdims_random",
     "test_slice_neg_steps",
+    "test_lstm_bidirectional",
+    "test_gru_with_initial_bias",
+    "test_simple_rnn_reverse",
 ];
 
 enum Entry {

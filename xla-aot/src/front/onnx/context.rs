@@ -127,6 +127,18 @@ impl Ctx<'_> {
             .map(|a| String::from_utf8_lossy(&a.s).into_owned()))
     }
 
+    /// A strings attribute.
+    pub fn attr_strings(&self, name: &str) -> R<Option<Vec<String>>> {
+        Ok(self
+            .typed(name, at::STRINGS, "a list of strings")?
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect()
+            }))
+    }
+
     /// A graph attribute (a subgraph).
     pub fn attr_g(&self, name: &str) -> R<Option<&GraphProto>> {
         match self.typed(name, at::GRAPH, "a graph")? {

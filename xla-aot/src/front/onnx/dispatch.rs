@@ -39,6 +39,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Floor",
     "Gather",
     "Gelu",
+    "GRU",
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
@@ -49,6 +50,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "If",
     "InstanceNormalization",
+    "LSTM",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -69,6 +71,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Pow",
     "Range",
     "PRelu",
+    "RNN",
     "Reciprocal",
     "ReduceL1",
     "ReduceL2",
@@ -174,6 +177,9 @@ impl Importer {
             "GlobalMaxPool" => self.global_pool(cx, true),
             "If" => self.if_op(cx),
             "Range" => self.range(cx),
+            "LSTM" => self.recurrent(cx, super::rnn::Cell::Lstm),
+            "GRU" => self.recurrent(cx, super::rnn::Cell::Gru),
+            "RNN" => self.recurrent(cx, super::rnn::Cell::Rnn),
             other => {
                 let hint = nearest(other, SUPPORTED_OPS.iter().copied())
                     .map(|s| format!("did you mean `{s}`? "))

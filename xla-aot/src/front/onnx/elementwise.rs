@@ -316,7 +316,7 @@ impl Importer {
         self.add(cx, Op::Binary(op), &[a, b])
     }
 
-    fn un(&mut self, cx: &Ctx, op: UnaryOp, a: InstId) -> R<InstId> {
+    pub fn un(&mut self, cx: &Ctx, op: UnaryOp, a: InstId) -> R<InstId> {
         self.add(cx, Op::Unary(op), &[a])
     }
 
