@@ -21,7 +21,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use xla_aot::front::onnx::proto::{ModelProto, TensorProto, data_type, type_proto};
+use xla_aot::front::onnx::proto::{GraphProto, ModelProto, TensorProto, data_type, type_proto};
 use xla_aot::front::onnx::{ConstTensor, ImportOptions, decode_tensor, import_file_with};
 use xla_aot::ir::{DType, Literal, Module};
 
@@ -48,6 +48,8 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_lstm_bidirectional",
     "test_gru_with_initial_bias",
     "test_simple_rnn_reverse",
+    "test_resize_upsample_scales_cubic",
+    "test_resize_downsample_scales_linear",
 ];
 
 enum Entry {
@@ -128,6 +130,32 @@ fn read_pb(p: &Path) -> Result<(TensorProto, ConstTensor), String> {
     Ok((t, c))
 }
 
+/// The graph input that an import error says must be known at compile time: `input J (...) must
+/// be known at compile time` of `node #I` (or an `If` whose condition is computed at run time).
+fn needed_at_compile_time(err: &str, graph: &GraphProto) -> Option<String> {
+    let node_ix: usize = err
+        .split("node #")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let input_ix = if err.contains("must be known at compile time") {
+        err.split("input ")
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()?
+    } else if err.contains("condition is computed at run time") {
+        0
+    } else {
+        return None;
+    };
+    let name = graph.node.get(node_ix)?.input.get(input_ix)?.clone();
+    graph.input.iter().any(|v| v.name == name).then_some(name)
+}
+
 fn prepare(dir: &Path) -> Result<Case, String> {
     let model_path = dir.join("model.onnx");
     let bytes = std::fs::read(&model_path).map_err(|e| e.to_string())?;
@@ -162,14 +190,34 @@ fn prepare(dir: &Path) -> Result<Case, String> {
             runtime.push((vi.name.clone(), c));
         }
     }
-    let module = import_file_with(&model_path, &bytes, "model", &opts).map_err(|e| {
-        // The message and the `-->` line that names the node.
-        let s = e.to_string();
-        s.lines()
-            .filter(|l| l.starts_with("error") || l.trim_start().starts_with("-->"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    })?;
+    // A model may need an input at compile time (Resize's scales, Range's limit, an If's
+    // condition): the test data then binds it as a constant, as `--freeze` would, and the import
+    // is retried, at most once per input.
+    let module = loop {
+        match import_file_with(&model_path, &bytes, "model", &opts) {
+            Ok(m) => break m,
+            Err(e) => {
+                let s = e.to_string();
+                let wanted = needed_at_compile_time(&s, &graph);
+                match wanted.and_then(|n| runtime.iter().position(|(r, _)| *r == n)) {
+                    Some(k) => {
+                        let (name, _) = runtime.remove(k);
+                        let j = graph_inputs.iter().position(|v| v.name == name).unwrap();
+                        let (t, _) = read_pb(&ds.join(format!("input_{j}.pb")))?;
+                        opts.constants.insert(name, t);
+                    }
+                    // The message and the `-->` line that names the node.
+                    None => {
+                        return Err(s
+                            .lines()
+                            .filter(|l| l.starts_with("error") || l.trim_start().starts_with("-->"))
+                            .collect::<Vec<_>>()
+                            .join("\n"));
+                    }
+                }
+            }
+        }
+    };
     let mut inputs = Vec::new();
     for (name, c) in runtime {
         inputs.push(c.to_literal().map_err(|e| format!("input `{name}`: {e}"))?);

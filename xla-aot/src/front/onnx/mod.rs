@@ -23,6 +23,7 @@ mod graph_inputs;
 mod nn;
 pub mod proto;
 mod reduce;
+mod resize;
 mod rnn;
 mod shape_ops;
 mod tensor;

@@ -102,7 +102,7 @@ impl Importer {
     }
 
     /// Gathers constant in-range indices along `axis`.
-    fn take(
+    pub(super) fn take(
         &mut self,
         cx: &Ctx,
         x: InstId,
