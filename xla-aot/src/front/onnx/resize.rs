@@ -293,7 +293,7 @@ impl Importer {
         let (scales_j, sizes_j) = if opset10 { (1, usize::MAX) } else { (2, 3) };
         let given = |j: usize| j != usize::MAX && cx.has_input(j);
         let have = |me: &Importer, j: usize| -> R<bool> {
-            Ok(given(j) && !me.in_dims(cx, j)?.iter().any(|&d| d == 0))
+            Ok(given(j) && !me.in_dims(cx, j)?.contains(&0))
         };
         let mut scales = vec![1.0f64; r];
         let mut out = xd.clone();
