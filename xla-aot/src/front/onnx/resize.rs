@@ -311,7 +311,8 @@ impl Importer {
             }
         } else if have(self, scales_j)? {
             let s = self.konst(cx, scales_j, "scales")?.as_f64();
-            if s.len() != axes.len() || s.iter().any(|&v| !(v > 0.0) || !v.is_finite()) {
+            if s.len() != axes.len() || s.iter().any(|&v| v.is_nan() || v <= 0.0 || v.is_infinite())
+            {
                 return Err(cx.err(format!(
                     "scales {s:?} must be {} positive numbers",
                     axes.len()
@@ -352,7 +353,11 @@ impl Importer {
                 .map(|&v| v as f64)
                 .collect()
         };
-        if scales.len() != xd.len() || scales.iter().any(|&v| !(v >= 1.0) || !v.is_finite()) {
+        if scales.len() != xd.len()
+            || scales
+                .iter()
+                .any(|&v| v.is_nan() || v < 1.0 || v.is_infinite())
+        {
             return Err(cx.err(format!(
                 "scales {scales:?} must be {} numbers of at least 1",
                 xd.len()
