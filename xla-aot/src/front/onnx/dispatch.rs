@@ -54,6 +54,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "LessOrEqual",
     "Log",
     "LogSoftmax",
+    "LRN",
     "MatMul",
     "Max",
     "MaxPool",
@@ -166,6 +167,10 @@ impl Importer {
             "LayerNormalization" => self.layer_norm(cx),
             "Softmax" => self.softmax(cx, false),
             "LogSoftmax" => self.softmax(cx, true),
+            "LRN" => self.lrn(cx),
+            "Upsample" => Err(cx
+                .err("op `Upsample` is not supported: it resizes like Resize (which replaced it in opset 10), and the compiler has no Resize")
+                .hint("export the model without Upsample (nearest upsampling by integer scales is Reshape, Expand and Reshape)")),
             "MaxPool" => self.pool(cx, true),
             "AveragePool" => self.pool(cx, false),
             "GlobalAveragePool" => self.global_pool(cx, false),
