@@ -126,7 +126,24 @@ pub fn import_with(
             opset = Some(o.version);
         }
     }
-    let opset = opset.unwrap_or(if model.opset_import.is_empty() { 1 } else { 0 });
+    // No opset import at all means opset 1 (IR 1 and 2 had none); imports of other domains
+    // only mean the model uses no default-domain op we could read.
+    if opset.is_none() && !model.opset_import.is_empty() {
+        let domains: Vec<&str> = model
+            .opset_import
+            .iter()
+            .map(|o| o.domain.as_str())
+            .collect();
+        return Err(model_error(
+            path,
+            format!(
+                "the model imports no opset of the default ONNX domain (only {}); opsets {MIN_OPSET} to {MAX_OPSET} of the default domain are supported",
+                domains.join(", ")
+            ),
+        )
+        .hint("only the default domain's ops are supported (not ai.onnx.ml, ai.onnx.preview.training, ...)"));
+    }
+    let opset = opset.unwrap_or(1);
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(model_error(
             path,
