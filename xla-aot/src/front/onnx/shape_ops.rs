@@ -4,7 +4,9 @@
 //! Contract: every shape-like operand (Reshape's shape, Slice's starts/ends/axes/steps, Pad's
 //! pads, axes, repeats, split sizes) must be a compile-time constant, and an op whose data inputs
 //! are all constants is folded into a constant (so shape arithmetic of exported graphs never
-//! reaches run time). Results with a zero extent are errors (the compiler has no empty tensors).
+//! reaches run time). Before the opset that made them inputs (Slice 10, Pad 11, Split, Squeeze and
+//! Unsqueeze 13) they are attributes, read in the model's opset form. Results with a zero extent
+//! are errors (the compiler has no empty tensors).
 //! Gather with constant indices on any axis, or run-time indices (negative ones wrap as in ONNX),
 //! becomes the `gather` primitive on the gathered axis moved to the front.
 
