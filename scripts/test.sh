@@ -10,8 +10,10 @@
 #     qemu-aarch64), make (the C example), cmake (the CMake example); as root, or through sudo;
 #   - a virtual environment `.venv` with numpy (golden data), ptxas from NVIDIA's
 #     `nvidia-cuda-nvcc-cu12` wheel (the PTX backend's output is checked by ptxas; no GPU needed)
-#     and onnx (the ONNX backend node tests, written to target/onnx-node);
-# and exports XLA_AOT_PTXAS and XLA_AOT_ONNX_NODE_DIR, which make those tests mandatory.
+#     onnx (the ONNX backend node tests, written to target/onnx-node) and onnxruntime (the
+#     reference outputs of onnx's nine light models, written to target/onnx-light);
+# and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR and XLA_AOT_ONNX_LIGHT_DIR, which make those
+# tests mandatory.
 # `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
 # tools are missing then fail and say which tool).
 set -euo pipefail
@@ -20,6 +22,7 @@ cd "$(dirname "$0")/.."
 # Pinned where the tests compare numbers against the package's output.
 NUMPY=numpy==2.4.6
 ONNX=onnx==1.23.2
+ONNXRUNTIME=onnxruntime==1.32.0
 NVCC=nvidia-cuda-nvcc-cu12
 
 say() { echo "test.sh: $*" >&2; }
@@ -53,10 +56,10 @@ install_venv() {
   fi
   # pip is quick when everything is already there; the stamp skips even that.
   local stamp=.venv/.xla-aot-test-deps
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $ONNX $NVCC" ]; then
-    say "installing $NUMPY $ONNX $NVCC into .venv (pip)"
-    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$NVCC"
-    echo "$NUMPY $ONNX $NVCC" >"$stamp"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $ONNX $ONNXRUNTIME $NVCC" ]; then
+    say "installing $NUMPY $ONNX $ONNXRUNTIME $NVCC into .venv (pip)"
+    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$ONNXRUNTIME" "$NVCC"
+    echo "$NUMPY $ONNX $ONNXRUNTIME $NVCC" >"$stamp"
   fi
 }
 
@@ -81,6 +84,19 @@ if [ -x .venv/bin/python ]; then
       echo "$version" >"$cases/.onnx-version"
     fi
     export XLA_AOT_ONNX_NODE_DIR="${XLA_AOT_ONNX_NODE_DIR:-$PWD/$cases}"
+  fi
+  # onnx's nine light models with seeded random weights and onnxruntime's outputs (about a
+  # minute and 1.3 GB, once per onnx/onnxruntime version and generator script).
+  light=target/onnx-light
+  ort="$(.venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || true)"
+  if [ -n "$version" ] && [ -n "$ort" ]; then
+    want="onnx $version onnxruntime $ort $(sha1sum scripts/onnx_light_models.py | cut -d' ' -f1)"
+    if [ "$(cat "$light/.stamp" 2>/dev/null)" != "$want" ]; then
+      say "writing onnx's light models and onnxruntime $ort's outputs to $light"
+      .venv/bin/python scripts/onnx_light_models.py --out "$light" >/dev/null
+      echo "$want" >"$light/.stamp"
+    fi
+    export XLA_AOT_ONNX_LIGHT_DIR="${XLA_AOT_ONNX_LIGHT_DIR:-$PWD/$light}"
   fi
 fi
 

@@ -12,6 +12,7 @@ use xla_aot::front::onnx::proto::{
     TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
     type_proto,
 };
+use xla_aot::front::onnx::{ImportOptions, import_file_with};
 use xla_aot::front::{Format, load_file, load_file_with, load_spec};
 use xla_aot::ir::Literal;
 
@@ -264,10 +265,10 @@ fn symbolic_dims_old_opsets_and_other_domains_are_clear_errors() {
     );
 
     let mut old = m.clone();
-    old.opset_import[0].version = 9;
+    old.opset_import[0].version = 6;
     let e = import_err("old_opset", &old.encode_to_vec());
     assert!(
-        e.contains("opset 9") && e.contains("version_converter"),
+        e.contains("opset 6") && e.contains("opsets 7 to 28") && e.contains("version_converter"),
         "{e}"
     );
 
@@ -641,5 +642,266 @@ fn an_if_on_a_frozen_input_lowers_the_chosen_branch() {
     assert!(
         e.contains("node #1 `if0` (If)") && e.contains("--freeze NAME=VALUE"),
         "{e}"
+    );
+}
+
+fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INTS,
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INT,
+        i: v,
+        ..Default::default()
+    }
+}
+
+fn float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::FLOAT,
+        f: v,
+        ..Default::default()
+    }
+}
+
+fn with(mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
+    n.attribute = attrs;
+    n
+}
+
+fn int64s(name: &str, v: &[i64]) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        dims: vec![v.len() as i64],
+        data_type: data_type::INT64,
+        int64_data: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn scalar(name: &str, v: f32) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        data_type: data_type::FLOAT,
+        float_data: vec![v],
+        ..Default::default()
+    }
+}
+
+fn run_interp(tag: &str, m: &ModelProto, x: &Literal) -> Vec<Literal> {
+    let p = write(tag, &m.encode_to_vec());
+    xla_aot::interp::evaluate(&load(&p), std::slice::from_ref(x)).unwrap()
+}
+
+/// The same computation written with opset 9's attributes and opset 13's inputs imports to the
+/// same values: Unsqueeze/Squeeze `axes`, Slice `starts`/`ends`/`axes` (attributes before 10),
+/// Pad `pads`/`value` and Clip `min`/`max` (before 11), Split `split` and ReduceSum `axes`
+/// (before 13), and Softmax's 2-D coercion at `axis` (before 13; a Reshape around a one-axis
+/// Softmax from 13).
+#[test]
+fn opset_9_attribute_forms_match_opset_13_input_forms() {
+    let x_in = vec![value("x", data_type::FLOAT, &[2, 3, 4])];
+    let y_out = || vec![value("y", data_type::FLOAT, &[2, 2, 2])];
+    let old = model(
+        vec![
+            with(
+                node("u", "Unsqueeze", &["x"], &["u"]),
+                vec![ints("axes", &[0])],
+            ),
+            with(
+                node("s", "Squeeze", &["u"], &["s"]),
+                vec![ints("axes", &[0])],
+            ),
+            with(
+                node("sl", "Slice", &["s"], &["sl"]),
+                vec![
+                    ints("starts", &[0, 1]),
+                    ints("ends", &[2, 3]),
+                    ints("axes", &[0, 1]),
+                ],
+            ),
+            with(
+                node("p", "Pad", &["sl"], &["p"]),
+                vec![ints("pads", &[0, 0, 1, 0, 0, 1]), float("value", 0.75)],
+            ),
+            with(
+                node("c", "Clip", &["p"], &["c"]),
+                vec![float("min", -0.5), float("max", 0.6)],
+            ),
+            with(
+                node("sp", "Split", &["c"], &["a", "b"]),
+                vec![int("axis", 2), ints("split", &[2, 4])],
+            ),
+            with(
+                node("r", "ReduceSum", &["b"], &["r"]),
+                vec![ints("axes", &[2]), int("keepdims", 1)],
+            ),
+            node("t", "Add", &["a", "r"], &["t"]),
+            with(node("sm", "Softmax", &["t"], &["y"]), vec![int("axis", 1)]),
+        ],
+        x_in.clone(),
+        y_out(),
+    );
+    let mut old = old;
+    old.ir_version = 3;
+    old.opset_import[0].version = 9;
+    let mut new = model(
+        vec![
+            node("u", "Unsqueeze", &["x", "axes0"], &["u"]),
+            node("s", "Squeeze", &["u", "axes0"], &["s"]),
+            node("sl", "Slice", &["s", "starts", "ends", "axes01"], &["sl"]),
+            node("p", "Pad", &["sl", "pads", "value"], &["p"]),
+            node("c", "Clip", &["p", "lo", "hi"], &["c"]),
+            with(
+                node("sp", "Split", &["c", "sizes"], &["a", "b"]),
+                vec![int("axis", 2)],
+            ),
+            with(
+                node("r", "ReduceSum", &["b", "axes2"], &["r"]),
+                vec![int("keepdims", 1)],
+            ),
+            node("t", "Add", &["a", "r"], &["t"]),
+            node("f", "Reshape", &["t", "flat"], &["f"]),
+            with(node("sm", "Softmax", &["f"], &["g"]), vec![int("axis", 1)]),
+            node("back", "Reshape", &["g", "shape"], &["y"]),
+        ],
+        x_in,
+        y_out(),
+    );
+    new.opset_import[0].version = 13;
+    new.graph.as_mut().unwrap().initializer = vec![
+        int64s("axes0", &[0]),
+        int64s("starts", &[0, 1]),
+        int64s("ends", &[2, 3]),
+        int64s("axes01", &[0, 1]),
+        int64s("pads", &[0, 0, 1, 0, 0, 1]),
+        scalar("value", 0.75),
+        scalar("lo", -0.5),
+        scalar("hi", 0.6),
+        int64s("sizes", &[2, 4]),
+        int64s("axes2", &[2]),
+        int64s("flat", &[2, 4]),
+        int64s("shape", &[2, 2, 2]),
+    ];
+    let x = Literal::from_f32(
+        vec![2, 3, 4],
+        &(0..24).map(|i| (i as f32 * 0.61).sin()).collect::<Vec<_>>(),
+    );
+    let a = run_interp("opset9_forms", &old, &x);
+    let b = run_interp("opset13_forms", &new, &x);
+    assert_eq!(a[0].dims, vec![2, 2, 2]);
+    assert_eq!(a[0].to_f32_vec().unwrap(), b[0].to_f32_vec().unwrap());
+    // The 2-D coercion normalises over 4 values per batch row, not over axis 1 alone.
+    let v = a[0].to_f32_vec().unwrap();
+    assert!((v[..4].iter().sum::<f32>() - 1.0).abs() < 1e-6, "{v:?}");
+
+    // Opset 13 forms in an opset 9 model are errors naming the node.
+    let mut mixed = new.clone();
+    mixed.opset_import[0].version = 9;
+    let e = import_err("mixed_forms", &mixed.encode_to_vec());
+    assert!(
+        e.contains("node #0 `u` (Unsqueeze)") && e.contains("takes 1 input(s), found 2"),
+        "{e}"
+    );
+}
+
+/// IR 3 lists every initializer as a graph input: they are weights (constants) unless
+/// `ImportOptions::initializers_as_inputs` keeps them as run-time inputs.
+#[test]
+fn ir3_initializers_listed_as_inputs_are_weights_unless_the_option_keeps_them() {
+    let mut m = conv_relu();
+    m.ir_version = 3;
+    m.opset_import[0].version = 9;
+    let g = m.graph.as_mut().unwrap();
+    g.input.push(value("w", data_type::FLOAT, &[3, 2, 3, 3]));
+    let w = Literal::from_f32(vec![3, 2, 3, 3], &g.initializer[0].float_data);
+    let bytes = m.encode_to_vec();
+    let p = write("ir3", &bytes);
+    let weights = load(&p);
+    assert_eq!(weights.entry.parameters().len(), 1, "w is a weight");
+
+    let opts = ImportOptions {
+        initializers_as_inputs: true,
+        ..Default::default()
+    };
+    let inputs = import_file_with(&p, &bytes, "ir3", &opts).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = inputs
+        .entry
+        .parameters()
+        .iter()
+        .map(|&i| inputs.entry.inst(i).name.clone())
+        .collect();
+    assert_eq!(names, vec!["x_in", "w"]);
+    let x = Literal::from_f32(
+        vec![1, 2, 5, 5],
+        &(0..50).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>(),
+    );
+    let a = xla_aot::interp::evaluate(&weights, std::slice::from_ref(&x)).unwrap();
+    let b = xla_aot::interp::evaluate(&inputs, &[x, w]).unwrap();
+    assert_eq!(a[0].to_f32_vec().unwrap(), b[0].to_f32_vec().unwrap());
+}
+
+/// Old-opset forms the compiler cannot run are errors that say why.
+#[test]
+fn batch_norm_spatial_0_is_a_clear_error_and_upsample_repeats_pixels() {
+    let mut bn = model(
+        vec![with(
+            node(
+                "bn",
+                "BatchNormalization",
+                &["x", "s", "b", "m", "v"],
+                &["y"],
+            ),
+            vec![int("spatial", 0)],
+        )],
+        vec![value("x", data_type::FLOAT, &[1, 2, 3])],
+        vec![value("y", data_type::FLOAT, &[1, 2, 3])],
+    );
+    bn.opset_import[0].version = 7;
+    bn.graph.as_mut().unwrap().initializer = ["s", "b", "m", "v"]
+        .iter()
+        .map(|n| TensorProto {
+            name: n.to_string(),
+            dims: vec![2],
+            data_type: data_type::FLOAT,
+            float_data: vec![1.0, 1.0],
+            ..Default::default()
+        })
+        .collect();
+    let e = import_err("bn_spatial", &bn.encode_to_vec());
+    assert!(
+        e.contains("node #0 `bn` (BatchNormalization)") && e.contains("`spatial`: 0"),
+        "{e}"
+    );
+
+    // Upsample (opset 9): nearest with asymmetric coordinates repeats each pixel.
+    let mut up = model(
+        vec![node("up", "Upsample", &["x", "scales"], &["y"])],
+        vec![value("x", data_type::FLOAT, &[1, 1, 2, 2])],
+        vec![value("y", data_type::FLOAT, &[1, 1, 4, 4])],
+    );
+    up.opset_import[0].version = 9;
+    up.graph.as_mut().unwrap().initializer.push(TensorProto {
+        name: "scales".into(),
+        dims: vec![4],
+        data_type: data_type::FLOAT,
+        float_data: vec![1.0, 1.0, 2.0, 2.0],
+        ..Default::default()
+    });
+    let x = Literal::from_f32(vec![1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let y = run_interp("upsample", &up, &x);
+    assert_eq!(
+        y[0].to_f32_vec().unwrap(),
+        [
+            1., 1., 2., 2., 1., 1., 2., 2., 3., 3., 4., 4., 3., 3., 4., 4.
+        ]
     );
 }

@@ -50,6 +50,7 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_simple_rnn_reverse",
     "test_resize_upsample_scales_cubic",
     "test_resize_downsample_scales_linear",
+    "test_lrn",
 ];
 
 enum Entry {
@@ -305,7 +306,10 @@ fn reason(err: &str) -> String {
                 .chars()
                 .take_while(|c| c.is_ascii_digit())
                 .collect();
-            return format!("opset {v} is older than 13");
+            return format!(
+                "opset {v} is older than {}",
+                xla_aot::front::onnx::MIN_OPSET
+            );
         }
     }
     if let Some(i) = e.find("element type ") {
@@ -343,6 +347,10 @@ fn reason(err: &str) -> String {
         ("empty", "empty tensors"),
         ("not a tensor", "sequence/optional values"),
         ("no tensor test data", "sequence/map/optional values"),
+        (
+            "no opset of the default",
+            "no default-domain opset (other domains only)",
+        ),
         ("domain", "non-default domain"),
     ] {
         if e.contains(pat) {

@@ -35,9 +35,17 @@ pub struct Ctx<'a> {
     pub path: &'a Path,
     pub node: &'a NodeProto,
     pub index: usize,
+    /// The model's default-domain opset: the version of every op's signature.
+    pub opset: i64,
 }
 
 impl Ctx<'_> {
+    /// Whether the model's opset is older than `version`, the opset that changed this op's
+    /// signature (each lowering names it next to the rule).
+    pub fn before(&self, version: i64) -> bool {
+        self.opset < version
+    }
+
     /// `node #i `name` (OpType)`.
     pub fn describe(&self) -> String {
         if self.node.name.is_empty() {

@@ -52,7 +52,7 @@ impl Importer {
             self.env.insert(t.name.clone(), Val::Const(c.into()));
         }
         self.depth += 1;
-        let lowered = super::lower_nodes(self, cx.path, &g.node);
+        let lowered = super::lower_nodes(self, cx.path, &g.node, cx.opset);
         self.depth -= 1;
         lowered?;
         if g.output.len() != cx.node.output.len() {

@@ -218,6 +218,17 @@ impl Importer {
 
     /// Clip(x, min?, max?).
     pub fn clip(&mut self, cx: &Ctx) -> R<Outs> {
+        // Clip-11 moved `min` and `max` from attributes (default: the float range) to inputs.
+        if cx.before(11) {
+            cx.arity(1, 1)?;
+            let (ids, ty) = self.as_f32(cx, &[0])?;
+            let lo = cx.attr_f_or("min", f32::MIN)?;
+            let hi = cx.attr_f_or("max", f32::MAX)?;
+            let lo = self.b.scalar("constant", lo);
+            let hi = self.b.scalar("constant", hi);
+            let r = self.add(cx, Op::Clamp, &[lo, ids[0], hi])?;
+            return self.back(cx, r, ty);
+        }
         cx.arity(1, 3)?;
         let (ids, ty) = self.as_f32(cx, &[0])?;
         let x = ids[0];

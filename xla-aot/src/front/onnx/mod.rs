@@ -2,10 +2,12 @@
 //!
 //! Contract: [`import`] decodes a serialised `ModelProto` with `prost` (a truncated or corrupt
 //! file is "not an ONNX model: ..."), checks the default-domain opset ([`MIN_OPSET`] to
-//! [`MAX_OPSET`]), and lowers the graph node by node to the primitives of `ir::inst`. Graph inputs
-//! that are not initializers become entry parameters (in graph order, names sanitised into C
-//! identifiers and deduplicated) unless a weight or an [`ImportOptions::constants`] tensor binds
-//! them, in which case they become constants; initializers are constants. Graph outputs keep their
+//! [`MAX_OPSET`]), and lowers the graph node by node to the primitives of `ir::inst`, each op read
+//! in the signature of the model's opset. Graph inputs that are not initializers become entry
+//! parameters (in graph order, names sanitised into C identifiers and deduplicated) unless a
+//! weight or an [`ImportOptions::constants`] tensor binds them, in which case they become
+//! constants; initializers are constants, also when listed as graph inputs (as IR 3 requires),
+//! unless [`ImportOptions::initializers_as_inputs`] keeps those as inputs. Graph outputs keep their
 //! names the same way. Shapes are static: every input dim must be known. Values the importer needs
 //! at import time (Reshape's shape, Slice's starts, axes, pads, ...) must be compile-time constants:
 //! initializers, `Constant`/`ConstantOfShape` results, `Shape` of a static shape, or integer
@@ -40,10 +42,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 pub use tensor::ConstTensor;
 
-/// Oldest default-domain opset we import: opset 13 moved Squeeze/Unsqueeze/ReduceSum axes and
-/// Split sizes to inputs and gave Softmax its single-axis meaning; older models need
-/// `onnx.version_converter`.
-pub const MIN_OPSET: i64 = 13;
+/// Oldest default-domain opset we import: opset 7 gave the arithmetic ops numpy broadcasting
+/// (before it, `broadcast`/`axis` attributes) and dropped BatchNormalization's and Dropout's
+/// `is_test`. Between 7 and 13 the signatures changed op by op (attributes became inputs, Softmax
+/// lost its 2-D coercion); each lowering reads the form of the model's opset ([`Ctx::before`]).
+pub const MIN_OPSET: i64 = 7;
 /// Newest default-domain opset we import (ONNX 1.23). Versions 22 to 28 of the ops we support
 /// only add element types (bfloat16, float8, int4, ...) that we reject per tensor anyway.
 pub const MAX_OPSET: i64 = 28;
@@ -56,6 +59,11 @@ pub struct ImportOptions {
     pub constants: HashMap<String, TensorProto>,
     /// Input shapes, symbolic dims and frozen inputs fixed by the build (`front/inputs.rs`).
     pub inputs: InputOverrides,
+    /// Keep initializers that are also listed as graph inputs as run-time inputs (ONNX's meaning
+    /// from IR version 4: the initializer is a default the caller may override). Off by default:
+    /// IR 3 lists every initializer as a graph input (it required that), and exporters of IR 4+
+    /// that still list them nearly always mean weights, so they are constants.
+    pub initializers_as_inputs: bool,
 }
 
 /// Imports a serialised ONNX `ModelProto`.
@@ -126,7 +134,24 @@ pub fn import_with(
             opset = Some(o.version);
         }
     }
-    let opset = opset.unwrap_or(if model.opset_import.is_empty() { 1 } else { 0 });
+    // No opset import at all means opset 1 (IR 1 and 2 had none); imports of other domains
+    // only mean the model uses no default-domain op we could read.
+    if opset.is_none() && !model.opset_import.is_empty() {
+        let domains: Vec<&str> = model
+            .opset_import
+            .iter()
+            .map(|o| o.domain.as_str())
+            .collect();
+        return Err(model_error(
+            path,
+            format!(
+                "the model imports no opset of the default ONNX domain (only {}); opsets {MIN_OPSET} to {MAX_OPSET} of the default domain are supported",
+                domains.join(", ")
+            ),
+        )
+        .hint("only the default domain's ops are supported (not ai.onnx.ml, ai.onnx.preview.training, ...)"));
+    }
+    let opset = opset.unwrap_or(1);
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(model_error(
             path,
@@ -136,7 +161,7 @@ pub fn import_with(
         )
         .hint(format!(
             "convert it: onnx.version_converter.convert_version(model, {})",
-            if opset < MIN_OPSET { MIN_OPSET } else { MAX_OPSET }
+            if opset < MIN_OPSET { 13 } else { MAX_OPSET }
         )));
     }
     let mut imp = Importer::new(Builder::new(name));
@@ -153,10 +178,12 @@ pub fn import_with(
     }
 
     // Graph inputs: bound (options, weights, frozen) or parameters, with the dims the build fixes.
+    // An initializer listed as an input (every one in IR 3) is a weight unless the options keep
+    // it as an input.
     let runtime_inputs: Vec<&proto::ValueInfoProto> = graph
         .input
         .iter()
-        .filter(|vi| !initialized.contains(&vi.name))
+        .filter(|vi| !initialized.contains(&vi.name) || options.initializers_as_inputs)
         .collect();
     let names: Vec<String> = runtime_inputs.iter().map(|vi| vi.name.clone()).collect();
     let symbols = graph_inputs::symbols(runtime_inputs.iter().copied());
@@ -235,7 +262,7 @@ pub fn import_with(
         );
     }
 
-    lower_nodes(&mut imp, path, &graph.node)?;
+    lower_nodes(&mut imp, path, &graph.node, opset)?;
 
     if graph.output.is_empty() {
         return Err(model_error(path, "the graph has no outputs".into()));
@@ -266,9 +293,15 @@ pub(super) fn lower_nodes(
     imp: &mut Importer,
     path: &Path,
     nodes: &[proto::NodeProto],
+    opset: i64,
 ) -> Result<(), SpecError> {
     for (index, node) in nodes.iter().enumerate() {
-        let cx = Ctx { path, node, index };
+        let cx = Ctx {
+            path,
+            node,
+            index,
+            opset,
+        };
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             return Err(cx
                 .err(format!(

@@ -1,12 +1,14 @@
 //! Neural-network ONNX ops: Conv, Gemm, MatMul, BatchNormalization, InstanceNormalization,
-//! LayerNormalization, MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool, Softmax, LogSoftmax.
+//! LayerNormalization, MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool, Softmax, LogSoftmax,
+//! LRN.
 //!
 //! Contract: all are float only. Convolutions are 2-D (`bf01_oi01->bf01`) or 1-D (run as 2-D
 //! with a unit height), with groups, strides, dilations, explicit pads or `auto_pad`; pools take
 //! any number of spatial dims, `ceil_mode` (by extra high padding that no window counts) and
 //! `count_include_pad`. Normalisations are inference forms; a `training_mode` of 1 is rejected.
-//! Softmax and LogSoftmax have opset-13 semantics (one axis, default -1), computed stably (max
-//! subtracted).
+//! Softmax and LogSoftmax read the model's opset: one axis (default -1) from opset 13, the 2-D
+//! coercion at `axis` (default 1) before; computed stably (max subtracted). LRN is decomposed
+//! into a windowed sum of squares over the channels, a power and a division.
 
 use super::context::{Ctx, Importer, R, Val, broadcast_dims};
 use super::elementwise::{Outs, rt};
@@ -208,7 +210,9 @@ impl Importer {
     }
 
     pub fn gemm(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(2, 3)?;
+        // Gemm-11 made C optional (Gemm-7 replaced the `broadcast` attribute by unidirectional
+        // broadcasting of C, which is all we read).
+        cx.arity(if cx.before(11) { 3 } else { 2 }, 3)?;
         let a = self.rt_f32(cx, 0)?;
         let b = self.rt_f32(cx, 1)?;
         let (ad, bd) = (self.dims(a), self.dims(b));
@@ -335,6 +339,14 @@ impl Importer {
 
     pub fn batch_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(5, 5)?;
+        // BatchNormalization-9 removed `spatial` (1: statistics per channel; 0: per element of
+        // [C, spatial...]), which we read only as 1.
+        if cx.before(9) && cx.attr_i_or("spatial", 1)? != 1 {
+            return Err(cx.attr_err(
+                "spatial",
+                "0 (statistics per element rather than per channel) is not supported; only 1 is",
+            ).hint("re-export the model with per-channel BatchNormalization"));
+        }
         if cx.attr_i_or("training_mode", 0)? != 0 {
             return Err(cx.attr_err(
                 "training_mode",
@@ -360,7 +372,15 @@ impl Importer {
         }
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
         let y = decompose::batch_norm(&mut self.composite(cx), x, [p[0], p[1], p[2], p[3]], eps)?;
-        Ok(rt(y, dt::FLOAT))
+        let mut outs = rt(y, dt::FLOAT);
+        // Before BatchNormalization-14 the optional outputs are mean, var, saved_mean and
+        // saved_var: in inference the running statistics pass through unchanged; the saved
+        // (batch) statistics exist only in training, so naming them is an error.
+        if cx.before(14) {
+            outs.push(Some(self.input(cx, 3)?));
+            outs.push(Some(self.input(cx, 4)?));
+        }
+        Ok(outs)
     }
 
     pub fn instance_norm(&mut self, cx: &Ctx) -> R<Outs> {
@@ -437,8 +457,75 @@ impl Importer {
         if xd.is_empty() {
             return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
         }
+        // Softmax-13 and LogSoftmax-13 normalise over one axis (default -1). Before, the input
+        // is coerced to 2-D [d0 × ... × d(axis-1), d(axis) × ... × d(n-1)] (axis default 1) and
+        // normalised over the second dim, then reshaped back.
+        if cx.before(13) {
+            let axis = cx.attr_i_or("axis", 1)?;
+            let r = xd.len() as i64;
+            if axis < -r || axis > r {
+                return Err(cx.attr_err(
+                    "axis",
+                    format!("{axis} is out of range for rank {r} (valid: {} to {r})", -r),
+                ));
+            }
+            let axis = if axis < 0 { axis + r } else { axis } as usize;
+            let rows: usize = xd[..axis].iter().product();
+            let cols: usize = xd[axis..].iter().product();
+            let x2 = self.reshape(cx, x, vec![rows, cols])?;
+            let y = decompose::softmax(&mut self.composite(cx), x2, 1, log)?;
+            let y = self.reshape(cx, y, xd)?;
+            return Ok(rt(y, dt::FLOAT));
+        }
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let y = decompose::softmax(&mut self.composite(cx), x, axis, log)?;
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    /// LRN (local response normalisation across channels), decomposed:
+    /// `y = x / (bias + alpha / size · Σ x²)^beta`, the sum over the channels
+    /// `c - ⌊(size-1)/2⌋ ..= c + ⌈(size-1)/2⌉` that exist (a reduce-window over the channel dim
+    /// whose zero padding stands for the missing ones). Unchanged since LRN-1.
+    pub fn lrn(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let (x, xd) = self.spatial_input(cx)?;
+        let Some(size) = cx.attr_i("size")? else {
+            return Err(cx.attr_err("size", "is required"));
+        };
+        if size < 1 {
+            return Err(cx.attr_err("size", format!("{size} must be positive")));
+        }
+        let size = size as usize;
+        let alpha = cx.attr_f_or("alpha", 1e-4)?;
+        let beta = cx.attr_f_or("beta", 0.75)?;
+        let bias = cx.attr_f_or("bias", 1.0)?;
+        let r = xd.len();
+        let mut window = Window {
+            size: vec![1; r],
+            stride: vec![1; r],
+            pad_low: vec![0; r],
+            pad_high: vec![0; r],
+            dilation: vec![1; r],
+        };
+        window.size[1] = size;
+        window.pad_low[1] = (size - 1) / 2;
+        window.pad_high[1] = size / 2;
+        let sq = self.bin(cx, BinaryOp::Multiply, x, x)?;
+        let sum = self.add(
+            cx,
+            Op::ReduceWindow {
+                kind: ReduceKind::Add,
+                window,
+            },
+            &[sq],
+        )?;
+        let k = self.splat(cx, alpha / size as f32, &xd)?;
+        let scaled = self.bin(cx, BinaryOp::Multiply, sum, k)?;
+        let b = self.splat(cx, bias, &xd)?;
+        let base = self.bin(cx, BinaryOp::Add, scaled, b)?;
+        let e = self.splat(cx, beta, &xd)?;
+        let den = self.bin(cx, BinaryOp::Power, base, e)?;
+        let y = self.bin(cx, BinaryOp::Divide, x, den)?;
         Ok(rt(y, dt::FLOAT))
     }
 

@@ -1,11 +1,12 @@
 //! Reductions: ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSum/LogSumExp and ArgMax/ArgMin.
 //!
 //! Contract: axes come from input 1 (ReduceSum from opset 13, every reduction from opset 18) or
-//! the `axes` attribute (the others before opset 18); both must be compile-time constants. No
+//! the `axes` attribute (before those opsets), read in the form of the model's opset; both must
+//! be compile-time constants. No
 //! axes reduces everything unless `noop_with_empty_axes` makes the op an identity. `keepdims`
 //! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
 //! ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
-//! values held in i32. TopK (K a compile-time input) on any axis, largest or smallest, returns
+//! values held in i32. TopK (K a compile-time input; the `k` attribute before opset 10) on any axis, largest or smallest, returns
 //! sorted values and int64 indices (held in i32); ties go to the lower index.
 
 use super::context::{Ctx, Importer, R};
@@ -43,7 +44,10 @@ impl Importer {
     }
 
     pub fn reduce(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
-        cx.arity(1, 2)?;
+        // ReduceSum-13 and the other reductions' version 18 moved `axes` from an attribute to
+        // input 1 (and added `noop_with_empty_axes`).
+        let axes_attr = cx.before(if op == "ReduceSum" { 13 } else { 18 });
+        cx.arity(1, if axes_attr { 1 } else { 2 })?;
         let (x, ty) = self.rt(cx, 0)?;
         if runtime_dtype(ty).is_none() || ty == dt::BOOL {
             return Err(cx.err(format!(
@@ -53,10 +57,12 @@ impl Importer {
         }
         let x = self.convert(cx, x, DType::F32)?;
         let xd = self.dims(x);
-        let axes = if cx.has_input(1) {
+        let axes = if axes_attr {
+            cx.attr_ints("axes")?
+        } else if cx.has_input(1) {
             Some(self.konst_ints(cx, 1, "axes")?)
         } else {
-            cx.attr_ints("axes")?
+            None
         };
         let keep = cx.attr_i_or("keepdims", 1)? != 0;
         let noop = cx.attr_i_or("noop_with_empty_axes", 0)? != 0;
@@ -161,8 +167,17 @@ impl Importer {
     }
 
     pub fn top_k(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(2, 2)?;
-        let k = self.konst_ints(cx, 1, "K")?;
+        // TopK-10 moved `k` from an attribute to input 1 (K).
+        let k = if cx.before(10) {
+            cx.arity(1, 1)?;
+            vec![
+                cx.attr_i("k")?
+                    .ok_or_else(|| cx.attr_err("k", "is required"))?,
+            ]
+        } else {
+            cx.arity(2, 2)?;
+            self.konst_ints(cx, 1, "K")?
+        };
         let (mut x, ty, xd) = self.ranked_numeric_input(cx)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let [k] = k[..] else {

@@ -4,7 +4,9 @@
 //! Contract: every shape-like operand (Reshape's shape, Slice's starts/ends/axes/steps, Pad's
 //! pads, axes, repeats, split sizes) must be a compile-time constant, and an op whose data inputs
 //! are all constants is folded into a constant (so shape arithmetic of exported graphs never
-//! reaches run time). Results with a zero extent are errors (the compiler has no empty tensors).
+//! reaches run time). Before the opset that made them inputs (Slice 10, Pad 11, Split, Squeeze and
+//! Unsqueeze 13) they are attributes, read in the model's opset form. Results with a zero extent
+//! are errors (the compiler has no empty tensors).
 //! Gather with constant indices on any axis, or run-time indices (negative ones wrap as in ONNX),
 //! becomes the `gather` primitive on the gathered axis moved to the front.
 
@@ -121,7 +123,10 @@ impl Importer {
     }
 
     pub fn dropout(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(1, 3)?;
+        // Dropout-12 moved `ratio` from an attribute to input 1 and added `training_mode` (input
+        // 2); before it the model runs in inference (`is_test` left at opset 7), so the op is an
+        // identity whatever the ratio.
+        cx.arity(1, if cx.before(12) { 1 } else { 3 })?;
         if cx.has_input(2) {
             let t = self.konst(cx, 2, "training_mode")?;
             if t.as_i64().first().copied().unwrap_or(0) != 0 {
@@ -131,10 +136,19 @@ impl Importer {
         let x = self.input(cx, 0)?;
         let d = self.dims_of(&x);
         let n = d.iter().product();
-        let mask = ConstTensor {
-            ty: dt::BOOL,
-            dims: d,
-            values: Values::B(vec![true; n]),
+        // Dropout-10 made the mask bool; before it the mask has the input's type (all ones).
+        let mask = if cx.before(10) {
+            ConstTensor {
+                ty: dt::FLOAT,
+                dims: d,
+                values: Values::F(vec![1.0; n]),
+            }
+        } else {
+            ConstTensor {
+                ty: dt::BOOL,
+                dims: d,
+                values: Values::B(vec![true; n]),
+            }
         };
         Ok(vec![Some(x), Some(Val::Const(Rc::new(mask)))])
     }
@@ -300,16 +314,21 @@ impl Importer {
         self.redim(cx, dims)
     }
 
-    /// Axes of Squeeze/Unsqueeze: input 1 (opset 13+) or the `axes` attribute.
+    /// Axes of Squeeze/Unsqueeze: Squeeze-13 and Unsqueeze-13 moved them from the `axes`
+    /// attribute to input 1.
     fn axes_input(&mut self, cx: &Ctx) -> R<Option<Vec<i64>>> {
+        if cx.before(13) {
+            cx.arity(1, 1)?;
+            return cx.attr_ints("axes");
+        }
+        cx.arity(1, 2)?;
         if cx.has_input(1) {
             return self.konst_ints(cx, 1, "axes").map(Some);
         }
-        cx.attr_ints("axes")
+        Ok(None)
     }
 
     pub fn squeeze(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(1, 2)?;
         let xd = self.in_dims(cx, 0)?;
         let axes = match self.axes_input(cx)? {
             None => (0..xd.len()).filter(|&i| xd[i] == 1).collect(),
@@ -332,10 +351,13 @@ impl Importer {
     }
 
     pub fn unsqueeze(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(1, 2)?;
         let xd = self.in_dims(cx, 0)?;
         let Some(axes) = self.axes_input(cx)? else {
-            return Err(cx.err("it needs axes (input 1)"));
+            return Err(cx.err(if cx.before(13) {
+                "it needs the `axes` attribute"
+            } else {
+                "it needs axes (input 1)"
+            }));
         };
         let r = xd.len() + axes.len();
         let axes = cx.axes("axes", &axes, r)?;
@@ -461,11 +483,27 @@ impl Importer {
     }
 
     pub fn slice(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(3, 5)?;
         let x = self.input(cx, 0)?;
         let xd = self.dims_of(&x);
-        let starts = self.konst_ints(cx, 1, "starts")?;
-        let ends = self.konst_ints(cx, 2, "ends")?;
+        // Slice-10 moved `starts`, `ends` and `axes` from attributes to inputs and added `steps`.
+        let (starts, ends, attr_axes) = if cx.before(10) {
+            cx.arity(1, 1)?;
+            let need = |name: &str| {
+                cx.attr_ints(name)?
+                    .ok_or_else(|| cx.attr_err(name, "is required"))
+            };
+            (need("starts")?, need("ends")?, cx.attr_ints("axes")?)
+        } else {
+            cx.arity(3, 5)?;
+            let starts = self.konst_ints(cx, 1, "starts")?;
+            let ends = self.konst_ints(cx, 2, "ends")?;
+            let axes = if cx.has_input(3) {
+                Some(self.konst_ints(cx, 3, "axes")?)
+            } else {
+                None
+            };
+            (starts, ends, axes)
+        };
         let n = starts.len();
         if ends.len() != n {
             return Err(cx.err(format!(
@@ -473,8 +511,7 @@ impl Importer {
                 ends.len()
             )));
         }
-        let axes: Vec<usize> = if cx.has_input(3) {
-            let a = self.konst_ints(cx, 3, "axes")?;
+        let axes: Vec<usize> = if let Some(a) = attr_axes {
             if a.len() != n {
                 return Err(cx.err(format!("axes has {} entries but starts has {n}", a.len())));
             }
@@ -549,7 +586,9 @@ impl Importer {
     }
 
     pub fn pad(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(2, 4)?;
+        // Pad-11 moved `pads` and the constant `value` from attributes to inputs 1 and 2.
+        let old = cx.before(11);
+        cx.arity(if old { 1 } else { 2 }, if old { 1 } else { 4 })?;
         let mode = cx.attr_s("mode")?.unwrap_or_else(|| "constant".into());
         if mode != "constant" {
             return Err(cx.attr_err(
@@ -560,7 +599,12 @@ impl Importer {
         let (x, ty) = self.rt(cx, 0)?;
         let xd = self.dims(x);
         let r = xd.len();
-        let pads = self.konst_ints(cx, 1, "pads")?;
+        let pads = if old {
+            cx.attr_ints("pads")?
+                .ok_or_else(|| cx.attr_err("pads", "is required"))?
+        } else {
+            self.konst_ints(cx, 1, "pads")?
+        };
         let axes: Vec<usize> = if cx.has_input(3) {
             let a = self.konst_ints(cx, 3, "axes")?;
             a.iter()
@@ -584,7 +628,11 @@ impl Importer {
             low[a] = pads[i];
             high[a] = pads[k + i];
         }
-        let value = if cx.has_input(2) {
+        let value = if old {
+            let v = cx.attr_f_or("value", 0.0)?;
+            let s = self.b.scalar("constant", v);
+            self.convert(cx, s, self.b.dtype(x))?
+        } else if cx.has_input(2) {
             let (v, _) = self.rt(cx, 2)?;
             let v = self.convert(cx, v, self.b.dtype(x))?;
             self.reshape(cx, v, Vec::new())?
@@ -675,18 +723,22 @@ impl Importer {
     }
 
     pub fn split(&mut self, cx: &Ctx) -> R<Outs> {
-        cx.arity(1, 2)?;
+        // Split-13 moved the sizes from the `split` attribute to input 1 (Split-18 added
+        // `num_outputs` for equal parts).
+        cx.arity(1, if cx.before(13) { 1 } else { 2 })?;
         let (x, ty) = self.rt(cx, 0)?;
         let xd = self.dims(x);
         let axis = cx.axis("axis", cx.attr_i_or("axis", 0)?, xd.len())?;
         let n_out = cx.node.output.len();
         let dim = xd[axis];
-        let sizes: Vec<usize> = if cx.has_input(1) || cx.has_attr("split") {
-            let s = if cx.has_input(1) {
-                self.konst_ints(cx, 1, "split")?
-            } else {
-                cx.attr_ints("split")?.unwrap_or_default()
-            };
+        let given = if cx.before(13) {
+            cx.attr_ints("split")?
+        } else if cx.has_input(1) {
+            Some(self.konst_ints(cx, 1, "split")?)
+        } else {
+            None
+        };
+        let sizes: Vec<usize> = if let Some(s) = given {
             if s.len() != n_out || s.iter().any(|&v| v < 0) || s.iter().sum::<i64>() != dim as i64 {
                 return Err(cx.err(format!(
                     "split {s:?} must have {n_out} non-negative sizes summing to {dim}"
