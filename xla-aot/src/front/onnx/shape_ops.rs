@@ -590,10 +590,10 @@ impl Importer {
         let old = cx.before(11);
         cx.arity(if old { 1 } else { 2 }, if old { 1 } else { 4 })?;
         let mode = cx.attr_s("mode")?.unwrap_or_else(|| "constant".into());
-        if mode != "constant" {
+        if !matches!(mode.as_str(), "constant" | "reflect" | "edge" | "wrap") {
             return Err(cx.attr_err(
                 "mode",
-                format!("`{mode}` padding is not supported; only `constant` is"),
+                format!("`{mode}` is not constant, reflect, edge or wrap"),
             ));
         }
         let (x, ty) = self.rt(cx, 0)?;
@@ -666,6 +666,21 @@ impl Importer {
         }
         let lo: Vec<usize> = low.iter().map(|&p| p.max(0) as usize).collect();
         let hi: Vec<usize> = high.iter().map(|&p| p.max(0) as usize).collect();
+        if mode != "constant" {
+            // Each padded axis gathers its source positions (numpy's reflect, edge and wrap).
+            for a in 0..r {
+                if lo[a] == 0 && hi[a] == 0 {
+                    continue;
+                }
+                let n = self.dims(id)[a] as i64;
+                let idx: Vec<usize> = (-(lo[a] as i64)..n + hi[a] as i64)
+                    .map(|i| pad_source(&mode, i, n))
+                    .collect();
+                let len = idx.len();
+                id = self.take(cx, id, a, &idx, vec![len])?;
+            }
+            return Ok(rt(id, ty));
+        }
         if lo.iter().chain(&hi).any(|&p| p > 0) {
             id = self.add(cx, Op::Pad { low: lo, high: hi }, &[id, value])?;
         }
@@ -844,4 +859,19 @@ impl Importer {
         let r = self.gather_axis(cx, x, axis, i)?;
         Ok(rt(r, ty))
     }
+}
+
+/// The input position that padded position `i` of an axis of extent `n` reads in Pad's `mode`:
+/// `reflect` mirrors without repeating the edge, `edge` repeats it, `wrap` is periodic.
+fn pad_source(mode: &str, i: i64, n: i64) -> usize {
+    let j = match mode {
+        "reflect" if n > 1 => {
+            let period = 2 * (n - 1);
+            let j = i.rem_euclid(period);
+            if j >= n { period - j } else { j }
+        }
+        "wrap" => i.rem_euclid(n),
+        _ => i.clamp(0, n - 1),
+    };
+    j as usize
 }
