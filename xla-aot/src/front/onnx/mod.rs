@@ -18,6 +18,7 @@
 
 mod context;
 mod control;
+mod conv_transpose;
 mod dispatch;
 mod elementwise;
 mod generate;
