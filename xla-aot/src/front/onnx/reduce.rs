@@ -145,19 +145,26 @@ impl Importer {
 
     pub fn arg_extreme(&mut self, cx: &Ctx, min: bool) -> R<Outs> {
         cx.arity(1, 1)?;
-        if cx.attr_i_or("select_last_index", 0)? != 0 {
-            return Err(cx.attr_err(
-                "select_last_index",
-                "1 (the last extreme index) is not supported; only 0 (the first) is",
-            ));
-        }
+        let last = cx.attr_i_or("select_last_index", 0)? != 0;
         let (mut x, _, xd) = self.ranked_numeric_input(cx)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", 0)?, xd.len())?;
         let keep = cx.attr_i_or("keepdims", 1)? != 0;
         if min {
             x = self.add(cx, Op::Unary(UnaryOp::Negate), &[x])?;
         }
+        // The last extreme: the first of the reversed axis, counted from the end.
+        let n = xd[axis];
+        if last {
+            let rev: Vec<usize> = (0..n).rev().collect();
+            x = self.take(cx, x, axis, &rev, vec![n])?;
+        }
         let mut r = self.add(cx, Op::Argmax { dimension: axis }, &[x])?;
+        if last {
+            let f = self.convert(cx, r, DType::F32)?;
+            let top = self.splat(cx, (n - 1) as f32, &self.dims(f))?;
+            let back = self.bin(cx, BinaryOp::Subtract, top, f)?;
+            r = self.convert(cx, back, DType::I32)?;
+        }
         if keep {
             let mut kd = xd.clone();
             kd[axis] = 1;
