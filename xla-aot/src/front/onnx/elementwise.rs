@@ -439,29 +439,84 @@ impl Importer {
                     let s = me.select(cx, lt, m1, z)?;
                     me.select(cx, gt, one, s)
                 }
-                "Floor" | "Ceil" => {
-                    // trunc via f32 → i32 → f32 (exact below 2^31), then step toward -inf / +inf
-                    // where the truncation moved the other way.
-                    let i = me.convert(cx, x, DType::I32)?;
-                    let t = me.convert(cx, i, DType::F32)?;
-                    let one = me.splat(cx, 1.0, d)?;
-                    let (dir, step) = if op == "Floor" {
-                        (CompareDir::Lt, BinaryOp::Subtract)
-                    } else {
-                        (CompareDir::Gt, BinaryOp::Add)
-                    };
-                    let moved = me.add(cx, Op::Compare(dir), &[x, t])?;
-                    let stepped = me.bin(cx, step, t, one)?;
-                    let r = me.select(cx, moved, stepped, t)?;
-                    // Large or non-finite values are already integral.
-                    let big = me.splat(cx, 8_388_608.0, d)?;
-                    let ax = u(me, UnaryOp::Abs, x)?;
-                    let small = me.add(cx, Op::Compare(CompareDir::Lt), &[ax, big])?;
-                    me.select(cx, small, r, x)
-                }
+                "Floor" => me.rounded(cx, x, false),
+                "Ceil" => me.rounded(cx, x, true),
                 other => Err(cx.err(format!("internal: no activation `{other}`"))),
             }
         })
+    }
+
+    /// Floor (or with `up`, Ceil) of an f32 value: trunc via f32 → i32 → f32 (exact below 2^31),
+    /// then a step toward -inf / +inf where the truncation moved the other way.
+    fn rounded(&mut self, cx: &Ctx, x: InstId, up: bool) -> R<InstId> {
+        let d = self.dims(x);
+        let i = self.convert(cx, x, DType::I32)?;
+        let t = self.convert(cx, i, DType::F32)?;
+        let one = self.splat(cx, 1.0, &d)?;
+        let (dir, step) = if up {
+            (CompareDir::Gt, BinaryOp::Add)
+        } else {
+            (CompareDir::Lt, BinaryOp::Subtract)
+        };
+        let moved = self.add(cx, Op::Compare(dir), &[x, t])?;
+        let stepped = self.bin(cx, step, t, one)?;
+        let r = self.select(cx, moved, stepped, t)?;
+        // Large or non-finite values are already integral.
+        let big = self.splat(cx, 8_388_608.0, &d)?;
+        let ax = self.un(cx, UnaryOp::Abs, x)?;
+        let small = self.add(cx, Op::Compare(CompareDir::Lt), &[ax, big])?;
+        self.select(cx, small, r, x)
+    }
+
+    /// Mod: with `fmod` = 1 C's fmod (the remainder has the dividend's sign), else the divisor's
+    /// sign (Python's `%`); integers fold at import time when both are constants, else compute
+    /// in f32 (exact below 2^24).
+    pub fn modulo(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let fmod = cx.attr_i_or("fmod", 0)? != 0;
+        let (a, b) = (self.input(cx, 0)?, self.input(cx, 1)?);
+        if let (Val::Const(x), Val::Const(y)) = (&a, &b) {
+            if is_int_type(x.ty) && is_int_type(y.ty) {
+                let f = |p: i64, q: i64| -> Option<i64> {
+                    let r = p.checked_rem(q)?;
+                    Some(if !fmod && r != 0 && (r < 0) != (q < 0) {
+                        r + q
+                    } else {
+                        r
+                    })
+                };
+                if let Some(c) = fold2(x, y, f) {
+                    return Ok(konst(c));
+                }
+            }
+        }
+        if ty_of(&a) != ty_of(&b) {
+            return Err(cx.err(format!(
+                "its inputs have different element types ({} and {})",
+                dt::name(ty_of(&a)),
+                dt::name(ty_of(&b))
+            )));
+        }
+        let (ids, ty) = self.as_f32(cx, &[0, 1])?;
+        if ty == dt::BOOL {
+            return Err(cx.err("Mod of bool tensors is not supported"));
+        }
+        let v = self.broadcast_all(cx, &ids)?;
+        let q = self.bin(cx, BinaryOp::Divide, v[0], v[1])?;
+        // fmod: a − trunc(a/b)·b; Python: a − floor(a/b)·b.
+        let whole = if fmod {
+            let i = self.convert(cx, q, DType::I32)?;
+            let t = self.convert(cx, i, DType::F32)?;
+            let big = self.splat(cx, 8_388_608.0, &self.dims(q))?;
+            let aq = self.un(cx, UnaryOp::Abs, q)?;
+            let small = self.add(cx, Op::Compare(CompareDir::Lt), &[aq, big])?;
+            self.select(cx, small, t, q)?
+        } else {
+            self.rounded(cx, q, false)?
+        };
+        let m = self.bin(cx, BinaryOp::Multiply, whole, v[1])?;
+        let r = self.bin(cx, BinaryOp::Subtract, v[0], m)?;
+        self.back(cx, r, ty)
     }
 
     /// PRelu(x, slope) with slope broadcast to x.
