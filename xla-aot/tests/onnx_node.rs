@@ -51,6 +51,8 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_resize_upsample_scales_cubic",
     "test_resize_downsample_scales_linear",
     "test_convtranspose_group_2",
+    "test_gather_elements_negative_indices",
+    "test_rms_normalization_3d_axis_negative_2_epsilon",
     "test_lrn",
 ];
 
