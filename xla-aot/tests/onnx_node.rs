@@ -53,6 +53,7 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_convtranspose_group_2",
     "test_gather_elements_negative_indices",
     "test_rms_normalization_3d_axis_negative_2_epsilon",
+    "test_attention_4d_causal_expanded",
     "test_lrn",
 ];
 

@@ -63,6 +63,68 @@ fn fold2(
     })
 }
 
+/// `Where(c, x, y)` of three constants of x's type (numpy broadcasting), when x and y agree in
+/// type and every value is held exactly.
+fn fold_where(c: &ConstTensor, x: &ConstTensor, y: &ConstTensor) -> Option<ConstTensor> {
+    if x.ty != y.ty {
+        return None;
+    }
+    let out = broadcast_dims(&[c.dims.clone(), x.dims.clone(), y.dims.clone()])?;
+    let n: usize = out.iter().product();
+    let pick = |t: &ConstTensor, k: usize| -> usize {
+        let os = strides(&out);
+        let ts = strides(&t.dims);
+        let off = out.len() - t.dims.len();
+        (0..t.dims.len())
+            .filter(|&i| t.dims[i] != 1)
+            .map(|i| ((k / os[i + off]) % out[i + off]) * ts[i])
+            .sum()
+    };
+    let cv = c.as_i64();
+    let take_x = |k: usize| cv[pick(c, k)] != 0;
+    let values = match (&x.values, &y.values) {
+        (Values::I(a), Values::I(b)) => Values::I(
+            (0..n)
+                .map(|k| {
+                    if take_x(k) {
+                        a[pick(x, k)]
+                    } else {
+                        b[pick(y, k)]
+                    }
+                })
+                .collect(),
+        ),
+        (Values::F(a), Values::F(b)) => Values::F(
+            (0..n)
+                .map(|k| {
+                    if take_x(k) {
+                        a[pick(x, k)]
+                    } else {
+                        b[pick(y, k)]
+                    }
+                })
+                .collect(),
+        ),
+        (Values::B(a), Values::B(b)) => Values::B(
+            (0..n)
+                .map(|k| {
+                    if take_x(k) {
+                        a[pick(x, k)]
+                    } else {
+                        b[pick(y, k)]
+                    }
+                })
+                .collect(),
+        ),
+        _ => return None,
+    };
+    Some(ConstTensor {
+        ty: x.ty,
+        dims: out,
+        values,
+    })
+}
+
 impl Importer {
     /// Inputs as f32 instructions (ints converted), with the first input's ONNX type.
     fn as_f32(&mut self, cx: &Ctx, js: &[usize]) -> R<(Vec<InstId>, i32)> {
@@ -182,6 +244,31 @@ impl Importer {
                 return Err(cx.err(format!("input {j} must be bool")));
             }
         }
+        // Constants fold (shape logic of exported functions: `Where(And(Not(Equal(..))))`).
+        let consts: Vec<Option<Rc<ConstTensor>>> = (0..n)
+            .map(|j| match self.input(cx, j) {
+                Ok(Val::Const(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if consts.iter().all(Option::is_some) {
+            let c: Vec<&ConstTensor> = consts.iter().map(|c| c.as_deref().unwrap()).collect();
+            let folded = if n == 1 {
+                fold2(c[0], c[0], |p, _| Some((p == 0) as i64))
+            } else {
+                fold2(c[0], c[1], |p, q| {
+                    let (p, q) = (p != 0, q != 0);
+                    Some(match op {
+                        "And" => p && q,
+                        "Or" => p || q,
+                        _ => p != q,
+                    } as i64)
+                })
+            };
+            if let Some(t) = folded {
+                return Ok(konst(t.cast(dt::BOOL)));
+            }
+        }
         let js: Vec<usize> = (0..n).collect();
         let (ids, _) = self.as_f32(cx, &js)?;
         let v = self.broadcast_all(cx, &ids)?;
@@ -206,6 +293,13 @@ impl Importer {
     /// Where(cond, x, y).
     pub fn where_op(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(3, 3)?;
+        if let (Val::Const(c), Val::Const(x), Val::Const(y)) =
+            (self.input(cx, 0)?, self.input(cx, 1)?, self.input(cx, 2)?)
+        {
+            if let Some(t) = fold_where(&c, &x, &y) {
+                return Ok(konst(t));
+            }
+        }
         let (c, cty) = self.rt(cx, 0)?;
         if cty != dt::BOOL {
             return Err(cx.err("input 0 (condition) must be bool"));
