@@ -166,15 +166,15 @@ fn an_unsupported_op_names_the_node_and_the_op() {
     let m = model(
         vec![
             node("relu0", "Relu", &["x"], &["r"]),
-            node("my_mod", "Mod", &["r", "r"], &["y"]),
+            node("my_unique", "Unique", &["r"], &["y"]),
         ],
         vec![value("x", data_type::FLOAT, &[4])],
         vec![value("y", data_type::FLOAT, &[2])],
     );
     let e = import_err("unsupported_op", &m.encode_to_vec());
     // The node takes the place of the line in the `-->` location, as in every front end's errors.
-    assert!(e.starts_with("error: op `Mod` is not supported"), "{e}");
-    assert!(e.contains(".onnx: node #1 `my_mod` (Mod)\n"), "{e}");
+    assert!(e.starts_with("error: op `Unique` is not supported"), "{e}");
+    assert!(e.contains(".onnx: node #1 `my_unique` (Unique)\n"), "{e}");
     assert!(e.contains("docs/import.md"), "{e}");
 }
 
@@ -184,7 +184,7 @@ fn an_unsupported_attribute_value_names_the_node_and_the_attribute() {
     pad.attribute.push(AttributeProto {
         name: "mode".into(),
         r#type: attribute_type::STRING,
-        s: b"reflect".to_vec(),
+        s: b"mirror".to_vec(),
         ..Default::default()
     });
     let mut m = model(
@@ -201,23 +201,29 @@ fn an_unsupported_attribute_value_names_the_node_and_the_attribute() {
     });
     let e = import_err("bad_attr", &m.encode_to_vec());
     assert!(e.contains("node #0 `pad0` (Pad)"), "{e}");
-    assert!(e.contains("`mode`") && e.contains("reflect"), "{e}");
+    assert!(e.contains("`mode`") && e.contains("mirror"), "{e}");
 
-    let mut am = node("am", "ArgMax", &["x"], &["y"]);
+    let mut am = node("am", "MaxPool", &["x"], &["y"]);
     am.attribute.push(AttributeProto {
-        name: "select_last_index".into(),
+        name: "kernel_shape".into(),
+        r#type: attribute_type::INTS,
+        ints: vec![1, 1],
+        ..Default::default()
+    });
+    am.attribute.push(AttributeProto {
+        name: "storage_order".into(),
         r#type: attribute_type::INT,
         i: 1,
         ..Default::default()
     });
     let m = model(
         vec![am],
-        vec![value("x", data_type::FLOAT, &[2, 3])],
-        vec![value("y", data_type::INT64, &[1, 3])],
+        vec![value("x", data_type::FLOAT, &[1, 1, 4, 4])],
+        vec![value("y", data_type::FLOAT, &[1, 1, 4, 4])],
     );
     let e = import_err("bad_attr2", &m.encode_to_vec());
     assert!(
-        e.contains("node #0 `am` (ArgMax)") && e.contains("select_last_index"),
+        e.contains("node #0 `am` (MaxPool)") && e.contains("storage_order"),
         "{e}"
     );
 }
