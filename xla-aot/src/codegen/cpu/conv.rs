@@ -5,15 +5,16 @@
 //! Contract (which convolution takes which path is decided by [`choose`]; anything else keeps
 //! the general loop nest of `loops.rs`):
 //! - [`ConvPath::PixelsByChannels`]: output channels minor (NHWC, what layout assignment gives
-//!   internal convolutions), `groups == 1`, a constant kernel. Rows of the tile are output pixels
-//!   along a row, columns are output channels; the kernel is packed at compile time into panels
-//!   `[O/NR][KH·KW·C][NR]` (`core/packing.rs`), so each tap streams one contiguous panel. Padding: a pixel
+//!   internal convolutions), a constant kernel, any groups but depthwise ones. Rows of the tile are
+//!   output pixels along a row, columns are output channels of one group; the kernel is packed at
+//!   compile time into panels `[G][⌈(O/G)/NR⌉][KH·KW·C/G][NR]` (`core/packing.rs`), so each tap
+//!   streams one contiguous panel and reads its group's input channels. Padding: a pixel
 //!   whose input position is outside the image contributes zero (a select, only when the
 //!   convolution pads).
 //! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
-//!   stride along W, input W contiguous, `groups == 1`. Rows are output channels (kernel values
-//!   broadcast), columns are pixels of one output row loaded as vectors from the input row, with
-//!   masked loads where the window hangs over the border.
+//!   stride along W, input W contiguous, any groups. Rows are output channels of one group (kernel
+//!   values broadcast), columns are pixels of one output row loaded as vectors from the input
+//!   row, with masked loads where the window hangs over the border.
 //! - [`ConvPath::Depthwise`]: `groups == C == O`, input and output channels minor. Each tap is a
 //!   vector multiply-add along channels; a tile is a few pixels × a few channel vectors.
 //!
@@ -65,11 +66,12 @@ pub fn choose(
     if w_const && conv_packable(window, groups, x, w, out) {
         return Some(ConvPath::PixelsByChannels);
     }
-    if groups == 1 && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
-        return Some(ConvPath::ChannelsByPixels);
-    }
     if groups == c && w.dims[0] == c && w.dims[1] == 1 && os[1] == 1 && xs[1] == 1 {
         return Some(ConvPath::Depthwise);
+    }
+    let grouped = c == groups * w.dims[1] && w.dims[0] % groups == 0;
+    if grouped && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
+        return Some(ConvPath::ChannelsByPixels);
     }
     None
 }
@@ -98,7 +100,9 @@ fn interior(
 /// The sizes, strides and interior ranges of a 2-D convolution `conv(x, w) -> out`.
 struct ConvShape {
     n: usize,
+    /// Input channels (all groups).
     c: usize,
+    groups: usize,
     h: usize,
     wd: usize,
     o: usize,
@@ -116,13 +120,14 @@ struct ConvShape {
 }
 
 impl ConvShape {
-    fn new(win: &Window, x: &Shape, w: &Shape, out: &Shape) -> ConvShape {
+    fn new(win: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> ConvShape {
         let (oh, ow) = (out.dims[2], out.dims[3]);
         let (h, wd) = (x.dims[2], x.dims[3]);
         let (kh, kw) = (w.dims[2], w.dims[3]);
         ConvShape {
             n: x.dims[0],
             c: x.dims[1],
+            groups,
             h,
             wd,
             o: w.dims[0],
@@ -353,6 +358,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         k: &Kernel<'ctx>,
         path: ConvPath,
         window: &Window,
+        groups: usize,
         shapes: (&Shape, &Shape, &Shape),
         operands: (usize, usize),
         epi: Option<RegEpilogue>,
@@ -360,7 +366,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let (xs, ws, os) = shapes;
         let flops =
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
-        let cs = &ConvShape::new(window, xs, ws, os);
+        let cs = &ConvShape::new(window, groups, xs, ws, os);
         match path {
             ConvPath::PixelsByChannels => {
                 self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi)
@@ -385,7 +391,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let t = Tiles::for_target(self.target);
         let ConvShape {
             n: n_count,
-            c,
+            c: c_all,
+            groups,
             h,
             wd,
             o,
@@ -399,7 +406,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ih_in,
             iw_in,
         } = *cs;
-        let nr = panel_width(o, &t);
+        // Per group: `c` input channels, `og` output channels in `chunks_g` panels.
+        let (c, og) = (c_all / groups, o / groups);
+        let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
         let rows_max = ((regs - nv - 1) / nv).clamp(1, MAX_PIXEL_ROWS);
@@ -408,8 +417,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         // Column chunks: one panel each (rows are many pixels, so the tile has mr·nv chains).
-        let (full_cols, part_cols) = (o / nr, o % nr);
-        let chunks = o.div_ceil(nr);
+        let (full_cols, part_cols) = (og / nr, og % nr);
+        let chunks_g = og.div_ceil(nr);
+        let chunks = groups * chunks_g;
         let units = n_count * oh_count * tiles_per_row;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
@@ -417,6 +427,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ru = cg.row_unit(u, oh_count, tiles_per_row);
             let per_rows = |cg: &Self, rows: usize| {
                 cg.for_loop(chunks, &mut |cg, jr| {
+                    // Panel `jr` is panel `jp` of group `grp` (`pack_conv`'s order).
+                    let (grp, jp) = if groups == 1 {
+                        (cg.i64(0), jr)
+                    } else {
+                        (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
+                    };
+                    let x_grp = cg.mul(cg.mul(grp, c as u64), xst[1]);
+                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let ow0 = cg.mul(ru.tile, mr as u64);
                         let acc = cg.acc_slots(f, rows, cols);
@@ -449,7 +467,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
                                     let b = cg.add(
                                         cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                        cg.mul(iw, xst[3]),
+                                        cg.add(cg.mul(iw, xst[3]), x_grp),
                                     );
                                     base.push(b);
                                 }
@@ -491,7 +509,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.mul(owi, ost[3]),
                             );
                             for (v, slot) in cols.iter().zip(row) {
-                                let ch = cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64));
+                                let ch = cg.add(oc0, cg.i64(v.col as u64));
                                 let off = cg.add(pix, ch);
                                 let mut val =
                                     cg.b.build_load(*slot, "").unwrap().into_vector_value();
@@ -524,7 +542,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let is_full =
                                 cg.b.build_int_compare(
                                     IntPredicate::ULT,
-                                    jr,
+                                    jp,
                                     cg.i64(full_cols as u64),
                                     "",
                                 )
@@ -554,7 +572,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let t = Tiles::for_target(self.target);
         let ConvShape {
             n: n_count,
-            c,
+            c: c_all,
+            groups,
             h,
             wd,
             o,
@@ -568,9 +587,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ih_in,
             iw_in,
         } = *cs;
-        let mr = gemm::balanced(o, t.mr);
-        let (full_rows, part_rows) = (o / mr, o % mr);
-        let row_tiles = o.div_ceil(mr);
+        // Per group: `c` input channels, `og` output channels in `row_tiles_g` row tiles.
+        let (c, og) = (c_all / groups, o / groups);
+        let mr = gemm::balanced(og, t.mr);
+        let (full_rows, part_rows) = (og / mr, og % mr);
+        let row_tiles_g = og.div_ceil(mr);
+        let row_tiles = groups * row_tiles_g;
         let lanes = t.lanes as usize;
         // Pixels per chunk: the panel width, or fewer vectors for a narrow image.
         let cw = t.nr().min(ow_count.div_ceil(lanes) * lanes);
@@ -594,9 +616,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ru = cg.row_unit(u, oh_count, chunks_per_row);
             let ow0 = cg.mul(ru.tile, cw as u64);
             let per_cols = |cg: &Self, cols: &[VecCol]| {
-                cg.for_loop(row_tiles, &mut |cg, ir| {
+                cg.for_loop(row_tiles, &mut |cg, ir_all| {
+                    // Row tile `ir` of group `grp`.
+                    let (grp, ir) = if groups == 1 {
+                        (cg.i64(0), ir_all)
+                    } else {
+                        (
+                            cg.udiv(ir_all, row_tiles_g as u64),
+                            cg.urem(ir_all, row_tiles_g as u64),
+                        )
+                    };
+                    let x_grp = cg.mul(grp, c as u64);
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                        let oc0 = cg.mul(ir, mr as u64);
+                        let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(ir, mr as u64));
                         let acc = cg.acc_slots(f, rows, cols);
                         // Per tap and vector: the input row offset and the lanes inside the image.
                         let mut taps = Vec::new();
@@ -637,7 +669,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             }
                         }
                         cg.for_loop(c, &mut |cg, ci| {
-                            let xc = cg.mul(ci, xst[1]);
+                            let xc = cg.mul(cg.add(x_grp, ci), xst[1]);
                             for (y, xw, per_vec) in &taps {
                                 let bv: Vec<VectorValue<'ctx>> = per_vec
                                     .iter()
@@ -767,6 +799,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let ConvShape {
             n: n_count,
             c,
+            groups: _,
             h,
             wd,
             o: _,

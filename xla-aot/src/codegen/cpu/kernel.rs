@@ -266,6 +266,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 k,
                 path,
                 window,
+                *feature_group_count,
                 (opnd(0), opnd(1), shape),
                 (index(bufs[0]), index(bufs[1])),
                 self.be.reg_epi.borrow().clone(),
