@@ -224,7 +224,7 @@ pub fn packable(g: &Geometry) -> bool {
 }
 
 /// Whether a convolution `conv(x, w) -> out` reads a constant kernel packed: 2-D, f32, output
-/// channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`), with any number of groups
+/// or input channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`), with any number of groups
 /// except depthwise ones (one input and one output channel per group: `ConvPath::Depthwise`
 /// runs those along channels, which a panel per group cannot).
 pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
@@ -235,7 +235,7 @@ pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: 
         && x.dims[1] == groups * w.dims[1]
         && w.dims[0] % groups == 0
         && !depthwise
-        && physical_strides(out)[1] == 1
+        && (physical_strides(out)[1] == 1 || physical_strides(x)[1] == 1)
 }
 
 /// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:

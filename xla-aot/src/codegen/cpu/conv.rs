@@ -8,7 +8,8 @@
 //!   internal convolutions), a constant kernel, any groups but depthwise ones. Rows of the tile are
 //!   output pixels along a row, columns are output channels of one group; the kernel is packed at
 //!   compile time into panels `[G][⌈(O/G)/NR⌉][KH·KW·C/G][NR]` (`core/packing.rs`), so each tap
-//!   streams one contiguous panel and reads its group's input channels. Padding: a pixel
+//!   streams one contiguous panel and reads its group's input channels. An output whose channels
+//!   are not minor (a model output fed by channels-minor data) is stored lane by lane. Padding: a pixel
 //!   whose input position is outside the image contributes zero (a select, only when the
 //!   convolution pads).
 //! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
@@ -510,7 +511,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             );
                             for (v, slot) in cols.iter().zip(row) {
                                 let ch = cg.add(oc0, cg.i64(v.col as u64));
-                                let off = cg.add(pix, ch);
+                                let off = cg.add(pix, cg.mul(ch, ost[1]));
                                 let mut val =
                                     cg.b.build_load(*slot, "").unwrap().into_vector_value();
                                 if let Some(e) = epi {
@@ -522,7 +523,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
-                                cg.store_lanes(out, off, val, v.store);
+                                cg.store_lanes_strided(out, off, val, v.store, ost[1]);
                             }
                         }
                     };

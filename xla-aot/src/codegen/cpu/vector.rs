@@ -143,4 +143,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.store(p, self.add(off, self.i64(l as u64)), e, DType::F32);
         }
     }
+
+    /// [`Self::store_lanes`] with lane `l` at `off + l·stride` (scalar stores unless `stride` is 1).
+    pub(super) fn store_lanes_strided(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        x: VectorValue<'ctx>,
+        n: u32,
+        stride: u64,
+    ) {
+        if stride == 1 {
+            return self.store_lanes(p, off, x, n);
+        }
+        for l in 0..n {
+            let e = self
+                .b
+                .build_extract_element(x, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+            self.store(p, self.add(off, self.i64(l as u64 * stride)), e, DType::F32);
+        }
+    }
 }
