@@ -214,6 +214,56 @@ fn convolutions_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn grouped_convolutions_match_the_interpreter_on_every_target() {
+    // Channels-minor chain (pixels × channels with panels per group): 3 groups of 5 input and 5
+    // output channels (odd, a partial vector), stride 2, asymmetric padding, dilation; then a
+    // 1×1 with 5 groups of 3 → 8 channels, and a model output of a grouped 1×1 (5 groups of 8 → 3) fed by
+    // channels-minor data (stored at the output's channel stride).
+    let mut s = Spec::new("conv_groups_nhwc", 21);
+    s.input("x", &[2, 6, 13, 11])
+        .weight("w0", &[15, 6, 3, 3])
+        .weight("wg", &[15, 5, 3, 3])
+        .weight("w1", &[40, 3, 1, 1])
+        .weight("w2", &[15, 8, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: g, op: conv2d, inputs: [r0, wg], strides: [2, 1], padding: [1, 0, 2, 1], dilations: [1, 2], groups: 3}")
+        .op("{name: rg, op: relu, inputs: [g]}")
+        .op("{name: p, op: conv2d, inputs: [rg, w1], groups: 5}")
+        .op("{name: rp, op: relu6, inputs: [p]}")
+        .op("{name: q, op: conv2d, inputs: [rp, w2], groups: 5}")
+        .output("q");
+    check_everywhere(&s.module());
+    // 40 output channels per group (a full and a partial panel on every target), internal.
+    let mut s = Spec::new("conv_groups_wide", 22);
+    s.input("x", &[1, 16, 7, 9])
+        .weight("w0", &[16, 16, 1, 1])
+        .weight("wg", &[80, 8, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: g, op: conv2d, inputs: [r0, wg], groups: 2}")
+        .op("{name: rg, op: relu, inputs: [g]}")
+        .op("{name: y, op: global_avg_pool, inputs: [rg]}")
+        .output("y");
+    check_everywhere(&s.module());
+    // Channels-major input and output (channels × pixels per group): 4 groups of 2 → 3 with
+    // padding and dilation on a 37-wide row, a channel multiplier of 2 (groups = C, 2 outputs
+    // each), and a plain depthwise convolution of a model input.
+    let mut s = Spec::new("conv_groups_nchw", 23);
+    s.input("x", &[1, 8, 9, 37])
+        .weight("wg", &[12, 2, 3, 3])
+        .weight("wm", &[16, 1, 3, 3])
+        .weight("wd", &[8, 1, 3, 3])
+        .op("{name: g, op: conv2d, inputs: [x, wg], padding: [1, 2, 1, 0], dilations: [2, 1], groups: 4}")
+        .op("{name: m, op: conv2d, inputs: [x, wm], padding: [1, 1, 1, 1], groups: 8}")
+        .op("{name: d, op: conv2d, inputs: [x, wd], strides: [1, 1], padding: [1, 1, 1, 1], groups: 8}")
+        .output("g")
+        .output("m")
+        .output("d");
+    check_everywhere(&s.module());
+}
+
+#[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
     // write channels-minor data (layout assignment carries NHWC through them); a spatial max and
@@ -383,4 +433,68 @@ fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
     };
     check_close(&got, &expected[0]).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_profiler_hook_sees_every_kernel_twice_in_order() {
+    // tests/harness/profiler.c: (0, 0), (0, 1), (1, 0), ... for the manifest's kernels, nothing
+    // once unregistered, and the same bits either way.
+    let mut s = Spec::new("profiled", 17);
+    s.input("x", &[1, 4, 10, 10])
+        .weight("w", &[8, 4, 3, 3])
+        .weight("d", &[8, 1, 3, 3])
+        .op("{name: c, op: conv2d, inputs: [x, w], padding: [1, 1, 1, 1]}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: e, op: conv2d, inputs: [r, d], groups: 8}")
+        .op("{name: y, op: global_avg_pool, inputs: [e]}")
+        .output("y");
+    let m = s.module();
+    for t in targets() {
+        let kernels = compile_model(&m, &t, &CompileOptions::default())
+            .unwrap()
+            .kernels
+            .len();
+        let (dir, exe, arena) = link_with(&m, &t, "xla-aot/tests/harness/profiler.c", "profiler");
+        let (_, runner) = toolchain(&t);
+        let ins = inputs(&m, 5);
+        let mut args = vec![
+            kernels.to_string(),
+            arena.to_string(),
+            "1".into(),
+            "1".into(),
+        ];
+        let p = dir.join("in0.bin");
+        std::fs::write(&p, ins[0].bytes().unwrap()).unwrap();
+        args.push(p.display().to_string());
+        args.push(ins[0].bytes().unwrap().len().to_string());
+        args.push(dir.join("out0.bin").display().to_string());
+        args.push(
+            m.entry
+                .inst(m.entry.outputs[0].value)
+                .shape
+                .size_bytes()
+                .to_string(),
+        );
+        let mut cmd = if runner.is_empty() {
+            std::process::Command::new(&exe)
+        } else {
+            let mut c = std::process::Command::new(&runner[0]);
+            c.args(&runner[1..]).arg(&exe);
+            c
+        };
+        let r = cmd.args(&args).output().unwrap();
+        assert!(
+            r.status.success(),
+            "{}: {}",
+            t.name,
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout).trim(),
+            format!("events: {}", 2 * kernels),
+            "{}",
+            t.name
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
