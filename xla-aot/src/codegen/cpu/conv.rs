@@ -12,10 +12,12 @@
 //!   are not minor (a model output fed by channels-minor data) is stored lane by lane. Padding: a pixel
 //!   whose input position is outside the image contributes zero (a select, only when the
 //!   convolution pads).
-//! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
-//!   stride along W, input W contiguous, any groups. Rows are output channels of one group (kernel
-//!   values broadcast), columns are pixels of one output row loaded as vectors from the input
-//!   row, with masked loads where the window hangs over the border.
+//! - [`ConvPath::ChannelsByPixels`]: unit stride along W, input W contiguous (NCHW input), any
+//!   groups. Rows are output channels of one group (kernel values broadcast), columns are pixels
+//!   of one output row loaded as vectors from the input row, with masked loads where the window
+//!   hangs over the border; stored as vectors into an NCHW output (a model's output), lane by
+//!   lane into any other (a depthwise convolution of NCHW data feeding NHWC ones). A 1×1
+//!   convolution over whole rows runs as one row of all pixels.
 //! - [`ConvPath::Depthwise`]: `groups == C == O`, input and output channels minor. Each tap is a
 //!   vector multiply-add along channels; a tile is a few pixels × a few channel vectors.
 //!
@@ -71,7 +73,7 @@ pub fn choose(
         return Some(ConvPath::Depthwise);
     }
     let grouped = c == groups * w.dims[1] && w.dims[0] % groups == 0;
-    if grouped && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
+    if grouped && window.stride[1] == 1 && xs[3] == 1 {
         return Some(ConvPath::ChannelsByPixels);
     }
     None
@@ -142,6 +144,27 @@ impl ConvShape {
             ih_in: interior(oh, h, kh, win.stride[0], win.dilation[0], win.pad_low[0]),
             iw_in: interior(ow, wd, kw, win.stride[1], win.dilation[1], win.pad_low[1]),
         }
+    }
+}
+
+impl ConvShape {
+    /// A 1×1 convolution with unit strides and no padding over whole rows (input and output
+    /// rows contiguous) is a product over pixels: it becomes one row of `H·W` pixels, so
+    /// [`ConvPath::ChannelsByPixels`] fills its vectors across row ends (7×7: 49 pixels in 4
+    /// vectors of 16 instead of 7 of which 9 lanes are idle each).
+    fn flatten_pointwise(&mut self, win: &Window) {
+        let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
+        let unit = win.stride.iter().all(|&s| s == 1);
+        if self.kh != 1 || self.kw != 1 || pads || !unit {
+            return;
+        }
+        let rows = |st: &[u64], w: usize| st[3] == 1 && st[2] == w as u64;
+        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) {
+            return;
+        }
+        let pixels = self.oh * self.ow;
+        (self.h, self.wd, self.oh, self.ow) = (1, pixels, 1, pixels);
+        (self.ih_in, self.iw_in) = ((0, 1), (0, pixels));
     }
 }
 
@@ -367,7 +390,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let (xs, ws, os) = shapes;
         let flops =
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
-        let cs = &ConvShape::new(window, groups, xs, ws, os);
+        let mut cs = ConvShape::new(window, groups, xs, ws, os);
+        if path == ConvPath::ChannelsByPixels {
+            cs.flatten_pointwise(window);
+        }
+        let cs = &cs;
         match path {
             ConvPath::PixelsByChannels => {
                 self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi)
@@ -721,7 +748,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let oc = cg.add(oc0, cg.i64(i as u64));
                             let base = cg.add(
                                 cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
-                                cg.add(cg.mul(ru.oh, ost[2]), ow0),
+                                cg.add(cg.mul(ru.oh, ost[2]), cg.mul(ow0, ost[3])),
                             );
                             for (v, slot) in cols.iter().zip(row) {
                                 let mut val =
@@ -736,11 +763,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     };
                                     val = cg.apply_epilogue(e, tk, val, oc, px, v, &role);
                                 }
-                                cg.store_lanes(
+                                cg.store_lanes_strided(
                                     out,
-                                    cg.add(base, cg.i64(v.col as u64)),
+                                    cg.add(base, cg.i64(v.col as u64 * ost[3])),
                                     val,
                                     v.store,
+                                    ost[3],
                                 );
                             }
                         }
