@@ -236,6 +236,37 @@ pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: 
         && w.dims[0] % groups == 0
         && !depthwise
         && (physical_strides(out)[1] == 1 || physical_strides(x)[1] == 1)
+        && !conv_staged(window, groups, x, w, out)
+}
+
+/// Most input floats one group of a staged convolution copies per chunk of pixels (a chunk is
+/// at most 64 pixels on every target): 16 KiB, half the smallest L1D of our targets.
+const STAGE_FLOATS: usize = 4096;
+
+/// Whether `cpu/conv.rs`' `ConvPath::ChannelsByPixels` copies this convolution's input, a group
+/// and a chunk of pixels at a time, into a channels-major stack buffer: a 1×1 convolution with
+/// unit strides and no padding from pixel-ordered, channels-minor data (NHWC) into an output
+/// whose rows are contiguous (NCHW, a model output). Transposing the input is cheaper than
+/// storing the output lane by lane: the output has `O/G` values per pixel and group where the
+/// input has `C/G`, and the copy is done once per chunk and group, not per tile. The kernel is
+/// then read in its layout, not packed.
+pub fn conv_staged(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+    if window.rank() != 2 || [x, w, out].iter().any(|s| s.dtype != DType::F32) {
+        return false;
+    }
+    let (xs, os) = (physical_strides(x), physical_strides(out));
+    let pointwise = window.size.iter().all(|&k| k == 1)
+        && window.stride.iter().all(|&s| s == 1)
+        && window.pad_low.iter().chain(&window.pad_high).all(|&p| p == 0);
+    pointwise
+        && groups >= 1
+        && x.dims[1] == groups * w.dims[1]
+        && w.dims[0] % groups == 0
+        && os[3] == 1
+        && os[2] == out.dims[3] as u64
+        && xs[3] != 1
+        && xs[2] == x.dims[3] as u64 * xs[3]
+        && w.dims[1] * 64 <= STAGE_FLOATS
 }
 
 /// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:

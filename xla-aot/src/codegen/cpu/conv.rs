@@ -31,7 +31,7 @@ use super::gemm;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::packing::{Tiles, conv_packable, panel_width};
+use crate::codegen::core::packing::{Tiles, conv_packable, conv_staged, panel_width};
 use crate::ir::{DType, Shape, Window};
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -73,7 +73,8 @@ pub fn choose(
         return Some(ConvPath::Depthwise);
     }
     let grouped = c == groups * w.dims[1] && w.dims[0] % groups == 0;
-    if grouped && window.stride[1] == 1 && xs[3] == 1 {
+    if grouped && window.stride[1] == 1 && (xs[3] == 1 || conv_staged(window, groups, x, w, out))
+    {
         return Some(ConvPath::ChannelsByPixels);
     }
     None
@@ -158,8 +159,9 @@ impl ConvShape {
         if self.kh != 1 || self.kw != 1 || pads || !unit {
             return;
         }
-        let rows = |st: &[u64], w: usize| st[3] == 1 && st[2] == w as u64;
-        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) {
+        // Pixels in row order (a staged input's pixels are `xst[3]` apart).
+        let rows = |st: &[u64], w: usize| st[2] == w as u64 * st[3];
+        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) || self.ost[3] != 1 {
             return;
         }
         let pixels = self.oh * self.ow;
@@ -641,6 +643,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .expect("masked load declaration");
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let stage = (xst[3] != 1).then(|| {
+                let ty = cg.ctx.f32_type().array_type((c * cw) as u32);
+                let p = cg.slot(f, ty.into());
+                cg.b.build_pointer_cast(p, cg.ptr_type(DType::F32), "")
+                    .unwrap()
+            });
             let ru = cg.row_unit(u, oh_count, chunks_per_row);
             let ow0 = cg.mul(ru.tile, cw as u64);
             let per_cols = |cg: &Self, cols: &[VecCol]| {
@@ -654,7 +662,41 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             cg.urem(ir_all, row_tiles_g as u64),
                         )
                     };
-                    let x_grp = cg.mul(grp, c as u64);
+                    // A staged input (`conv_staged`): this group's channels of this chunk's
+                    // pixels, copied channels-major into `stage` at its first row tile.
+                    let (x, x_grp, x_st1) = match stage {
+                        None => (x, cg.mul(grp, c as u64), xst[1]),
+                        Some(buf) => {
+                            let first = cg
+                                .b
+                                .build_int_compare(IntPredicate::EQ, ir, cg.i64(0), "")
+                                .unwrap();
+                            cg.if_then(first, &mut |cg| {
+                                let left = cg.b.build_int_sub(cg.i64(ow_count as u64), ow0, "").unwrap();
+                                let lt = cg
+                                    .b
+                                    .build_int_compare(IntPredicate::ULT, left, cg.i64(cw as u64), "")
+                                    .unwrap();
+                                let n_px = cg
+                                    .b
+                                    .build_select(lt, left, cg.i64(cw as u64), "")
+                                    .unwrap()
+                                    .into_int_value();
+                                let src0 = cg.add(
+                                    cg.mul(ru.n, xst[0]),
+                                    cg.mul(cg.mul(grp, c as u64), xst[1]),
+                                );
+                                cg.for_range(cg.i64(0), n_px, &mut |cg, p| {
+                                    let src = cg.add(src0, cg.mul(cg.add(ow0, p), xst[3]));
+                                    cg.for_loop(c, &mut |cg, ci| {
+                                        let v = cg.load(x, cg.add(src, cg.mul(ci, xst[1])), DType::F32);
+                                        cg.store(buf, cg.add(cg.mul(ci, cw as u64), p), v, DType::F32);
+                                    });
+                                });
+                            });
+                            (buf, cg.i64(0), cw as u64)
+                        }
+                    };
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(ir, mr as u64));
                         let acc = cg.acc_slots(f, rows, cols);
@@ -686,10 +728,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                             )
                                             .unwrap();
                                         let mask = cg.lane_mask(iw0, v.lanes, wd, row_ok);
-                                        let off = cg.add(
-                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                            iw0,
-                                        );
+                                        let off = if stage.is_some() {
+                                            cg.b.build_int_sub(iw0, ow0, "").unwrap()
+                                        } else {
+                                            cg.add(
+                                                cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                                iw0,
+                                            )
+                                        };
                                         (off, mask)
                                     })
                                     .collect();
@@ -697,7 +743,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             }
                         }
                         cg.for_loop(c, &mut |cg, ci| {
-                            let xc = cg.mul(cg.add(x_grp, ci), xst[1]);
+                            let xc = cg.mul(cg.add(x_grp, ci), x_st1);
                             for (y, xw, per_vec) in &taps {
                                 let bv: Vec<VectorValue<'ctx>> = per_vec
                                     .iter()
