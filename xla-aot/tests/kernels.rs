@@ -261,6 +261,32 @@ fn grouped_convolutions_match_the_interpreter_on_every_target() {
         .output("m")
         .output("d");
     check_everywhere(&s.module());
+    // A pointwise grouped convolution from channels-minor data into the model output (the input
+    // is staged channels-major per group and chunk: 35 pixels, a partial chunk on every
+    // target), a pointwise one over whole NCHW rows (run as one row of 49 pixels), and a
+    // depthwise convolution of the NCHW input feeding channels-minor convolutions (its pixels
+    // stored at the output's pixel stride).
+    let mut s = Spec::new("conv_groups_staged", 24);
+    s.input("x", &[2, 12, 5, 7])
+        .input("z", &[1, 6, 7, 7])
+        .weight("w0", &[12, 4, 1, 1])
+        .weight("w1", &[20, 3, 1, 1])
+        .weight("wz", &[9, 2, 1, 1])
+        .weight("wd", &[12, 1, 3, 3])
+        .weight("wp", &[8, 12, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], groups: 3}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: q, op: conv2d, inputs: [r0, w1], groups: 4}")
+        .op("{name: qz, op: conv2d, inputs: [z, wz], groups: 3}")
+        .op("{name: d, op: conv2d, inputs: [x, wd], padding: [1, 1, 1, 1], groups: 12}")
+        .op("{name: rd, op: relu, inputs: [d]}")
+        .op("{name: p, op: conv2d, inputs: [rd, wp]}")
+        .op("{name: rp, op: relu, inputs: [p]}")
+        .op("{name: y, op: global_avg_pool, inputs: [rp]}")
+        .output("q")
+        .output("qz")
+        .output("y");
+    check_everywhere(&s.module());
 }
 
 #[test]

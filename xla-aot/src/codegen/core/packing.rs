@@ -257,7 +257,11 @@ pub fn conv_staged(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &S
     let (xs, os) = (physical_strides(x), physical_strides(out));
     let pointwise = window.size.iter().all(|&k| k == 1)
         && window.stride.iter().all(|&s| s == 1)
-        && window.pad_low.iter().chain(&window.pad_high).all(|&p| p == 0);
+        && window
+            .pad_low
+            .iter()
+            .chain(&window.pad_high)
+            .all(|&p| p == 0);
     pointwise
         && groups >= 1
         && x.dims[1] == groups * w.dims[1]

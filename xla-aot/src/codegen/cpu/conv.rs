@@ -73,8 +73,7 @@ pub fn choose(
         return Some(ConvPath::Depthwise);
     }
     let grouped = c == groups * w.dims[1] && w.dims[0] % groups == 0;
-    if grouped && window.stride[1] == 1 && (xs[3] == 1 || conv_staged(window, groups, x, w, out))
-    {
+    if grouped && window.stride[1] == 1 && (xs[3] == 1 || conv_staged(window, groups, x, w, out)) {
         return Some(ConvPath::ChannelsByPixels);
     }
     None
@@ -667,21 +666,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let (x, x_grp, x_st1) = match stage {
                         None => (x, cg.mul(grp, c as u64), xst[1]),
                         Some(buf) => {
-                            let first = cg
-                                .b
-                                .build_int_compare(IntPredicate::EQ, ir, cg.i64(0), "")
-                                .unwrap();
-                            cg.if_then(first, &mut |cg| {
-                                let left = cg.b.build_int_sub(cg.i64(ow_count as u64), ow0, "").unwrap();
-                                let lt = cg
-                                    .b
-                                    .build_int_compare(IntPredicate::ULT, left, cg.i64(cw as u64), "")
+                            let first =
+                                cg.b.build_int_compare(IntPredicate::EQ, ir, cg.i64(0), "")
                                     .unwrap();
-                                let n_px = cg
-                                    .b
-                                    .build_select(lt, left, cg.i64(cw as u64), "")
-                                    .unwrap()
-                                    .into_int_value();
+                            cg.if_then(first, &mut |cg| {
+                                let left =
+                                    cg.b.build_int_sub(cg.i64(ow_count as u64), ow0, "")
+                                        .unwrap();
+                                let lt =
+                                    cg.b.build_int_compare(
+                                        IntPredicate::ULT,
+                                        left,
+                                        cg.i64(cw as u64),
+                                        "",
+                                    )
+                                    .unwrap();
+                                let n_px =
+                                    cg.b.build_select(lt, left, cg.i64(cw as u64), "")
+                                        .unwrap()
+                                        .into_int_value();
                                 let src0 = cg.add(
                                     cg.mul(ru.n, xst[0]),
                                     cg.mul(cg.mul(grp, c as u64), xst[1]),
@@ -689,8 +692,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.for_range(cg.i64(0), n_px, &mut |cg, p| {
                                     let src = cg.add(src0, cg.mul(cg.add(ow0, p), xst[3]));
                                     cg.for_loop(c, &mut |cg, ci| {
-                                        let v = cg.load(x, cg.add(src, cg.mul(ci, xst[1])), DType::F32);
-                                        cg.store(buf, cg.add(cg.mul(ci, cw as u64), p), v, DType::F32);
+                                        let v =
+                                            cg.load(x, cg.add(src, cg.mul(ci, xst[1])), DType::F32);
+                                        cg.store(
+                                            buf,
+                                            cg.add(cg.mul(ci, cw as u64), p),
+                                            v,
+                                            DType::F32,
+                                        );
                                     });
                                 });
                             });
