@@ -6,21 +6,19 @@
 //! times every kernel. Kernels are numbered and named as in the manifest. Each figure is the
 //! median over the runs (the minimum is printed beside the whole call). A kernel is called
 //! compute-bound when its arithmetic intensity (flops per byte read or written) reaches the
-//! ridge point [`PEAK_GFLOPS`] / [`PEAK_GBPS`], memory-bound below it; `% roof` is its speed
-//! against the roof that bounds it.
+//! ridge point peak / [`PEAK_GBPS`], memory-bound below it; `% roof` is its speed against the
+//! roof that bounds it. The compute peak is measured on the spot (independent vector FMA chains
+//! through the JIT, `codegen/cpu/peak.rs`); the memory roof is a named constant.
 
 use crate::driver::{DriverError, check_passes, gather_inputs};
 use crate::front::load_spec;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Single-core fp32 peak of the roofline: `bench/peak.c` on the AVX-512 machine of 2026-11-29
-/// (docs/performance.md; 16 independent 512-bit FMA chains). A named constant, not measured
-/// here: a 2-core shared VM gives a different number every minute.
-pub const PEAK_GFLOPS: f64 = 117.2;
-
-/// Memory roof of the roofline: the mlp streaming its weights from L3 on the same machine
-/// (docs/performance.md, "What limits each kernel"); working sets that fit L2 go faster.
+/// Memory roof of the roofline: the mlp streaming its weights from L3 on the AVX-512 machine of
+/// 2026-11-29 (docs/performance.md, "What limits each kernel"); working sets that fit L2 go
+/// faster. A constant: a bandwidth measured in a second on a shared VM says more about the
+/// neighbours than about the machine.
 pub const PEAK_GBPS: f64 = 95.0;
 
 /// Options of `xla-aot profile`.
@@ -62,6 +60,8 @@ pub struct ProfileReport {
     pub call_min_us: f64,
     /// Median of the whole call with the profiler registered.
     pub profiled_call_median_us: f64,
+    /// The measured single-core fp32 FMA peak, GFLOP/s.
+    pub peak_gflops: f64,
 }
 
 /// Median of `xs` (nanoseconds) in microseconds; 0 for none.
@@ -95,6 +95,7 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
     };
     let runs = req.runs.max(1);
     let (run, t) = crate::compile::profile(&model.module, &lits, &opts, runs)?;
+    let peak_gflops = crate::codegen::cpu::peak::fma_peak_gflops()?;
     let kernels = run
         .kernels
         .iter()
@@ -117,13 +118,15 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
         call_median_us: median_us(&t.calls),
         call_min_us: min_us(&t.calls),
         profiled_call_median_us: median_us(&t.profiled_calls),
+        peak_gflops,
     })
 }
 
 impl KernelLine {
-    /// Whether the kernel's arithmetic intensity reaches the ridge point.
-    pub fn compute_bound(&self) -> bool {
-        self.flops as f64 >= self.bytes as f64 * PEAK_GFLOPS / PEAK_GBPS
+    /// Whether the kernel's arithmetic intensity reaches the ridge point of a `peak` GFLOP/s
+    /// machine.
+    pub fn compute_bound(&self, peak: f64) -> bool {
+        self.flops as f64 >= self.bytes as f64 * peak / PEAK_GBPS
     }
 
     fn gflops(&self) -> f64 {
@@ -147,11 +150,12 @@ impl ProfileReport {
         let total = self.kernels_us();
         let _ = writeln!(
             s,
-            "{}: {} kernel(s), {} run(s) on this machine; roofline peak {PEAK_GFLOPS} GFLOP/s, \
-             {PEAK_GBPS} GB/s (named constants, xla_aot::profile)",
+            "{}: {} kernel(s), {} run(s) on this machine; roofline: {:.1} GFLOP/s (measured FMA \
+             peak, one core), {PEAK_GBPS} GB/s (named constant xla_aot::profile::PEAK_GBPS)",
             self.model,
             self.kernels.len(),
-            self.runs
+            self.runs,
+            self.peak_gflops
         );
         let _ = writeln!(
             s,
@@ -159,8 +163,9 @@ impl ProfileReport {
             "#", "kernel", "µs", "share", "GFLOP/s", "GB/s", "bound", "% roof"
         );
         for k in &self.kernels {
-            let roof = if k.compute_bound() {
-                PEAK_GFLOPS
+            let peak = self.peak_gflops;
+            let roof = if k.compute_bound(peak) {
+                peak
             } else {
                 PEAK_GBPS * k.flops as f64 / k.bytes.max(1) as f64
             };
@@ -183,7 +188,7 @@ impl ProfileReport {
                 100.0 * k.median_us / total.max(1e-9),
                 k.gflops(),
                 k.gbps(),
-                if k.compute_bound() {
+                if k.compute_bound(peak) {
                     "compute"
                 } else {
                     "memory"

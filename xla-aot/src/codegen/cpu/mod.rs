@@ -28,6 +28,7 @@ pub mod jit;
 mod kernel;
 mod loops;
 mod parallel;
+pub mod peak;
 mod reduce;
 mod vector;
 
