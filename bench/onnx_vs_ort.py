@@ -214,9 +214,11 @@ def main():
     ap.add_argument("--cpu", type=int, default=0, help="core to pin to")
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--keep", help="keep the ONNX models and libraries in this directory")
+    ap.add_argument("--xla-aot", help="the xla-aot binary (default: target/release/xla-aot, built if "
+                    "missing); another build's binary compares two versions")
     args = ap.parse_args()
-    xla_aot = os.path.join(ROOT, "target", "release", "xla-aot")
-    if not os.path.exists(xla_aot):
+    xla_aot = args.xla_aot or os.path.join(ROOT, "target", "release", "xla-aot")
+    if not os.path.exists(xla_aot) and not args.xla_aot:
         run(["cargo", "build", "--release", "-p", "xla-aot"], cwd=ROOT)
     import onnx
 

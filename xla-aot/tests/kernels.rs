@@ -290,6 +290,36 @@ fn grouped_convolutions_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn residual_adds_in_registers_match_the_interpreter_on_every_target() {
+    // A residual (a value of the output's shape) added to the accumulators before the store,
+    // on each path: pixels × channels (NHWC residual), staged pointwise and channels × pixels
+    // into the model output (NHWC and NCHW residuals, partial chunks), and a dense layer.
+    let mut s = Spec::new("residuals", 31);
+    s.input("x", &[2, 8, 5, 7])
+        .input("a", &[5, 24])
+        .input("b", &[5, 20])
+        .weight("w0", &[8, 8, 3, 3])
+        .weight("w1", &[8, 2, 1, 1])
+        .weight("w2", &[8, 8, 3, 3])
+        .weight("wd", &[24, 20])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: c1, op: conv2d, inputs: [r0, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: s1, op: add, inputs: [c1, r0]}")
+        .op("{name: r1, op: relu, inputs: [s1]}")
+        .op("{name: q, op: conv2d, inputs: [r1, w1], groups: 4}")
+        .op("{name: sq, op: add, inputs: [r1, q]}")
+        .op("{name: c2, op: conv2d, inputs: [x, w2], padding: [1, 1, 1, 1]}")
+        .op("{name: s2, op: sub, inputs: [x, c2]}")
+        .op("{name: d, op: matmul, inputs: [a, wd]}")
+        .op("{name: sd, op: add, inputs: [d, b]}")
+        .output("sq")
+        .output("s2")
+        .output("sd");
+    check_everywhere(&s.module());
+}
+
+#[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
     // write channels-minor data (layout assignment carries NHWC through them); a spatial max and

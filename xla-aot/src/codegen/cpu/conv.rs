@@ -377,6 +377,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The convolution of kernel `k` along `path`: input `k.args[xi]`, kernel `k.args[wi]`,
     /// result `k.out`; `epi`, an output fusion's register epilogue, is applied to the
     /// accumulators before they are stored (other epilogues sweep the result afterwards).
+    /// Returns whether it was (a residual the tile cannot address is left to the sweep).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn conv_fast(
         &self,
@@ -387,13 +388,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         shapes: (&Shape, &Shape, &Shape),
         operands: (usize, usize),
         epi: Option<RegEpilogue>,
-    ) {
+    ) -> bool {
         let (xs, ws, os) = shapes;
         let flops =
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
         let mut cs = ConvShape::new(window, groups, xs, ws, os);
+        let mut epi = epi;
         if path == ConvPath::ChannelsByPixels {
+            let ow = cs.ow as u64;
             cs.flatten_pointwise(window);
+            // A flattened tile addresses pixels as one row: a residual read in registers must
+            // have its rows contiguous too, else the epilogue sweeps the output instead.
+            let rows_apart = |st: &&[u64]| st[2] != ow * st[3];
+            if cs.ow as u64 != ow
+                && epi
+                    .as_ref()
+                    .is_some_and(|e| e.full_strides().iter().any(rows_apart))
+            {
+                epi = None;
+            }
         }
         let cs = &cs;
         match path {
@@ -405,6 +418,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             ConvPath::Depthwise => self.conv_depthwise(k, window, cs, operands, flops, &epi),
         }
+        epi.is_some()
     }
 
     #[allow(clippy::too_many_arguments)]
