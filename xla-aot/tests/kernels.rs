@@ -287,6 +287,23 @@ fn grouped_convolutions_match_the_interpreter_on_every_target() {
         .output("qz")
         .output("y");
     check_everywhere(&s.module());
+    // Few output channels per group (5: panels mostly empty) over long sums from NCHW input:
+    // channels × pixels into channels-minor results, pointwise (one row of 54 pixels) and 3×3
+    // with padding.
+    let mut s = Spec::new("conv_groups_narrow", 25);
+    s.input("x", &[1, 80, 6, 9])
+        .input("z", &[1, 36, 6, 11])
+        .weight("wp", &[10, 40, 1, 1])
+        .weight("wz", &[10, 18, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, wp], groups: 2}")
+        .op("{name: rp, op: relu, inputs: [p]}")
+        .op("{name: yp, op: global_avg_pool, inputs: [rp]}")
+        .op("{name: q, op: conv2d, inputs: [z, wz], padding: [1, 1, 1, 1], groups: 2}")
+        .op("{name: rq, op: relu, inputs: [q]}")
+        .op("{name: yq, op: global_avg_pool, inputs: [rq]}")
+        .output("yp")
+        .output("yq");
+    check_everywhere(&s.module());
 }
 
 #[test]

@@ -109,14 +109,15 @@ impl Packings {
     /// The packings the CPU micro-kernels read on `target`.
     pub fn for_cpu(hlo: &Hlo, target: &Target) -> Packings {
         let c = &hlo.entry;
+        let t = Tiles::for_target(target);
         Packings {
             of: (0..c.instructions.len())
                 .map(|i| match c.instructions[i].op {
-                    Op::Constant(_) => packing_of(hlo, InstId(i as u32)),
+                    Op::Constant(_) => packing_of(hlo, InstId(i as u32), &t),
                     _ => None,
                 })
                 .collect(),
-            tiles: Some(Tiles::for_target(target)),
+            tiles: Some(t),
         }
     }
 
@@ -178,7 +179,7 @@ fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
 
 /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
 /// convolution that reads it packed, all the same way.
-fn packing_of(hlo: &Hlo, c: InstId) -> Option<Packing> {
+fn packing_of(hlo: &Hlo, c: InstId, t: &Tiles) -> Option<Packing> {
     let e = &hlo.entry;
     if e.outputs.iter().any(|o| o.value == c) || e.inst(c).shape.dtype != DType::F32 {
         return None;
@@ -205,7 +206,7 @@ fn packing_of(hlo: &Hlo, c: InstId) -> Option<Packing> {
             Op::Convolution {
                 window,
                 feature_group_count,
-            } if conv_packable(window, *feature_group_count, ls, rs, &out) => Packing::Conv {
+            } if conv_packable(window, *feature_group_count, ls, rs, &out, t) => Packing::Conv {
                 groups: *feature_group_count,
             },
             _ => return None,
@@ -227,7 +228,14 @@ pub fn packable(g: &Geometry) -> bool {
 /// or input channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`), with any number of groups
 /// except depthwise ones (one input and one output channel per group: `ConvPath::Depthwise`
 /// runs those along channels, which a panel per group cannot).
-pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+pub fn conv_packable(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+    t: &Tiles,
+) -> bool {
     let depthwise = groups > 1 && w.dims[1] == 1 && w.dims[0] == groups;
     window.rank() == 2
         && [x, w, out].iter().all(|s| s.dtype == DType::F32)
@@ -237,6 +245,53 @@ pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: 
         && !depthwise
         && (physical_strides(out)[1] == 1 || physical_strides(x)[1] == 1)
         && !conv_staged(window, groups, x, w, out)
+        && !rows_fill_better(window, groups, x, w, out, t)
+}
+
+/// Below this share of useful columns in its panels (output channels per group over the panel
+/// width: 17 channels in AVX-512's 32-wide panel fill 53%), a convolution that can run channels ×
+/// pixels does.
+const MIN_PANEL_FILL: f64 = 0.75;
+
+/// Whether a convolution whose input rows are contiguous (NCHW, unit stride along W) fills its
+/// vectors better as `cpu/conv.rs`' `ConvPath::ChannelsByPixels` (rows of output channels, vectors
+/// of pixels) than as `PixelsByChannels` (vectors of a group's output channels): when the panels
+/// are less than [`MIN_PANEL_FILL`] full, the pixel vectors fuller, and each output element sums
+/// at least two vectors' worth of products (an output not contiguous along W is then stored lane
+/// by lane).
+pub fn rows_fill_better(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+    t: &Tiles,
+) -> bool {
+    let (xs, os) = (physical_strides(x), physical_strides(out));
+    if window.rank() != 2 || xs[3] != 1 || window.stride[1] != 1 || w.dims[0] % groups != 0 {
+        return false;
+    }
+    let lanes = t.lanes as usize;
+    let og = w.dims[0] / groups;
+    let fill = og as f64 / panel_width(og, t) as f64;
+    // A pointwise convolution over whole rows runs as one row of all pixels.
+    let pointwise = window.size.iter().all(|&k| k == 1)
+        && window.stride.iter().all(|&s| s == 1)
+        && window
+            .pad_low
+            .iter()
+            .chain(&window.pad_high)
+            .all(|&p| p == 0)
+        && xs[2] == x.dims[3] as u64
+        && os[2] == out.dims[3] as u64 * os[3];
+    let px = if pointwise {
+        out.dims[2] * out.dims[3]
+    } else {
+        out.dims[3]
+    };
+    let px_fill = px as f64 / (px.div_ceil(lanes) * lanes) as f64;
+    let k = w.dims[1] * w.dims[2] * w.dims[3];
+    fill < MIN_PANEL_FILL && px_fill > fill && k >= 2 * lanes
 }
 
 /// Most input floats one group of a staged convolution copies per chunk of pixels (a chunk is

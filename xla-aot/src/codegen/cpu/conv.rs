@@ -31,7 +31,7 @@ use super::gemm;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::packing::{Tiles, conv_packable, conv_staged, panel_width};
+use crate::codegen::core::packing::{Tiles, conv_staged, panel_width};
 use crate::ir::{DType, Shape, Window};
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -52,21 +52,22 @@ pub enum ConvPath {
     Depthwise,
 }
 
-/// The path for `conv(x, w) -> out`; `w_const`: the kernel is a constant (packable).
+/// The path for `conv(x, w) -> out`; `packed`: the kernel is stored packed (`Packings::reads_packed`).
 pub fn choose(
     window: &Window,
     groups: usize,
     x: &Shape,
     w: &Shape,
     out: &Shape,
-    w_const: bool,
+    packed: bool,
 ) -> Option<ConvPath> {
     if window.rank() != 2 || [x, w, out].iter().any(|s| s.dtype != DType::F32) {
         return None;
     }
     let (xs, os) = (physical_strides(x), physical_strides(out));
     let c = x.dims[1];
-    if w_const && conv_packable(window, groups, x, w, out) {
+    // A packed kernel was packed for this path (`packing::conv_packable` decided it).
+    if packed {
         return Some(ConvPath::PixelsByChannels);
     }
     if groups == c && w.dims[0] == c && w.dims[1] == 1 && os[1] == 1 && xs[1] == 1 {
@@ -158,9 +159,10 @@ impl ConvShape {
         if self.kh != 1 || self.kw != 1 || pads || !unit {
             return;
         }
-        // Pixels in row order (a staged input's pixels are `xst[3]` apart).
+        // Pixels in row order (a staged input's pixels are `xst[3]` apart, an NHWC output's
+        // `ost[3]`).
         let rows = |st: &[u64], w: usize| st[2] == w as u64 * st[3];
-        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) || self.ost[3] != 1 {
+        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) {
             return;
         }
         let pixels = self.oh * self.ow;
