@@ -294,9 +294,13 @@ pub fn rows_fill_better(
     fill < MIN_PANEL_FILL && px_fill > fill && k >= 2 * lanes
 }
 
-/// Most input floats one group of a staged convolution copies per chunk of pixels (a chunk is
-/// at most 64 pixels on every target): 16 KiB, half the smallest L1D of our targets.
+/// Most input floats one group of a staged convolution copies per chunk of pixels: 16 KiB of
+/// stack, half the smallest L1D of our targets.
 const STAGE_FLOATS: usize = 4096;
+
+/// Most pixels in a chunk of `ConvPath::ChannelsByPixels`: its panel width `Tiles::nr`, 32 on
+/// the widest target (AVX-512: 2 × 16 lanes).
+const MAX_CHUNK_PIXELS: usize = 32;
 
 /// Whether `cpu/conv.rs`' `ConvPath::ChannelsByPixels` copies this convolution's input, a group
 /// and a chunk of pixels at a time, into a channels-major stack buffer: a 1×1 convolution with
@@ -325,7 +329,7 @@ pub fn conv_staged(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &S
         && os[2] == out.dims[3] as u64
         && xs[3] != 1
         && xs[2] == x.dims[3] as u64 * xs[3]
-        && w.dims[1] * 64 <= STAGE_FLOATS
+        && w.dims[1] * MAX_CHUNK_PIXELS <= STAGE_FLOATS
 }
 
 /// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:

@@ -658,6 +658,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .expect("masked load declaration");
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            debug_assert!(
+                xst[3] == 1 || c * cw <= 4096,
+                "conv_staged bounds the stage"
+            );
             let stage = (xst[3] != 1).then(|| {
                 let ty = cg.ctx.f32_type().array_type((c * cw) as u32);
                 let p = cg.slot(f, ty.into());
