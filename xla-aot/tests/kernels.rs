@@ -450,6 +450,8 @@ fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
 fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
     // A 160³ product (8 MFLOP), a 3x3 convolution of 32 channels on 40x40 (15 MFLOP) and its
     // depthwise sibling: each large enough to be split; the small dense layer after them is not.
+    // Then grouped convolutions (7 MFLOP, and a staged pointwise one into the output, 1.6 MFLOP):
+    // each task stages into its own stack buffer.
     let mut s = Spec::new("threads", 9);
     s.input("a", &[160, 160])
         .weight("w", &[160, 160])
@@ -462,8 +464,15 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         .op("{name: r, op: relu, inputs: [c]}")
         .op("{name: d, op: conv2d, inputs: [r, dw], padding: [1, 1, 1, 1], groups: 32}")
         .op("{name: e, op: conv2d, inputs: [d, k2]}")
+        .input("g", &[1, 64, 20, 20])
+        .weight("kg", &[64, 16, 3, 3])
+        .weight("kp", &[64, 32, 1, 1])
+        .op("{name: gc, op: conv2d, inputs: [g, kg], padding: [1, 1, 1, 1], groups: 4}")
+        .op("{name: gr, op: relu, inputs: [gc]}")
+        .op("{name: gp, op: conv2d, inputs: [gr, kp], groups: 2}")
         .output("y")
-        .output("e");
+        .output("e")
+        .output("gp");
     let m = s.module();
     for t in targets() {
         let calls = hook_calls(&m, &t, 3);
