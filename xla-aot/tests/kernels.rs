@@ -287,6 +287,17 @@ fn grouped_convolutions_match_the_interpreter_on_every_target() {
         .output("qz")
         .output("y");
     check_everywhere(&s.module());
+    // Staged with 20 channels per group (square blocks transposed in registers plus a remainder
+    // of channels, whole chunks of pixels plus a partial one).
+    let mut s = Spec::new("conv_groups_staged_wide", 26);
+    s.input("x", &[2, 6, 7, 9])
+        .weight("w0", &[40, 6, 1, 1])
+        .weight("w1", &[40, 20, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: q, op: conv2d, inputs: [r0, w1], groups: 2}")
+        .output("q");
+    check_everywhere(&s.module());
     // Few output channels per group (5: panels mostly empty) over long sums from NCHW input:
     // channels × pixels into channels-minor results, pointwise (one row of 54 pixels) and 3×3
     // with padding.

@@ -28,6 +28,7 @@
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm;
+use super::stage::StageFrom;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
@@ -709,19 +710,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.mul(ru.n, xst[0]),
                                     cg.mul(cg.mul(grp, c as u64), xst[1]),
                                 );
-                                cg.for_range(cg.i64(0), n_px, &mut |cg, p| {
-                                    let src = cg.add(src0, cg.mul(cg.add(ow0, p), xst[3]));
-                                    cg.for_loop(c, &mut |cg, ci| {
-                                        let v =
-                                            cg.load(x, cg.add(src, cg.mul(ci, xst[1])), DType::F32);
-                                        cg.store(
-                                            buf,
-                                            cg.add(cg.mul(ci, cw as u64), p),
-                                            v,
-                                            DType::F32,
-                                        );
-                                    });
-                                });
+                                let from = StageFrom {
+                                    x,
+                                    src0,
+                                    p0: ow0,
+                                    px_stride: xst[3],
+                                    ch_stride: xst[1],
+                                };
+                                cg.stage_chunk(&from, buf, n_px, c, cw);
                             });
                             (buf, cg.i64(0), cw as u64)
                         }
