@@ -127,4 +127,12 @@ typedef void (*XlaAotTask)(void *task_ctx, uint32_t i);
  */
 typedef void (*XlaAotParallelFor)(void *hook_ctx, uint32_t n, XlaAotTask task, void *task_ctx);
 
+/**
+ * The app's kernel profiler, registered with `<name>_set_profiler(hook, ctx)`:
+ * `hook(ctx, kernel, phase)` is called right before (`phase` 0) and right after (`phase` 1)
+ * each kernel of a run, `kernel` being its index in the manifest's `kernels` list. A null hook
+ * (the default) turns profiling off.
+ */
+typedef void (*XlaAotProfiler)(void *ctx, uint32_t kernel, uint32_t phase);
+
 #endif  /* XLA_AOT_RUNTIME_H */

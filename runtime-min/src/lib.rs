@@ -132,6 +132,13 @@ pub type ParallelFor = Option<
     ),
 >;
 
+/// The app's kernel profiler, registered with `<name>_set_profiler(hook, ctx)`:
+/// `hook(ctx, kernel, phase)` is called right before (`phase` 0) and right after (`phase` 1)
+/// each kernel of a run, `kernel` being its index in the manifest's `kernels` list. A null hook
+/// (the default) turns profiling off.
+pub type Profiler =
+    Option<unsafe extern "C" fn(ctx: *mut core::ffi::c_void, kernel: u32, phase: u32)>;
+
 /// Element type of a model input or output.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,7 +59,7 @@ pub struct CompileRequest {
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
-fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
+pub fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
     for p in disabled {
         if !crate::passes::PASS_NAMES.contains(&p.as_str()) {
             let hint = nearest(p, crate::passes::PASS_NAMES.iter().copied())

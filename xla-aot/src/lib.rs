@@ -17,6 +17,7 @@ pub mod front;
 pub mod interp;
 pub mod ir;
 pub mod passes;
+pub mod profile;
 pub mod target;
 pub mod util;
 

@@ -90,6 +90,27 @@ enum Command {
         #[command(flatten)]
         fixed: InputArgs,
     },
+    /// Compile a model for this machine, run it in-process and print where the time goes:
+    /// per kernel (manifest order) µs, share, GFLOP/s, GB/s, compute- or memory-bound.
+    Profile {
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        spec: PathBuf,
+        /// Only `host`: the code runs in this process.
+        #[arg(long, default_value = "host")]
+        target: String,
+        /// Timed runs (medians are printed).
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Seed of the random inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Skip an optimisation pass (repeatable), as for `compile`.
+        #[arg(long = "disable-pass", value_name = "NAME")]
+        disabled_passes: Vec<String>,
+    },
     /// List the built-in targets.
     Targets,
     /// List the optimisation passes, in pipeline order (names for --disable-pass).
@@ -171,6 +192,34 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(&e),
         },
+        Command::Profile {
+            spec,
+            target,
+            runs,
+            inputs,
+            seed,
+            disabled_passes,
+        } => {
+            if target != "host" {
+                eprintln!(
+                    "error: profile runs the model in this process: --target must be `host`, not `{target}`"
+                );
+                return ExitCode::from(2);
+            }
+            let req = xla_aot::profile::ProfileRequest {
+                inputs,
+                seed,
+                runs,
+                disabled_passes,
+            };
+            match xla_aot::profile::profile(&spec, &req) {
+                Ok(r) => {
+                    print!("{}", r.render());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
         Command::Passes => {
             for p in xla_aot::passes::PASS_NAMES {
                 println!("{p}");

@@ -161,3 +161,85 @@ fn batch_spec_errors_name_the_problem() {
         .to_string();
     assert!(e.contains("its dim 0 must be the batch"), "{e}");
 }
+
+/// Prints the manifest index of every kernel the profiler hook saw start, in order.
+const PROFILED_BATCH: &str = r#"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "xla_aot_runtime.h"
+int bm_run_batch_ptrs(void *arena, int32_t n, const void *const *inputs, void *const *outputs);
+void bm_set_profiler(XlaAotProfiler hook, void *ctx);
+static int open_kernel = -1, bad = 0;
+static void hook(void *ctx, uint32_t kernel, uint32_t phase) {
+    (void)ctx;
+    if (phase == 0) { if (open_kernel != -1) bad = 1; open_kernel = (int)kernel; printf("%u\n", kernel); }
+    else { if (open_kernel != (int)kernel) bad = 1; open_kernel = -1; }
+}
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    size_t arena_size = strtoull(argv[2], NULL, 10);
+    void *arena = aligned_alloc(64, arena_size / 64 * 64 + 64);
+    const void *in[2] = {calloc(n, 3 * 8 * 8 * 4), calloc(n, 10 * 4)};
+    void *out[2] = {calloc(n, 10 * 4), calloc(n, 4 * 4)};
+    bm_set_profiler(hook, NULL);
+    if (bm_run_batch_ptrs(arena, n, in, out) != 0 || bad) return 3;
+    return 0;
+}
+"#;
+
+#[test]
+fn a_bucket_reports_its_kernels_with_their_manifest_indices() {
+    // n = 3 runs the 4-item bucket: the hook sees exactly that bucket's kernels, numbered as in
+    // the manifest (after the 1-item model's), each opened and closed in turn.
+    let model = model();
+    let t = Target::resolve("host").unwrap();
+    let art = xla_aot::compile::compile_model_buckets(
+        &model.module,
+        &model.buckets,
+        None,
+        &t,
+        &common::default_options(),
+    )
+    .unwrap();
+    let dir = scratch("batch-profiler");
+    std::fs::write(dir.join("libbm.a"), &art.archive).unwrap();
+    std::fs::write(dir.join("main.c"), PROFILED_BATCH).unwrap();
+    let exe = dir.join("profiled");
+    let out = Command::new("cc")
+        .args(["-O1", "-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(repo().join("runtime-min/include"))
+        .arg(dir.join("main.c"))
+        .arg(dir.join("libbm.a"))
+        .args(["-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let arena = art
+        .header
+        .lines()
+        .find_map(|l| l.strip_prefix("#define BM_ARENA_SIZE "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let r = Command::new(&exe).args(["3", &arena]).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let seen: Vec<usize> = String::from_utf8_lossy(&r.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let expected: Vec<usize> = art
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.name.starts_with("bm_b4_"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!expected.is_empty() && expected[0] > 0, "{:?}", art.kernels);
+    assert_eq!(seen, expected);
+}

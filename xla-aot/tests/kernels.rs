@@ -214,6 +214,140 @@ fn convolutions_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn grouped_convolutions_match_the_interpreter_on_every_target() {
+    // Channels-minor chain (pixels × channels with panels per group): 3 groups of 5 input and 5
+    // output channels (odd, a partial vector), stride 2, asymmetric padding, dilation; then a
+    // 1×1 with 5 groups of 3 → 8 channels, and a model output of a grouped 1×1 (5 groups of 8 → 3) fed by
+    // channels-minor data (stored at the output's channel stride).
+    let mut s = Spec::new("conv_groups_nhwc", 21);
+    s.input("x", &[2, 6, 13, 11])
+        .weight("w0", &[15, 6, 3, 3])
+        .weight("wg", &[15, 5, 3, 3])
+        .weight("w1", &[40, 3, 1, 1])
+        .weight("w2", &[15, 8, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: g, op: conv2d, inputs: [r0, wg], strides: [2, 1], padding: [1, 0, 2, 1], dilations: [1, 2], groups: 3}")
+        .op("{name: rg, op: relu, inputs: [g]}")
+        .op("{name: p, op: conv2d, inputs: [rg, w1], groups: 5}")
+        .op("{name: rp, op: relu6, inputs: [p]}")
+        .op("{name: q, op: conv2d, inputs: [rp, w2], groups: 5}")
+        .output("q");
+    check_everywhere(&s.module());
+    // 40 output channels per group (a full and a partial panel on every target), internal.
+    let mut s = Spec::new("conv_groups_wide", 22);
+    s.input("x", &[1, 16, 7, 9])
+        .weight("w0", &[16, 16, 1, 1])
+        .weight("wg", &[80, 8, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: g, op: conv2d, inputs: [r0, wg], groups: 2}")
+        .op("{name: rg, op: relu, inputs: [g]}")
+        .op("{name: y, op: global_avg_pool, inputs: [rg]}")
+        .output("y");
+    check_everywhere(&s.module());
+    // Channels-major input and output (channels × pixels per group): 4 groups of 2 → 3 with
+    // padding and dilation on a 37-wide row, a channel multiplier of 2 (groups = C, 2 outputs
+    // each), and a plain depthwise convolution of a model input.
+    let mut s = Spec::new("conv_groups_nchw", 23);
+    s.input("x", &[1, 8, 9, 37])
+        .weight("wg", &[12, 2, 3, 3])
+        .weight("wm", &[16, 1, 3, 3])
+        .weight("wd", &[8, 1, 3, 3])
+        .op("{name: g, op: conv2d, inputs: [x, wg], padding: [1, 2, 1, 0], dilations: [2, 1], groups: 4}")
+        .op("{name: m, op: conv2d, inputs: [x, wm], padding: [1, 1, 1, 1], groups: 8}")
+        .op("{name: d, op: conv2d, inputs: [x, wd], strides: [1, 1], padding: [1, 1, 1, 1], groups: 8}")
+        .output("g")
+        .output("m")
+        .output("d");
+    check_everywhere(&s.module());
+    // A pointwise grouped convolution from channels-minor data into the model output (the input
+    // is staged channels-major per group and chunk: 35 pixels, a partial chunk on every
+    // target), a pointwise one over whole NCHW rows (run as one row of 49 pixels), and a
+    // depthwise convolution of the NCHW input feeding channels-minor convolutions (its pixels
+    // stored at the output's pixel stride).
+    let mut s = Spec::new("conv_groups_staged", 24);
+    s.input("x", &[2, 12, 5, 7])
+        .input("z", &[1, 6, 7, 7])
+        .weight("w0", &[12, 4, 1, 1])
+        .weight("w1", &[20, 3, 1, 1])
+        .weight("wz", &[9, 2, 1, 1])
+        .weight("wd", &[12, 1, 3, 3])
+        .weight("wp", &[8, 12, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], groups: 3}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: q, op: conv2d, inputs: [r0, w1], groups: 4}")
+        .op("{name: qz, op: conv2d, inputs: [z, wz], groups: 3}")
+        .op("{name: d, op: conv2d, inputs: [x, wd], padding: [1, 1, 1, 1], groups: 12}")
+        .op("{name: rd, op: relu, inputs: [d]}")
+        .op("{name: p, op: conv2d, inputs: [rd, wp]}")
+        .op("{name: rp, op: relu, inputs: [p]}")
+        .op("{name: y, op: global_avg_pool, inputs: [rp]}")
+        .output("q")
+        .output("qz")
+        .output("y");
+    check_everywhere(&s.module());
+    // Staged with 20 channels per group (square blocks transposed in registers plus a remainder
+    // of channels, whole chunks of pixels plus a partial one).
+    let mut s = Spec::new("conv_groups_staged_wide", 26);
+    s.input("x", &[2, 6, 7, 9])
+        .weight("w0", &[40, 6, 1, 1])
+        .weight("w1", &[40, 20, 1, 1])
+        .op("{name: c0, op: conv2d, inputs: [x, w0]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: q, op: conv2d, inputs: [r0, w1], groups: 2}")
+        .output("q");
+    check_everywhere(&s.module());
+    // Few output channels per group (5: panels mostly empty) over long sums from NCHW input:
+    // channels × pixels into channels-minor results, pointwise (one row of 54 pixels) and 3×3
+    // with padding.
+    let mut s = Spec::new("conv_groups_narrow", 25);
+    s.input("x", &[1, 80, 6, 9])
+        .input("z", &[1, 36, 6, 11])
+        .weight("wp", &[10, 40, 1, 1])
+        .weight("wz", &[10, 18, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, wp], groups: 2}")
+        .op("{name: rp, op: relu, inputs: [p]}")
+        .op("{name: yp, op: global_avg_pool, inputs: [rp]}")
+        .op("{name: q, op: conv2d, inputs: [z, wz], padding: [1, 1, 1, 1], groups: 2}")
+        .op("{name: rq, op: relu, inputs: [q]}")
+        .op("{name: yq, op: global_avg_pool, inputs: [rq]}")
+        .output("yp")
+        .output("yq");
+    check_everywhere(&s.module());
+}
+
+#[test]
+fn residual_adds_in_registers_match_the_interpreter_on_every_target() {
+    // A residual (a value of the output's shape) added to the accumulators before the store,
+    // on each path: pixels × channels (NHWC residual), staged pointwise and channels × pixels
+    // into the model output (NHWC and NCHW residuals, partial chunks), and a dense layer.
+    let mut s = Spec::new("residuals", 31);
+    s.input("x", &[2, 8, 5, 7])
+        .input("a", &[5, 24])
+        .input("b", &[5, 20])
+        .weight("w0", &[8, 8, 3, 3])
+        .weight("w1", &[8, 2, 1, 1])
+        .weight("w2", &[8, 8, 3, 3])
+        .weight("wd", &[24, 20])
+        .op("{name: c0, op: conv2d, inputs: [x, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: r0, op: relu, inputs: [c0]}")
+        .op("{name: c1, op: conv2d, inputs: [r0, w0], padding: [1, 1, 1, 1]}")
+        .op("{name: s1, op: add, inputs: [c1, r0]}")
+        .op("{name: r1, op: relu, inputs: [s1]}")
+        .op("{name: q, op: conv2d, inputs: [r1, w1], groups: 4}")
+        .op("{name: sq, op: add, inputs: [r1, q]}")
+        .op("{name: c2, op: conv2d, inputs: [x, w2], padding: [1, 1, 1, 1]}")
+        .op("{name: s2, op: sub, inputs: [x, c2]}")
+        .op("{name: d, op: matmul, inputs: [a, wd]}")
+        .op("{name: sd, op: add, inputs: [d, b]}")
+        .output("sq")
+        .output("s2")
+        .output("sd");
+    check_everywhere(&s.module());
+}
+
+#[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
     // write channels-minor data (layout assignment carries NHWC through them); a spatial max and
@@ -327,6 +461,8 @@ fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
 fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
     // A 160³ product (8 MFLOP), a 3x3 convolution of 32 channels on 40x40 (15 MFLOP) and its
     // depthwise sibling: each large enough to be split; the small dense layer after them is not.
+    // Then grouped convolutions (7 MFLOP, and a staged pointwise one into the output, 1.6 MFLOP):
+    // each task stages into its own stack buffer.
     let mut s = Spec::new("threads", 9);
     s.input("a", &[160, 160])
         .weight("w", &[160, 160])
@@ -339,8 +475,15 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         .op("{name: r, op: relu, inputs: [c]}")
         .op("{name: d, op: conv2d, inputs: [r, dw], padding: [1, 1, 1, 1], groups: 32}")
         .op("{name: e, op: conv2d, inputs: [d, k2]}")
+        .input("g", &[1, 64, 20, 20])
+        .weight("kg", &[64, 16, 3, 3])
+        .weight("kp", &[64, 32, 1, 1])
+        .op("{name: gc, op: conv2d, inputs: [g, kg], padding: [1, 1, 1, 1], groups: 4}")
+        .op("{name: gr, op: relu, inputs: [gc]}")
+        .op("{name: gp, op: conv2d, inputs: [gr, kp], groups: 2}")
         .output("y")
-        .output("e");
+        .output("e")
+        .output("gp");
     let m = s.module();
     for t in targets() {
         let calls = hook_calls(&m, &t, 3);
@@ -383,4 +526,68 @@ fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
     };
     check_close(&got, &expected[0]).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_profiler_hook_sees_every_kernel_twice_in_order() {
+    // tests/harness/profiler.c: (0, 0), (0, 1), (1, 0), ... for the manifest's kernels, nothing
+    // once unregistered, and the same bits either way.
+    let mut s = Spec::new("profiled", 17);
+    s.input("x", &[1, 4, 10, 10])
+        .weight("w", &[8, 4, 3, 3])
+        .weight("d", &[8, 1, 3, 3])
+        .op("{name: c, op: conv2d, inputs: [x, w], padding: [1, 1, 1, 1]}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: e, op: conv2d, inputs: [r, d], groups: 8}")
+        .op("{name: y, op: global_avg_pool, inputs: [e]}")
+        .output("y");
+    let m = s.module();
+    for t in targets() {
+        let kernels = compile_model(&m, &t, &CompileOptions::default())
+            .unwrap()
+            .kernels
+            .len();
+        let (dir, exe, arena) = link_with(&m, &t, "xla-aot/tests/harness/profiler.c", "profiler");
+        let (_, runner) = toolchain(&t);
+        let ins = inputs(&m, 5);
+        let mut args = vec![
+            kernels.to_string(),
+            arena.to_string(),
+            "1".into(),
+            "1".into(),
+        ];
+        let p = dir.join("in0.bin");
+        std::fs::write(&p, ins[0].bytes().unwrap()).unwrap();
+        args.push(p.display().to_string());
+        args.push(ins[0].bytes().unwrap().len().to_string());
+        args.push(dir.join("out0.bin").display().to_string());
+        args.push(
+            m.entry
+                .inst(m.entry.outputs[0].value)
+                .shape
+                .size_bytes()
+                .to_string(),
+        );
+        let mut cmd = if runner.is_empty() {
+            std::process::Command::new(&exe)
+        } else {
+            let mut c = std::process::Command::new(&runner[0]);
+            c.args(&runner[1..]).arg(&exe);
+            c
+        };
+        let r = cmd.args(&args).output().unwrap();
+        assert!(
+            r.status.success(),
+            "{}: {}",
+            t.name,
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout).trim(),
+            format!("events: {}", 2 * kernels),
+            "{}",
+            t.name
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -52,12 +52,17 @@ pub fn compile_batched(
         format!("{}_run", hlo.name),
         format!("{}_run_ptrs", hlo.name),
         format!("{}_set_parallel_for", hlo.name),
+        format!("{}_set_profiler", hlo.name),
     ];
     for (v, vplan) in variants {
+        let site = core::profiler::ProfilerSite {
+            owner: &hlo.name,
+            first: kernels.len() as u32,
+        };
         kernels.extend(if opts.grid {
-            gpu::add_host_variant(&ctx, &module, v, vplan, target)?
+            gpu::add_host_variant(&ctx, &module, v, vplan, target, site)?
         } else {
-            cpu::add_variant(&ctx, &module, v, vplan, target, &hlo.name)?
+            cpu::add_variant(&ctx, &module, v, vplan, target, site)?
         });
         exports.push(format!("{}_run", v.name));
         exports.push(format!("{}_run_ptrs", v.name));

@@ -317,6 +317,20 @@ pub fn run(m: &Module, inputs: &[Literal], opts: &CompileOptions) -> Result<Run,
     Ok(Run { outputs, kernels })
 }
 
+/// [`run`], then `runs` timed runs: each kernel through the library's profiler hook, and the
+/// whole call with and without it (`xla-aot profile`).
+pub fn profile(
+    m: &Module,
+    inputs: &[Literal],
+    opts: &CompileOptions,
+    runs: usize,
+) -> Result<(Run, crate::codegen::cpu::jit::Timings), CompileError> {
+    let o = optimize(m, opts)?;
+    let (outputs, kernels, t) =
+        crate::codegen::cpu::jit::profile(&o.module, &o.plan, inputs, runs)?;
+    Ok((Run { outputs, kernels }, t))
+}
+
 /// [`run`] with the default options: the whole pipeline, as `xla-aot run` and `compile` use it.
 pub fn run_host(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, CompileError> {
     Ok(run(m, inputs, &CompileOptions::default())?.outputs)

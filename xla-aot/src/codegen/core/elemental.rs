@@ -241,10 +241,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .collect();
                 at(0, &oi)
             }
-            Op::Reshape => {
+            Op::Reshape => match reshape_groups(&shape_of(0).dims, out_dims) {
+                // Dims that only split or merge: the operand's index group by group (a dim
+                // kept as it is costs nothing; a channel shuffle's 68 = 4·17 one division).
+                Some(groups) => {
+                    let mut oi = Vec::with_capacity(shape_of(0).rank());
+                    let in_dims = &shape_of(0).dims;
+                    for (o, i) in groups {
+                        if o.len() == 1 && i.len() == 1 {
+                            oi.push(idx[o.start]);
+                        } else {
+                            let lin = self.linear(&idx[o.clone()], &out_dims[o]);
+                            oi.extend(self.unravel(lin, &in_dims[i]));
+                        }
+                    }
+                    at(0, &oi)
+                }
                 // Same row-major offset.
-                at_ix(0, Ix::Linear(self.linear(idx, out_dims)))
-            }
+                None => at_ix(0, Ix::Linear(self.linear(idx, out_dims))),
+            },
             Op::Transpose { permutation } => {
                 let mut oi = vec![self.i64(0); idx.len()];
                 for (i, &p) in permutation.iter().enumerate() {
@@ -333,5 +348,73 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             }
             other => unreachable!("{} is not elemental", other.opcode()),
         }
+    }
+}
+
+/// The dims of a reshape `from` → `to` in matching groups: consecutive output dims and
+/// consecutive input dims with the same product, each group as small as possible (a dim of
+/// size 1 joins the group before it, or the first group), so that the input index of a group
+/// depends only on the output index of the same group. `None` when a size-0 dim makes the
+/// grouping ambiguous.
+pub(crate) fn reshape_groups(
+    from: &[usize],
+    to: &[usize],
+) -> Option<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>> {
+    if from.contains(&0) || to.contains(&0) {
+        return None;
+    }
+    let (mut groups, mut i, mut o) = (Vec::new(), 0, 0);
+    while i < from.len() || o < to.len() {
+        let (i0, o0) = (i, o);
+        let (mut pi, mut po) = (1usize, 1usize);
+        if i < from.len() {
+            pi = from[i];
+            i += 1;
+        }
+        if o < to.len() {
+            po = to[o];
+            o += 1;
+        }
+        while pi != po {
+            if pi < po && i < from.len() {
+                pi *= from[i];
+                i += 1;
+            } else if po < pi && o < to.len() {
+                po *= to[o];
+                o += 1;
+            } else {
+                return None;
+            }
+        }
+        // Trailing 1s belong to this group.
+        while i < from.len() && from[i] == 1 && (o >= to.len() || to[o] != 1) {
+            i += 1;
+        }
+        while o < to.len() && to[o] == 1 && (i >= from.len() || from[i] != 1) {
+            o += 1;
+        }
+        groups.push((o0..o, i0..i));
+    }
+    Some(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_groups;
+
+    #[test]
+    fn reshape_groups_split_and_merge() {
+        // A channel shuffle's reshapes: 68 = 4·17, the spatial dims kept.
+        assert_eq!(
+            reshape_groups(&[1, 68, 14, 14], &[1, 4, 17, 14, 14]),
+            Some(vec![(0..1, 0..1), (1..3, 1..2), (3..4, 2..3), (4..5, 3..4)])
+        );
+        // Flatten: one group; scalars and unit dims.
+        assert_eq!(reshape_groups(&[2, 3, 4], &[24]), Some(vec![(0..1, 0..3)]));
+        assert_eq!(reshape_groups(&[1], &[]), Some(vec![(0..0, 0..1)]));
+        assert_eq!(reshape_groups(&[6, 1], &[2, 3]), Some(vec![(0..2, 0..2)]));
+        // 6·4 → 4·6 has no finer grouping than the whole.
+        assert_eq!(reshape_groups(&[6, 4], &[4, 6]), Some(vec![(0..2, 0..2)]));
+        assert_eq!(reshape_groups(&[0, 3], &[3, 0]), None);
     }
 }

@@ -7,10 +7,12 @@
 //! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
 //! the way its backend says (`Backend::invoke`: once, or once per grid invocation). The hook
 //! registration is one internal global per model; what uses it (the CPU's parallel-for,
-//! `cpu/parallel.rs`) reads it through [`Emitter::hook_global`].
+//! `cpu/parallel.rs`) reads it through [`Emitter::hook_global`]. The body reports each kernel to
+//! the profiler hook, when one is registered (`profiler.rs`).
 
 use super::emitter::{Backend, Emitter};
 use super::module::Call;
+use super::profiler::ProfilerSite;
 use crate::arena::{Loc, root};
 use crate::ir::InstId;
 use inkwell::AddressSpace;
@@ -25,6 +27,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         &self,
         globals: &[Option<PointerValue<'ctx>>],
         calls: &[Call<'ctx>],
+        site: ProfilerSite<'_>,
     ) {
         let c = &self.hlo.entry;
         let params = c.parameters();
@@ -66,7 +69,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             let ty = self.ptr_type(c.inst(v).shape.dtype);
             self.b.build_pointer_cast(p, ty, "").unwrap()
         };
-        for (f, operands, loc, elements) in calls {
+        let prof = self.load_profiler(site.owner);
+        for (i, (f, operands, loc, elements)) in calls.iter().enumerate() {
+            let index = site.first + i as u32;
             let out = match loc {
                 Loc::Output(k) => *k,
                 _ => usize::MAX,
@@ -85,7 +90,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             ];
             args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
             let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+            self.report(&prof, index, 0);
             B::invoke(self, *f, &a, *elements);
+            self.report(&prof, index, 1);
         }
         self.b.build_return(None).unwrap();
 

@@ -13,8 +13,8 @@
 //! - [`layout`]: strides, re-laying constants, the matrix-product view of a dot.
 //! - [`packing`]: THE place that decides how each constant is stored (packed panels or its
 //!   layout), for the CPU, the GPU and the JIT alike.
-//! - [`module`], [`entry`], [`object`]: a module's constants and kernel list, the C API entry
-//!   points of a host library, and writing a host object.
+//! - [`module`], [`entry`], [`profiler`], [`object`]: a module's constants and kernel list, the
+//!   C API entry points of a host library, its kernel profiler hook, and writing a host object.
 //! - [`math`]: the inline approximations of transcendental functions.
 
 pub mod elemental;
@@ -26,6 +26,7 @@ pub mod module;
 pub mod object;
 pub mod ops;
 pub mod packing;
+pub mod profiler;
 pub mod sample;
 pub mod target;
 

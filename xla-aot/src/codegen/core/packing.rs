@@ -4,8 +4,8 @@
 //! Contract: [`Packings`] is decided once per module. A constant is packed when every use of it
 //! is as the weight (rhs) operand of a dot or convolution that reads it packed, all the same way:
 //! GEMM panels ([`pack_gemm`]) for a dot whose [`geometry`] has no batch dims, tap-major panels
-//! ([`pack_conv`]) for a 2-D convolution without groups whose output channels are minor
-//! ([`conv_packable`]). The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
+//! per group ([`pack_conv`]) for a 2-D convolution whose output channels are minor and which is
+//! not depthwise ([`conv_packable`]). The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
 //! its assigned layout ([`Packings::none`]). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
@@ -84,8 +84,8 @@ pub fn panel_width(o: usize, t: &Tiles) -> usize {
 enum Packing {
     /// GEMM panels (`pack_gemm`) for a dot with these dims.
     Gemm(crate::ir::DotDims),
-    /// Tap-major convolution panels (`pack_conv`).
-    Conv,
+    /// Tap-major convolution panels per group (`pack_conv`), for this many groups.
+    Conv { groups: usize },
 }
 
 /// How each constant of a module is stored.
@@ -109,14 +109,15 @@ impl Packings {
     /// The packings the CPU micro-kernels read on `target`.
     pub fn for_cpu(hlo: &Hlo, target: &Target) -> Packings {
         let c = &hlo.entry;
+        let t = Tiles::for_target(target);
         Packings {
             of: (0..c.instructions.len())
                 .map(|i| match c.instructions[i].op {
-                    Op::Constant(_) => packing_of(hlo, InstId(i as u32)),
+                    Op::Constant(_) => packing_of(hlo, InstId(i as u32), &t),
                     _ => None,
                 })
                 .collect(),
-            tiles: Some(Tiles::for_target(target)),
+            tiles: Some(t),
         }
     }
 
@@ -135,7 +136,9 @@ impl Packings {
     pub fn stored_bytes(&self, id: InstId, bytes: &[u8], s: &Shape) -> Vec<u8> {
         match (&self.of[id.index()], &self.tiles) {
             (Some(Packing::Gemm(d)), Some(t)) => pack_gemm(bytes, s, d, t.nr()),
-            (Some(Packing::Conv), Some(t)) => pack_conv(bytes, s, panel_width(s.dims[0], t)),
+            (Some(Packing::Conv { groups }), Some(t)) => {
+                pack_conv(bytes, s, panel_width(s.dims[0] / groups, t), *groups)
+            }
             _ => relayout(bytes, s),
         }
     }
@@ -176,7 +179,7 @@ fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
 
 /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
 /// convolution that reads it packed, all the same way.
-fn packing_of(hlo: &Hlo, c: InstId) -> Option<Packing> {
+fn packing_of(hlo: &Hlo, c: InstId, t: &Tiles) -> Option<Packing> {
     let e = &hlo.entry;
     if e.outputs.iter().any(|o| o.value == c) || e.inst(c).shape.dtype != DType::F32 {
         return None;
@@ -203,7 +206,9 @@ fn packing_of(hlo: &Hlo, c: InstId) -> Option<Packing> {
             Op::Convolution {
                 window,
                 feature_group_count,
-            } if conv_packable(window, *feature_group_count, ls, rs, &out) => Packing::Conv,
+            } if conv_packable(window, *feature_group_count, ls, rs, &out, t) => Packing::Conv {
+                groups: *feature_group_count,
+            },
             _ => return None,
         };
         match &packing {
@@ -219,13 +224,112 @@ pub fn packable(g: &Geometry) -> bool {
     g.batch.is_empty()
 }
 
-/// Whether a convolution `conv(x, w) -> out` reads a constant kernel packed: 2-D, f32, no
-/// groups, output channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`).
-pub fn conv_packable(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+/// Whether a convolution `conv(x, w) -> out` reads a constant kernel packed: 2-D, f32, output
+/// or input channels minor (`cpu/conv.rs`' `ConvPath::PixelsByChannels`), with any number of groups
+/// except depthwise ones (one input and one output channel per group: `ConvPath::Depthwise`
+/// runs those along channels, which a panel per group cannot).
+pub fn conv_packable(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+    t: &Tiles,
+) -> bool {
+    let depthwise = groups > 1 && w.dims[1] == 1 && w.dims[0] == groups;
     window.rank() == 2
         && [x, w, out].iter().all(|s| s.dtype == DType::F32)
-        && groups == 1
-        && physical_strides(out)[1] == 1
+        && groups >= 1
+        && x.dims[1] == groups * w.dims[1]
+        && w.dims[0] % groups == 0
+        && !depthwise
+        && (physical_strides(out)[1] == 1 || physical_strides(x)[1] == 1)
+        && !conv_staged(window, groups, x, w, out)
+        && !rows_fill_better(window, groups, x, w, out, t)
+}
+
+/// Below this share of useful columns in its panels (output channels per group over the panel
+/// width: 17 channels in AVX-512's 32-wide panel fill 53%), a convolution that can run channels ×
+/// pixels does.
+const MIN_PANEL_FILL: f64 = 0.75;
+
+/// Whether a convolution whose input rows are contiguous (NCHW, unit stride along W) fills its
+/// vectors better as `cpu/conv.rs`' `ConvPath::ChannelsByPixels` (rows of output channels, vectors
+/// of pixels) than as `PixelsByChannels` (vectors of a group's output channels): when the panels
+/// are less than [`MIN_PANEL_FILL`] full, the pixel vectors fuller, and each output element sums
+/// at least two vectors' worth of products (an output not contiguous along W is then stored lane
+/// by lane).
+pub fn rows_fill_better(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+    t: &Tiles,
+) -> bool {
+    let (xs, os) = (physical_strides(x), physical_strides(out));
+    if window.rank() != 2 || xs[3] != 1 || window.stride[1] != 1 || w.dims[0] % groups != 0 {
+        return false;
+    }
+    let lanes = t.lanes as usize;
+    let og = w.dims[0] / groups;
+    let fill = og as f64 / panel_width(og, t) as f64;
+    // A pointwise convolution over whole rows runs as one row of all pixels.
+    let pointwise = window.size.iter().all(|&k| k == 1)
+        && window.stride.iter().all(|&s| s == 1)
+        && window
+            .pad_low
+            .iter()
+            .chain(&window.pad_high)
+            .all(|&p| p == 0)
+        && xs[2] == x.dims[3] as u64
+        && os[2] == out.dims[3] as u64 * os[3];
+    let px = if pointwise {
+        out.dims[2] * out.dims[3]
+    } else {
+        out.dims[3]
+    };
+    let px_fill = px as f64 / (px.div_ceil(lanes) * lanes) as f64;
+    let k = w.dims[1] * w.dims[2] * w.dims[3];
+    fill < MIN_PANEL_FILL && px_fill > fill && k >= 2 * lanes
+}
+
+/// Most input floats one group of a staged convolution copies per chunk of pixels: 16 KiB of
+/// stack, half the smallest L1D of our targets.
+const STAGE_FLOATS: usize = 4096;
+
+/// Most pixels in a chunk of `ConvPath::ChannelsByPixels`: its panel width `Tiles::nr`, 32 on
+/// the widest target (AVX-512: 2 × 16 lanes).
+const MAX_CHUNK_PIXELS: usize = 32;
+
+/// Whether `cpu/conv.rs`' `ConvPath::ChannelsByPixels` copies this convolution's input, a group
+/// and a chunk of pixels at a time, into a channels-major stack buffer: a 1×1 convolution with
+/// unit strides and no padding from pixel-ordered, channels-minor data (NHWC) into an output
+/// whose rows are contiguous (NCHW, a model output). Transposing the input is cheaper than
+/// storing the output lane by lane: the output has `O/G` values per pixel and group where the
+/// input has `C/G`, and the copy is done once per chunk and group, not per tile. The kernel is
+/// then read in its layout, not packed.
+pub fn conv_staged(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> bool {
+    if window.rank() != 2 || [x, w, out].iter().any(|s| s.dtype != DType::F32) {
+        return false;
+    }
+    let (xs, os) = (physical_strides(x), physical_strides(out));
+    let pointwise = window.size.iter().all(|&k| k == 1)
+        && window.stride.iter().all(|&s| s == 1)
+        && window
+            .pad_low
+            .iter()
+            .chain(&window.pad_high)
+            .all(|&p| p == 0);
+    pointwise
+        && groups >= 1
+        && x.dims[1] == groups * w.dims[1]
+        && w.dims[0] % groups == 0
+        && os[3] == 1
+        && os[2] == out.dims[3] as u64
+        && xs[3] != 1
+        && xs[2] == x.dims[3] as u64 * xs[3]
+        && w.dims[1] * MAX_CHUNK_PIXELS <= STAGE_FLOATS
 }
 
 /// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:
@@ -267,24 +371,32 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
     out
 }
 
-/// Packs a kernel `[O, C, KH, KW]` (logical row-major `bytes`) for `ConvPath::PixelsByChannels`
-/// (`cpu/conv.rs`): panel `p`, row `k = (kh·KW + kw)·C + c`, column `j` holds
-/// `w[p·nr + j, c, kh, kw]` at float `(p·K + k)·nr + j`, zero past `O`.
-pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize) -> Vec<u8> {
+/// Packs a kernel `[O, C/G, KH, KW]` of `groups` = G groups (logical row-major `bytes`) for
+/// `ConvPath::PixelsByChannels` (`cpu/conv.rs`). Each group's `O/G` output channels get
+/// `P = ⌈(O/G)/nr⌉` panels of their own (a panel never mixes groups: its columns share the
+/// input channels they read), group `g`'s before group `g + 1`'s: panel `q = g·P + p`, row
+/// `k = (kh·KW + kw)·C/G + c`, column `j` holds `w[g·O/G + p·nr + j, c, kh, kw]` at float
+/// `(q·K + k)·nr + j`, zero past the group's last channel.
+pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize, groups: usize) -> Vec<u8> {
     let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
+    let og = o / groups;
     let k = c * kh * kw;
-    let panels = o.div_ceil(nr);
-    let mut out = vec![0u8; panels * k * nr * 4];
-    for p in 0..panels {
-        for (tap, (y, x)) in (0..kh)
-            .flat_map(|y| (0..kw).map(move |x| (y, x)))
-            .enumerate()
-        {
-            for ci in 0..c {
-                for j in 0..nr.min(o - p * nr) {
-                    let src = ((((p * nr + j) * c + ci) * kh + y) * kw + x) * 4;
-                    let dst = ((p * k + tap * c + ci) * nr + j) * 4;
-                    out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
+    let per_group = og.div_ceil(nr);
+    let mut out = vec![0u8; groups * per_group * k * nr * 4];
+    for g in 0..groups {
+        for p in 0..per_group {
+            let q = g * per_group + p;
+            for (tap, (y, x)) in (0..kh)
+                .flat_map(|y| (0..kw).map(move |x| (y, x)))
+                .enumerate()
+            {
+                for ci in 0..c {
+                    for j in 0..nr.min(og - p * nr) {
+                        let oc = g * og + p * nr + j;
+                        let src = (((oc * c + ci) * kh + y) * kw + x) * 4;
+                        let dst = ((q * k + tap * c + ci) * nr + j) * 4;
+                        out[dst..dst + 4].copy_from_slice(&bytes[src..src + 4]);
+                    }
                 }
             }
         }
@@ -345,7 +457,7 @@ mod tests {
                 }
             }
         }
-        let f: Vec<f32> = pack_conv(&bytes, &w, 2)
+        let f: Vec<f32> = pack_conv(&bytes, &w, 2, 1)
             .chunks(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect();
@@ -353,5 +465,29 @@ mod tests {
         assert_eq!(&f[..8], &[0., 100., 10., 110., 1., 101., 11., 111.]);
         // Panel 1 (o = 2, zero-padded).
         assert_eq!(&f[8..], &[200., 0., 210., 0., 201., 0., 211., 0.]);
+    }
+
+    #[test]
+    fn grouped_kernels_get_panels_per_group() {
+        // w[o, c, 0, 0] = 10·o + c: O = 6 in 2 groups (3 outputs each), C/G = 2, 1×1 window,
+        // panels of 2: group 0 has panels (0, 1) and (2, -), group 1 (3, 4) and (5, -).
+        let w = Shape::new(DType::F32, vec![6, 2, 1, 1]);
+        let bytes: Vec<u8> = (0..6)
+            .flat_map(|o| (0..2).map(move |c| (10 * o + c) as f32))
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let f: Vec<f32> = pack_conv(&bytes, &w, 2, 2)
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            f,
+            vec![
+                0., 10., 1., 11., // group 0, panel 0: rows c = 0, 1
+                20., 0., 21., 0., // group 0, panel 1
+                30., 40., 31., 41., // group 1, panel 0
+                50., 0., 51., 0., // group 1, panel 1
+            ]
+        );
     }
 }

@@ -5,15 +5,19 @@
 //! Contract (which convolution takes which path is decided by [`choose`]; anything else keeps
 //! the general loop nest of `loops.rs`):
 //! - [`ConvPath::PixelsByChannels`]: output channels minor (NHWC, what layout assignment gives
-//!   internal convolutions), `groups == 1`, a constant kernel. Rows of the tile are output pixels
-//!   along a row, columns are output channels; the kernel is packed at compile time into panels
-//!   `[O/NR][KH·KW·C][NR]` (`core/packing.rs`), so each tap streams one contiguous panel. Padding: a pixel
+//!   internal convolutions), a constant kernel, any groups but depthwise ones. Rows of the tile are
+//!   output pixels along a row, columns are output channels of one group; the kernel is packed at
+//!   compile time into panels `[G][⌈(O/G)/NR⌉][KH·KW·C/G][NR]` (`core/packing.rs`), so each tap
+//!   streams one contiguous panel and reads its group's input channels. An output whose channels
+//!   are not minor (a model output fed by channels-minor data) is stored lane by lane. Padding: a pixel
 //!   whose input position is outside the image contributes zero (a select, only when the
 //!   convolution pads).
-//! - [`ConvPath::ChannelsByPixels`]: output pixels minor along W (NCHW, a model's output), unit
-//!   stride along W, input W contiguous, `groups == 1`. Rows are output channels (kernel values
-//!   broadcast), columns are pixels of one output row loaded as vectors from the input row, with
-//!   masked loads where the window hangs over the border.
+//! - [`ConvPath::ChannelsByPixels`]: unit stride along W, input W contiguous (NCHW input), any
+//!   groups. Rows are output channels of one group (kernel values broadcast), columns are pixels
+//!   of one output row loaded as vectors from the input row, with masked loads where the window
+//!   hangs over the border; stored as vectors into an NCHW output (a model's output), lane by
+//!   lane into any other (a depthwise convolution of NCHW data feeding NHWC ones). A 1×1
+//!   convolution over whole rows runs as one row of all pixels.
 //! - [`ConvPath::Depthwise`]: `groups == C == O`, input and output channels minor. Each tap is a
 //!   vector multiply-add along channels; a tile is a few pixels × a few channel vectors.
 //!
@@ -24,10 +28,11 @@
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm;
+use super::stage::StageFrom;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::packing::{Tiles, conv_packable, panel_width};
+use crate::codegen::core::packing::{Tiles, conv_staged, panel_width};
 use crate::ir::{DType, Shape, Window};
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -48,28 +53,30 @@ pub enum ConvPath {
     Depthwise,
 }
 
-/// The path for `conv(x, w) -> out`; `w_const`: the kernel is a constant (packable).
+/// The path for `conv(x, w) -> out`; `packed`: the kernel is stored packed (`Packings::reads_packed`).
 pub fn choose(
     window: &Window,
     groups: usize,
     x: &Shape,
     w: &Shape,
     out: &Shape,
-    w_const: bool,
+    packed: bool,
 ) -> Option<ConvPath> {
     if window.rank() != 2 || [x, w, out].iter().any(|s| s.dtype != DType::F32) {
         return None;
     }
     let (xs, os) = (physical_strides(x), physical_strides(out));
     let c = x.dims[1];
-    if w_const && conv_packable(window, groups, x, w, out) {
+    // A packed kernel was packed for this path (`packing::conv_packable` decided it).
+    if packed {
         return Some(ConvPath::PixelsByChannels);
-    }
-    if groups == 1 && os[3] == 1 && window.stride[1] == 1 && xs[3] == 1 {
-        return Some(ConvPath::ChannelsByPixels);
     }
     if groups == c && w.dims[0] == c && w.dims[1] == 1 && os[1] == 1 && xs[1] == 1 {
         return Some(ConvPath::Depthwise);
+    }
+    let grouped = c == groups * w.dims[1] && w.dims[0] % groups == 0;
+    if grouped && window.stride[1] == 1 && (xs[3] == 1 || conv_staged(window, groups, x, w, out)) {
+        return Some(ConvPath::ChannelsByPixels);
     }
     None
 }
@@ -98,7 +105,9 @@ fn interior(
 /// The sizes, strides and interior ranges of a 2-D convolution `conv(x, w) -> out`.
 struct ConvShape {
     n: usize,
+    /// Input channels (all groups).
     c: usize,
+    groups: usize,
     h: usize,
     wd: usize,
     o: usize,
@@ -116,13 +125,14 @@ struct ConvShape {
 }
 
 impl ConvShape {
-    fn new(win: &Window, x: &Shape, w: &Shape, out: &Shape) -> ConvShape {
+    fn new(win: &Window, groups: usize, x: &Shape, w: &Shape, out: &Shape) -> ConvShape {
         let (oh, ow) = (out.dims[2], out.dims[3]);
         let (h, wd) = (x.dims[2], x.dims[3]);
         let (kh, kw) = (w.dims[2], w.dims[3]);
         ConvShape {
             n: x.dims[0],
             c: x.dims[1],
+            groups,
             h,
             wd,
             o: w.dims[0],
@@ -136,6 +146,29 @@ impl ConvShape {
             ih_in: interior(oh, h, kh, win.stride[0], win.dilation[0], win.pad_low[0]),
             iw_in: interior(ow, wd, kw, win.stride[1], win.dilation[1], win.pad_low[1]),
         }
+    }
+}
+
+impl ConvShape {
+    /// A 1×1 convolution with unit strides and no padding over whole rows (input and output
+    /// rows contiguous) is a product over pixels: it becomes one row of `H·W` pixels, so
+    /// [`ConvPath::ChannelsByPixels`] fills its vectors across row ends (7×7: 49 pixels in 4
+    /// vectors of 16 instead of 7 of which 9 lanes are idle each).
+    fn flatten_pointwise(&mut self, win: &Window) {
+        let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
+        let unit = win.stride.iter().all(|&s| s == 1);
+        if self.kh != 1 || self.kw != 1 || pads || !unit {
+            return;
+        }
+        // Pixels in row order (a staged input's pixels are `xst[3]` apart, an NHWC output's
+        // `ost[3]`).
+        let rows = |st: &[u64], w: usize| st[2] == w as u64 * st[3];
+        if !rows(&self.xst, self.wd) || !rows(&self.ost, self.ow) {
+            return;
+        }
+        let pixels = self.oh * self.ow;
+        (self.h, self.wd, self.oh, self.ow) = (1, pixels, 1, pixels);
+        (self.ih_in, self.iw_in) = ((0, 1), (0, pixels));
     }
 }
 
@@ -347,20 +380,38 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The convolution of kernel `k` along `path`: input `k.args[xi]`, kernel `k.args[wi]`,
     /// result `k.out`; `epi`, an output fusion's register epilogue, is applied to the
     /// accumulators before they are stored (other epilogues sweep the result afterwards).
+    /// Returns whether it was (a residual the tile cannot address is left to the sweep).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn conv_fast(
         &self,
         k: &Kernel<'ctx>,
         path: ConvPath,
         window: &Window,
+        groups: usize,
         shapes: (&Shape, &Shape, &Shape),
         operands: (usize, usize),
         epi: Option<RegEpilogue>,
-    ) {
+    ) -> bool {
         let (xs, ws, os) = shapes;
         let flops =
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
-        let cs = &ConvShape::new(window, xs, ws, os);
+        let mut cs = ConvShape::new(window, groups, xs, ws, os);
+        let mut epi = epi;
+        if path == ConvPath::ChannelsByPixels {
+            let ow = cs.ow as u64;
+            cs.flatten_pointwise(window);
+            // A flattened tile addresses pixels as one row: a residual read in registers must
+            // have its rows contiguous too, else the epilogue sweeps the output instead.
+            let rows_apart = |st: &&[u64]| st[2] != ow * st[3];
+            if cs.ow as u64 != ow
+                && epi
+                    .as_ref()
+                    .is_some_and(|e| e.full_strides().iter().any(rows_apart))
+            {
+                epi = None;
+            }
+        }
+        let cs = &cs;
         match path {
             ConvPath::PixelsByChannels => {
                 self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi)
@@ -370,6 +421,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             ConvPath::Depthwise => self.conv_depthwise(k, window, cs, operands, flops, &epi),
         }
+        epi.is_some()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -385,7 +437,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let t = Tiles::for_target(self.target);
         let ConvShape {
             n: n_count,
-            c,
+            c: c_all,
+            groups,
             h,
             wd,
             o,
@@ -399,7 +452,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ih_in,
             iw_in,
         } = *cs;
-        let nr = panel_width(o, &t);
+        // Per group: `c` input channels, `og` output channels in `chunks_g` panels.
+        let (c, og) = (c_all / groups, o / groups);
+        let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
         let rows_max = ((regs - nv - 1) / nv).clamp(1, MAX_PIXEL_ROWS);
@@ -408,8 +463,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
         // Column chunks: one panel each (rows are many pixels, so the tile has mr·nv chains).
-        let (full_cols, part_cols) = (o / nr, o % nr);
-        let chunks = o.div_ceil(nr);
+        let (full_cols, part_cols) = (og / nr, og % nr);
+        let chunks_g = og.div_ceil(nr);
+        let chunks = groups * chunks_g;
         let units = n_count * oh_count * tiles_per_row;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
@@ -417,6 +473,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ru = cg.row_unit(u, oh_count, tiles_per_row);
             let per_rows = |cg: &Self, rows: usize| {
                 cg.for_loop(chunks, &mut |cg, jr| {
+                    // Panel `jr` is panel `jp` of group `grp` (`pack_conv`'s order).
+                    let (grp, jp) = if groups == 1 {
+                        (cg.i64(0), jr)
+                    } else {
+                        (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
+                    };
+                    let x_grp = cg.mul(cg.mul(grp, c as u64), xst[1]);
+                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let ow0 = cg.mul(ru.tile, mr as u64);
                         let acc = cg.acc_slots(f, rows, cols);
@@ -449,7 +513,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     valid.push(cg.b.build_and(row_ok, ok, "").unwrap());
                                     let b = cg.add(
                                         cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                        cg.mul(iw, xst[3]),
+                                        cg.add(cg.mul(iw, xst[3]), x_grp),
                                     );
                                     base.push(b);
                                 }
@@ -491,8 +555,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.mul(owi, ost[3]),
                             );
                             for (v, slot) in cols.iter().zip(row) {
-                                let ch = cg.add(cg.mul(jr, nr as u64), cg.i64(v.col as u64));
-                                let off = cg.add(pix, ch);
+                                let ch = cg.add(oc0, cg.i64(v.col as u64));
+                                let off = cg.add(pix, cg.mul(ch, ost[1]));
                                 let mut val =
                                     cg.b.build_load(*slot, "").unwrap().into_vector_value();
                                 if let Some(e) = epi {
@@ -504,7 +568,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
-                                cg.store_lanes(out, off, val, v.store);
+                                cg.store_lanes_strided(out, off, val, v.store, ost[1]);
                             }
                         }
                     };
@@ -524,7 +588,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let is_full =
                                 cg.b.build_int_compare(
                                     IntPredicate::ULT,
-                                    jr,
+                                    jp,
                                     cg.i64(full_cols as u64),
                                     "",
                                 )
@@ -554,7 +618,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let t = Tiles::for_target(self.target);
         let ConvShape {
             n: n_count,
-            c,
+            c: c_all,
+            groups,
             h,
             wd,
             o,
@@ -568,9 +633,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ih_in,
             iw_in,
         } = *cs;
-        let mr = gemm::balanced(o, t.mr);
-        let (full_rows, part_rows) = (o / mr, o % mr);
-        let row_tiles = o.div_ceil(mr);
+        // Per group: `c` input channels, `og` output channels in `row_tiles_g` row tiles.
+        let (c, og) = (c_all / groups, o / groups);
+        let mr = gemm::balanced(og, t.mr);
+        let (full_rows, part_rows) = (og / mr, og % mr);
+        let row_tiles_g = og.div_ceil(mr);
+        let row_tiles = groups * row_tiles_g;
         let lanes = t.lanes as usize;
         // Pixels per chunk: the panel width, or fewer vectors for a narrow image.
         let cw = t.nr().min(ow_count.div_ceil(lanes) * lanes);
@@ -591,12 +659,71 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .expect("masked load declaration");
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            debug_assert!(
+                xst[3] == 1 || c * cw <= 4096,
+                "conv_staged bounds the stage"
+            );
+            let stage = (xst[3] != 1).then(|| {
+                let ty = cg.ctx.f32_type().array_type((c * cw) as u32);
+                let p = cg.slot(f, ty.into());
+                cg.b.build_pointer_cast(p, cg.ptr_type(DType::F32), "")
+                    .unwrap()
+            });
             let ru = cg.row_unit(u, oh_count, chunks_per_row);
             let ow0 = cg.mul(ru.tile, cw as u64);
             let per_cols = |cg: &Self, cols: &[VecCol]| {
-                cg.for_loop(row_tiles, &mut |cg, ir| {
+                cg.for_loop(row_tiles, &mut |cg, ir_all| {
+                    // Row tile `ir` of group `grp`.
+                    let (grp, ir) = if groups == 1 {
+                        (cg.i64(0), ir_all)
+                    } else {
+                        (
+                            cg.udiv(ir_all, row_tiles_g as u64),
+                            cg.urem(ir_all, row_tiles_g as u64),
+                        )
+                    };
+                    // A staged input (`conv_staged`): this group's channels of this chunk's
+                    // pixels, copied channels-major into `stage` at its first row tile.
+                    let (x, x_grp, x_st1) = match stage {
+                        None => (x, cg.mul(grp, c as u64), xst[1]),
+                        Some(buf) => {
+                            let first =
+                                cg.b.build_int_compare(IntPredicate::EQ, ir, cg.i64(0), "")
+                                    .unwrap();
+                            cg.if_then(first, &mut |cg| {
+                                let left =
+                                    cg.b.build_int_sub(cg.i64(ow_count as u64), ow0, "")
+                                        .unwrap();
+                                let lt =
+                                    cg.b.build_int_compare(
+                                        IntPredicate::ULT,
+                                        left,
+                                        cg.i64(cw as u64),
+                                        "",
+                                    )
+                                    .unwrap();
+                                let n_px =
+                                    cg.b.build_select(lt, left, cg.i64(cw as u64), "")
+                                        .unwrap()
+                                        .into_int_value();
+                                let src0 = cg.add(
+                                    cg.mul(ru.n, xst[0]),
+                                    cg.mul(cg.mul(grp, c as u64), xst[1]),
+                                );
+                                let from = StageFrom {
+                                    x,
+                                    src0,
+                                    p0: ow0,
+                                    px_stride: xst[3],
+                                    ch_stride: xst[1],
+                                };
+                                cg.stage_chunk(&from, buf, n_px, c, cw);
+                            });
+                            (buf, cg.i64(0), cw as u64)
+                        }
+                    };
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
-                        let oc0 = cg.mul(ir, mr as u64);
+                        let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(ir, mr as u64));
                         let acc = cg.acc_slots(f, rows, cols);
                         // Per tap and vector: the input row offset and the lanes inside the image.
                         let mut taps = Vec::new();
@@ -626,10 +753,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                             )
                                             .unwrap();
                                         let mask = cg.lane_mask(iw0, v.lanes, wd, row_ok);
-                                        let off = cg.add(
-                                            cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
-                                            iw0,
-                                        );
+                                        let off = if stage.is_some() {
+                                            cg.b.build_int_sub(iw0, ow0, "").unwrap()
+                                        } else {
+                                            cg.add(
+                                                cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                                iw0,
+                                            )
+                                        };
                                         (off, mask)
                                     })
                                     .collect();
@@ -637,7 +768,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             }
                         }
                         cg.for_loop(c, &mut |cg, ci| {
-                            let xc = cg.mul(ci, xst[1]);
+                            let xc = cg.mul(cg.add(x_grp, ci), x_st1);
                             for (y, xw, per_vec) in &taps {
                                 let bv: Vec<VectorValue<'ctx>> = per_vec
                                     .iter()
@@ -688,7 +819,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let oc = cg.add(oc0, cg.i64(i as u64));
                             let base = cg.add(
                                 cg.add(cg.mul(ru.n, ost[0]), cg.mul(oc, ost[1])),
-                                cg.add(cg.mul(ru.oh, ost[2]), ow0),
+                                cg.add(cg.mul(ru.oh, ost[2]), cg.mul(ow0, ost[3])),
                             );
                             for (v, slot) in cols.iter().zip(row) {
                                 let mut val =
@@ -703,11 +834,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     };
                                     val = cg.apply_epilogue(e, tk, val, oc, px, v, &role);
                                 }
-                                cg.store_lanes(
+                                cg.store_lanes_strided(
                                     out,
-                                    cg.add(base, cg.i64(v.col as u64)),
+                                    cg.add(base, cg.i64(v.col as u64 * ost[3])),
                                     val,
                                     v.store,
+                                    ost[3],
                                 );
                             }
                         }
@@ -767,6 +899,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let ConvShape {
             n: n_count,
             c,
+            groups: _,
             h,
             wd,
             o: _,

@@ -6,29 +6,34 @@
 //! convolution by a chain of single-use elementwise steps — `add`, `subtract`, `multiply`,
 //! `maximum`, `minimum` with a *uniform* other operand, or `clamp` with uniform bounds — where a
 //! uniform operand is a scalar parameter (possibly broadcast) or a rank-1 parameter broadcast
-//! along one output dim (a per-channel or per-column vector). Anything else gives `None` and the
+//! along one output dim (a per-channel or per-column vector); a binary step may also take a
+//! parameter of the output's shape (a residual), read at the tile's own elements through its
+//! layout (`Operand::Full`; not in [`recognize_operand`]'s reduction chains). Anything else gives `None` and the
 //! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
 //! operand order) as the scalar code of `core/elemental.rs`, so the two give bit-identical results.
 
 use super::Cg;
 use super::vector::VecCol;
 use crate::codegen::core::Kernel;
+use crate::codegen::core::layout::physical_strides;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op};
 use inkwell::FloatPredicate;
 use inkwell::values::{IntValue, VectorValue};
 
-/// A uniform operand of an epilogue step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An operand of an epilogue step.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operand {
     /// A scalar parameter of the fusion.
     Scalar(usize),
     /// A rank-1 parameter indexed by output dim `dim`.
     Along { param: usize, dim: usize },
+    /// A parameter of the output's shape, element strides `strides` (its layout).
+    Full { param: usize, strides: Vec<u64> },
 }
 
 /// One step; `value_first` says whether the running value is the first operand (it matters for
 /// `subtract`, and for which NaN a `maximum` of two NaNs returns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     Binary {
         op: BinaryOp,
@@ -95,7 +100,38 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
     if comp.outputs.len() != 1 {
         return None;
     }
-    chain(comp, root, &|id| id == heavy).map(|(e, _)| e)
+    chain(comp, root, &|id| id == heavy, true).map(|(e, _)| e)
+}
+
+impl RegEpilogue {
+    /// The strides of every [`Operand::Full`] the chain reads.
+    pub fn full_strides(&self) -> Vec<&[u64]> {
+        let mut out = Vec::new();
+        for s in &self.steps {
+            if let Step::Binary {
+                other: Operand::Full { strides, .. },
+                ..
+            } = s
+            {
+                out.push(strides.as_slice());
+            }
+        }
+        out
+    }
+}
+
+/// The parameter of `dims` (a residual) that instruction `id` of `comp` is, if it is one.
+fn full(comp: &Computation, id: InstId, dims: &[usize]) -> Option<Operand> {
+    let inst = comp.inst(id);
+    match inst.op {
+        Op::Parameter { index } if inst.shape.dtype == DType::F32 && inst.shape.dims == dims => {
+            Some(Operand::Full {
+                param: index,
+                strides: physical_strides(&inst.shape),
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The chain from `top` down to a parameter of the same shape (a reduction's fused operand):
@@ -106,7 +142,7 @@ pub fn recognize_operand(comp: &Computation, top: InstId) -> Option<(RegEpilogue
         let i = comp.inst(id);
         matches!(i.op, Op::Parameter { .. }) && i.shape.dims == dims
     };
-    let (e, base) = chain(comp, top, &is_base)?;
+    let (e, base) = chain(comp, top, &is_base, false)?;
     match comp.inst(base).op {
         Op::Parameter { index } => Some((e, index)),
         _ => None,
@@ -118,6 +154,7 @@ fn chain(
     comp: &Computation,
     top: InstId,
     is_base: &dyn Fn(InstId) -> bool,
+    residuals: bool,
 ) -> Option<(RegEpilogue, InstId)> {
     let root = top;
     let dims = comp.inst(top).shape.dims.clone();
@@ -154,6 +191,24 @@ fn chain(
                         },
                     )
                 } else if let Some(u) = uniform(comp, a) {
+                    (
+                        b,
+                        Step::Binary {
+                            op: *op,
+                            other: u,
+                            value_first: false,
+                        },
+                    )
+                } else if let Some(u) = full(comp, b, &dims).filter(|_| residuals) {
+                    (
+                        a,
+                        Step::Binary {
+                            op: *op,
+                            other: u,
+                            value_first: true,
+                        },
+                    )
+                } else if let Some(u) = full(comp, a, &dims).filter(|_| residuals) {
                     (
                         b,
                         Step::Binary {
@@ -250,6 +305,44 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) -> VectorValue<'ctx> {
         let value = |o: &Operand| -> VectorValue<'ctx> {
             match *o {
+                Operand::Full { param, ref strides } => {
+                    // Lane 0's element, then one lane per step along the column dim.
+                    let (mut off, mut step) = (self.i64(0), 0);
+                    for (d, &st) in strides.iter().enumerate() {
+                        let i = match role(d) {
+                            TilePos::Row => row,
+                            TilePos::Col => {
+                                step = st;
+                                col
+                            }
+                            TilePos::At(i) => i,
+                        };
+                        off = self.add(off, self.mul(i, st));
+                    }
+                    if step == 1 && v.store == v.lanes {
+                        return self.vload(k.args[param], off, v.lanes);
+                    }
+                    let mut r = self.vec_ty(v.lanes).const_zero();
+                    for l in 0..v.store {
+                        let e = self
+                            .load(
+                                k.args[param],
+                                self.add(off, self.i64(l as u64 * step)),
+                                DType::F32,
+                            )
+                            .into_float_value();
+                        r = self
+                            .b
+                            .build_insert_element(
+                                r,
+                                e,
+                                self.ctx.i32_type().const_int(l as u64, false),
+                                "",
+                            )
+                            .unwrap();
+                    }
+                    r
+                }
                 Operand::Scalar(p) => {
                     // A compile-time scalar (ReLU6's bounds, a folded scale) is emitted as the
                     // number itself: the same value the load would give, so the same result,
@@ -303,7 +396,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .copied()
                 .flatten()
                 .is_some_and(|c| !c.is_nan()),
-            Operand::Along { .. } => false,
+            Operand::Along { .. } | Operand::Full { .. } => false,
         };
         let max_min = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, b_number: bool, max: bool| {
             self.vfmax_with(a, b, max, b_number)
@@ -375,6 +468,29 @@ mod tests {
                     value_first: false
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_residual_of_the_output_shape_is_read_in_registers() {
+        // relu(d + x) with x a [2, 4] parameter: a Full operand with x's strides.
+        let head = HEAD.replace(
+            "%p3 = f32[] parameter(3)",
+            "%p3 = f32[2,4]{0,1} parameter(3)",
+        );
+        let tail = TAIL.replace("%z = f32[] constant(0)", "%z = f32[2,4]{0,1} parameter(1)");
+        let body = "  %a = f32[2,4]{1,0} add(%p3, %d)\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%a), names={a}\n";
+        let e = fused(&format!("{head}{body}{tail}")).unwrap();
+        assert_eq!(
+            e.steps,
+            vec![Step::Binary {
+                op: BinaryOp::Add,
+                other: Operand::Full {
+                    param: 3,
+                    strides: vec![1, 2]
+                },
+                value_first: false
+            }]
         );
     }
 

@@ -3,7 +3,9 @@
 //! executed by LLVM's MCJIT. `crate::compile::run` is the way in (`xla-aot run`, JIT tests).
 //!
 //! Contract: [`run`] returns one literal per output and the kernels that ran, or an error; it
-//! never touches the disk. The arena, inputs and outputs are host buffers with the alignment the
+//! never touches the disk. [`profile`] also times repeated runs, each kernel through the
+//! library's own profiler hook (`<name>_set_profiler`, `core/profiler.rs`) and the whole call
+//! with and without it. The arena, inputs and outputs are host buffers with the alignment the
 //! C API requires.
 
 use super::build_module;
@@ -22,6 +24,19 @@ struct Block([u8; ARENA_ALIGN]);
 
 type RunPtrs = unsafe extern "C" fn(*mut u8, *const *const u8, *const *mut u8) -> i32;
 
+/// Per-kernel and whole-call times of [`profile`], in nanoseconds, one entry per run.
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    /// `kernels[k][r]`: kernel `k` (manifest order) in profiled run `r`, from the hook's phase 0
+    /// to its phase 1.
+    pub kernels: Vec<Vec<u64>>,
+    /// Whole `<name>_run_ptrs` calls with the profiler registered, one per profiled run.
+    pub profiled_calls: Vec<u64>,
+    /// Whole `<name>_run_ptrs` calls with no profiler registered, interleaved with the profiled
+    /// runs (what the library costs an app that does not profile).
+    pub calls: Vec<u64>,
+}
+
 /// Compiles `m` (already optimised, with its plan `p`) for the host and runs it on `inputs` (one
 /// per parameter, in order); returns the outputs and the kernels.
 pub fn run(
@@ -29,6 +44,42 @@ pub fn run(
     p: &BufferPlan,
     inputs: &[Literal],
 ) -> Result<(Vec<Literal>, Vec<KernelInfo>), CodegenError> {
+    let (outputs, kernels, _) = profile(m, p, inputs, 0)?;
+    Ok((outputs, kernels))
+}
+
+/// What the profiler hook writes: the time of every phase of every kernel of the current run.
+struct Clock {
+    start: std::time::Instant,
+    /// `stamps[2k + phase]`, nanoseconds since `start`.
+    stamps: Vec<u64>,
+}
+
+/// The profiler hook (`XlaAotProfiler`): records the time of (kernel, phase).
+extern "C" fn record(ctx: *mut std::ffi::c_void, kernel: u32, phase: u32) {
+    // SAFETY: `profile` registers this hook with a pointer to a `Clock` that outlives every run,
+    // and runs on this thread only; the library calls it with kernel < the number of kernels.
+    let clock = unsafe { &mut *(ctx as *mut Clock) };
+    let i = 2 * kernel as usize + phase as usize;
+    if let Some(s) = clock.stamps.get_mut(i) {
+        *s = clock.start.elapsed().as_nanos() as u64;
+    }
+}
+
+type SetProfiler = unsafe extern "C" fn(
+    Option<extern "C" fn(*mut std::ffi::c_void, u32, u32)>,
+    *mut std::ffi::c_void,
+);
+
+/// [`run`], then `runs` more runs alternating a call with no profiler registered and one with
+/// the profiler hook of `<name>_set_profiler` recording every kernel; returns the first run's
+/// outputs, the kernels and the times.
+pub fn profile(
+    m: &Module,
+    p: &BufferPlan,
+    inputs: &[Literal],
+    runs: usize,
+) -> Result<(Vec<Literal>, Vec<KernelInfo>, Timings), CodegenError> {
     init_llvm();
     let target = Target::resolve("host").map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let tm = target_machine(&target)?;
@@ -78,28 +129,32 @@ pub fn run(
         .map(|b| b.as_mut_ptr() as *mut u8)
         .collect();
     let name = format!("{}_run_ptrs", m.name);
-    // SAFETY: the function was generated with exactly this signature (`core/entry.rs`, `entry_points`); the
-    // arena holds `arena_size` bytes aligned to 64, every input and output buffer holds the bytes
-    // of its shape, and the buffers outlive the call.
-    let status = unsafe {
-        let f = engine
-            .get_function::<RunPtrs>(&name)
-            .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-        f.call(
-            arena.as_mut_ptr() as *mut u8,
-            in_ptrs.as_ptr(),
-            out_ptrs.as_ptr(),
+    let llvm =
+        |e: inkwell::execution_engine::FunctionLookupError| CodegenError::Llvm(e.to_string());
+    // SAFETY: the functions were generated with exactly these signatures (`core/entry.rs`,
+    // `core/profiler.rs`).
+    let (f, set_profiler) = unsafe {
+        (
+            engine.get_function::<RunPtrs>(&name).map_err(llvm)?,
+            engine
+                .get_function::<SetProfiler>(&format!("{}_set_profiler", m.name))
+                .map_err(llvm)?,
         )
     };
+    // SAFETY: the arena holds `arena_size` bytes aligned to 64, every input and output buffer
+    // holds the bytes of its shape, and the buffers outlive the calls.
+    let arena_ptr = arena.as_mut_ptr() as *mut u8;
+    let call = || unsafe { f.call(arena_ptr, in_ptrs.as_ptr(), out_ptrs.as_ptr()) };
+    let status = call();
     if status != 0 {
         return Err(CodegenError::Llvm(format!(
             "{name} returned status {status}"
         )));
     }
-    let outputs = c
+    let outputs: Vec<Literal> = c
         .outputs
         .iter()
-        .zip(out_bufs)
+        .zip(&out_bufs)
         .map(|(o, buf)| {
             let shape = &c.inst(o.value).shape;
             let mut bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -111,5 +166,32 @@ pub fn run(
             }
         })
         .collect();
-    Ok((outputs, kernels))
+    let mut clock = Clock {
+        start: std::time::Instant::now(),
+        stamps: vec![0; 2 * kernels.len()],
+    };
+    let mut t = Timings {
+        kernels: vec![Vec::with_capacity(runs); kernels.len()],
+        ..Timings::default()
+    };
+    let clock_ptr = &mut clock as *mut Clock as *mut std::ffi::c_void;
+    for _ in 0..runs {
+        let t0 = std::time::Instant::now();
+        call();
+        t.calls.push(t0.elapsed().as_nanos() as u64);
+        // SAFETY: `record` matches `XlaAotProfiler`; `clock` outlives the run, after which the
+        // hook is unregistered again.
+        unsafe { set_profiler.call(Some(record), clock_ptr) };
+        let t0 = std::time::Instant::now();
+        call();
+        t.profiled_calls.push(t0.elapsed().as_nanos() as u64);
+        // SAFETY: as above; a null hook turns profiling off.
+        unsafe { set_profiler.call(None, std::ptr::null_mut()) };
+        // SAFETY: the hook no longer runs; `clock` is only read here.
+        let stamps = unsafe { &(*(clock_ptr as *mut Clock)).stamps };
+        for (k, times) in t.kernels.iter_mut().enumerate() {
+            times.push(stamps[2 * k + 1].saturating_sub(stamps[2 * k]));
+        }
+    }
+    Ok((outputs, kernels, t))
 }

@@ -262,15 +262,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             )
             .unwrap();
             let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
-            self.conv_fast(
+            let applied = self.conv_fast(
                 k,
                 path,
                 window,
+                *feature_group_count,
                 (opnd(0), opnd(1), shape),
                 (index(bufs[0]), index(bufs[1])),
                 self.be.reg_epi.borrow().clone(),
             );
-            self.be.epi_applied.set(self.be.reg_epi.borrow().is_some());
+            self.be.epi_applied.set(applied);
         } else if shape.layout.minor_to_major.first() == Some(&1) {
             self.conv_channels_minor(k, window, *feature_group_count, shape, opnds, bufs);
         } else {

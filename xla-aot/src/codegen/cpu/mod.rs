@@ -2,8 +2,9 @@
 //! target CPU and emitted as a relocatable object.
 //!
 //! Contract: [`build_module`] turns a verified module and its buffer plan into a module that
-//! exports exactly `<name>_run`, `<name>_run_ptrs` (the C API of docs/codegen.md, `core/entry.rs`) and
-//! `<name>_set_parallel_for` (the optional thread hook, `parallel.rs`) and needs no symbol from
+//! exports exactly `<name>_run`, `<name>_run_ptrs` (the C API of docs/codegen.md, `core/entry.rs`),
+//! `<name>_set_parallel_for` (the optional thread hook, `parallel.rs`) and `<name>_set_profiler`
+//! (the optional kernel profiler, `core/profiler.rs`) and needs no symbol from
 //! anywhere: kernels and weights are internal, math is inline (`core/math.rs`), and every
 //! function carries `"no-builtins"` so LLVM never turns a loop into a call to `memset`/`memcpy`.
 //! Each HLO instruction that computes a value becomes one internal kernel function whose buffer
@@ -17,7 +18,8 @@
 //! The backend is the state type [`Cpu`] of the shared emitter (`Cg` below) and the methods this
 //! folder adds to it: kernel choice (`kernel.rs`), micro-kernels and their epilogues (`gemm.rs`,
 //! `conv.rs`, `epilogue.rs`, `vector.rs`), reductions (`reduce.rs`), the parallel-for hook
-//! (`parallel.rs`), the bucket dispatcher (`batch.rs`) and the in-process JIT (`jit.rs`).
+//! (`parallel.rs`), the bucket dispatcher (`batch.rs`), the in-process JIT (`jit.rs`) and the
+//! FMA peak it measures (`peak.rs`); `stage.rs` copies NHWC input channels-major for `conv.rs`.
 
 pub mod batch;
 mod conv;
@@ -27,11 +29,14 @@ pub mod jit;
 mod kernel;
 mod loops;
 mod parallel;
+pub mod peak;
 mod reduce;
+mod stage;
 mod vector;
 
 use crate::arena::BufferPlan;
 use crate::codegen::core::packing::Packings;
+pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -122,7 +127,11 @@ pub fn build_module<'ctx>(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Cpu::new(hlo, &hlo.name));
-    let kernels = cg.build(true)?;
+    let site = ProfilerSite {
+        owner: &hlo.name,
+        first: 0,
+    };
+    let kernels = cg.build(true, site)?;
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
@@ -130,17 +139,18 @@ pub fn build_module<'ctx>(
 }
 
 /// Adds batch variant `v` (a module named `<name>_b<B>`, planned by `plan`) to `module`: its
-/// kernels and entry points, sharing the parallel-for registration of model `owner`.
+/// kernels and entry points, sharing the parallel-for and profiler registrations of model
+/// `site.owner`; its first kernel is the manifest's kernel `site.first`.
 pub fn add_variant<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
     v: &Hlo,
     plan: &BufferPlan,
     target: &Target,
-    owner: &str,
+    site: ProfilerSite<'_>,
 ) -> Result<Vec<KernelInfo>, CodegenError> {
-    let mut cg = Cg::new(ctx, module, v, plan, target, Cpu::new(v, owner));
-    cg.build(false)
+    let mut cg = Cg::new(ctx, module, v, plan, target, Cpu::new(v, site.owner));
+    cg.build(false, site)
 }
 
 /// Adds `hlo`'s `<name>_<entry>` bucket dispatcher (`batch.rs`) to `module`.
@@ -158,15 +168,21 @@ pub fn add_batch_dispatcher<'ctx>(
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The module's constants, kernels and entry points. `own_setter`: export
-    /// `<name>_set_parallel_for` (a batch variant has none: it shares its model's registration).
-    fn build(&mut self, own_setter: bool) -> Result<Vec<KernelInfo>, CodegenError> {
+    /// `<name>_set_parallel_for` and `<name>_set_profiler` (a batch variant has neither: it
+    /// shares its model's registrations); `site`: where the run reports its kernels.
+    fn build(
+        &mut self,
+        own_setter: bool,
+        site: ProfilerSite<'_>,
+    ) -> Result<Vec<KernelInfo>, CodegenError> {
         self.check_module()?;
         self.be.packings = Packings::for_cpu(self.hlo, self.target);
         let globals = self.constant_globals(&self.be.packings)?;
         let (kernels, calls) = self.kernels()?;
-        self.entry_points(&globals, &calls);
+        self.entry_points(&globals, &calls, site);
         if own_setter {
             self.parallel_setter();
+            self.profiler_setter();
         }
         Ok(kernels)
     }

@@ -143,4 +143,59 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.store(p, self.add(off, self.i64(l as u64)), e, DType::F32);
         }
     }
+
+    /// [`Self::store_lanes`] with lane `l` at `off + l·stride` (scalar stores unless `stride` is 1).
+    pub(super) fn store_lanes_strided(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        x: VectorValue<'ctx>,
+        n: u32,
+        stride: u64,
+    ) {
+        if stride == 1 {
+            return self.store_lanes(p, off, x, n);
+        }
+        for l in 0..n {
+            let e = self
+                .b
+                .build_extract_element(x, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+            self.store(p, self.add(off, self.i64(l as u64 * stride)), e, DType::F32);
+        }
+    }
+
+    /// The transpose of a square of vectors (`rows.len()` equal to their lanes, a power of
+    /// two): lane `j` of row `i` becomes lane `i` of row `j`. Each stage swaps the off-diagonal
+    /// `s`×`s` blocks of every aligned `2s`×`2s` block, `s` from half the size down to 1:
+    /// `n·log2(n)` two-input shuffles.
+    pub(super) fn transpose_square(
+        &self,
+        mut rows: Vec<VectorValue<'ctx>>,
+    ) -> Vec<VectorValue<'ctx>> {
+        let n = rows.len();
+        debug_assert!(
+            n.is_power_of_two() && rows.iter().all(|r| r.get_type().get_size() as usize == n)
+        );
+        let i32t = self.ctx.i32_type();
+        let mask = |f: &dyn Fn(usize) -> usize| {
+            VectorType::const_vector(
+                &(0..n)
+                    .map(|j| i32t.const_int(f(j) as u64, false))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let mut s = n / 2;
+        while s >= 1 {
+            let top = mask(&|j| if j % (2 * s) < s { j } else { n + j - s });
+            let bot = mask(&|j| if j % (2 * s) < s { j + s } else { n + j });
+            for i in (0..n).filter(|i| (i / s) % 2 == 0) {
+                let (a, b) = (rows[i], rows[i + s]);
+                rows[i] = self.b.build_shuffle_vector(a, b, top, "").unwrap();
+                rows[i + s] = self.b.build_shuffle_vector(a, b, bot, "").unwrap();
+            }
+            s /= 2;
+        }
+        rows
+    }
 }

@@ -22,6 +22,7 @@ pub mod tiled;
 
 use crate::arena::{BufferPlan, Loc, root};
 use crate::codegen::core::packing::Packings;
+use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -148,7 +149,13 @@ pub fn build_ptx_module<'ctx>(
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<GridLaunch>), CodegenError> {
     let module = new_module(ctx, tm, hlo);
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Device));
-    let kernels = cg.build(false)?;
+    let kernels = cg.build(
+        false,
+        ProfilerSite {
+            owner: &hlo.name,
+            first: 0,
+        },
+    )?;
     let entries = cg.be.entries.take();
     module
         .verify()
@@ -167,30 +174,42 @@ pub fn build_host_module<'ctx>(
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
     let module = new_module(ctx, tm, hlo);
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Host));
-    let kernels = cg.build(true)?;
+    let kernels = cg.build(
+        true,
+        ProfilerSite {
+            owner: &hlo.name,
+            first: 0,
+        },
+    )?;
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     Ok((module, kernels))
 }
 
-/// Adds batch variant `v` to a host-emulation `module` (no `<name>_set_parallel_for` of its own).
+/// Adds batch variant `v` to a host-emulation `module` (no `<name>_set_parallel_for` or
+/// `<name>_set_profiler` of its own; it reports to `site`).
 pub fn add_host_variant<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
     v: &Hlo,
     plan: &BufferPlan,
     target: &Target,
+    site: ProfilerSite<'_>,
 ) -> Result<Vec<KernelInfo>, CodegenError> {
     let mut cg = Cg::new(ctx, module, v, plan, target, Gpu::new(GridForm::Host));
-    cg.build(false)
+    cg.build(false, site)
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The module's kernels and, on the device, their entries; in the host emulation, the
     /// constants' globals and the entry points (`own_setter`: with `<name>_set_parallel_for`,
     /// which the C API always exports).
-    fn build(&mut self, own_setter: bool) -> Result<Vec<KernelInfo>, CodegenError> {
+    fn build(
+        &mut self,
+        own_setter: bool,
+        site: ProfilerSite<'_>,
+    ) -> Result<Vec<KernelInfo>, CodegenError> {
         self.check_module()?;
         // Device weights are uploaded into the device arena (`ptx.rs`), not globals.
         let globals = if self.be.on_device() {
@@ -212,9 +231,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             return Ok(kernels);
         }
-        self.entry_points(&globals, &calls);
+        self.entry_points(&globals, &calls, site);
         if own_setter {
             self.parallel_setter();
+            self.profiler_setter();
         }
         Ok(kernels)
     }
