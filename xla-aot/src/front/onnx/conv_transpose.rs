@@ -15,7 +15,7 @@ use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use crate::ir::shape::dims_str;
-use crate::ir::{BinaryOp, InstId, Op, Window};
+use crate::ir::{InstId, Op, Window};
 
 impl Importer {
     fn int_attr_list(&self, cx: &Ctx, name: &str, n: usize, default: i64) -> R<Vec<i64>> {
@@ -259,19 +259,7 @@ impl Importer {
                 &[y],
             )?;
         }
-        if cx.has_input(2) {
-            let b = self.rt_f32(cx, 2)?;
-            if self.dims(b) != [g * c_out_g] {
-                return Err(cx.err(format!(
-                    "bias {} must be [{}] (one per output channel)",
-                    dims_str(&self.dims(b)),
-                    g * c_out_g
-                )));
-            }
-            let od = self.dims(y);
-            let bb = self.bcast(cx, b, vec![1], od)?;
-            y = self.bin(cx, BinaryOp::Add, y, bb)?;
-        }
+        y = self.channel_bias(cx, y, g * c_out_g)?;
         if one_d {
             let mut od = self.dims(y);
             od.remove(2);

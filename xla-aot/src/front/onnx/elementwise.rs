@@ -82,40 +82,25 @@ fn fold_where(c: &ConstTensor, x: &ConstTensor, y: &ConstTensor) -> Option<Const
     };
     let cv = c.as_i64();
     let take_x = |k: usize| cv[pick(c, k)] != 0;
+    // Each output element's source: (from x, its index there).
+    let src: Vec<(bool, usize)> = (0..n)
+        .map(|k| {
+            if take_x(k) {
+                (true, pick(x, k))
+            } else {
+                (false, pick(y, k))
+            }
+        })
+        .collect();
+    fn choose<T: Copy>(src: &[(bool, usize)], a: &[T], b: &[T]) -> Vec<T> {
+        src.iter()
+            .map(|&(from_a, i)| if from_a { a[i] } else { b[i] })
+            .collect()
+    }
     let values = match (&x.values, &y.values) {
-        (Values::I(a), Values::I(b)) => Values::I(
-            (0..n)
-                .map(|k| {
-                    if take_x(k) {
-                        a[pick(x, k)]
-                    } else {
-                        b[pick(y, k)]
-                    }
-                })
-                .collect(),
-        ),
-        (Values::F(a), Values::F(b)) => Values::F(
-            (0..n)
-                .map(|k| {
-                    if take_x(k) {
-                        a[pick(x, k)]
-                    } else {
-                        b[pick(y, k)]
-                    }
-                })
-                .collect(),
-        ),
-        (Values::B(a), Values::B(b)) => Values::B(
-            (0..n)
-                .map(|k| {
-                    if take_x(k) {
-                        a[pick(x, k)]
-                    } else {
-                        b[pick(y, k)]
-                    }
-                })
-                .collect(),
-        ),
+        (Values::I(a), Values::I(b)) => Values::I(choose(&src, a, b)),
+        (Values::F(a), Values::F(b)) => Values::F(choose(&src, a, b)),
+        (Values::B(a), Values::B(b)) => Values::B(choose(&src, a, b)),
         _ => return None,
     };
     Some(ConstTensor {

@@ -188,25 +188,31 @@ impl Importer {
             },
             &[x, w],
         )?;
-        if cx.has_input(2) {
-            let b = self.rt_f32(cx, 2)?;
-            if self.dims(b) != [wd[0]] {
-                return Err(cx.err(format!(
-                    "bias {} must be [{}] (one per output channel)",
-                    dims_str(&self.dims(b)),
-                    wd[0]
-                )));
-            }
-            let od = self.dims(y);
-            let bb = self.bcast(cx, b, vec![1], od)?;
-            y = self.bin(cx, BinaryOp::Add, y, bb)?;
-        }
+        y = self.channel_bias(cx, y, wd[0])?;
         if one_d {
             let mut od = self.dims(y);
             od.remove(2);
             y = self.reshape(cx, y, od)?;
         }
         Ok(rt(y, dt::FLOAT))
+    }
+
+    /// `y [N, C, ...]` plus the node's optional input 2, a bias of one value per output channel
+    /// (Conv, ConvTranspose).
+    pub(super) fn channel_bias(&mut self, cx: &Ctx, y: InstId, channels: usize) -> R<InstId> {
+        if !cx.has_input(2) {
+            return Ok(y);
+        }
+        let b = self.rt_f32(cx, 2)?;
+        if self.dims(b) != [channels] {
+            return Err(cx.err(format!(
+                "bias {} must be [{channels}] (one per output channel)",
+                dims_str(&self.dims(b))
+            )));
+        }
+        let od = self.dims(y);
+        let bb = self.bcast(cx, b, vec![1], od)?;
+        self.bin(cx, BinaryOp::Add, y, bb)
     }
 
     pub fn gemm(&mut self, cx: &Ctx) -> R<Outs> {
