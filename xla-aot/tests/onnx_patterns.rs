@@ -183,3 +183,100 @@ fn name_of(r: &InputRef) -> String {
         InputRef::Index(i) => i.to_string(),
     }
 }
+
+/// CMake's `xla_aot_add_model(... INPUT_SHAPES ... FREEZE ...)`: the detector with its input shape
+/// fixed and the `If` model with `rate` frozen build into a C program that runs the latter and
+/// checks onnxruntime's output.
+#[test]
+fn cmake_fixes_inputs_at_build_time() {
+    let Some(root) = data_dir() else { return };
+    let dir = common::scratch("patterns-cmake");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let x = common::npy(&root.join("if_rate/input_0.npy"))
+        .to_f32_vec()
+        .unwrap();
+    let y = common::npy(&root.join("if_rate/output_0.npy"))
+        .to_f32_vec()
+        .unwrap();
+    let list = |v: &[f32]| {
+        v.iter()
+            .map(|f| format!("{f:e}f"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    std::fs::write(
+        src.join("main.c"),
+        format!(
+            r#"#include <math.h>
+#include <stdio.h>
+#include "detector.h"
+#include "if_rate.h"
+_Static_assert(DETECTOR_NUM_INPUTS == 1, "one input");
+_Static_assert(IF_RATE_NUM_INPUTS == 1, "rate is frozen");
+static const unsigned detector_shape[] = DETECTOR_INPUT_IMAGES_SHAPE;
+static _Alignas(64) unsigned char arena[IF_RATE_ARENA_SIZE + 64];
+int main(void) {{
+    static const float x[16] = {{{x}}};
+    static const float want[16] = {{{y}}};
+    float y[16];
+    if (if_rate_run(arena, x, y) != 0) return 2;
+    for (int i = 0; i < 16; i++)
+        if (fabsf(y[i] - want[i]) > 1e-5f * (1.0f + fabsf(want[i]))) return 3;
+    printf("ok %u %u %u %u\n", detector_shape[0], detector_shape[1], detector_shape[2], detector_shape[3]);
+    return 0;
+}}
+"#,
+            x = list(&x),
+            y = list(&y)
+        ),
+    )
+    .unwrap();
+    let cmake = common::repo().join("cmake/xla_aot.cmake");
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.16)\nproject(patterns C)\ninclude({})\n\
+             xla_aot_add_model(detector SPEC {} XLA_TARGET x86_64-avx2 INPUT_SHAPES images=1,3,64,96)\n\
+             xla_aot_add_model(if_rate SPEC {} XLA_TARGET x86_64-avx2 FREEZE rate=2)\n\
+             add_executable(app main.c)\ntarget_link_libraries(app PRIVATE detector if_rate m)\n",
+            cmake.display(),
+            root.join("detector/detector.onnx").display(),
+            root.join("if_rate/if_rate.onnx").display()
+        ),
+    )
+    .unwrap();
+    let build = dir.join("build");
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().expect("cmake is installed by scripts/test.sh");
+        assert!(
+            out.status.success(),
+            "{cmd:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(std::process::Command::new("cmake")
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!(
+            "-DXLA_AOT_EXECUTABLE={}",
+            env!("CARGO_BIN_EXE_xla-aot")
+        )));
+    run(std::process::Command::new("cmake")
+        .arg("--build")
+        .arg(&build));
+    if !xla_aot::target::Target::resolve("x86_64-avx2")
+        .unwrap()
+        .runs_here()
+    {
+        eprintln!("cmake pattern app built; not run (no AVX2 here)");
+        return;
+    }
+    let out = run(&mut std::process::Command::new(build.join("app")));
+    assert_eq!(out.trim(), "ok 1 3 64 96");
+    let _ = std::fs::remove_dir_all(&dir);
+}
