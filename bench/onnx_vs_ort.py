@@ -164,11 +164,20 @@ def bench_one(name, onnx_path, args, xla_aot, tmp):
     exe = os.path.join(out_dir, "bench")
     run(["cc", "-O2", f"-DMODEL={lib}", "-I", os.path.join(ROOT, "runtime-min", "include"),
          os.path.join(HERE, "harness.c"), os.path.join(out_dir, f"lib{lib}.a"), "-lpthread", "-o", exe])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    model = onnx.load(onnx_path)
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    # The library's inputs are the graph inputs that are not initializers, in graph order, under
+    # C names; onnxruntime wants the graph names.
+    inits = {t.name for t in model.graph.initializer}
+    graph_names = [i.name for i in model.graph.input if i.name not in inits]
     rng = np.random.default_rng(0)
     feeds, argv = {}, []
     for i, inp in enumerate(manifest["inputs"]):
         x = rng.standard_normal(inp["shape"]).astype(np.float32)
-        feeds[inp["name"]] = x
+        feeds[graph_names[i]] = x
         b = os.path.join(out_dir, f"in{i}.bin")
         x.tofile(b)
         argv += [b, str(x.nbytes)]
@@ -176,11 +185,6 @@ def bench_one(name, onnx_path, args, xla_aot, tmp):
     for i, o in enumerate(outs):
         argv += [os.path.join(out_dir, f"out{i}.bin"), str(4 * int(np.prod(o["shape"])))]
     head = [str(manifest["arena_size"]), str(len(feeds)), str(len(outs))]
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(onnx.load(onnx_path).SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
     ours_med, ours_min, ort_med, ort_min = [], [], [], []
     for _ in range(args.rounds):
         r = json.loads(run(["taskset", "-c", str(args.cpu), exe, "1", str(args.seconds)] + head + argv))
