@@ -361,6 +361,26 @@ impl Importer {
             .map_err(|m| cx.err(format!("shape error: {m}")))
     }
 
+    /// The box `[starts, limits)` of `x` (unit strides).
+    pub fn crop(
+        &mut self,
+        cx: &Ctx,
+        x: InstId,
+        starts: Vec<usize>,
+        limits: Vec<usize>,
+    ) -> R<InstId> {
+        let strides = vec![1; starts.len()];
+        self.add(
+            cx,
+            Op::Slice {
+                starts,
+                limits,
+                strides,
+            },
+            &[x],
+        )
+    }
+
     /// Reshape (a no-op when the dims are already right).
     pub fn reshape(&mut self, cx: &Ctx, x: InstId, result: Vec<usize>) -> R<InstId> {
         if self.dims(x) == result {

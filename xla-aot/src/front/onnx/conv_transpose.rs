@@ -53,16 +53,7 @@ impl Importer {
         let m = self.reshape(cx, p, merged.clone())?;
         let mut limits = merged;
         limits[axis] = (n - 1) * s + 1;
-        let r = limits.len();
-        self.add(
-            cx,
-            Op::Slice {
-                starts: vec![0; r],
-                limits,
-                strides: vec![1; r],
-            },
-            &[m],
-        )
+        self.crop(cx, m, vec![0; limits.len()], limits)
     }
 
     /// `ConvTranspose(X, W[, B])`.
@@ -249,15 +240,7 @@ impl Importer {
             if (2..4).any(|i| limits[i] <= starts[i]) {
                 return Err(cx.err("the pads leave no output"));
             }
-            y = self.add(
-                cx,
-                Op::Slice {
-                    starts,
-                    limits,
-                    strides: vec![1; 4],
-                },
-                &[y],
-            )?;
+            y = self.crop(cx, y, starts, limits)?;
         }
         y = self.channel_bias(cx, y, g * c_out_g)?;
         if one_d {

@@ -26,6 +26,9 @@ pub fn konst(c: ConstTensor) -> Outs {
     vec![Some(Val::Const(Rc::new(c)))]
 }
 
+/// From 2^23 on every f32 is an integer (the significand has 23 fraction bits).
+const F32_INTEGRAL_FROM: f32 = 8_388_608.0;
+
 /// SELU's default alpha and gamma (the ONNX spec's values).
 const SELU_ALPHA: f32 = 1.673_263_2;
 const SELU_GAMMA: f32 = 1.050_701;
@@ -136,6 +139,29 @@ impl Importer {
         Ok(rt(id, ty))
     }
 
+    /// Inputs 0 and 1 as f32 values broadcast to one shape, with the first one's ONNX type; with
+    /// `same_type` both must have one type; bool inputs are the error `bool_error`.
+    fn numeric_pair(
+        &mut self,
+        cx: &Ctx,
+        same_type: bool,
+        bool_error: &str,
+    ) -> R<(Vec<InstId>, i32)> {
+        let (a, b) = (ty_of(&self.input(cx, 0)?), ty_of(&self.input(cx, 1)?));
+        if same_type && a != b {
+            return Err(cx.err(format!(
+                "its inputs have different element types ({} and {})",
+                dt::name(a),
+                dt::name(b)
+            )));
+        }
+        let (ids, ty) = self.as_f32(cx, &[0, 1])?;
+        if ty == dt::BOOL {
+            return Err(cx.err(bool_error));
+        }
+        Ok((self.broadcast_all(cx, &ids)?, ty))
+    }
+
     /// Add, Sub, Mul, Div, Pow.
     pub fn binary(&mut self, cx: &Ctx, op: BinaryOp) -> R<Outs> {
         cx.arity(2, 2)?;
@@ -158,18 +184,11 @@ impl Importer {
                 }
             }
         }
-        if op != BinaryOp::Power && ty_of(&a) != ty_of(&b) {
-            return Err(cx.err(format!(
-                "its inputs have different element types ({} and {})",
-                dt::name(ty_of(&a)),
-                dt::name(ty_of(&b))
-            )));
-        }
-        let (ids, ty) = self.as_f32(cx, &[0, 1])?;
-        if ty == dt::BOOL {
-            return Err(cx.err("arithmetic on bool tensors is not supported"));
-        }
-        let v = self.broadcast_all(cx, &ids)?;
+        let (v, ty) = self.numeric_pair(
+            cx,
+            op != BinaryOp::Power,
+            "arithmetic on bool tensors is not supported",
+        )?;
         let r = self.add(cx, Op::Binary(op), &[v[0], v[1]])?;
         self.back(cx, r, ty)
     }
@@ -525,13 +544,23 @@ impl Importer {
         })
     }
 
-    /// Floor (or with `up`, Ceil) of an f32 value: trunc via f32 → i32 → f32 (exact below 2^31),
-    /// then a step toward -inf / +inf where the truncation moved the other way.
-    fn rounded(&mut self, cx: &Ctx, x: InstId, up: bool) -> R<InstId> {
+    /// trunc of an f32 value via f32 → i32 → f32; values at or above 2^23 in magnitude (and
+    /// non-finite ones) are already integral and pass unchanged.
+    fn truncated(&mut self, cx: &Ctx, x: InstId) -> R<InstId> {
         let d = self.dims(x);
         let i = self.convert(cx, x, DType::I32)?;
         let t = self.convert(cx, i, DType::F32)?;
-        let one = self.splat(cx, 1.0, &d)?;
+        let big = self.splat(cx, F32_INTEGRAL_FROM, &d)?;
+        let ax = self.un(cx, UnaryOp::Abs, x)?;
+        let small = self.add(cx, Op::Compare(CompareDir::Lt), &[ax, big])?;
+        self.select(cx, small, t, x)
+    }
+
+    /// Floor (or with `up`, Ceil) of an f32 value: the truncation, stepped toward -inf / +inf
+    /// where it moved the other way.
+    fn rounded(&mut self, cx: &Ctx, x: InstId, up: bool) -> R<InstId> {
+        let t = self.truncated(cx, x)?;
+        let one = self.splat(cx, 1.0, &self.dims(x))?;
         let (dir, step) = if up {
             (CompareDir::Gt, BinaryOp::Add)
         } else {
@@ -539,12 +568,7 @@ impl Importer {
         };
         let moved = self.add(cx, Op::Compare(dir), &[x, t])?;
         let stepped = self.bin(cx, step, t, one)?;
-        let r = self.select(cx, moved, stepped, t)?;
-        // Large or non-finite values are already integral.
-        let big = self.splat(cx, 8_388_608.0, &d)?;
-        let ax = self.un(cx, UnaryOp::Abs, x)?;
-        let small = self.add(cx, Op::Compare(CompareDir::Lt), &[ax, big])?;
-        self.select(cx, small, r, x)
+        self.select(cx, moved, stepped, t)
     }
 
     /// Mod: with `fmod` = 1 C's fmod (the remainder has the dividend's sign), else the divisor's
@@ -569,27 +593,11 @@ impl Importer {
                 }
             }
         }
-        if ty_of(&a) != ty_of(&b) {
-            return Err(cx.err(format!(
-                "its inputs have different element types ({} and {})",
-                dt::name(ty_of(&a)),
-                dt::name(ty_of(&b))
-            )));
-        }
-        let (ids, ty) = self.as_f32(cx, &[0, 1])?;
-        if ty == dt::BOOL {
-            return Err(cx.err("Mod of bool tensors is not supported"));
-        }
-        let v = self.broadcast_all(cx, &ids)?;
+        let (v, ty) = self.numeric_pair(cx, true, "Mod of bool tensors is not supported")?;
         let q = self.bin(cx, BinaryOp::Divide, v[0], v[1])?;
         // fmod: a − trunc(a/b)·b; Python: a − floor(a/b)·b.
         let whole = if fmod {
-            let i = self.convert(cx, q, DType::I32)?;
-            let t = self.convert(cx, i, DType::F32)?;
-            let big = self.splat(cx, 8_388_608.0, &self.dims(q))?;
-            let aq = self.un(cx, UnaryOp::Abs, q)?;
-            let small = self.add(cx, Op::Compare(CompareDir::Lt), &[aq, big])?;
-            self.select(cx, small, t, q)?
+            self.truncated(cx, q)?
         } else {
             self.rounded(cx, q, false)?
         };

@@ -62,29 +62,10 @@ struct Direction {
 }
 
 impl Importer {
-    fn sub_block(
-        &mut self,
-        cx: &Ctx,
-        x: InstId,
-        starts: Vec<usize>,
-        limits: Vec<usize>,
-    ) -> R<InstId> {
-        let strides = vec![1; starts.len()];
-        self.add(
-            cx,
-            Op::Slice {
-                starts,
-                limits,
-                strides,
-            },
-            &[x],
-        )
-    }
-
     /// Columns `[lo, hi)` of a matrix.
     fn cols(&mut self, cx: &Ctx, x: InstId, lo: usize, hi: usize) -> R<InstId> {
         let rows = self.dims(x)[0];
-        self.sub_block(cx, x, vec![0, lo], vec![rows, hi])
+        self.crop(cx, x, vec![0, lo], vec![rows, hi])
     }
 
     /// `x · wᵀ` for `x [M, K]`, `w [N, K]`.
@@ -144,7 +125,7 @@ impl Importer {
         let mut limits = xd.clone();
         starts[0] = d;
         limits[0] = d + 1;
-        let s = self.sub_block(cx, x, starts, limits)?;
+        let s = self.crop(cx, x, starts, limits)?;
         if self.dims(s).iter().product::<usize>() != dims.iter().product::<usize>() {
             return Err(cx.err(format!(
                 "input {j} {} does not hold {} per direction",
@@ -268,13 +249,13 @@ impl Importer {
             let mut xw = self.times_t(cx, x2, wdir)?;
             let mut rbh = None;
             if let Some(b) = self.per_direction(cx, 3, d, &[2 * gh])? {
-                let wb = self.sub_block(cx, b, vec![0], vec![gh])?;
-                let rb = self.sub_block(cx, b, vec![gh], vec![2 * gh])?;
+                let wb = self.crop(cx, b, vec![0], vec![gh])?;
+                let rb = self.crop(cx, b, vec![gh], vec![2 * gh])?;
                 // GRU's hidden-gate recurrent bias sits inside the reset product.
                 let (rb_in, rb_h) = if cell == Cell::Gru {
-                    let zr = self.sub_block(cx, rb, vec![0], vec![2 * hidden])?;
+                    let zr = self.crop(cx, rb, vec![0], vec![2 * hidden])?;
                     let zero = self.splat(cx, 0.0, &[hidden])?;
-                    let h = self.sub_block(cx, rb, vec![2 * hidden], vec![gh])?;
+                    let h = self.crop(cx, rb, vec![2 * hidden], vec![gh])?;
                     let zr0 = self.add(cx, Op::Concatenate { dimension: 0 }, &[zr, zero])?;
                     (zr0, Some(h))
                 } else {
@@ -305,8 +286,7 @@ impl Importer {
                     Some(p) => {
                         let mut ps = Vec::new();
                         for k in 0..3 {
-                            let s =
-                                self.sub_block(cx, p, vec![k * hidden], vec![(k + 1) * hidden])?;
+                            let s = self.crop(cx, p, vec![k * hidden], vec![(k + 1) * hidden])?;
                             let s = self.reshape(cx, s, vec![1, hidden])?;
                             ps.push(self.stretch(cx, s, &[batch, hidden])?);
                         }
@@ -394,14 +374,14 @@ impl Importer {
         };
         // GRU's hidden gate reads the reset hidden state: its recurrent weights apart.
         let (r_main, r_h) = if cell == Cell::Gru && !linear_before_reset {
-            let zr = self.sub_block(cx, dir.r, vec![0, 0], vec![2 * hidden, hidden])?;
-            let h = self.sub_block(cx, dir.r, vec![2 * hidden, 0], vec![gh, hidden])?;
+            let zr = self.crop(cx, dir.r, vec![0, 0], vec![2 * hidden, hidden])?;
+            let h = self.crop(cx, dir.r, vec![2 * hidden, 0], vec![gh, hidden])?;
             (zr, Some(h))
         } else {
             (dir.r, None)
         };
         for &t in &order {
-            let xt = self.sub_block(cx, dir.xw, vec![t, 0, 0], vec![t + 1, batch, gh])?;
+            let xt = self.crop(cx, dir.xw, vec![t, 0, 0], vec![t + 1, batch, gh])?;
             let xt = self.reshape(cx, xt, vec![batch, gh])?;
             let hr = self.times_t(cx, h, r_main)?;
             match cell {

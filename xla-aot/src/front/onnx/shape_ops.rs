@@ -654,15 +654,7 @@ impl Importer {
             if (0..r).any(|i| limits[i] <= starts[i]) {
                 return Err(cx.err("negative pads crop the input to nothing"));
             }
-            id = self.add(
-                cx,
-                Op::Slice {
-                    starts,
-                    limits,
-                    strides: vec![1; r],
-                },
-                &[id],
-            )?;
+            id = self.crop(cx, id, starts, limits)?;
         }
         let lo: Vec<usize> = low.iter().map(|&p| p.max(0) as usize).collect();
         let hi: Vec<usize> = high.iter().map(|&p| p.max(0) as usize).collect();
