@@ -74,3 +74,11 @@ pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError>
         .run_passes("default<O3>", tm, popts)
         .map_err(|e| CodegenError::Llvm(e.to_string()))
 }
+
+/// An empty LLVM module called `name` for the target machine `tm` (its triple and data layout).
+pub(crate) fn module_for<'ctx>(ctx: &'ctx Context, tm: &TargetMachine, name: &str) -> Module<'ctx> {
+    let module = ctx.create_module(name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    module
+}

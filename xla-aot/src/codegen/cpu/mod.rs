@@ -37,6 +37,7 @@ mod vector;
 use crate::arena::BufferPlan;
 use crate::codegen::core::packing::Packings;
 pub use crate::codegen::core::profiler::ProfilerSite;
+use crate::codegen::core::target::module_for;
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -123,9 +124,7 @@ pub fn build_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
-    let module = ctx.create_module(&hlo.name);
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let module = module_for(ctx, tm, &hlo.name);
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Cpu::new(hlo, &hlo.name));
     let site = ProfilerSite {
         owner: &hlo.name,

@@ -7,7 +7,7 @@
 //! dependent on itself only, so the FMA pipes, not latency, bound it. It takes about 20 ms.
 
 use crate::codegen::core::CodegenError;
-use crate::codegen::core::target::{init_llvm, optimize, target_attrs, target_machine};
+use crate::codegen::core::target::{init_llvm, module_for, optimize, target_attrs, target_machine};
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::OptimizationLevel;
@@ -32,9 +32,7 @@ pub fn fma_peak_gflops() -> Result<f64, CodegenError> {
     let target = Target::resolve("host").map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let tm = target_machine(&target)?;
     let ctx = Context::create();
-    let m = ctx.create_module("peak");
-    m.set_triple(&tm.get_triple());
-    m.set_data_layout(&tm.get_target_data().get_data_layout());
+    let m = module_for(&ctx, &tm, "peak");
     let lanes = (target.vector_bits / 32).max(1);
     let chains = (target.vector_registers as usize)
         .saturating_sub(4)

@@ -26,6 +26,7 @@
 //! with the primary context pushed and pops it before returning, so any host thread may call.
 
 use super::ptx::{BLOCK_THREADS, PtxModule};
+use crate::codegen::core::target::module_for;
 use crate::codegen::core::{CodegenError, optimize, target_machine};
 use crate::target::Target;
 use inkwell::AddressSpace;
@@ -70,9 +71,7 @@ pub fn ctx_words(kernels: usize) -> usize {
 pub fn compile(name: &str, ptx: &PtxModule, target: &Target) -> Result<Vec<u8>, CodegenError> {
     let tm = target_machine(target)?;
     let ctx = Context::create();
-    let m = ctx.create_module(&format!("{name}_cuda"));
-    m.set_triple(&tm.get_triple());
-    m.set_data_layout(&tm.get_target_data().get_data_layout());
+    let m = module_for(&ctx, &tm, &format!("{name}_cuda"));
     let l = Launcher::new(&ctx, &m, name, ptx, target);
     l.build();
     m.verify().map_err(|e| CodegenError::Llvm(e.to_string()))?;

@@ -23,6 +23,7 @@ pub mod tiled;
 use crate::arena::{BufferPlan, Loc, root};
 use crate::codegen::core::packing::Packings;
 use crate::codegen::core::profiler::ProfilerSite;
+use crate::codegen::core::target::module_for;
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -129,14 +130,6 @@ impl<'ctx> Backend<'ctx> for Gpu<'ctx> {
     }
 }
 
-/// Creates the module of `hlo` for `tm`.
-fn new_module<'ctx>(ctx: &'ctx Context, tm: &TargetMachine, hlo: &Hlo) -> Module<'ctx> {
-    let module = ctx.create_module(&hlo.name);
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module
-}
-
 /// Generates the device module of `hlo` (`ptx.rs`): grid kernels with `.entry` wrappers, no
 /// host entry points, no weight globals. Returns the kernels and the entries (name, elements).
 #[allow(clippy::type_complexity)]
@@ -147,7 +140,7 @@ pub fn build_ptx_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<GridLaunch>), CodegenError> {
-    let module = new_module(ctx, tm, hlo);
+    let module = module_for(ctx, tm, &hlo.name);
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Device));
     let kernels = cg.build(
         false,
@@ -172,7 +165,7 @@ pub fn build_host_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
-    let module = new_module(ctx, tm, hlo);
+    let module = module_for(ctx, tm, &hlo.name);
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Host));
     let kernels = cg.build(
         true,
