@@ -83,8 +83,9 @@ impl Build {
     /// Fixes the shape of an imported graph's input (`--input-shape NAME=D0,D1,...`); `name` may
     /// be the input's position.
     pub fn input_shape(&mut self, name: &str, dims: &[usize]) -> &mut Build {
-        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
-        self.inputs.shapes.push((r, dims.to_vec()));
+        self.inputs
+            .shapes
+            .push((inputs::InputRef::parse(name), dims.to_vec()));
         self
     }
 
@@ -97,20 +98,20 @@ impl Build {
     /// Turns an input into a compile-time constant (`--freeze NAME=VALUE,...`): one value fills
     /// the input, or one per element in row-major order.
     pub fn freeze(&mut self, name: &str, values: &[f64]) -> &mut Build {
-        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
-        self.inputs
-            .freeze
-            .push((r, inputs::Frozen::Values(values.to_vec())));
+        self.inputs.freeze.push((
+            inputs::InputRef::parse(name),
+            inputs::Frozen::Values(values.to_vec()),
+        ));
         self
     }
 
     /// Turns an input into the compile-time constant stored in a `.npy` file (`--freeze
     /// NAME=FILE.npy`; a build input: the build re-runs when it changes).
     pub fn freeze_npy(&mut self, name: &str, file: impl AsRef<Path>) -> &mut Build {
-        let (r, _) = inputs::parse_input_shape(&format!("{name}=")).expect("a name parses");
-        self.inputs
-            .freeze
-            .push((r, inputs::Frozen::File(file.as_ref().to_path_buf())));
+        self.inputs.freeze.push((
+            inputs::InputRef::parse(name),
+            inputs::Frozen::File(file.as_ref().to_path_buf()),
+        ));
         self
     }
 

@@ -22,7 +22,8 @@ pub enum InputRef {
 }
 
 impl InputRef {
-    fn parse(s: &str) -> InputRef {
+    /// A position when `s` is a number, else a name.
+    pub fn parse(s: &str) -> InputRef {
         match s.parse::<usize>() {
             Ok(i) => InputRef::Index(i),
             Err(_) => InputRef::Name(s.to_string()),

@@ -266,10 +266,7 @@ impl RawGraph {
     /// says which `freeze` entry is malformed.
     fn overrides(&self, dir: &Path) -> Result<InputOverrides, String> {
         use inputs::{Frozen, InputRef};
-        let name = |n: &str| match n.parse::<usize>() {
-            Ok(i) => InputRef::Index(i),
-            Err(_) => InputRef::Name(n.to_string()),
-        };
+        let name = InputRef::parse;
         let mut o = InputOverrides::default();
         for (n, dims) in self.input_shapes.iter().flatten() {
             o.shapes.push((name(n), dims.clone()));
