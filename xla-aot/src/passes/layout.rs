@@ -3,7 +3,8 @@
 //!
 //! Contract: three rules. Convolutions (and the same-shape elementwise chain that follows them,
 //! which fusion turns into their epilogue, through spatial pooling) produce channels-minor (NHWC, `{1,3,2,0}`) results
-//! unless that chain reaches a model output: the CPU kernel for that layout runs its innermost loop
+//! unless that chain reaches a model output, and so do concatenations whose every operand ends
+//! such a chain (with their own chains): the CPU kernel for that layout runs its innermost loop
 //! over output channels, contiguous in the output and, with the kernel re-laid `{0,3,2,1}`
 //! (output channel minor), in the weights. And for dots (dense layers, matmuls) whose right-hand side is a constant
 //! read by nothing else: the CPU dot kernel's innermost loop runs over the rhs free dimensions
@@ -63,7 +64,8 @@ impl Pass for LayoutAssignment {
                 changes.push((w, layout));
             }
         }
-        // Convolutions: the result and its same-shape elementwise chain become channels-minor.
+        // Convolutions (and concatenations of them): the result and its same-shape elementwise
+        // chain become channels-minor.
         let channels_minor = Layout {
             minor_to_major: vec![1, 3, 2, 0],
         };
@@ -71,30 +73,24 @@ impl Pass for LayoutAssignment {
             minor_to_major: vec![0, 3, 2, 1],
         };
         let is_output: Vec<bool> = (0..c.instructions.len()).map(|i| outs[i] > 0).collect();
+        // Chains start at convolutions and at concatenations whose every operand ends an
+        // accepted chain (Inception and DenseNet blocks, SqueezeNet's fire modules): the
+        // concatenation then copies channel runs per pixel and what reads it (pools, the next
+        // convolution) keeps the fast layout. Instructions are in topological order, so a
+        // concatenation's operands are decided before it is reached.
+        let mut accepted = vec![false; c.instructions.len()];
         for (i, inst) in c.instructions.iter().enumerate() {
-            if !matches!(inst.op, Op::Convolution { .. }) || inst.shape.rank() != 4 {
+            let seed = match inst.op {
+                Op::Convolution { .. } => inst.shape.rank() == 4,
+                Op::Concatenate { .. } => {
+                    inst.shape.rank() == 4 && inst.operands.iter().all(|o| accepted[o.index()])
+                }
+                _ => false,
+            };
+            if !seed || accepted[i] {
                 continue;
             }
-            let mut chain = vec![i];
-            let mut k = 0;
-            while k < chain.len() {
-                let dims = &c.instructions[chain[k]].shape.dims;
-                for u in &users_of[chain[k]] {
-                    let ui = c.inst(*u);
-                    // Pooling over the spatial dims only keeps the channels minor too (its
-                    // kernel then runs along channels), and so does what follows it.
-                    let spatial_pool = matches!(&ui.op, Op::ReduceWindow { window, .. }
-                        if ui.shape.rank() == 4 && window.size[0] == 1 && window.size[1] == 1
-                            && window.pad_low[1] == 0 && window.pad_high[1] == 0
-                            && window.stride[1] == 1 && window.dilation[1] == 1)
-                        && !is_output[u.index()];
-                    let same_shape = ui.op.is_elementwise() && ui.shape.dims == *dims;
-                    if (same_shape || spatial_pool) && !chain.contains(&u.index()) {
-                        chain.push(u.index());
-                    }
-                }
-                k += 1;
-            }
+            let chain = channels_minor_chain(c, &users_of, &is_output, i);
             let row_major = Layout::row_major(4);
             if chain
                 .iter()
@@ -103,7 +99,11 @@ impl Pass for LayoutAssignment {
                 continue;
             }
             for &j in &chain {
+                accepted[j] = true;
                 changes.push((j, channels_minor.clone()));
+            }
+            if !matches!(inst.op, Op::Convolution { .. }) {
+                continue;
             }
             let w = inst.operands[1].index();
             let only_convs = users_of[w].iter().all(|u| {
@@ -127,6 +127,35 @@ impl Pass for LayoutAssignment {
         }
         changed
     }
+}
+
+/// The instructions that take `seed`'s channels-minor layout with it: its same-shape
+/// elementwise users and spatial pools (whose kernel then runs along channels), transitively.
+fn channels_minor_chain(
+    c: &crate::ir::Computation,
+    users_of: &[Vec<crate::ir::InstId>],
+    is_output: &[bool],
+    seed: usize,
+) -> Vec<usize> {
+    let mut chain = vec![seed];
+    let mut k = 0;
+    while k < chain.len() {
+        let dims = &c.instructions[chain[k]].shape.dims;
+        for u in &users_of[chain[k]] {
+            let ui = c.inst(*u);
+            let spatial_pool = matches!(&ui.op, Op::ReduceWindow { window, .. }
+                if ui.shape.rank() == 4 && window.size[0] == 1 && window.size[1] == 1
+                    && window.pad_low[1] == 0 && window.pad_high[1] == 0
+                    && window.stride[1] == 1 && window.dilation[1] == 1)
+                && !is_output[u.index()];
+            let same_shape = ui.op.is_elementwise() && ui.shape.dims == *dims;
+            if (same_shape || spatial_pool) && !chain.contains(&u.index()) {
+                chain.push(u.index());
+            }
+        }
+        k += 1;
+    }
+    chain
 }
 
 /// The rhs (free, contracting, batch) dims of `w` when every user reads it as the rhs of a dot

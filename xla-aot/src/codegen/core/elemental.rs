@@ -169,6 +169,22 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             Ix::Multi(idx) => idx.to_vec(),
             Ix::Linear(off) => self.unravel(off, &inst.shape.dims),
         };
+        if let Op::Concatenate { dimension } = inst.op {
+            let pin = self
+                .concat_pins
+                .borrow()
+                .iter()
+                .find(|p| p.id == id)
+                .copied();
+            if let Some(pin) = pin {
+                let mut sub = idx.clone();
+                sub[dimension] = self
+                    .b
+                    .build_int_sub(idx[dimension], self.i64(pin.start as u64), "")
+                    .unwrap();
+                return self.value_of(comp, inst.operands[pin.operand], Ix::Multi(&sub), k, heavy);
+            }
+        }
         let shapes: Vec<Shape> = inst
             .operands
             .iter()

@@ -11,6 +11,7 @@
 //! loops here receive that same type, so a loop body can call them.
 
 use super::CodegenError;
+use super::concat_runs::{ConcatRuns, Pin};
 use super::layout::{is_row_major, physical_strides, row_major_strides};
 use super::math;
 use super::target::target_attrs;
@@ -26,6 +27,7 @@ use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use std::cell::RefCell;
 
 /// What shared code asks of the backend it runs for: the strategy that replaces mode flags.
 pub trait Backend<'ctx>: Sized {
@@ -90,6 +92,9 @@ pub struct Emitter<'a, 'ctx, B> {
     pub(crate) fmuladd: FunctionValue<'ctx>,
     pub(crate) sqrt: FunctionValue<'ctx>,
     pub(crate) fabs: FunctionValue<'ctx>,
+    /// The concatenations the innermost loop being generated reads from one known operand
+    /// (`concat_runs.rs`); empty outside such a loop.
+    pub(crate) concat_pins: RefCell<Vec<Pin>>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }
@@ -129,6 +134,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             fmuladd: math::fmuladd(ctx, m),
             sqrt: math::sqrt(ctx, m),
             fabs: math::fabs(ctx, m),
+            concat_pins: RefCell::new(Vec::new()),
             be,
         }
     }
@@ -334,6 +340,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     /// `for i in 0..n { body(i) }`, leaving the builder after the loop.
     pub(crate) fn for_loop(&self, n: usize, body: &mut dyn FnMut(&Self, IntValue<'ctx>)) {
         self.for_range(self.i64(0), self.i64(n as u64), body);
+    }
+
+    /// A loop over `0..extent` split into the runs of `runs` (one plain loop when `None`), with
+    /// each run's concatenations pinned while its body is generated (`concat_runs.rs`).
+    pub(crate) fn for_runs(
+        &self,
+        extent: usize,
+        runs: Option<&ConcatRuns>,
+        body: &mut dyn FnMut(&Self, IntValue<'ctx>),
+    ) {
+        let Some(runs) = runs else {
+            self.for_loop(extent, body);
+            return;
+        };
+        for (lo, hi) in runs.runs() {
+            *self.concat_pins.borrow_mut() = runs.pins(lo);
+            self.for_range(self.i64(lo as u64), self.i64(hi as u64), body);
+        }
+        self.concat_pins.borrow_mut().clear();
     }
 
     /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty).

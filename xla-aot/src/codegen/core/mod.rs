@@ -7,7 +7,8 @@
 //!   accesses, loops and scalar helpers, generic over the backend's state; [`Backend`] is all
 //!   shared code asks of a backend (which elements an invocation computes, how a kernel is
 //!   built and invoked). There is no mode flag: a backend is a type.
-//! - [`elemental`]: one element of elementwise ops and fused expressions.
+//! - [`elemental`]: one element of elementwise ops and fused expressions; [`concat_runs`]:
+//!   innermost loops split where a concatenation changes operand, so each run reads one.
 //! - [`ops`]: kernel bodies with no backend choice (reductions, argmax, elementwise, the
 //!   shared parts of fusions); [`sample`]: the decode-time ops `top-k` and `sample`.
 //! - [`layout`]: strides, re-laying constants, the matrix-product view of a dot.
@@ -17,6 +18,7 @@
 //!   C API entry points of a host library, its kernel profiler hook, and writing a host object.
 //! - [`math`]: the inline approximations of transcendental functions.
 
+pub mod concat_runs;
 pub mod elemental;
 pub mod emitter;
 pub mod entry;

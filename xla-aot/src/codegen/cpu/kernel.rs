@@ -12,6 +12,7 @@
 //! never decided here.
 
 use super::{Cg, conv, epilogue, gemm};
+use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::layout::geometry;
 use crate::codegen::core::ops::At;
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
@@ -121,7 +122,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .collect()
         };
         match kind {
-            FusionKind::Loop => self.fused_loop(k, comp),
+            FusionKind::Loop => {
+                let id = comp.outputs[0].value;
+                match channel_runs(comp, id) {
+                    Some((m, runs)) => self.fused_loop_runs(k, comp, m, &runs),
+                    None => self.fused_loop(k, comp),
+                }
+            }
             FusionKind::Input => {
                 if let Op::Reduce { kind, dimensions } = &root.op {
                     if let Some((chain, param)) =
@@ -148,7 +155,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
                 let at =
                     |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
+                if let Op::ReduceWindow { .. } = root.op {
+                    *self.be.pool_runs.borrow_mut() =
+                        root.shape.layout.minor_to_major.first().and_then(|&m| {
+                            let x = root.operands[0];
+                            ConcatRuns::find(comp, x, m, comp.inst(x).shape.dims[m])
+                        });
+                }
                 self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);
+                self.be.pool_runs.replace(None);
             }
             FusionKind::Output => {
                 let (heavy, bufs) = self.output_fusion_heavy(k, comp);
@@ -168,6 +183,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.output_fusion_sweep(k, comp, heavy);
             }
         }
+    }
+
+    /// A loop fusion whose innermost dimension `m` reads concatenations along it: the loops of
+    /// `fused_loop`, with the innermost one split into the runs of `runs`.
+    fn fused_loop_runs(&self, k: &Kernel<'ctx>, comp: &Computation, m: usize, runs: &ConcatRuns) {
+        let id = comp.outputs[0].value;
+        let shape = &comp.inst(id).shape;
+        let order: Vec<usize> = shape
+            .layout
+            .minor_to_major
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&d| d != m)
+            .collect();
+        let outer: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.loop_nest(&outer, &mut |cg, o| {
+            let mut idx = vec![cg.i64(0); shape.rank()];
+            for (k2, &d) in order.iter().enumerate() {
+                idx[d] = o[k2];
+            }
+            cg.for_runs(shape.dims[m], Some(runs), &mut |cg, i| {
+                idx[m] = i;
+                let v = cg.value_of(comp, id, Ix::Multi(&idx), k, None);
+                cg.store(k.out, cg.offset(&idx, shape), v, shape.dtype);
+            });
+        });
     }
 
     /// The loops computing `op` into `k.out`: operands of elemental ops, reductions and argmax come
@@ -278,4 +320,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.conv_loops(k, window, feature_group_count, shape, opnds, bufs);
         }
     }
+}
+
+/// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
+/// when a loop over it reads concatenations along that dimension.
+fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
+    let shape = &comp.inst(id).shape;
+    let &m = shape.layout.minor_to_major.first()?;
+    ConcatRuns::find(comp, id, m, shape.dims[m]).map(|r| (m, r))
 }

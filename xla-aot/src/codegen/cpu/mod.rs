@@ -35,6 +35,7 @@ mod stage;
 mod vector;
 
 use crate::arena::BufferPlan;
+use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::packing::Packings;
 pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::target::module_for;
@@ -59,6 +60,9 @@ pub struct Cpu {
     reg_epi: RefCell<Option<epilogue::RegEpilogue>>,
     /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
     epi_applied: Cell<bool>,
+    /// The concatenations the pool of the input fusion being generated reads along its
+    /// channels (`core/concat_runs.rs`), for `reduce.rs`'s channels-minor pooling.
+    pool_runs: RefCell<Option<ConcatRuns>>,
     /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
     /// (register epilogues use the number instead of loading it).
     scalar_consts: RefCell<Vec<Option<f32>>>,
@@ -74,6 +78,7 @@ impl Cpu {
             packed_rhs: Cell::new(false),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),
+            pool_runs: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
             hook_owner: hook_owner.to_string(),
         }

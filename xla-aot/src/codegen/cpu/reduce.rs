@@ -344,8 +344,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     }
                     pos.push(p);
                 }
+                let runs = cg.be.pool_runs.borrow().clone();
                 cg.if_then(valid, &mut |cg| {
-                    cg.for_loop(x[m], &mut |cg, c| {
+                    cg.for_runs(x[m], runs.as_ref(), &mut |cg, c| {
                         let mut ipos = pos.clone();
                         ipos[m] = c;
                         let mut idx = oidx.clone();
