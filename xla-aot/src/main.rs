@@ -101,6 +101,10 @@ enum Command {
         /// Timed runs (medians are printed).
         #[arg(long, default_value_t = 100)]
         runs: usize,
+        /// Print each kernel's fastest run instead of its median (on a machine busy with other
+        /// work).
+        #[arg(long)]
+        min: bool,
         /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
@@ -196,6 +200,7 @@ fn main() -> ExitCode {
             spec,
             target,
             runs,
+            min,
             inputs,
             seed,
             disabled_passes,
@@ -211,6 +216,7 @@ fn main() -> ExitCode {
                 seed,
                 runs,
                 disabled_passes,
+                by_min: min,
             };
             match xla_aot::profile::profile(&spec, &req) {
                 Ok(r) => {
