@@ -14,7 +14,9 @@
 //! element and costs nothing). A producer with `k > 1` consumers is recomputed in each consumer it
 //! is fused into; that is allowed only when `(k − 1)·cost ≤ (k + 1)·TRAFFIC_COST_PER_ELEMENT`:
 //! the extra arithmetic may not exceed the memory traffic it saves (one store and `k` loads).
-//! Reductions, dots and convolutions are never recomputed.
+//! Reductions, dots and convolutions are never recomputed, and neither is a value some consumer
+//! reads from memory anyway (a dot or convolution operand): it is stored, so recomputing it saves
+//! nothing, and a convolution under it would lose its epilogue.
 
 use super::Pass;
 use super::rewrite::users;
@@ -50,6 +52,16 @@ fn is_heavy(op: &Op) -> bool {
     matches!(op, Op::Dot(_) | Op::Convolution { .. })
 }
 
+/// Whether an instruction reads its operands from memory, never inline: the consumers
+/// [`FusionPass::decide`] refuses every producer into.
+fn reads_operands_from_memory(op: &Op) -> bool {
+    is_heavy(op)
+        || matches!(
+            op,
+            Op::Argmax { .. } | Op::TopK { .. } | Op::Sample | Op::Fusion { .. }
+        )
+}
+
 /// What the cost model needs to know about a producer.
 #[derive(Clone, Copy)]
 struct Producer {
@@ -61,6 +73,9 @@ struct Producer {
     is_output: bool,
     /// In how many groups its consumer is computed (a duplicated consumer duplicates it too).
     consumer_copies: usize,
+    /// A user that reads it from memory whatever is decided here (a dot or convolution operand,
+    /// argmax, top-k, sample), so it is stored anyway.
+    stored_for: Option<usize>,
 }
 
 /// A group being formed.
@@ -94,6 +109,7 @@ impl FusionPass {
             users: n_users,
             is_output,
             consumer_copies: dup_groups,
+            stored_for,
         } = prod;
         let (pi, ci) = (&c.instructions[p], &c.instructions[i]);
         match &pi.op {
@@ -103,12 +119,7 @@ impl FusionPass {
             Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
             _ => {}
         }
-        if is_heavy(&ci.op)
-            || matches!(
-                ci.op,
-                Op::Argmax { .. } | Op::TopK { .. } | Op::Sample | Op::Fusion { .. }
-            )
-        {
+        if reads_operands_from_memory(&ci.op) {
             return Err(format!(
                 "the consumer ({}) reads its operands from memory: recomputing an operand element for every use would multiply its cost",
                 ci.op.opcode()
@@ -192,6 +203,14 @@ impl FusionPass {
         if copies <= 1 {
             return Ok("single consumer: saves one store and one load per element");
         }
+        if let Some(u) = stored_for {
+            // Recomputing it here saves no store and reads its operands instead of it; worse, a
+            // convolution or dot under it loses its epilogue (ResNet's residual blocks).
+            return Err(format!(
+                "%{} reads it from memory, so it is stored anyway: recomputing it here saves nothing",
+                c.instructions[u].name
+            ));
+        }
         let k = copies as u32;
         let recompute = (k - 1) * cost(&pi.op);
         let saved = (k + 1) * TRAFFIC_COST_PER_ELEMENT;
@@ -266,6 +285,10 @@ impl Pass for FusionPass {
                         users: n_users,
                         is_output: outs[p] > 0,
                         consumer_copies: member_of[i].len(),
+                        stored_for: users_of[p]
+                            .iter()
+                            .map(|u| u.index())
+                            .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
                     };
                     let verdict = self.decide(c, &groups[g], i, prod);
                     let root = &c.instructions[groups[g].root].name;
