@@ -24,7 +24,6 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use crate::ir::{DType, Shape};
-use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
@@ -416,41 +415,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let fmas: Vec<FunctionValue<'ctx>> =
             cols.iter().map(|v| self.vec_fmuladd(v.lanes)).collect();
         let kend = self.add(k0, klen);
-        let prefetch = (rows == 1 && plan.packed).then(|| {
-            let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
-            let i32t = self.ctx.i32_type();
-            let ty = self
-                .ctx
-                .void_type()
-                .fn_type(&[i8p.into(), i32t.into(), i32t.into(), i32t.into()], false);
-            self.m
-                .get_function("llvm.prefetch.p0i8")
-                .unwrap_or_else(|| self.m.add_function("llvm.prefetch.p0i8", ty, None))
-        });
+        let prefetch = rows == 1 && plan.packed;
         self.for_range(k0, kend, &mut |cg, kk| {
-            if let Some(pf) = prefetch {
+            if prefetch {
                 // One line per panel (the vector at the panel's first column), ahead of the loads.
                 let ahead = cg.mul(cg.add(kk, cg.i64(STREAM_PREFETCH_K)), b_step);
                 for (v, &base) in cols.iter().zip(&b_base) {
                     if v.col as u64 % nr != 0 {
                         continue;
                     }
-                    let p = unsafe { cg.b.build_gep(b, &[cg.add(base, ahead)], "").unwrap() };
-                    let p =
-                        cg.b.build_pointer_cast(
-                            p,
-                            cg.ctx.i8_type().ptr_type(AddressSpace::default()),
-                            "",
-                        )
-                        .unwrap();
-                    let i32c = |v: u64| cg.ctx.i32_type().const_int(v, false);
-                    // read, high locality (keep in all levels), data cache.
-                    cg.b.build_call(
-                        pf,
-                        &[p.into(), i32c(0).into(), i32c(3).into(), i32c(1).into()],
-                        "",
-                    )
-                    .unwrap();
+                    cg.prefetch(b, cg.add(base, ahead));
                 }
             }
             let bv: Vec<VectorValue<'ctx>> = cols

@@ -80,6 +80,31 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         v.into_vector_value()
     }
 
+    /// A read prefetch of the line holding element `p + off` into every cache level. The
+    /// address may lie past the buffer (a prefetch never faults), so it is not an inbounds GEP.
+    pub(super) fn prefetch(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>) {
+        let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
+        let i32t = self.ctx.i32_type();
+        let pf = self
+            .m
+            .get_function("llvm.prefetch.p0i8")
+            .unwrap_or_else(|| {
+                let ty = self
+                    .ctx
+                    .void_type()
+                    .fn_type(&[i8p.into(), i32t.into(), i32t.into(), i32t.into()], false);
+                self.m.add_function("llvm.prefetch.p0i8", ty, None)
+            });
+        // SAFETY: only the address is computed; prefetching it has no effect on memory.
+        let q = unsafe { self.b.build_gep(p, &[off], "").unwrap() };
+        let q = self.b.build_pointer_cast(q, i8p, "").unwrap();
+        let c = |v: u64| i32t.const_int(v, false);
+        // read, high locality (keep in all levels), data cache.
+        self.b
+            .build_call(pf, &[q.into(), c(0).into(), c(3).into(), c(1).into()], "")
+            .unwrap();
+    }
+
     pub(super) fn vstore(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: VectorValue<'ctx>) {
         let vp = self
             .b
