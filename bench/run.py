@@ -21,6 +21,17 @@ What it does, in this order, in one process tree:
 
 Models: the four examples (batch 1, golden inputs) and GEMM N x N x N for N in 256, 512, 1024
 (A an input, B a weight). Timings are medians of per-call wall times after a warm-up.
+
+Real ONNX models against onnxruntime:
+
+    python3 bench/run.py --light                  # onnx's nine light architectures + issue 16's bars
+    python3 bench/run.py --light --models squeezenet,shufflenet --seconds 0.5
+    python3 bench/run.py --onnx model.onnx --input-shape images=1,3,224,224 [--dim S=N] [--freeze N=V]
+
+With --onnx or --light every argument except --venv goes to bench/onnx_vs_ort.py, which does
+the work (its docstring has the options; its defaults apply, e.g. 3 rounds of 1 s): one thread
+and 2 threads through the parallel-for hook, ours and onnxruntime, outputs checked. It runs with
+this Python when that has numpy, onnx and onnxruntime, else inside bench/.venv (made as above).
 """
 
 import argparse
@@ -203,9 +214,42 @@ def measure_peak(tmp, vector_bits, cpu):
     return float(run(pinned([exe], cpu)).split()[0])
 
 
+def forward_to_onnx_vs_ort():
+    """--onnx FILE / --light [DIR]: hand every argument but --venv to bench/onnx_vs_ort.py (one
+    implementation of the ONNX benchmark) and return its exit status; None without either flag."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--onnx", action="append", default=[])
+    pre.add_argument("--light", nargs="?", const="")
+    pre.add_argument("--venv", default=os.path.join(HERE, ".venv"))
+    known, _ = pre.parse_known_args()
+    if not known.onnx and known.light is None:
+        return None
+    argv, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--venv":
+            skip = True
+        elif not a.startswith("--venv="):
+            argv.append(a)
+    try:
+        import numpy, onnx, onnxruntime  # noqa: F401,E401
+    except ImportError:
+        ensure_venv(os.path.abspath(known.venv))   # re-runs run.py inside bench/.venv
+    script = os.path.join(HERE, "onnx_vs_ort.py")
+    return subprocess.run([sys.executable, script] + argv).returncode
+
+
 def main():
+    forwarded = forward_to_onnx_vs_ort()
+    if forwarded is not None:
+        return forwarded
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--venv", default=os.path.join(HERE, ".venv"))
+    ap.add_argument("--onnx", action="append", metavar="FILE",
+                    help="time this ONNX model against onnxruntime instead (forwarded to bench/onnx_vs_ort.py)")
+    ap.add_argument("--light", nargs="?", const="", metavar="DIR",
+                    help="time onnx's nine light architectures instead (forwarded to bench/onnx_vs_ort.py)")
     ap.add_argument("--target", default="auto",
                     help="xla-aot target (default: x86_64-avx512 where the CPU has AVX-512, else x86_64-avx2)")
     ap.add_argument("--models", default="", help="comma-separated subset (default: all)")
