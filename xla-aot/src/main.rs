@@ -105,6 +105,8 @@ enum Command {
         /// work).
         #[arg(long)]
         min: bool,
+        #[command(flatten)]
+        fixed: InputArgs,
         /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
@@ -201,6 +203,7 @@ fn main() -> ExitCode {
             target,
             runs,
             min,
+            fixed,
             inputs,
             seed,
             disabled_passes,
@@ -217,6 +220,7 @@ fn main() -> ExitCode {
                 runs,
                 disabled_passes,
                 by_min: min,
+                fixed: fixed.overrides(),
             };
             match xla_aot::profile::profile(&spec, &req) {
                 Ok(r) => {

@@ -12,7 +12,7 @@
 //! through the JIT, `codegen/cpu/peak.rs`); the memory roof is a named constant.
 
 use crate::driver::{DriverError, check_passes, gather_inputs};
-use crate::front::load_spec;
+use crate::front::{InputOverrides, load_spec_with};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -36,6 +36,9 @@ pub struct ProfileRequest {
     /// Report each kernel's fastest run instead of its median (on a machine shared with other
     /// work, the minimum is what the kernel costs when nothing preempts it).
     pub by_min: bool,
+    /// Input shapes, dims and frozen inputs fixed as for `compile` (`--input-shape`, `--dim`,
+    /// `--freeze`).
+    pub fixed: InputOverrides,
 }
 
 /// One kernel's line of the report.
@@ -93,7 +96,7 @@ fn min_us(xs: &[u64]) -> f64 {
 /// Profiles the model at `spec` on this machine.
 pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, DriverError> {
     check_passes(&req.disabled_passes)?;
-    let model = load_spec(spec)?;
+    let model = load_spec_with(spec, &req.fixed)?;
     let (lits, _) = gather_inputs(&model.module, &req.inputs, req.seed)?;
     let opts = crate::compile::CompileOptions {
         disabled_passes: req.disabled_passes.clone(),

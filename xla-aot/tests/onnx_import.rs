@@ -530,6 +530,25 @@ fn the_cli_fixes_inputs_on_compile_and_rejects_malformed_flags() {
         !header.contains("k_SHAPE") && !header.contains("_K_"),
         "k is a constant: {header}"
     );
+    // `profile` fixes inputs the same way and times the kernels of the fixed model.
+    let r = run(&[
+        "profile",
+        &ps,
+        "--runs",
+        "2",
+        "--input-shape",
+        "x=3,4,2",
+        "--freeze",
+        "k=1.5",
+    ]);
+    let report = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(report.contains("kernel(s), 2 run(s)"), "{report}");
     // A malformed flag is a usage error (exit 2) that says the form.
     let r = run(&["inspect", &ps, "--dim", "batch"]);
     assert_eq!(r.status.code(), Some(2));
