@@ -236,11 +236,12 @@ pub fn gather_inputs(
         let lit = read_npy(&bytes)
             .map_err(|e| DriverError::Input(format!("`{file}` (input `{}`): {e}", names[idx])))?;
         let shape = &c.inst(params[idx]).shape;
-        if lit.dtype != shape.dtype || lit.dims != shape.dims {
+        let dtype = m.input_dtype(idx);
+        if lit.dtype != dtype || lit.dims != shape.dims {
             return Err(DriverError::Input(format!(
                 "input `{}` must be {}{}, but `{file}` holds {}{}",
                 names[idx],
-                shape.dtype,
+                dtype,
                 dims_str(&shape.dims),
                 lit.dtype,
                 dims_str(&lit.dims)
@@ -265,7 +266,11 @@ pub fn gather_inputs(
                     "input `{}` not given: using seeded random {what} (seed {s}); pass --input {}=FILE.npy",
                     names[i], names[i]
                 ));
-                random_input(shape.dtype, &shape.dims, s)
+                let lit = random_input(shape.dtype, &shape.dims, s);
+                match m.api.input(i) {
+                    Some(api) => crate::ir::api::to_api(&lit, api),
+                    None => lit,
+                }
             })
         })
         .collect();

@@ -159,6 +159,12 @@ pub fn compile_model_buckets(
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
+    if !m.api.is_empty() && (!buckets.is_empty() || target.cuda_sm.is_some()) {
+        return Err(CompileError::Unsupported(format!(
+            "inputs or outputs passed as int64, uint8, int8, float16 or bfloat16 are not supported with `batch_sizes`, `seq_buckets` or on CUDA targets yet ({}); export them as float32/int32, or compile without buckets for a CPU target",
+            target.name
+        )));
+    }
     if !buckets.is_empty() && target.cuda_sm.is_some() {
         return Err(CompileError::Unsupported(format!(
             "`batch_sizes` and `seq_buckets` are not supported on CUDA targets yet ({}); compile one size per library",

@@ -5,6 +5,7 @@
 //! computations instructions form), `module`, `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
 //! form), `verify` (invariants).
 
+pub mod api;
 pub mod builder;
 pub mod flops;
 pub mod inst;
@@ -17,6 +18,7 @@ pub mod shape;
 pub mod shape_inference;
 pub mod verify;
 
+pub use api::ApiTypes;
 pub use builder::Builder;
 pub use inst::{
     BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,
