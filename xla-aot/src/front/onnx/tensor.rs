@@ -50,7 +50,7 @@ pub fn is_float_type(t: i32) -> bool {
 /// The HLO dtype that holds values of ONNX element type `t` at run time, if any.
 pub fn runtime_dtype(t: i32) -> Option<DType> {
     match t {
-        dt::FLOAT | dt::DOUBLE => Some(DType::F32),
+        t if is_float_type(t) => Some(DType::F32),
         dt::BOOL => Some(DType::Pred),
         t if is_int_type(t) => Some(DType::I32),
         _ => None,
