@@ -247,6 +247,15 @@ pub fn gather_inputs(
                 dims_str(&lit.dims)
             )));
         }
+        // An int64 value the model cannot hold is the C API's BAD_ARGUMENT; say which.
+        if m.api.input(idx).is_some() {
+            crate::ir::api::to_ir(&lit).map_err(|e| {
+                DriverError::Input(format!(
+                    "`{file}` (input `{}`): {e}; the compiled library returns XLA_AOT_STATUS_BAD_ARGUMENT for it",
+                    names[idx]
+                ))
+            })?;
+        }
         given[idx] = Some(lit);
     }
     let mut notes = Vec::new();
