@@ -151,8 +151,8 @@ impl Literal {
                 .collect(),
             DType::U8 | DType::Pred => b.iter().map(|&v| v as f64).collect(),
             DType::I8 => b.iter().map(|&v| v as i8 as f64).collect(),
-            DType::F16 => half(super::api::f16_to_f32),
-            DType::BF16 => half(super::api::bf16_to_f32),
+            DType::F16 => half(super::half::f16_to_f32),
+            DType::BF16 => half(super::half::bf16_to_f32),
             DType::F32 => self
                 .to_f32_vec()
                 .unwrap_or_default()

@@ -6,7 +6,7 @@
 //! invariant; the printer and parser (`print.rs`, `parse.rs`) give the text form with
 //! `parse(print(m)) == m`.
 
-use super::api::ApiTypes;
+use super::api_types::ApiTypes;
 use super::inst::Computation;
 
 /// A compilation unit.

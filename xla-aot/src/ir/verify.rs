@@ -67,7 +67,7 @@ fn verify_api(m: &Module) -> Result<(), VerifyError> {
     let outs = (c.outputs.iter().enumerate()).map(|(k, o)| (m.api.output(k), o.value));
     for (api, v) in ins.chain(outs) {
         let ir = c.inst(v).shape.dtype;
-        if let Some(a) = api.filter(|&a| !crate::ir::api::allowed(a, ir)) {
+        if let Some(a) = api.filter(|&a| !crate::ir::api_types::allowed(a, ir)) {
             return Err(fail(format!(
                 "`%{}` is {ir} and cannot be passed as {a} at the C API",
                 c.inst(v).name
