@@ -221,3 +221,28 @@ fn header_manifest_and_bindings_follow_the_api_dtype() {
     assert!(b.contains("a: &[i64; A_LEN]"), "{b}");
     assert!(b.contains("d: &mut [u8; D_LEN]"), "{b}");
 }
+
+#[test]
+fn cuda_targets_keep_outputs_in_the_computed_dtype_and_refuse_converted_inputs() {
+    let t = Target::resolve("cuda-x86_64").unwrap();
+    let m = module(
+        "HloModule dev, api_types=(_) -> (i64)\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n  %c = i32[4]{0} convert(%x)\n  ROOT %outputs = (i32[4]{0}) tuple(%c), names={c}\n}\n",
+    );
+    let art = xla_aot::compile::compile_model(&m, &t, &Default::default()).unwrap();
+    assert!(
+        art.header
+            .contains("int dev_run(void *arena, const float *x, int32_t *c);"),
+        "{}",
+        art.header
+    );
+    assert!(art.plan.staging.is_empty());
+    let m = integers();
+    let Err(err) = xla_aot::compile::compile_model(&m, &t, &Default::default()) else {
+        panic!("an int64 input compiles for CUDA");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("not supported") && err.contains("CUDA"),
+        "{err}"
+    );
+}
