@@ -142,6 +142,62 @@ fn check_ints(outs: &[Literal]) {
     assert_eq!(outs[2].bytes().unwrap(), [0, 255, 100, 128]);
 }
 
+/// uint32 (below 2^31), int16 and uint16 inputs → selected → uint32, int16 and uint16 outputs.
+fn wide_integers() -> Module {
+    module(
+        "HloModule wide, api_types=(u32, i16, u16) -> (u32, i16, u16)\n\nENTRY %main {\n  %a = i32[3]{0} parameter(0)\n  %b = i32[3]{0} parameter(1)\n  %c = i32[3]{0} parameter(2)\n  %bf = f32[3]{0} convert(%b)\n  %cf = f32[3]{0} convert(%c)\n  %bc = pred[3]{0} compare(%bf, %cf), direction=GT\n  %x = i32[3]{0} select(%bc, %b, %c)\n  %y = i32[3]{0} select(%bc, %c, %b)\n  ROOT %outputs = (i32[3]{0}, i32[3]{0}, i32[3]{0}) tuple(%y, %x, %a), names={y,x,a}\n}\n",
+    )
+}
+
+fn wide_inputs(a0: u32) -> Vec<Literal> {
+    vec![
+        dense(
+            DType::U32,
+            vec![3],
+            [a0, 0, i32::MAX as u32]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        dense(
+            DType::I16,
+            vec![3],
+            [-300i16, 7, i16::MIN]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+        dense(
+            DType::U16,
+            vec![3],
+            [40000u16, 3, 65535]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+        ),
+    ]
+}
+
+fn check_wide(outs: &[Literal]) {
+    // y = min(b, c) = [-300, 3, -32768] as uint32 (low 32 bits), x = max(b, c) = [40000, 7, 65535]
+    // as int16 (low 16 bits), a passes through.
+    let u32s: Vec<u32> = outs[0]
+        .bytes()
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(u32s, [(-300i32) as u32, 3, (-32768i32) as u32]);
+    let i16s: Vec<i16> = outs[1]
+        .bytes()
+        .unwrap()
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(i16s, [40000u16 as i16, 7, -1]);
+    assert_eq!(outs[2].to_f64_vec(), [9.0, 0.0, i32::MAX as f64 % 65536.0]);
+}
+
 #[test]
 fn conversions_match_the_host_in_process() {
     let (m, x) = halves();
@@ -155,6 +211,9 @@ fn conversions_match_the_host_in_process() {
     check_ints(&run_host(&m, &int_inputs(7)).unwrap());
     // The interpreter takes and returns the same types.
     check_ints(&xla_aot::interp::evaluate(&m, &int_inputs(7)).unwrap());
+    let w = wide_integers();
+    check_wide(&run_host(&w, &wide_inputs(9)).unwrap());
+    check_wide(&xla_aot::interp::evaluate(&w, &wide_inputs(9)).unwrap());
 }
 
 #[test]
@@ -162,6 +221,10 @@ fn int64_out_of_range_is_a_bad_argument() {
     let m = integers();
     let err = run_host(&m, &int_inputs(1 << 31)).unwrap_err().to_string();
     assert!(err.contains("status -3"), "{err}");
+    let err = run_host(&wide_integers(), &wide_inputs(1 << 31))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("status -3"), "uint32 2^31: {err}");
     let err = xla_aot::interp::evaluate(&m, &int_inputs(-(1 << 40)))
         .unwrap_err()
         .to_string();
@@ -186,6 +249,12 @@ fn conversions_match_the_host_compiled_for_x86_64_and_aarch64() {
             &t,
             &int_inputs(7),
             &format!("ints-{target}"),
+        ));
+        check_wide(&common::run_compiled(
+            &wide_integers(),
+            &t,
+            &wide_inputs(9),
+            &format!("wide-{target}"),
         ));
     }
 }

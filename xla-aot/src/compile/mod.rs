@@ -179,7 +179,7 @@ pub fn compile_model_buckets(
     let m = api_module.as_ref();
     if !m.api.is_empty() && (!buckets.is_empty() || target.cuda_sm.is_some()) {
         return Err(CompileError::Unsupported(format!(
-            "inputs passed as int64, uint8, int8, float16 or bfloat16 are not supported with `batch_sizes`, `seq_buckets` or on CUDA targets yet ({}); export them as float32/int32, freeze them (--freeze), or compile for a CPU target",
+            "inputs passed as int64, uint32, int16, uint16, int8, uint8, float16 or bfloat16 are not supported with `batch_sizes`, `seq_buckets` or on CUDA targets yet ({}); export them as float32/int32, freeze them (--freeze), or compile for a CPU target",
             target.name
         )));
     }

@@ -19,6 +19,9 @@ fn rust_type(d: DType) -> &'static str {
         DType::F32 => "f32",
         DType::I64 => "i64",
         DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
         // float16 / bfloat16 travel as their bits.
         DType::F16 | DType::BF16 => "u16",
         DType::Pred | DType::U8 => "u8",

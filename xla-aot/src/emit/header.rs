@@ -20,6 +20,9 @@ pub fn c_type(d: DType) -> &'static str {
         DType::I32 => "int32_t",
         DType::I64 => "int64_t",
         DType::I8 => "int8_t",
+        DType::I16 => "int16_t",
+        DType::U16 => "uint16_t",
+        DType::U32 => "uint32_t",
         DType::F16 | DType::BF16 => "uint16_t",
         DType::Pred | DType::U8 => "uint8_t",
     }
@@ -33,7 +36,7 @@ fn conversions(m: &Module) -> String {
     let mut int64_in = false;
     for (k, &p) in c.parameters().iter().enumerate() {
         if let Some(api) = m.api.input(k) {
-            int64_in |= api == DType::I64;
+            int64_in |= matches!(api, DType::I64 | DType::U32);
             let ir = c.inst(p).shape.dtype;
             lines.push(format!(
                 " *   input {}: {api}, computed as {ir}",
@@ -54,12 +57,12 @@ fn conversions(m: &Module) -> String {
         return String::new();
     }
     let bad = if int64_in {
-        " An int64 input value outside\n * [-2^31, 2^31) returns XLA_AOT_STATUS_BAD_ARGUMENT before the model runs."
+        " An int64 or uint32 input value\n * outside [-2^31, 2^31) returns XLA_AOT_STATUS_BAD_ARGUMENT before the model runs."
     } else {
         ""
     };
     format!(
-        "\n/* Element types: these are converted at the call (f16/bf16 inputs widen exactly, f16/bf16\n * outputs round to nearest even, int64 outputs sign-extend, uint8/int8 outputs keep the low\n * byte; f16/bf16 travel as uint16_t bits).{bad}\n{}\n */",
+        "\n/* Element types: these are converted at the call (f16/bf16 inputs widen exactly, f16/bf16\n * outputs round to nearest even, int64 outputs sign-extend, narrower and unsigned integer\n * outputs keep the low bits; f16/bf16 travel as uint16_t bits).{bad}\n{}\n */",
         lines.join("\n")
     )
 }

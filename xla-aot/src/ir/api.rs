@@ -3,8 +3,9 @@
 //!
 //! Contract: the IR computes in pred, i32 and f32 only. An input or output may carry an *API
 //! dtype* that the generated entry points convert at the boundary (`codegen/core/boundary.rs`):
-//! i64, u8 and i8 are held in i32 (an int64 input outside the i32 range is a bad argument, an i32
-//! output sign-extends to int64, a uint8 output keeps the low 8 bits), f16 and bf16 in f32 (inputs
+//! i64, u32, i16, u16, u8 and i8 are held in i32 (an int64 or uint32 input outside the i32 range
+//! is a bad argument, an i32 output sign-extends to int64, a narrower or unsigned output keeps the
+//! low bits), f16 and bf16 in f32 (inputs
 //! widen exactly, outputs round to nearest even). [`ApiTypes`] lists them per input and output
 //! (`api_types.rs`); the host-side conversions here ([`to_ir`], [`to_api`], with `half.rs`)
 //! compute the same values bit for bit, for the interpreter, the JIT, `xla-aot run` and the tests.
@@ -55,6 +56,24 @@ pub fn to_ir(lit: &Literal) -> Result<Literal, String> {
                 out.extend_from_slice(&w.to_le_bytes());
             }
         }
+        DType::U32 => {
+            for (i, c) in b.chunks_exact(4).enumerate() {
+                let v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+                let w = i32::try_from(v).map_err(|_| {
+                    format!("element {i} is {v}, outside the int32 range the model computes in")
+                })?;
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        DType::I16 | DType::U16 => {
+            for c in b.chunks_exact(2) {
+                let v = match lit.dtype {
+                    DType::I16 => i16::from_le_bytes([c[0], c[1]]) as i32,
+                    _ => u16::from_le_bytes([c[0], c[1]]) as i32,
+                };
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
         DType::U8 => b
             .iter()
             .for_each(|&v| out.extend_from_slice(&(v as i32).to_le_bytes())),
@@ -82,12 +101,13 @@ pub fn to_api(lit: &Literal, api: DType) -> Literal {
     let b = lit.bytes().unwrap_or_default();
     let mut out = Vec::with_capacity(lit.element_count() * api.size_bytes());
     match (lit.dtype, api) {
-        (DType::I32, DType::I64 | DType::U8 | DType::I8) => {
+        (DType::I32, a) if allowed(a, DType::I32) => {
             for c in b.chunks_exact(4) {
                 let v = i32::from_le_bytes(c.try_into().expect("4 bytes"));
                 match api {
                     DType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
-                    _ => out.push(v as u8),
+                    // The low bytes (ONNX's wrap-around for the narrower types).
+                    _ => out.extend_from_slice(&v.to_le_bytes()[..api.size_bytes()]),
                 }
             }
         }

@@ -151,6 +151,18 @@ impl Literal {
                 .collect(),
             DType::U8 | DType::Pred => b.iter().map(|&v| v as f64).collect(),
             DType::I8 => b.iter().map(|&v| v as i8 as f64).collect(),
+            DType::I16 => b
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]) as f64)
+                .collect(),
+            DType::U16 => b
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]) as f64)
+                .collect(),
+            DType::U32 => b
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+                .collect(),
             DType::F16 => half(super::half::f16_to_f32),
             DType::BF16 => half(super::half::bf16_to_f32),
             DType::F32 => self

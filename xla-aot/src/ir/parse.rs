@@ -607,7 +607,14 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
                 _ => None,
             }
             .map(|b| bytes.push(b)),
-            DType::I8 | DType::I64 | DType::U8 | DType::F16 | DType::BF16 => t
+            DType::I8
+            | DType::I64
+            | DType::U8
+            | DType::I16
+            | DType::U16
+            | DType::U32
+            | DType::F16
+            | DType::BF16 => t
                 .strip_prefix("0x")
                 .and_then(|h| u64::from_str_radix(h, 16).ok())
                 .filter(|&bits| {

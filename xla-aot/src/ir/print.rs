@@ -283,7 +283,14 @@ fn print_literal(lit: &Literal, opts: &PrintOptions) -> String {
             .map(|v| v.to_string())
             .collect(),
         // Other dtypes print their raw element bits until they are supported end to end.
-        DType::I8 | DType::I64 | DType::U8 | DType::F16 | DType::BF16 => lit
+        DType::I8
+        | DType::I64
+        | DType::U8
+        | DType::I16
+        | DType::U16
+        | DType::U32
+        | DType::F16
+        | DType::BF16 => lit
             .bytes()
             .unwrap_or_default()
             .chunks(lit.dtype.size_bytes())

@@ -25,6 +25,12 @@ pub enum DType {
     I64,
     /// 8-bit unsigned integer: a C API type only (uint8 images, computed in i32; `ir/api.rs`).
     U8,
+    /// 16-bit signed integer: a C API type only (computed in i32; `ir/api.rs`).
+    I16,
+    /// 16-bit unsigned integer: a C API type only (computed in i32; `ir/api.rs`).
+    U16,
+    /// 32-bit unsigned integer: a C API type only (values below 2^31, computed in i32).
+    U32,
     /// IEEE half precision: a C API and weight type (computed in f32; `ir/api.rs`).
     F16,
     /// bfloat16: a C API and weight type (computed in f32; `ir/api.rs`).
@@ -35,12 +41,15 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, for parsers and error hints.
-    pub const ALL: [DType; 8] = [
+    pub const ALL: [DType; 11] = [
         DType::Pred,
         DType::I8,
         DType::I32,
         DType::I64,
         DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -54,6 +63,9 @@ impl DType {
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::F32 => "f32",
@@ -69,8 +81,8 @@ impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
             DType::Pred | DType::I8 | DType::U8 => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::F32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 => 8,
         }
     }

@@ -1,14 +1,15 @@
-//! The dtype conversions of the C API's entry points: inputs passed as int64, uint8, int8,
-//! float16 or bfloat16 are converted into their staging slices before the model runs, outputs
+//! The dtype conversions of the C API's entry points: inputs passed as int64, uint32, 16- and
+//! 8-bit integers, float16 or bfloat16 are converted into their staging slices before the model runs, outputs
 //! are converted from theirs after it ran (`ir/api.rs` says which pairs exist,
 //! `arena/staging.rs` where the slices are).
 //!
 //! Contract: each conversion is one loop over the elements, branch-free and without library
 //! calls, so the same bits come out on every target and under any floating-point environment
-//! (no float op here sees a subnormal operand): int64 → i32 truncates and records whether any
-//! value was outside the i32 range, which the entry point then returns as
-//! `XLA_AOT_STATUS_BAD_ARGUMENT` before the model runs; uint8/int8 → i32 extend; float16 and
-//! bfloat16 → f32 are exact; i32 → int64 sign-extends; i32 → uint8/int8 keep the low byte; f32 →
+//! (no float op here sees a subnormal operand): int64 and uint32 → i32 record whether any value
+//! was outside the i32 range, which the entry point then returns as
+//! `XLA_AOT_STATUS_BAD_ARGUMENT` before the model runs; 8- and 16-bit integers → i32 extend;
+//! float16 and bfloat16 → f32 are exact; i32 → int64 sign-extends; i32 → narrower or unsigned
+//! integers keep the low bits; f32 →
 //! float16/bfloat16 round to nearest even (float16 overflow gives infinity, NaN a quiet NaN).
 
 use super::emitter::{Backend, Emitter};
@@ -151,8 +152,13 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 let bad = b.build_int_compare(IntPredicate::NE, back, x, "").unwrap();
                 (t, bad)
             }
-            (DType::U8, _) => (b.build_int_z_extend(x, i32t, "").unwrap(), ok),
-            (DType::I8, _) => (b.build_int_s_extend(x, i32t, "").unwrap(), ok),
+            (DType::U32, _) => {
+                // Values of 2^31 and above do not fit i32: the top bit is set.
+                let bad = b.build_int_compare(IntPredicate::SLT, x, c(0), "").unwrap();
+                (x, bad)
+            }
+            (DType::U8 | DType::U16, _) => (b.build_int_z_extend(x, i32t, "").unwrap(), ok),
+            (DType::I8 | DType::I16, _) => (b.build_int_s_extend(x, i32t, "").unwrap(), ok),
             (DType::BF16, _) => {
                 let w = b.build_int_z_extend(x, i32t, "").unwrap();
                 (b.build_left_shift(w, c(16), "").unwrap(), ok)
@@ -186,7 +192,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 (b.build_or(v, sign, "").unwrap(), ok)
             }
             (DType::I32, DType::I64) => (b.build_int_s_extend(x, to_t, "").unwrap(), ok),
-            (DType::I32, _) if to.size_bytes() == 1 => {
+            (DType::I32, DType::U32) => (x, ok),
+            (DType::I32, _) if to.size_bytes() < 4 => {
                 (b.build_int_truncate(x, to_t, "").unwrap(), ok)
             }
             (DType::F32, DType::BF16) => {

@@ -5,7 +5,7 @@
 //! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
 //! `ARENA_ALIGN` is reported, never dereferenced; inputs and outputs whose C API dtype differs
 //! from the IR's are converted around the model's call (`boundary.rs`), an int64 input outside
-//! the i32 range being a `BadArgument`. The body calls every kernel in execution order
+//! the i32 range (or a uint32 one from 2^31) being a `BadArgument`. The body calls every kernel in execution order
 //! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
 //! the way its backend says (`Backend::invoke`: once, or once per grid invocation). The hook
 //! registration is one internal global per model; what uses it (the CPU's parallel-for,

@@ -12,7 +12,8 @@
 //! at import time (Reshape's shape, Slice's starts, axes, pads, ...) must be compile-time constants:
 //! initializers, `Constant`/`ConstantOfShape` results, `Shape` of a static shape, or integer
 //! arithmetic on those, which is folded here ([`tensor::ConstTensor`]). Integers live in i32 at run
-//! time, floats in f32: an input or output of element type int64, int8, uint8, float16 or bfloat16
+//! time, floats in f32: an input or output of element type int64, int16, int8, uint32, uint16,
+//! uint8, float16 or bfloat16
 //! keeps that type at the C API, converted at the call (`ir/api.rs`). Every error names the node (index, name, op_type),
 //! says what is unsupported and, where possible, how to fix it. Nothing here panics on any input.
 //! The op set and its limits are listed in `docs/import.md`.
@@ -232,7 +233,7 @@ pub fn import_with(
             }
             _ => {
                 return Err(input_err(format!(
-                    "its element type is {}; run-time inputs must be float32, float16, bfloat16, int64, int32, int8, uint8 or bool",
+                    "its element type is {}; run-time inputs must be float32, float16, bfloat16, int64, int32, int16, int8, uint32, uint16, uint8 or bool",
                     dt::name(tt.elem_type)
                 ))
                 .hint(format!(
