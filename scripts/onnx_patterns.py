@@ -16,6 +16,16 @@ compiles them with those settings and compares.
   LogSoftmax, CTC-style per-column class scores.
 - `if_rate`: x [2, 8] and an int64 scalar `rate`; If(rate > 1) { Relu(x)·2 + 1 } else { Tanh(x) }.
 
+Element types at the C API (no flags; inputs and outputs keep their ONNX types in the .npy files):
+- `tokens`: int64 token ids [1, 6] → Gather from an embedding [10, 4] → MatMul to 5 logits →
+  ArgMax (int64 output [1, 6]) and the logits (float output), plus an int64 scalar `scale` that
+  multiplies the logits (Cast to float).
+- `image_u8`: a uint8 image [1, 3, 4, 4] → Cast to float → ×1/255 − 0.5 (float output) and
+  Greater than 0 (bool output).
+- `half`: a float16 export: float16 x [2, 8] → MatMul with float16 weights → Add float16 bias →
+  Relu (float16 output).
+- `bf16_weights`: float x [2, 8] → MatMul with bfloat16 weights (Cast to float) → float output.
+
     .venv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0
     .venv/bin/python scripts/onnx_patterns.py [--out target/onnx-patterns]
 """
@@ -149,6 +159,77 @@ def if_rate(np, h, T, nh, rng):
     return g, flags, feeds, {"rate": np.array(2, dtype=np.int64)}
 
 
+def tokens(np, h, T, nh, rng):
+    emb = nh.from_array(rng.standard_normal((10, 4)).astype(np.float32), "emb")
+    proj = nh.from_array(rng.standard_normal((4, 5)).astype(np.float32), "proj")
+    nodes = [
+        h.make_node("Gather", ["emb", "ids"], ["e"], axis=0),
+        h.make_node("MatMul", ["e", "proj"], ["l0"]),
+        h.make_node("Cast", ["scale"], ["scale_f"], to=T.FLOAT),
+        h.make_node("Mul", ["l0", "scale_f"], ["logits"]),
+        h.make_node("ArgMax", ["logits"], ["best"], axis=-1, keepdims=0),
+    ]
+    g = h.make_graph(nodes, "tokens",
+                     [h.make_tensor_value_info("ids", T.INT64, [1, 6]),
+                      h.make_tensor_value_info("scale", T.INT64, [])],
+                     [h.make_tensor_value_info("best", T.INT64, [1, 6]),
+                      h.make_tensor_value_info("logits", T.FLOAT, [1, 6, 5])],
+                     [emb, proj])
+    feeds = {"ids": np.array([[3, 0, 9, 7, 7, 1]], dtype=np.int64),
+             "scale": np.array(3, dtype=np.int64)}
+    return g, [], feeds, {}
+
+
+def image_u8(np, h, T, nh, rng):
+    nodes = [
+        h.make_node("Cast", ["img"], ["f"], to=T.FLOAT),
+        h.make_node("Mul", ["f", "inv255"], ["s"]),
+        h.make_node("Sub", ["s", "half"], ["x"]),
+        h.make_node("Greater", ["x", "zero"], ["bright"]),
+    ]
+    g = h.make_graph(nodes, "image_u8",
+                     [h.make_tensor_value_info("img", T.UINT8, [1, 3, 4, 4])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 4, 4]),
+                      h.make_tensor_value_info("bright", T.BOOL, [1, 3, 4, 4])],
+                     [nh.from_array(np.array(1 / 255, dtype=np.float32), "inv255"),
+                      nh.from_array(np.array(0.5, dtype=np.float32), "half"),
+                      nh.from_array(np.array(0.0, dtype=np.float32), "zero")])
+    feeds = {"img": rng.integers(0, 256, (1, 3, 4, 4)).astype(np.uint8)}
+    return g, [], feeds, {}
+
+
+def half(np, h, T, nh, rng):
+    w = nh.from_array((0.5 * rng.standard_normal((8, 4))).astype(np.float16), "w")
+    b = nh.from_array((0.1 * rng.standard_normal(4)).astype(np.float16), "b")
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"]),
+        h.make_node("Add", ["m", "b"], ["a"]),
+        h.make_node("Relu", ["a"], ["y"]),
+    ]
+    g = h.make_graph(nodes, "half",
+                     [h.make_tensor_value_info("x", T.FLOAT16, [2, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT16, [2, 4])], [w, b])
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float16)}
+    return g, [], feeds, {}
+
+
+def bf16_weights(np, h, T, nh, rng):
+    wf = (0.5 * rng.standard_normal((8, 4))).astype(np.float32)
+    # bfloat16 bits: the top half of the float32 bits, rounded to nearest even.
+    bits = wf.view(np.uint32)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    w = h.make_tensor("w", T.BFLOAT16, [8, 4], bits.tobytes(), raw=True)
+    nodes = [
+        h.make_node("Cast", ["w"], ["wf"], to=T.FLOAT),
+        h.make_node("MatMul", ["x", "wf"], ["y"]),
+    ]
+    g = h.make_graph(nodes, "bf16_weights",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 4])], [w])
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    return g, [], feeds, {}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="target/onnx-patterns", help="output directory")
@@ -163,7 +244,7 @@ def main() -> int:
 
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
-    for k, make in enumerate([detector, crnn, if_rate]):
+    for k, make in enumerate([detector, crnn, if_rate, tokens, image_u8, half, bf16_weights]):
         rng = np.random.default_rng(100 + k)
         g, flags, feeds, frozen = make(np, h, T, nh, rng)
         model = h.make_model(g, opset_imports=[h.make_opsetid("", OPSET)], producer_name="onnx_patterns.py")
@@ -179,11 +260,12 @@ def main() -> int:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         outs = sess.run(None, {**feeds, **frozen})
         with open(os.path.join(d, "flags.txt"), "w") as f:
-            f.write("\n".join(flags) + "\n")
+            f.write("".join(f + "\n" for f in flags))
         for j, vi in enumerate(i for i in g.input if i.name in feeds):
             np.save(os.path.join(d, f"input_{j}.npy"), feeds[vi.name])
         for j, y in enumerate(outs):
-            np.save(os.path.join(d, f"output_{j}.npy"), y.astype(np.float32))
+            # float64 results as float32; the others keep their type (int64, bool, float16).
+            np.save(os.path.join(d, f"output_{j}.npy"), y.astype(np.float32) if y.dtype == np.float64 else y)
         print(f"{name}: {' '.join(flags)}; outputs {[list(o.shape) for o in outs]}")
     return 0
 

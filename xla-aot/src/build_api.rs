@@ -273,7 +273,7 @@ impl Build {
         let _ = std::fs::remove_file(&key_file);
         write_artefacts(&artefacts, &dir).map_err(werr)?;
         let bindings = crate::emit::bindings::render(
-            &model.module,
+            &crate::compile::c_api_module(&model.module, &target),
             &artefacts.plan,
             artefacts.ptx.as_ref(),
             artefacts.batch.as_ref(),

@@ -236,15 +236,25 @@ pub fn gather_inputs(
         let lit = read_npy(&bytes)
             .map_err(|e| DriverError::Input(format!("`{file}` (input `{}`): {e}", names[idx])))?;
         let shape = &c.inst(params[idx]).shape;
-        if lit.dtype != shape.dtype || lit.dims != shape.dims {
+        let dtype = m.input_dtype(idx);
+        if lit.dtype != dtype || lit.dims != shape.dims {
             return Err(DriverError::Input(format!(
                 "input `{}` must be {}{}, but `{file}` holds {}{}",
                 names[idx],
-                shape.dtype,
+                dtype,
                 dims_str(&shape.dims),
                 lit.dtype,
                 dims_str(&lit.dims)
             )));
+        }
+        // An int64 value the model cannot hold is the C API's BAD_ARGUMENT; say which.
+        if m.api.input(idx).is_some() {
+            crate::ir::api::to_ir(&lit).map_err(|e| {
+                DriverError::Input(format!(
+                    "`{file}` (input `{}`): {e}; the compiled library returns XLA_AOT_STATUS_BAD_ARGUMENT for it",
+                    names[idx]
+                ))
+            })?;
         }
         given[idx] = Some(lit);
     }
@@ -265,7 +275,11 @@ pub fn gather_inputs(
                     "input `{}` not given: using seeded random {what} (seed {s}); pass --input {}=FILE.npy",
                     names[i], names[i]
                 ));
-                random_input(shape.dtype, &shape.dims, s)
+                let lit = random_input(shape.dtype, &shape.dims, s);
+                match m.api.input(i) {
+                    Some(api) => crate::ir::api::to_api(&lit, api),
+                    None => lit,
+                }
             })
         })
         .collect();

@@ -356,3 +356,134 @@ fn profile_refuses_other_targets() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("--target must be `host`"));
 }
+
+/// An ONNX model with an int64 input and an int64 output: ids [3] → Gather rows of a [4, 2]
+/// embedding → ArgMax over the row (int64 [3]), built with the prost messages.
+fn int64_model() -> Vec<u8> {
+    use prost::Message;
+    use xla_aot::front::onnx::proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+        TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
+        type_proto,
+    };
+    let value = |name: &str, elem: i32, dims: &[i64]| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: elem,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| tensor_shape_proto::Dimension {
+                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+                        })
+                        .collect(),
+                }),
+            })),
+        }),
+    };
+    let node = |op: &str, i: &[&str], o: &str, attribute: Vec<AttributeProto>| NodeProto {
+        op_type: op.into(),
+        input: i.iter().map(|s| s.to_string()).collect(),
+        output: vec![o.into()],
+        attribute,
+        ..Default::default()
+    };
+    let int = |name: &str, i: i64| AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INT,
+        i,
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![
+                node("Gather", &["emb", "ids"], "rows", vec![int("axis", 0)]),
+                node(
+                    "ArgMax",
+                    &["rows"],
+                    "best",
+                    vec![int("axis", 1), int("keepdims", 0)],
+                ),
+            ],
+            initializer: vec![TensorProto {
+                name: "emb".into(),
+                dims: vec![4, 2],
+                data_type: data_type::FLOAT,
+                float_data: vec![1.0, 0.0, 0.0, 1.0, 5.0, 2.0, -1.0, 3.0],
+                ..Default::default()
+            }],
+            input: vec![value("ids", data_type::INT64, &[3])],
+            output: vec![value("best", data_type::INT64, &[3])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn run_reads_an_int64_input_and_writes_an_int64_output() {
+    use xla_aot::ir::{DType, Literal, LiteralData};
+    let dir = scratch("int64");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("ids.onnx");
+    std::fs::write(&model, int64_model()).unwrap();
+    let ids = |v: [i64; 3]| Literal {
+        dtype: DType::I64,
+        dims: vec![3],
+        data: LiteralData::Dense(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+    };
+    let input = dir.join("ids.npy");
+    std::fs::write(&input, xla_aot::ir::npy::write_npy(&ids([1, 3, 2]))).unwrap();
+    let out = dir.join("out");
+    let r = xla_aot(&[
+        "run",
+        &s(&model),
+        "--input",
+        &format!("ids={}", s(&input)),
+        "--output-dir",
+        &s(&out),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        stdout.contains("best") && stdout.contains("i64[3]"),
+        "{stdout}"
+    );
+    // Rows [0, 1], [-1, 3], [5, 2]: the larger column is 1, 1, 0.
+    let bytes = std::fs::read(out.join("best.npy")).unwrap();
+    assert!(String::from_utf8_lossy(&bytes[..64]).contains("'descr': '<i8'"));
+    assert_eq!(npy(&out.join("best.npy")), ids([1, 1, 0]));
+    // A float32 file for the int64 input says what it must be.
+    std::fs::write(
+        &input,
+        xla_aot::ir::npy::write_npy(&Literal::from_f32(vec![3], &[1.0, 3.0, 2.0])),
+    )
+    .unwrap();
+    let r = xla_aot(&["run", &s(&model), "--input", &format!("ids={}", s(&input))]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("must be i64[3]"), "{err}");
+    // An id beyond the int32 range the model computes in is the C API's bad argument.
+    std::fs::write(&input, xla_aot::ir::npy::write_npy(&ids([1, 1 << 40, 2]))).unwrap();
+    let r = xla_aot(&["run", &s(&model), "--input", &format!("ids={}", s(&input))]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("element 1 is 1099511627776") && err.contains("BAD_ARGUMENT"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -653,9 +653,13 @@ fn an_if_on_a_frozen_input_lowers_the_chosen_branch() {
     };
     assert_eq!(run(1.0), [10.0, 22.0, 30.0, 14.0, 20.0, 36.0]);
     assert_eq!(run(0.0), [1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
-    // Unfrozen, an int64 input cannot be a run-time input; the error says how to freeze it.
+    // Unfrozen, the int64 input is a run-time input (passed as int64_t); the `If` on it says
+    // which flag helps.
     let e = import_err("if_int64", &if_model().encode_to_vec());
-    assert!(e.contains("--freeze mode=VALUE"), "{e}");
+    assert!(
+        e.contains("node #1 `if0` (If)") && e.contains("--freeze NAME=VALUE"),
+        "{e}"
+    );
     // An int32 condition input computed at run time: the `If` says which flag helps.
     let mut m = if_model();
     let g = m.graph.as_mut().unwrap();

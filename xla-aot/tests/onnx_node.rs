@@ -7,10 +7,11 @@
 //! to `$XLA_AOT_ONNX_NODE_DIR` or, when that is unset, `target/onnx-node`. With the variable set
 //! (CI) the data must exist; without it a missing default directory skips the test.
 //!
-//! Inputs: the node tests feed shape-like operands (Reshape's shape, axes, pads, ...) as int64
-//! graph inputs; the importer needs those at compile time, so every int64 input is bound as a
-//! constant through `ImportOptions::constants` (a real model has them as initializers). The other
-//! inputs are run-time parameters. int64 outputs are compared as the i32 the compiler computes.
+//! Inputs: every input is first a run-time parameter (int64, uint8, float16, ... ones in their
+//! own type at the C API, `ir/api.rs`); an input the importer needs at compile time (Reshape's
+//! shape, axes, pads, ...: a real model has them as initializers) is then bound as a constant
+//! through `ImportOptions::constants`, as `--freeze` would. A case that fails so is retried with
+//! every int64 input bound, as the node tests always were. Outputs come back in their ONNX type.
 //!
 //! Tools: `XLA_AOT_ONNX_NODE_ALL=1` runs every case of the data directory and
 //! `XLA_AOT_ONNX_NODE_MANIFEST_OUT=FILE` writes a manifest from the results (passing tests
@@ -55,6 +56,9 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_rms_normalization_3d_axis_negative_2_epsilon",
     "test_attention_4d_causal_expanded",
     "test_lrn",
+    // C API dtypes: float16 output rounding, uint8 inputs and output (`ir/api.rs`).
+    "test_cast_FLOAT_to_FLOAT16",
+    "test_add_uint8",
 ];
 
 enum Entry {
@@ -161,7 +165,12 @@ fn needed_at_compile_time(err: &str, graph: &GraphProto) -> Option<String> {
     graph.input.iter().any(|v| v.name == name).then_some(name)
 }
 
+/// [`prepare_with`] with int64 inputs at run time, else (on any error) with them bound.
 fn prepare(dir: &Path) -> Result<Case, String> {
+    prepare_with(dir, true).or_else(|_| prepare_with(dir, false))
+}
+
+fn prepare_with(dir: &Path, int64_runtime: bool) -> Result<Case, String> {
     let model_path = dir.join("model.onnx");
     let bytes = std::fs::read(&model_path).map_err(|e| e.to_string())?;
     let model =
@@ -189,7 +198,7 @@ fn prepare(dir: &Path) -> Result<Case, String> {
             Some(type_proto::Value::TensorType(tt)) => tt.elem_type,
             None => 0,
         };
-        if elem == data_type::INT64 {
+        if elem == data_type::INT64 && !int64_runtime {
             opts.constants.insert(vi.name.clone(), t);
         } else {
             runtime.push((vi.name.clone(), c));
@@ -224,8 +233,10 @@ fn prepare(dir: &Path) -> Result<Case, String> {
         }
     };
     let mut inputs = Vec::new();
-    for (name, c) in runtime {
-        inputs.push(c.to_literal().map_err(|e| format!("input `{name}`: {e}"))?);
+    for (k, (name, c)) in runtime.into_iter().enumerate() {
+        let lit = c.to_literal().map_err(|e| format!("input `{name}`: {e}"))?;
+        // In the C API's dtype (int64, uint8, float16, ...), as a caller passes it.
+        inputs.push(xla_aot::ir::api::to_api(&lit, module.input_dtype(k)));
     }
     let mut expected = Vec::new();
     for j in 0..graph.output.len() {
@@ -246,6 +257,25 @@ fn check(j: usize, got: &Literal, want: &ConstTensor) -> Result<(), String> {
             "output {j}: got dims {:?}, expected {:?}",
             got.dims, want.dims
         ));
+    }
+    if got.dtype != DType::F32 && xla_aot::ir::api::ir_dtype(got.dtype) != got.dtype {
+        // An output in its ONNX type at the C API: integers exactly, float16/bfloat16 within
+        // the tolerance plus half an ulp of the type.
+        let ulp = match got.dtype {
+            DType::F16 => 2f64.powi(-11),
+            DType::BF16 => 2f64.powi(-8),
+            _ => 0.0,
+        };
+        let (a, e) = (got.to_f64_vec(), want.as_f64());
+        for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {
+            let ok = (x.is_nan() && y.is_nan())
+                || x == y
+                || (ulp > 0.0 && (x - y).abs() <= ATOL + (RTOL + ulp) * y.abs());
+            if !ok {
+                return Err(format!("output {j} element {i}: got {x}, expected {y}"));
+            }
+        }
+        return Ok(());
     }
     let w = want.to_literal().map_err(|e| format!("output {j}: {e}"))?;
     if got.dtype != w.dtype {

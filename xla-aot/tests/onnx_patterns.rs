@@ -5,6 +5,11 @@
 //! max |a - e| <= [`REL_OF_MAX`] × max |e|, through the library (`front::load_spec_with`,
 //! `compile::run_host`), a `graph:` spec with the same settings, and the CLI.
 //!
+//! Models whose inputs and outputs keep their ONNX element types at the C API (int64 token ids
+//! and an ArgMax, a uint8 image and a bool mask, a float16 export, bfloat16 weights; `ir/api.rs`)
+//! run through the library and compiled into a C program through the header, for x86-64 and for
+//! aarch64 under qemu, and match onnxruntime in type and value.
+//!
 //! The models come from `scripts/onnx_patterns.py`, written to `$XLA_AOT_ONNX_PATTERNS_DIR`
 //! (`scripts/test.sh` sets it); without the variable the test says it is skipped.
 
@@ -34,7 +39,11 @@ fn data_dir() -> Option<PathBuf> {
 /// The flags of `flags.txt` as overrides, and as CLI arguments.
 fn flags(dir: &Path) -> (InputOverrides, Vec<String>) {
     let text = std::fs::read_to_string(dir.join("flags.txt")).unwrap();
-    let args: Vec<String> = text.lines().map(str::to_string).collect();
+    let args: Vec<String> = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
     let mut o = InputOverrides::default();
     for pair in args.chunks(2) {
         match pair[0].as_str() {
@@ -279,4 +288,235 @@ int main(void) {{
     let out = run(&mut std::process::Command::new(build.join("app")));
     assert_eq!(out.trim(), "ok 1 3 64 96");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Models whose inputs and outputs keep their ONNX element types at the C API.
+const TYPED_MODELS: &[&str] = &["tokens", "image_u8", "half", "bf16_weights"];
+
+/// float16 outputs: onnxruntime rounds inside the graph (float16 MatMul and Add), the compiler
+/// computes in f32 and rounds once at the output, so they may differ by an ulp of float16 (2^-10
+/// relative) of the largest term.
+const F16_REL_OF_MAX: f64 = 2e-3;
+
+/// Compares outputs of C API dtypes: the same dtype and dims as onnxruntime's, integers and bools
+/// exactly, floats within the bound of their type.
+fn check_typed(name: &str, got: &[Literal], want: &[Literal]) {
+    use xla_aot::ir::DType;
+    assert_eq!(got.len(), want.len(), "{name}: output count");
+    for (j, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            (g.dtype, &g.dims),
+            (w.dtype, &w.dims),
+            "{name}: output {j} type"
+        );
+        let (a, e) = (g.to_f64_vec(), w.to_f64_vec());
+        let scale = e.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let worst = a
+            .iter()
+            .zip(&e)
+            .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        let bound = match g.dtype {
+            DType::F32 => REL_OF_MAX * scale,
+            DType::F16 | DType::BF16 => F16_REL_OF_MAX * scale,
+            _ => 0.0,
+        };
+        assert!(
+            worst <= bound,
+            "{name}: output {j} ({}): max error {worst:.3e} over {bound:.3e}\n got {a:?}\nwant {e:?}",
+            g.dtype
+        );
+        eprintln!(
+            "ok    {name}: output {j} {}{:?}: max error {worst:.2e} (max |y| {scale:.2e})",
+            g.dtype, g.dims
+        );
+    }
+}
+
+/// The C element type of a dtype as the header declares it, and how main.c prints one value.
+fn c_elem(d: xla_aot::ir::DType) -> (&'static str, &'static str) {
+    use xla_aot::ir::DType;
+    match d {
+        DType::F32 => ("float", "printf(\"%.9g\\n\", (double)v[i]);"),
+        DType::I64 => ("int64_t", "printf(\"%lld\\n\", (long long)v[i]);"),
+        DType::I32 => ("int32_t", "printf(\"%d\\n\", (int)v[i]);"),
+        DType::F16 | DType::BF16 => ("uint16_t", "printf(\"%u\\n\", (unsigned)v[i]);"),
+        _ => ("uint8_t", "printf(\"%u\\n\", (unsigned)v[i]);"),
+    }
+}
+
+/// A C program that runs `name` through its header on `inputs` and prints every output value (one
+/// a line; float16 as its bits); with an int64 input, it first checks that a value outside the
+/// i32 range is `XLA_AOT_STATUS_BAD_ARGUMENT`.
+fn typed_main(name: &str, m: &xla_aot::ir::Module, inputs: &[Literal]) -> String {
+    use xla_aot::ir::DType;
+    let upper = name.to_ascii_uppercase();
+    let mut s = format!(
+        "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include \"{name}.h\"\nstatic _Alignas(64) unsigned char arena[{upper}_ARENA_SIZE + 1];\n"
+    );
+    let mut args = Vec::new();
+    for (k, lit) in inputs.iter().enumerate() {
+        let (t, _) = c_elem(lit.dtype);
+        let vals: Vec<String> = match lit.dtype {
+            DType::F32 => lit
+                .to_f32_vec()
+                .unwrap()
+                .iter()
+                .map(|v| format!("{v:e}f"))
+                .collect(),
+            DType::F16 | DType::BF16 => lit
+                .bytes()
+                .unwrap()
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]).to_string())
+                .collect(),
+            DType::I64 => lit
+                .to_f64_vec()
+                .iter()
+                .map(|v| format!("{}LL", *v as i64))
+                .collect(),
+            _ => lit.to_f64_vec().iter().map(|v| v.to_string()).collect(),
+        };
+        s += &format!("static {t} in{k}[] = {{{}}};\n", vals.join(", "));
+        args.push(format!("in{k}"));
+    }
+    let outs = m.entry.outputs.len();
+    for k in 0..outs {
+        let n = m.entry.inst(m.entry.outputs[k].value).shape.element_count();
+        let (t, _) = c_elem(m.output_dtype(k));
+        s += &format!("static {t} out{k}[{n}];\n");
+        args.push(format!("out{k}"));
+    }
+    s += "int main(void) {\n";
+    if let Some(k) = inputs.iter().position(|l| l.dtype == DType::I64) {
+        s += &format!(
+            "    int64_t keep = in{k}[0];\n    in{k}[0] = (int64_t)1 << 40;\n    if ({name}_run(arena, {a}) != XLA_AOT_STATUS_BAD_ARGUMENT) return 4;\n    in{k}[0] = keep;\n",
+            a = args.join(", ")
+        );
+    }
+    s += &format!(
+        "    int st = {name}_run(arena, {});\n    if (st != XLA_AOT_STATUS_OK) {{ printf(\"status %d\\n\", st); return 2; }}\n",
+        args.join(", ")
+    );
+    for k in 0..outs {
+        let (_, print) = c_elem(m.output_dtype(k));
+        let n = m.entry.inst(m.entry.outputs[k].value).shape.element_count();
+        s += &format!(
+            "    {{ const void *p = out{k}; const __typeof__(out{k}[0]) *v = p; for (int i = 0; i < {n}; i++) {print} }}\n"
+        );
+    }
+    s += "    return 0;\n}\n";
+    s
+}
+
+/// The values main.c printed, as literals of the outputs' C API dtypes.
+fn parse_outputs(m: &xla_aot::ir::Module, text: &str) -> Vec<Literal> {
+    use xla_aot::ir::{DType, LiteralData};
+    let mut lines = text.lines();
+    (0..m.entry.outputs.len())
+        .map(|k| {
+            let shape = &m.entry.inst(m.entry.outputs[k].value).shape;
+            let d = m.output_dtype(k);
+            let mut bytes = Vec::new();
+            for _ in 0..shape.element_count() {
+                let t = lines.next().expect("one value a line");
+                match d {
+                    DType::F32 => bytes.extend(t.parse::<f32>().unwrap().to_le_bytes()),
+                    DType::I64 => bytes.extend(t.parse::<i64>().unwrap().to_le_bytes()),
+                    DType::I32 => bytes.extend(t.parse::<i32>().unwrap().to_le_bytes()),
+                    DType::F16 | DType::BF16 => {
+                        bytes.extend(t.parse::<u16>().unwrap().to_le_bytes())
+                    }
+                    _ => bytes.push(t.parse::<u8>().unwrap()),
+                }
+            }
+            Literal {
+                dtype: d,
+                dims: shape.dims.clone(),
+                data: LiteralData::Dense(bytes),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn typed_inputs_and_outputs_match_onnxruntime_through_the_c_api() {
+    let Some(root) = data_dir() else { return };
+    for name in TYPED_MODELS {
+        let dir = root.join(name);
+        let model = dir.join(format!("{name}.onnx"));
+        assert!(
+            model.is_file(),
+            "{} is missing: regenerate the directory with scripts/onnx_patterns.py --out {}",
+            model.display(),
+            root.display()
+        );
+        let inputs = npys(&dir, "input");
+        let want = npys(&dir, "output");
+        let m = xla_aot::front::load_spec_with(&model, &InputOverrides::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .module;
+        for (k, lit) in inputs.iter().enumerate() {
+            assert_eq!(m.input_dtype(k), lit.dtype, "{name}: input {k} C API dtype");
+        }
+        check_typed(
+            name,
+            &xla_aot::compile::run_host(&m, &inputs).unwrap(),
+            &want,
+        );
+
+        // Compiled by the CLI, through the header, on x86-64 and on aarch64 under qemu.
+        for target in ["x86_64", "aarch64-neon"] {
+            let t = xla_aot::target::Target::resolve(target).unwrap();
+            let out = common::scratch(&format!("typed-{name}-{target}"));
+            let r = std::process::Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+                .arg("compile")
+                .arg(&model)
+                .args(["--target", target, "--out-dir"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert_eq!(
+                r.status.code(),
+                Some(0),
+                "{name}: {}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+            let main = out.join("main.c");
+            std::fs::write(&main, typed_main(name, &m, &inputs)).unwrap();
+            let (cc, runner) = common::toolchain(&t);
+            let exe = out.join("app");
+            let c = std::process::Command::new(&cc)
+                .args(["-O1", "-std=gnu11", "-Wall", "-Werror", "-I"])
+                .arg(&out)
+                .arg(&main)
+                .arg(out.join(format!("lib{name}.a")))
+                .arg("-o")
+                .arg(&exe)
+                .output()
+                .unwrap();
+            assert!(
+                c.status.success(),
+                "{name} ({target}): {}",
+                String::from_utf8_lossy(&c.stderr)
+            );
+            let mut cmd = match runner.split_first() {
+                Some((r, rest)) => {
+                    let mut c = std::process::Command::new(r);
+                    c.args(rest).arg(&exe);
+                    c
+                }
+                None => std::process::Command::new(&exe),
+            };
+            let r = cmd.output().unwrap();
+            assert!(
+                r.status.success(),
+                "{name} ({target}): {:?} {}",
+                r.status,
+                String::from_utf8_lossy(&r.stdout)
+            );
+            let got = parse_outputs(&m, &String::from_utf8_lossy(&r.stdout));
+            check_typed(&format!("{name} ({target}, C)"), &got, &want);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
 }

@@ -7,8 +7,13 @@
 //! one arena. Two values share arena bytes only when their live ranges `[definition, last use]` do
 //! not overlap; several placement strategies run and the smallest arena is kept. [`plan`] also
 //! reports the lower bound no plan for this schedule can beat: the most bytes live at any one step.
+//! Inputs and outputs passed in another dtype than the IR's get staging slices after all that
+//! (`staging.rs`).
+
+pub mod staging;
 
 use crate::ir::{FusionKind, InstId, Instruction, Module, Op};
+pub use staging::Staging;
 
 /// Alignment of every arena slice and of the arena itself: a cache line, and the widest vector
 /// (AVX-512) load.
@@ -62,6 +67,9 @@ pub struct BufferPlan {
     /// that is already another output) and must be copied into the output buffer: (output index,
     /// instruction).
     pub copies: Vec<(usize, InstId)>,
+    /// The staging slices of the inputs and outputs whose C API dtype differs from the IR's, after
+    /// the model's own slices (`staging.rs`; included in `arena_size`).
+    pub staging: Vec<Staging>,
 }
 
 fn row_major(s: &crate::ir::Shape) -> bool {
@@ -234,9 +242,11 @@ pub fn plan(m: &Module) -> BufferPlan {
             });
         }
     }
+    let (staging, arena_size) = staging::place(m, arena_size);
     BufferPlan {
         locs,
         arena_size,
+        staging,
         lower_bound,
         buffers,
         copies,

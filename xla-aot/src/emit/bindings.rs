@@ -17,7 +17,14 @@ fn rust_type(d: DType) -> &'static str {
     match d {
         DType::I32 => "i32",
         DType::F32 => "f32",
-        _ => "u8",
+        DType::I64 => "i64",
+        DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        // float16 / bfloat16 travel as their bits.
+        DType::F16 | DType::BF16 => "u16",
+        DType::Pred | DType::U8 => "u8",
     }
 }
 
@@ -70,13 +77,13 @@ pub fn render(
             input_ptrs.push(format!("{cn}.as_ptr().cast()"));
         }
     };
-    for p in c.parameters() {
+    for (k, p) in c.parameters().into_iter().enumerate() {
         let s = &c.inst(p).shape;
-        tensor(&c.inst(p).name, s.dtype, s.element_count(), false);
+        tensor(&c.inst(p).name, m.input_dtype(k), s.element_count(), false);
     }
-    for o in &c.outputs {
+    for (k, o) in c.outputs.iter().enumerate() {
         let s = &c.inst(o.value).shape;
-        tensor(&o.name, s.dtype, s.element_count(), true);
+        tensor(&o.name, m.output_dtype(k), s.element_count(), true);
     }
     let cuda = ptx
         .map(|p| {

@@ -12,13 +12,59 @@ use runtime_min::Status;
 const TEMPLATE: &str = include_str!("../../templates/model.h.in");
 const CUDA_TEMPLATE: &str = include_str!("../../templates/model_cuda.h.in");
 
-/// The C element type of a dtype.
+/// The C element type of a dtype (bool is `uint8_t` holding 0 or 1; float16 and bfloat16 are
+/// `uint16_t` holding the bits).
 pub fn c_type(d: DType) -> &'static str {
     match d {
         DType::F32 => "float",
         DType::I32 => "int32_t",
-        _ => "uint8_t",
+        DType::I64 => "int64_t",
+        DType::I8 => "int8_t",
+        DType::I16 => "int16_t",
+        DType::U16 => "uint16_t",
+        DType::U32 => "uint32_t",
+        DType::F16 | DType::BF16 => "uint16_t",
+        DType::Pred | DType::U8 => "uint8_t",
     }
+}
+
+/// The header's note on the inputs and outputs the entry points convert (`ir/api.rs`), or
+/// nothing when every one is passed in the dtype the model computes in.
+fn conversions(m: &Module) -> String {
+    let c = &m.entry;
+    let mut lines = Vec::new();
+    let mut int64_in = false;
+    for (k, &p) in c.parameters().iter().enumerate() {
+        if let Some(api) = m.api.input(k) {
+            int64_in |= matches!(api, DType::I64 | DType::U32);
+            let ir = c.inst(p).shape.dtype;
+            lines.push(format!(
+                " *   input {}: {api}, computed as {ir}",
+                c_name(&c.inst(p).name)
+            ));
+        }
+    }
+    for (k, o) in c.outputs.iter().enumerate() {
+        if let Some(api) = m.api.output(k) {
+            let ir = c.inst(o.value).shape.dtype;
+            lines.push(format!(
+                " *   output {}: computed as {ir}, returned as {api}",
+                c_name(&o.name)
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    let bad = if int64_in {
+        " An int64 or uint32 input value\n * outside [-2^31, 2^31) returns XLA_AOT_STATUS_BAD_ARGUMENT before the model runs."
+    } else {
+        ""
+    };
+    format!(
+        "\n/* Element types: these are converted at the call (f16/bf16 inputs widen exactly, f16/bf16\n * outputs round to nearest even, int64 outputs sign-extend, narrower and unsigned integer\n * outputs keep the low bits; f16/bf16 travel as uint16_t bits).{bad}\n{}\n */",
+        lines.join("\n")
+    )
 }
 
 /// Total bytes of constants (weights) in the module.
@@ -84,13 +130,19 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
             let konst = if kind == "INPUT" { "const " } else { "" };
             params.push(format!("{konst}{} *{cn}", c_type(dtype)));
         };
-    for p in c.parameters() {
+    for (k, p) in c.parameters().into_iter().enumerate() {
         let i = c.inst(p);
-        tensor("INPUT", &i.name, &i.shape.dims, i.shape.dtype, &mut params);
+        tensor(
+            "INPUT",
+            &i.name,
+            &i.shape.dims,
+            m.input_dtype(k),
+            &mut params,
+        );
     }
-    for o in &c.outputs {
+    for (k, o) in c.outputs.iter().enumerate() {
         let s = &c.inst(o.value).shape;
-        tensor("OUTPUT", &o.name, &s.dims, s.dtype, &mut params);
+        tensor("OUTPUT", &o.name, &s.dims, m.output_dtype(k), &mut params);
     }
     let statuses: String = Status::ALL
         .iter()
@@ -123,6 +175,7 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
         .replace("{{inputs}}", &inputs_doc.join(", "))
         .replace("{{outputs}}", &outputs_doc.join(", "))
         .replace("{{shape_macros}}", macros.trim_end())
+        .replace("{{conversions}}", &conversions(m))
         .replace("{{status_codes}}", statuses.trim_end())
         .replace("{{run_params}}", &params.join(", "))
         .replace("{{cuda_api}}", cuda)
@@ -215,14 +268,17 @@ fn c_params(m: &Module, skip: Option<usize>) -> String {
             let inst = c.inst(p);
             v.push(format!(
                 "const {} *{}",
-                c_type(inst.shape.dtype),
+                c_type(m.input_dtype(i)),
                 c_name(&inst.name)
             ));
         }
     }
-    for o in &c.outputs {
-        let s = &c.inst(o.value).shape;
-        v.push(format!("{} *{}", c_type(s.dtype), c_name(&o.name)));
+    for (k, o) in c.outputs.iter().enumerate() {
+        v.push(format!(
+            "{} *{}",
+            c_type(m.output_dtype(k)),
+            c_name(&o.name)
+        ));
     }
     v.join(", ")
 }

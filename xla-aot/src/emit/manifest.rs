@@ -10,8 +10,12 @@ use serde::Serialize;
 #[derive(Serialize)]
 pub struct Tensor {
     pub name: String,
+    /// The element type the C caller passes or receives.
     pub dtype: String,
     pub shape: Vec<usize>,
+    /// The element type the model computes in, where it differs from `dtype` (`ir/api.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub computed_as: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -115,10 +119,11 @@ pub fn build(
     before_fusion: usize,
 ) -> Manifest {
     let c = &m.entry;
-    let tensor = |name: &str, s: &crate::ir::Shape| Tensor {
+    let tensor = |name: &str, s: &crate::ir::Shape, api: Option<crate::ir::DType>| Tensor {
         name: name.to_string(),
-        dtype: s.dtype.name().to_string(),
+        dtype: api.unwrap_or(s.dtype).name().to_string(),
         shape: s.dims.clone(),
+        computed_as: api.map(|_| s.dtype.name().to_string()),
     };
     Manifest {
         name: m.name.clone(),
@@ -127,12 +132,14 @@ pub fn build(
         inputs: c
             .parameters()
             .iter()
-            .map(|&p| tensor(&c.inst(p).name, &c.inst(p).shape))
+            .enumerate()
+            .map(|(k, &p)| tensor(&c.inst(p).name, &c.inst(p).shape, m.api.input(k)))
             .collect(),
         outputs: c
             .outputs
             .iter()
-            .map(|o| tensor(&o.name, &c.inst(o.value).shape))
+            .enumerate()
+            .map(|(k, o)| tensor(&o.name, &c.inst(o.value).shape, m.api.output(k)))
             .collect(),
         arena_size: plan.arena_size,
         arena_align: ARENA_ALIGN,

@@ -33,6 +33,9 @@ pub enum InterpError {
         expected: String,
         found: String,
     },
+    /// An input value the C API rejects (an int64 outside the i32 range the model computes in).
+    #[error("input `{name}`: {reason}")]
+    BadArgument { name: String, reason: String },
     /// A constant whose data was elided in HLO text.
     #[error(
         "constant %{0} was elided (`{{...}}`) in the HLO text; print it with --print-large-constants to evaluate it"
@@ -44,8 +47,37 @@ pub enum InterpError {
 }
 
 /// Evaluates `m` on `inputs` (one per parameter, in parameter order).
+/// Inputs and outputs with a C API dtype (`ir/api.rs`) are taken and returned in it, converted
+/// as the compiled entry points convert them (an input given in the IR dtype is used as is).
 pub fn evaluate(m: &Module, inputs: &[Literal]) -> Result<Vec<Literal>, InterpError> {
-    eval_computation(&m.entry, inputs)
+    if m.api.is_empty() {
+        return eval_computation(&m.entry, inputs);
+    }
+    let params = m.entry.parameters();
+    let mut converted = Vec::with_capacity(inputs.len());
+    for (k, lit) in inputs.iter().enumerate() {
+        converted.push(match m.api.input(k) {
+            Some(api) if lit.dtype == api => {
+                crate::ir::api::to_ir(lit).map_err(|e| InterpError::BadArgument {
+                    name: params
+                        .get(k)
+                        .map(|&p| m.entry.inst(p).name.clone())
+                        .unwrap_or_default(),
+                    reason: e,
+                })?
+            }
+            _ => lit.clone(),
+        });
+    }
+    let outs = eval_computation(&m.entry, &converted)?;
+    Ok(outs
+        .into_iter()
+        .enumerate()
+        .map(|(k, o)| match m.api.output(k) {
+            Some(api) => crate::ir::api::to_api(&o, api),
+            None => o,
+        })
+        .collect())
 }
 
 /// Evaluates one computation (the entry, or a fused computation on its operands).

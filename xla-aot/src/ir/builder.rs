@@ -144,6 +144,7 @@ impl Builder {
                 instructions: self.instructions,
                 outputs: self.outputs,
             },
+            api: crate::ir::ApiTypes::default(),
         }
     }
 }

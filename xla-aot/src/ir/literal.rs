@@ -135,10 +135,36 @@ impl Literal {
         Some(self.bytes()?.iter().map(|&b| b != 0).collect())
     }
 
-    /// The elements as f64 for f32 and i32 literals (for summaries and comparisons); empty for
-    /// other dtypes or elided data.
+    /// The elements as f64 (for summaries and comparisons; int64 beyond 2^53 rounds); empty for
+    /// elided data.
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        let b = self.bytes().unwrap_or_default();
+        let half = |f: fn(u16) -> f32| -> Vec<f64> {
+            b.chunks_exact(2)
+                .map(|c| f(u16::from_le_bytes([c[0], c[1]])) as f64)
+                .collect()
+        };
         match self.dtype {
+            DType::I64 => b
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")) as f64)
+                .collect(),
+            DType::U8 | DType::Pred => b.iter().map(|&v| v as f64).collect(),
+            DType::I8 => b.iter().map(|&v| v as i8 as f64).collect(),
+            DType::I16 => b
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]) as f64)
+                .collect(),
+            DType::U16 => b
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]) as f64)
+                .collect(),
+            DType::U32 => b
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+                .collect(),
+            DType::F16 => half(super::half::f16_to_f32),
+            DType::BF16 => half(super::half::bf16_to_f32),
             DType::F32 => self
                 .to_f32_vec()
                 .unwrap_or_default()
@@ -151,7 +177,6 @@ impl Literal {
                 .into_iter()
                 .map(f64::from)
                 .collect(),
-            _ => Vec::new(),
         }
     }
 

@@ -5,8 +5,11 @@
 //! computations instructions form), `module`, `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
 //! form), `verify` (invariants).
 
+pub mod api;
+pub mod api_types;
 pub mod builder;
 pub mod flops;
+pub mod half;
 pub mod inst;
 pub mod literal;
 pub mod module;
@@ -17,6 +20,7 @@ pub mod shape;
 pub mod shape_inference;
 pub mod verify;
 
+pub use api_types::ApiTypes;
 pub use builder::Builder;
 pub use inst::{
     BinaryOp, CompareDir, DotDims, FusionKind, InstId, Instruction, Op, ReduceKind, UnaryOp, Window,

@@ -6,6 +6,7 @@
 //! invariant; the printer and parser (`print.rs`, `parse.rs`) give the text form with
 //! `parse(print(m)) == m`.
 
+use super::api_types::ApiTypes;
 use super::inst::Computation;
 
 /// A compilation unit.
@@ -15,4 +16,6 @@ pub struct Module {
     pub name: String,
     /// The entry computation.
     pub entry: Computation,
+    /// The C API dtypes of inputs and outputs that differ from their IR dtypes (`api.rs`).
+    pub api: ApiTypes,
 }

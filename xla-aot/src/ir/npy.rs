@@ -1,7 +1,7 @@
 //! Reading and writing numpy `.npy` files (format versions 1.0–3.0), little-endian, C order.
 //!
-//! Contract: [`read_npy`] returns a [`Literal`] for the dtypes the IR knows (`<f4`, `<i4`, `|b1`,
-//! `|i1`, `<f2`) and a typed error for anything else (big-endian, Fortran order, object arrays,
+//! Contract: [`read_npy`] returns a [`Literal`] for the dtypes the IR knows (`<f4`, `<f2`, `<i4`,
+//! `<i8`, `<i2`, `|i1`, `<u4`, `<u2`, `|u1`, `|b1`) and a typed error for anything else (big-endian, Fortran order, object arrays,
 //! truncated data), saying how to re-save the array. [`write_npy`] writes version 1.0 with the
 //! header padded to 64 bytes, like `numpy.save`.
 
@@ -45,12 +45,18 @@ fn descr_dtype(descr: &str) -> Result<DType, NpyError> {
         "|b1" => Ok(DType::Pred),
         "|i1" => Ok(DType::I8),
         "<f2" => Ok(DType::F16),
+        "<i8" => Ok(DType::I64),
+        "|u1" => Ok(DType::U8),
+        "<i2" => Ok(DType::I16),
+        "<u2" => Ok(DType::U16),
+        "<u4" => Ok(DType::U32),
         "<f8" => Err(hint(" (float64); convert it with a.astype(np.float32)")),
-        "<i8" => Err(hint(" (int64); convert it with a.astype(np.int32)")),
         d if d.starts_with('>') => Err(hint(
             " (big-endian); convert it with a.astype(a.dtype.newbyteorder('<'))",
         )),
-        _ => Err(hint("; expected float32 (<f4) or int32 (<i4)")),
+        _ => Err(hint(
+            "; expected float32 (<f4), float16 (<f2), int32 (<i4), int64 (<i8), int16 (<i2), int8 (|i1), uint32 (<u4), uint16 (<u2), uint8 (|u1) or bool (|b1)",
+        )),
     }
 }
 
@@ -149,6 +155,11 @@ pub fn write_npy(lit: &Literal) -> Vec<u8> {
         DType::I8 => "|i1",
         DType::F16 => "<f2",
         DType::BF16 => "<V2",
+        DType::I64 => "<i8",
+        DType::U8 => "|u1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
     };
     let shape = match lit.dims.len() {
         0 => "()".to_string(),

@@ -337,6 +337,18 @@ pub fn parse_module(text: &str) -> PResult<Module> {
     };
     let last_line = text.lines().count().max(1);
     let (ln, header) = lines.next().ok_or_else(|| eof(1, "`HloModule <name>`"))?;
+    // `, api_types=(...) -> (...)` ends the line when inputs or outputs have C API dtypes.
+    let (header, api) = match header.split_once(", api_types=") {
+        Some((h, a)) => (
+            h,
+            crate::ir::ApiTypes::parse(a).map_err(|message| HloParseError {
+                line: ln,
+                column: h.len() + 1,
+                message,
+            })?,
+        ),
+        None => (header, crate::ir::ApiTypes::default()),
+    };
     let mut c = Cursor::new(header, ln);
     c.expect("HloModule")?;
     let name = c.word("a module name")?;
@@ -370,7 +382,11 @@ pub fn parse_module(text: &str) -> PResult<Module> {
                     message: "unexpected text after the entry computation".into(),
                 });
             }
-            return Ok(Module { name, entry: comp });
+            return Ok(Module {
+                name,
+                entry: comp,
+                api,
+            });
         }
         computations.insert(comp.name.clone(), comp);
     }
@@ -591,10 +607,19 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
                 _ => None,
             }
             .map(|b| bytes.push(b)),
-            DType::I8 | DType::F16 | DType::BF16 => t
+            DType::I8
+            | DType::I64
+            | DType::U8
+            | DType::I16
+            | DType::U16
+            | DType::U32
+            | DType::F16
+            | DType::BF16 => t
                 .strip_prefix("0x")
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .filter(|&bits| (bits as u64) < (1u64 << (8 * shape.dtype.size_bytes())))
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .filter(|&bits| {
+                    shape.dtype.size_bytes() >= 8 || bits < (1u64 << (8 * shape.dtype.size_bytes()))
+                })
                 .map(|bits| {
                     bytes.extend_from_slice(&bits.to_le_bytes()[..shape.dtype.size_bytes()])
                 }),

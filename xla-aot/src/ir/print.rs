@@ -40,7 +40,14 @@ pub fn print_module(m: &Module) -> String {
 
 /// Prints a module with options.
 pub fn print_module_with(m: &Module, opts: &PrintOptions) -> String {
-    let mut s = format!("HloModule {}\n\n", m.name);
+    let mut s = format!("HloModule {}", m.name);
+    if !m.api.is_empty() {
+        let text = m
+            .api
+            .text(m.entry.parameters().len(), m.entry.outputs.len());
+        s.push_str(&format!(", api_types={text}"));
+    }
+    s.push_str("\n\n");
     // Fused computations first, in order of first use, as XLA prints them.
     let mut fused = Vec::new();
     collect_fused(&m.entry, &mut fused);
@@ -276,14 +283,21 @@ fn print_literal(lit: &Literal, opts: &PrintOptions) -> String {
             .map(|v| v.to_string())
             .collect(),
         // Other dtypes print their raw element bits until they are supported end to end.
-        DType::I8 | DType::F16 | DType::BF16 => lit
+        DType::I8
+        | DType::I64
+        | DType::U8
+        | DType::I16
+        | DType::U16
+        | DType::U32
+        | DType::F16
+        | DType::BF16 => lit
             .bytes()
             .unwrap_or_default()
             .chunks(lit.dtype.size_bytes())
             .map(|c| {
-                let mut bits = 0u32;
+                let mut bits = 0u64;
                 for (i, b) in c.iter().enumerate() {
-                    bits |= (*b as u32) << (8 * i);
+                    bits |= (*b as u64) << (8 * i);
                 }
                 format!("0x{bits:x}")
             })

@@ -20,9 +20,20 @@ pub enum DType {
     I8,
     /// 32-bit signed integer (indices).
     I32,
-    /// IEEE half precision (reserved).
+    /// 64-bit signed integer: a C API type only (ONNX int64 inputs and outputs, computed in i32;
+    /// `ir/api.rs`).
+    I64,
+    /// 8-bit unsigned integer: a C API type only (uint8 images, computed in i32; `ir/api.rs`).
+    U8,
+    /// 16-bit signed integer: a C API type only (computed in i32; `ir/api.rs`).
+    I16,
+    /// 16-bit unsigned integer: a C API type only (computed in i32; `ir/api.rs`).
+    U16,
+    /// 32-bit unsigned integer: a C API type only (values below 2^31, computed in i32).
+    U32,
+    /// IEEE half precision: a C API and weight type (computed in f32; `ir/api.rs`).
     F16,
-    /// bfloat16 (reserved).
+    /// bfloat16: a C API and weight type (computed in f32; `ir/api.rs`).
     BF16,
     /// IEEE single precision.
     F32,
@@ -30,10 +41,15 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, for parsers and error hints.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 11] = [
         DType::Pred,
         DType::I8,
         DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -45,6 +61,11 @@ impl DType {
             DType::Pred => "pred",
             DType::I8 => "i8",
             DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::F32 => "f32",
@@ -59,9 +80,10 @@ impl DType {
     /// Storage size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::Pred | DType::I8 => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::F32 => 4,
+            DType::Pred | DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 => 8,
         }
     }
 

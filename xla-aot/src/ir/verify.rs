@@ -41,8 +41,40 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
             instruction: format!("HloModule {}", m.name),
         });
     }
+    verify_api(m)?;
     let mut computation_names = HashSet::new();
     verify_computation(&m.entry, &mut computation_names)
+}
+
+/// The API dtypes: at most one per parameter and output, each a pair `ir/api.rs` converts.
+fn verify_api(m: &Module) -> Result<(), VerifyError> {
+    let c = &m.entry;
+    let params = c.parameters();
+    let fail = |message: String| VerifyError {
+        message,
+        instruction: format!("HloModule {}, api_types=...", m.name),
+    };
+    if m.api.inputs.len() > params.len() || m.api.outputs.len() > c.outputs.len() {
+        return Err(fail(format!(
+            "api_types lists {} inputs and {} outputs; the entry has {} and {}",
+            m.api.inputs.len(),
+            m.api.outputs.len(),
+            params.len(),
+            c.outputs.len()
+        )));
+    }
+    let ins = params.iter().enumerate().map(|(k, &p)| (m.api.input(k), p));
+    let outs = (c.outputs.iter().enumerate()).map(|(k, o)| (m.api.output(k), o.value));
+    for (api, v) in ins.chain(outs) {
+        let ir = c.inst(v).shape.dtype;
+        if let Some(a) = api.filter(|&a| !crate::ir::api_types::allowed(a, ir)) {
+            return Err(fail(format!(
+                "`%{}` is {ir} and cannot be passed as {a} at the C API",
+                c.inst(v).name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks one computation (and, recursively, the computations its fusions call).

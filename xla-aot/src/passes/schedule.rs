@@ -128,6 +128,7 @@ impl Pass for Schedule {
         let candidate = Module {
             name: m.name.clone(),
             entry: reorder(&m.entry, &order),
+            api: m.api.clone(),
         };
         if plan(&candidate).lower_bound < plan(m).lower_bound {
             *m = candidate;

@@ -215,7 +215,10 @@ pub fn run_compiled_with(
     }
     let mut outs = Vec::new();
     for (i, o) in m.entry.outputs.iter().enumerate() {
-        let s = &m.entry.inst(o.value).shape;
+        // Outputs come back in their C API dtype (`ir/api.rs`).
+        let mut s = m.entry.inst(o.value).shape.clone();
+        s.dtype = m.output_dtype(i);
+        let s = &s;
         let p = dir.join(format!("out{i}.bin"));
         args.push(p.display().to_string());
         args.push(s.size_bytes().to_string());

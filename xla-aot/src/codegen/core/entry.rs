@@ -3,7 +3,9 @@
 //! app's thread hook.
 //!
 //! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
-//! `ARENA_ALIGN` is reported, never dereferenced. The body calls every kernel in execution order
+//! `ARENA_ALIGN` is reported, never dereferenced; inputs and outputs whose C API dtype differs
+//! from the IR's are converted around the model's call (`boundary.rs`), an int64 input outside
+//! the i32 range (or a uint32 one from 2^31) being a `BadArgument`. The body calls every kernel in execution order
 //! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
 //! the way its backend says (`Backend::invoke`: once, or once per grid invocation). The hook
 //! registration is one internal global per model; what uses it (the CPU's parallel-for,
@@ -134,6 +136,26 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             self.b.position_at_end(ok);
         };
 
+        // The model's call between the dtype conversions of the C API (`boundary.rs`): an int64
+        // input out of the i32 range returns BAD_ARGUMENT before the model runs.
+        let call_converted = |f: FunctionValue<'ctx>, args: &mut [PointerValue<'ctx>]| {
+            let (bad, outs) = self.boundary_in(f, args[0], args, nin);
+            if !self.plan.staging.is_empty() {
+                let reject = self.ctx.append_basic_block(f, "bad_argument");
+                let go = self.ctx.append_basic_block(f, "run");
+                self.b.build_conditional_branch(bad, reject, go).unwrap();
+                self.b.position_at_end(reject);
+                self.b
+                    .build_return(Some(&status(Status::BadArgument)))
+                    .unwrap();
+                self.b.position_at_end(go);
+            }
+            let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+            self.b.build_call(imp, &a, "").unwrap();
+            self.boundary_out(f, args[0], &outs);
+            self.b.build_return(Some(&status(Status::Ok))).unwrap();
+        };
+
         // int <name>_run_ptrs(void *arena, const void *const *inputs, void *const *outputs)
         let i8pp = i8p.ptr_type(AddressSpace::default());
         let rp = self.m.add_function(
@@ -150,7 +172,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let outs = rp.get_nth_param(2).unwrap().into_pointer_value();
         check_null(rp, ins);
         check_null(rp, outs);
-        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        let mut args: Vec<PointerValue> = vec![arena];
         for (arr, n) in [(ins, nin), (outs, nout)] {
             for k in 0..n {
                 let p = self
@@ -159,20 +181,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .unwrap()
                     .into_pointer_value();
                 check_null(rp, p);
-                args.push(p.into());
+                args.push(p);
             }
         }
-        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-        self.b.build_call(imp, &a, "").unwrap();
-        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+        call_converted(rp, &mut args);
 
         // int <name>_run(void *arena, const T *in0, ..., T *out0, ...)
         let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into()];
-        for &p in &params {
-            tys.push(self.ptr_type(c.inst(p).shape.dtype).into());
+        for k in 0..nin {
+            tys.push(self.ptr_type(self.hlo.input_dtype(k)).into());
         }
-        for o in &c.outputs {
-            tys.push(self.ptr_type(c.inst(o.value).shape.dtype).into());
+        for k in 0..nout {
+            tys.push(self.ptr_type(self.hlo.output_dtype(k)).into());
         }
         let run = self.m.add_function(
             &format!("{}_run", self.hlo.name),
@@ -184,18 +204,16 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .position_at_end(self.ctx.append_basic_block(run, "entry"));
         let arena = run.get_nth_param(0).unwrap().into_pointer_value();
         check_arena(run, arena);
-        let mut args: Vec<BasicValueEnum> = vec![arena.into()];
+        let mut args: Vec<PointerValue> = vec![arena];
         for k in 0..nin + nout {
             let p = run
                 .get_nth_param(1 + k as u32)
                 .unwrap()
                 .into_pointer_value();
             check_null(run, p);
-            args.push(self.b.build_pointer_cast(p, i8p, "").unwrap().into());
+            args.push(self.b.build_pointer_cast(p, i8p, "").unwrap());
         }
-        let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-        self.b.build_call(imp, &a, "").unwrap();
-        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+        call_converted(run, &mut args);
     }
 
     /// `{hook, hook_ctx, threads}`: the registration, one per model.

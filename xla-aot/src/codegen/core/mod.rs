@@ -18,6 +18,7 @@
 //!   C API entry points of a host library, its kernel profiler hook, and writing a host object.
 //! - [`math`]: the inline approximations of transcendental functions.
 
+pub mod boundary;
 pub mod concat_runs;
 pub mod elemental;
 pub mod emitter;

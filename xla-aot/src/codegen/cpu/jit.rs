@@ -101,8 +101,17 @@ pub fn profile(
     // 4-byte aligned copies of the inputs, zeroed outputs, one 64-byte aligned arena.
     let words = |bytes: usize| vec![0u32; bytes.div_ceil(4).max(1)];
     let mut in_bufs: Vec<Vec<u32>> = Vec::new();
-    for (lit, &pid) in inputs.iter().zip(&params) {
-        let shape = &c.inst(pid).shape;
+    for (k, (lit, &pid)) in inputs.iter().zip(&params).enumerate() {
+        // Inputs in the C API's dtype (`ir/api.rs`); one given in the IR dtype is converted first.
+        let mut shape = c.inst(pid).shape.clone();
+        shape.dtype = m.input_dtype(k);
+        let converted;
+        let lit = if lit.dtype != shape.dtype && lit.dtype == c.inst(pid).shape.dtype {
+            converted = crate::ir::api::to_api(lit, shape.dtype);
+            &converted
+        } else {
+            lit
+        };
         let bytes = lit.bytes().unwrap_or_default();
         if lit.dtype != shape.dtype || lit.dims != shape.dims || bytes.len() != shape.size_bytes() {
             return Err(CodegenError::Llvm(format!(
@@ -120,7 +129,8 @@ pub fn profile(
     let mut out_bufs: Vec<Vec<u32>> = c
         .outputs
         .iter()
-        .map(|o| words(c.inst(o.value).shape.size_bytes()))
+        .enumerate()
+        .map(|(k, o)| words(c.inst(o.value).shape.element_count() * m.output_dtype(k).size_bytes()))
         .collect();
     let mut arena = vec![Block([0; ARENA_ALIGN]); p.arena_size.div_ceil(ARENA_ALIGN).max(1)];
     let in_ptrs: Vec<*const u8> = in_bufs.iter().map(|b| b.as_ptr() as *const u8).collect();
@@ -155,8 +165,10 @@ pub fn profile(
         .outputs
         .iter()
         .zip(&out_bufs)
-        .map(|(o, buf)| {
-            let shape = &c.inst(o.value).shape;
+        .enumerate()
+        .map(|(k, (o, buf))| {
+            let mut shape = c.inst(o.value).shape.clone();
+            shape.dtype = m.output_dtype(k);
             let mut bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_le_bytes()).collect();
             bytes.truncate(shape.size_bytes());
             Literal {

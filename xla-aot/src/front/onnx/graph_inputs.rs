@@ -6,11 +6,34 @@
 //! `SYMBOL`; a dim still symbolic or unknown is an error naming the input, the dim and the flag
 //! that fixes it. [`frozen_tensor`] builds the compile-time tensor of a frozen input in the
 //! input's element type. [`symbols`] lists the symbolic dims of the graph's inputs (to report a
-//! `--dim` that names none).
+//! `--dim` that names none). [`api_dtype`] is the C API dtype of a graph input or output whose ONNX
+//! element type the module computes in another dtype (int64 in i32, float16 in f32, ...).
 
 use super::proto::{ValueInfoProto, data_type as dt, tensor_shape_proto, type_proto};
 use super::tensor::{ConstTensor, Values, is_float_type, is_int_type};
 use crate::front::inputs::{Frozen, InputOverrides};
+
+/// The C API dtype of a run-time graph input or output of ONNX element type `elem`, when the
+/// module computes it in another dtype (`ir/api.rs`); `None` for float32, int32 and bool.
+pub fn api_dtype(elem: i32) -> Option<crate::ir::DType> {
+    use crate::ir::DType;
+    match elem {
+        dt::INT64 => Some(DType::I64),
+        dt::UINT8 => Some(DType::U8),
+        dt::INT8 => Some(DType::I8),
+        dt::INT16 => Some(DType::I16),
+        dt::UINT16 => Some(DType::U16),
+        dt::UINT32 => Some(DType::U32),
+        dt::FLOAT16 => Some(DType::F16),
+        dt::BFLOAT16 => Some(DType::BF16),
+        _ => None,
+    }
+}
+
+/// The ONNX element type declared for `vi`, if any.
+pub fn elem_type(vi: &ValueInfoProto) -> Option<i32> {
+    tensor_type(vi).map(|tt| tt.elem_type).filter(|&t| t != 0)
+}
 
 fn tensor_type(vi: &ValueInfoProto) -> Option<&type_proto::Tensor> {
     match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {

@@ -12,7 +12,9 @@
 //! at import time (Reshape's shape, Slice's starts, axes, pads, ...) must be compile-time constants:
 //! initializers, `Constant`/`ConstantOfShape` results, `Shape` of a static shape, or integer
 //! arithmetic on those, which is folded here ([`tensor::ConstTensor`]). Integers live in i32 at run
-//! time (an int64 output is an i32 output). Every error names the node (index, name, op_type),
+//! time, floats in f32: an input or output of element type int64, int16, int8, uint32, uint16,
+//! uint8, float16 or bfloat16
+//! keeps that type at the C API, converted at the call (`ir/api.rs`). Every error names the node (index, name, op_type),
 //! says what is unsupported and, where possible, how to fix it. Nothing here panics on any input.
 //! The op set and its limits are listed in `docs/import.md`.
 
@@ -194,6 +196,7 @@ pub fn import_with(
         return Err(model_error(path, m));
     }
     let mut used_names = HashSet::new();
+    let mut api_types = crate::ir::ApiTypes::default();
     for (position, vi) in runtime_inputs.into_iter().enumerate() {
         let input_err = |m: String| model_error(path, format!("graph input `{}`: {m}", vi.name));
         if let Some(t) = options.constants.get(&vi.name) {
@@ -221,22 +224,24 @@ pub fn import_with(
             imp.env.insert(vi.name.clone(), Val::Const(c.into()));
             continue;
         }
-        let Some(dtype) = tensor::runtime_dtype(tt.elem_type) else {
-            return Err(input_err(format!(
-                "its element type {} is not supported (float32, int32 and bool inputs are)",
-                dt::name(tt.elem_type)
-            )));
+        let api = graph_inputs::api_dtype(tt.elem_type);
+        let dtype = match tensor::runtime_dtype(tt.elem_type) {
+            Some(d)
+                if api.is_some() || matches!(tt.elem_type, dt::FLOAT | dt::INT32 | dt::BOOL) =>
+            {
+                d
+            }
+            _ => {
+                return Err(input_err(format!(
+                    "its element type is {}; run-time inputs must be float32, float16, bfloat16, int64, int32, int16, int8, uint32, uint16, uint8 or bool",
+                    dt::name(tt.elem_type)
+                ))
+                .hint(format!(
+                    "export the input in one of those types, or freeze it to a constant: --freeze {}=VALUE",
+                    vi.name
+                )));
+            }
         };
-        if tt.elem_type != dt::FLOAT && tt.elem_type != dt::INT32 && tt.elem_type != dt::BOOL {
-            return Err(input_err(format!(
-                "its element type is {}; run-time inputs must be float32, int32 or bool",
-                dt::name(tt.elem_type)
-            ))
-            .hint(format!(
-                "export the input as float32/int32, or freeze it to a constant: --freeze {}=VALUE",
-                vi.name
-            )));
-        }
         let shape = Shape::new(dtype, dims);
         let clean = c_name::model_name(&vi.name);
         if let Some(lit) = bindings.take(&[vi.name.as_str(), clean.as_str()], &shape) {
@@ -256,6 +261,7 @@ pub fn import_with(
             .b
             .parameter(&pname, shape)
             .map_err(|m| input_err(m).hint("export the model with smaller fixed input shapes"))?;
+        api_types.inputs.push(api);
         imp.env.insert(
             vi.name.clone(),
             Val::Rt {
@@ -286,8 +292,17 @@ pub fn import_with(
             .materialize_val(&v)
             .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;
         imp.b.output(&oname, id);
+        // int64, uint8, float16, ... outputs return in their ONNX type through the C API.
+        let elem = graph_inputs::elem_type(vi).unwrap_or(context::ty_of(&v));
+        let api =
+            graph_inputs::api_dtype(elem).filter(|&a| crate::ir::api::allowed(a, imp.b.dtype(id)));
+        api_types.outputs.push(api);
     }
-    Ok(imp.b.finish())
+    let mut m = imp.b.finish();
+    if !api_types.is_empty() {
+        m.api = api_types;
+    }
+    Ok(m)
 }
 
 /// Lowers `nodes` in order into `imp`, binding each node's outputs in its environment (the main

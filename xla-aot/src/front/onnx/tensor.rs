@@ -41,15 +41,16 @@ pub fn is_int_type(t: i32) -> bool {
     )
 }
 
-/// Whether an ONNX element type is a float type we compute in f32.
+/// Whether an ONNX element type is a float type we compute in f32 (float16 and bfloat16 too:
+/// their weights widen exactly at import, their graph inputs and outputs convert at the C API).
 pub fn is_float_type(t: i32) -> bool {
-    matches!(t, dt::FLOAT | dt::DOUBLE)
+    matches!(t, dt::FLOAT | dt::DOUBLE | dt::FLOAT16 | dt::BFLOAT16)
 }
 
 /// The HLO dtype that holds values of ONNX element type `t` at run time, if any.
 pub fn runtime_dtype(t: i32) -> Option<DType> {
     match t {
-        dt::FLOAT | dt::DOUBLE => Some(DType::F32),
+        t if is_float_type(t) => Some(DType::F32),
         dt::BOOL => Some(DType::Pred),
         t if is_int_type(t) => Some(DType::I32),
         _ => None,
@@ -133,6 +134,27 @@ impl ConstTensor {
                 } else {
                     check(t.double_data.len(), "double_data")?;
                     Values::F(t.double_data.clone())
+                }
+            }
+            dt::FLOAT16 | dt::BFLOAT16 => {
+                // raw_data holds the 2-byte values, int32_data one value's bits per entry.
+                let widen = |h: u16| -> f64 {
+                    if t.data_type == dt::FLOAT16 {
+                        crate::ir::api::f16_to_f32(h) as f64
+                    } else {
+                        crate::ir::api::bf16_to_f32(h) as f64
+                    }
+                };
+                if has_raw {
+                    want_raw(2)?;
+                    Values::F(
+                        le_chunks::<2>(raw)
+                            .map(|b| widen(u16::from_le_bytes(b)))
+                            .collect(),
+                    )
+                } else {
+                    check(t.int32_data.len(), "int32_data")?;
+                    Values::F(t.int32_data.iter().map(|&v| widen(v as u16)).collect())
                 }
             }
             dt::INT64 => {
@@ -256,10 +278,18 @@ impl ConstTensor {
             Values::B(self.as_f64().iter().map(|&v| v != 0.0).collect())
         } else if is_float_type(to) {
             let v = self.as_f64();
-            Values::F(if to == dt::FLOAT {
-                v.into_iter().map(|x| x as f32 as f64).collect()
-            } else {
-                v
+            use crate::ir::api::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+            Values::F(match to {
+                dt::FLOAT => v.into_iter().map(|x| x as f32 as f64).collect(),
+                dt::FLOAT16 => v
+                    .into_iter()
+                    .map(|x| f16_to_f32(f32_to_f16(x as f32)) as f64)
+                    .collect(),
+                dt::BFLOAT16 => v
+                    .into_iter()
+                    .map(|x| bf16_to_f32(f32_to_bf16(x as f32)) as f64)
+                    .collect(),
+                _ => v,
             })
         } else {
             Values::I(self.as_i64())

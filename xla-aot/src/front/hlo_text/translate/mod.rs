@@ -211,6 +211,7 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                     value: remap[&id],
                 }],
             },
+            api: Default::default(),
         };
         crate::interp::evaluate(&m, &[]).ok()?.pop()
     }
