@@ -17,13 +17,16 @@
 //! The op set and its limits are listed in `docs/import.md`.
 
 mod context;
+mod contrib;
 mod control;
 mod conv_transpose;
 mod dispatch;
+mod einsum;
 mod elementwise;
 mod generate;
 mod graph_inputs;
 mod indexing;
+mod loops;
 mod nn;
 mod norms;
 pub mod proto;
@@ -305,15 +308,19 @@ pub(super) fn lower_nodes(
             index,
             opset,
         };
-        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+        let outs = if node.domain.is_empty() || node.domain == "ai.onnx" {
+            imp.lower_node(&cx)?
+        } else if node.domain == contrib::MICROSOFT_DOMAIN {
+            imp.lower_contrib(&cx)?
+        } else {
             return Err(cx
                 .err(format!(
-                    "its domain `{}` is not supported (only the default ONNX domain is)",
-                    node.domain
+                    "its domain `{}` is not supported (only the default ONNX domain and `{}` are)",
+                    node.domain,
+                    contrib::MICROSOFT_DOMAIN
                 ))
-                .hint("export without custom or contrib ops (e.g. onnxruntime's com.microsoft fusions)"));
-        }
-        let outs = imp.lower_node(&cx)?;
+                .hint("export without custom ops of other domains"));
+        };
         for (j, out) in node.output.iter().enumerate() {
             if out.is_empty() {
                 continue;

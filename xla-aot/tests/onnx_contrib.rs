@@ -1,0 +1,182 @@
+//! Float32 models of the ops real exports use beyond onnx's float32 node tests: onnxruntime's
+//! `com.microsoft` contrib ops (Gelu, BiasGelu, FastGelu, QuickGelu, BiasAdd,
+//! SkipLayerNormalization with its sum output, SkipSimplifiedLayerNormalization,
+//! LayerNormalization, FusedConv with each activation and the Z sum), onnxruntime's default-domain
+//! SimplifiedLayerNormalization, Einsum with the equations exporters write (batched matmuls,
+//! attention scores, transposes, reductions, outer and inner products, the implicit output,
+//! ellipsis broadcasting, diagonals, three operands), LpPool with p = 1 and 3, a Loop with a
+//! constant trip count and scan outputs, and a reversed Scan over axis 1. Each is imported,
+//! compiled for the host (JIT, after the optimisation pipeline) and compared with onnxruntime
+//! (numpy where onnxruntime has no CPU kernel): max |a - e| <= [`REL_OF_MAX`] × max |e|.
+//!
+//! The models come from `scripts/onnx_contrib.py`, written to `$XLA_AOT_ONNX_CONTRIB_DIR`
+//! (`scripts/test.sh` sets it); without the variable the test says it is skipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use xla_aot::front::onnx::{ImportOptions, import_file_with};
+use xla_aot::ir::Literal;
+
+/// The bound: relative to the largest expected magnitude.
+const REL_OF_MAX: f64 = 1e-5;
+
+/// How many cases the script writes (a missing one fails the test rather than shrinking it).
+const CASES: usize = 37;
+
+fn data_dir() -> Option<PathBuf> {
+    let Some(d) = std::env::var_os("XLA_AOT_ONNX_CONTRIB_DIR") else {
+        eprintln!(
+            "onnx contrib tests skipped: XLA_AOT_ONNX_CONTRIB_DIR is not set (run scripts/onnx_contrib.py --out DIR and set it, or use scripts/test.sh)"
+        );
+        return None;
+    };
+    Some(PathBuf::from(d))
+}
+
+fn npys(dir: &Path, stem: &str) -> Vec<Literal> {
+    (0..)
+        .map(|j| dir.join(format!("{stem}_{j}.npy")))
+        .take_while(|p| p.exists())
+        .map(|p| common::npy(&p))
+        .collect()
+}
+
+fn run(dir: &Path, name: &str) -> Result<f64, String> {
+    let path = dir.join(format!("{name}.onnx"));
+    let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+    let m = import_file_with(&path, &bytes, name, &ImportOptions::default())
+        .map_err(|e| e.to_string())?;
+    let inputs = npys(dir, "input");
+    let want = npys(dir, "output");
+    let got = xla_aot::compile::run_host(&m, &inputs).map_err(|e| format!("compile: {e}"))?;
+    if got.len() != want.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
+    }
+    let mut worst_rel = 0.0f64;
+    for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+        if g.dims != w.dims {
+            return Err(format!(
+                "output {j}: dims {:?}, expected {:?}",
+                g.dims, w.dims
+            ));
+        }
+        let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+        let scale = w
+            .iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()))
+            .max(f64::MIN_POSITIVE);
+        let worst = g
+            .iter()
+            .zip(&w)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        if worst > REL_OF_MAX * scale {
+            return Err(format!(
+                "output {j}: max error {worst:.3e} over {REL_OF_MAX} x max |y| {scale:.3e}"
+            ));
+        }
+        worst_rel = worst_rel.max(worst / scale);
+    }
+    Ok(worst_rel)
+}
+
+#[test]
+fn contrib_einsum_loop_and_pool_models_match_onnxruntime() {
+    let Some(root) = data_dir() else { return };
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.len(),
+        CASES,
+        "{} holds {} cases; scripts/onnx_contrib.py writes {CASES}",
+        root.display(),
+        names.len()
+    );
+    let mut failed = Vec::new();
+    for name in &names {
+        match run(&root.join(name), name) {
+            Ok(rel) => println!("ok    {name}: max error {rel:.2e} of max |y|"),
+            Err(e) => {
+                println!("FAIL  {name}: {e}");
+                failed.push(name.clone());
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failing: {}", failed.join(", "));
+}
+
+/// A `com.microsoft` op we do not import is an error naming the node, the domain and the fix;
+/// a node of another domain is refused naming its domain.
+#[test]
+fn unsupported_contrib_and_unknown_domains_are_named() {
+    use prost::Message;
+    use xla_aot::front::onnx::proto::{
+        GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
+        ValueInfoProto, tensor_shape_proto, type_proto,
+    };
+    let vi = |name: &str| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(TensorShapeProto {
+                    dim: vec![tensor_shape_proto::Dimension {
+                        value: Some(tensor_shape_proto::dimension::Value::DimValue(4)),
+                    }],
+                }),
+            })),
+        }),
+    };
+    for (domain, op, want) in [
+        (
+            "com.microsoft",
+            "Attention",
+            "op `Attention` of domain `com.microsoft` is not supported",
+        ),
+        ("com.microsoft", "FastGelo", "did you mean `FastGelu`?"),
+        (
+            "org.example",
+            "Thing",
+            "its domain `org.example` is not supported",
+        ),
+    ] {
+        let model = ModelProto {
+            ir_version: 8,
+            opset_import: vec![
+                OperatorSetIdProto {
+                    domain: String::new(),
+                    version: 17,
+                },
+                OperatorSetIdProto {
+                    domain: domain.into(),
+                    version: 1,
+                },
+            ],
+            graph: Some(GraphProto {
+                node: vec![NodeProto {
+                    input: vec!["x".into()],
+                    output: vec!["y".into()],
+                    name: "n0".into(),
+                    op_type: op.into(),
+                    domain: domain.into(),
+                    ..Default::default()
+                }],
+                input: vec![vi("x")],
+                output: vec![vi("y")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let err = import_file_with(Path::new("m.onnx"), &bytes, "m", &ImportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{domain} {op}: {err}");
+        assert!(err.contains("`n0`"), "the error names the node: {err}");
+    }
+}
