@@ -110,28 +110,65 @@ fn contrib_einsum_loop_and_pool_models_match_onnxruntime() {
     assert!(failed.is_empty(), "failing: {}", failed.join(", "));
 }
 
+use prost::Message;
+use xla_aot::front::onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
+    TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
+};
+
+/// A tensor value of element type `elem` (1 float, 6 int32) and dims `dims`.
+fn vi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: elem,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| tensor_shape_proto::Dimension {
+                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+                        })
+                        .collect(),
+                }),
+            })),
+        }),
+    }
+}
+
+/// The import error of a one-node model importing opset 17 (and `domain` version 1, if any).
+fn import_error(node: NodeProto, inputs: Vec<ValueInfoProto>, domain: &str) -> String {
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: String::new(),
+        version: 17,
+    }];
+    if !domain.is_empty() {
+        opset_import.push(OperatorSetIdProto {
+            domain: domain.into(),
+            version: 1,
+        });
+    }
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import,
+        graph: Some(GraphProto {
+            node: vec![node],
+            input: inputs,
+            output: vec![vi("y", 1, &[4])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = model.encode_to_vec();
+    import_file_with(Path::new("m.onnx"), &bytes, "m", &ImportOptions::default())
+        .unwrap_err()
+        .to_string()
+}
+
 /// A `com.microsoft` op we do not import is an error naming the node, the domain and the fix;
 /// a node of another domain is refused naming its domain.
 #[test]
 fn unsupported_contrib_and_unknown_domains_are_named() {
-    use prost::Message;
-    use xla_aot::front::onnx::proto::{
-        GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
-        ValueInfoProto, tensor_shape_proto, type_proto,
-    };
-    let vi = |name: &str| ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: 1,
-                shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dimension {
-                        value: Some(tensor_shape_proto::dimension::Value::DimValue(4)),
-                    }],
-                }),
-            })),
-        }),
-    };
     for (domain, op, want) in [
         (
             "com.microsoft",
@@ -145,38 +182,41 @@ fn unsupported_contrib_and_unknown_domains_are_named() {
             "its domain `org.example` is not supported",
         ),
     ] {
-        let model = ModelProto {
-            ir_version: 8,
-            opset_import: vec![
-                OperatorSetIdProto {
-                    domain: String::new(),
-                    version: 17,
-                },
-                OperatorSetIdProto {
-                    domain: domain.into(),
-                    version: 1,
-                },
-            ],
-            graph: Some(GraphProto {
-                node: vec![NodeProto {
-                    input: vec!["x".into()],
-                    output: vec!["y".into()],
-                    name: "n0".into(),
-                    op_type: op.into(),
-                    domain: domain.into(),
-                    ..Default::default()
-                }],
-                input: vec![vi("x")],
-                output: vec![vi("y")],
-                ..Default::default()
-            }),
+        let node = NodeProto {
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            name: "n0".into(),
+            op_type: op.into(),
+            domain: domain.into(),
             ..Default::default()
         };
-        let bytes = model.encode_to_vec();
-        let err = import_file_with(Path::new("m.onnx"), &bytes, "m", &ImportOptions::default())
-            .unwrap_err()
-            .to_string();
+        let err = import_error(node, vec![vi("x", 1, &[4])], domain);
         assert!(err.contains(want), "{domain} {op}: {err}");
         assert!(err.contains("`n0`"), "the error names the node: {err}");
     }
+}
+
+/// A Loop whose trip count is a run-time input is refused naming the node and `--freeze`.
+#[test]
+fn loop_with_a_run_time_trip_count_names_the_node_and_freeze() {
+    let node = NodeProto {
+        input: vec!["m".into(), "".into(), "x".into()],
+        output: vec!["y".into()],
+        name: "steps".into(),
+        op_type: "Loop".into(),
+        attribute: vec![AttributeProto {
+            name: "body".into(),
+            r#type: 5,
+            g: Some(Box::default()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let err = import_error(node, vec![vi("m", 6, &[]), vi("x", 1, &[4])], "");
+    assert!(
+        err.contains("input 0 (trip count M) must be known at compile time"),
+        "{err}"
+    );
+    assert!(err.contains("`steps` (Loop)"), "{err}");
+    assert!(err.contains("--freeze"), "{err}");
 }

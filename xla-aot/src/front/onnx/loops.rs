@@ -191,10 +191,10 @@ impl Importer {
             .collect::<R<Vec<Val>>>()?;
         let mut xs: Vec<(InstId, i32, usize)> = Vec::new();
         let mut trips = None;
-        for s in 0..m {
+        for (s, &in_axis) in in_axes.iter().enumerate() {
             let (x, ty) = self.rt(cx, n_state + s)?;
             let xd = self.dims(x);
-            let axis = cx.axis("scan_input_axes entry", in_axes[s], xd.len())?;
+            let axis = cx.axis("scan_input_axes entry", in_axis, xd.len())?;
             match trips {
                 None => trips = Some(xd[axis]),
                 Some(t) if t != xd[axis] => {
