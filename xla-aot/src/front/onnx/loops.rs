@@ -6,17 +6,29 @@
 //! input frozen with `--freeze`); a value computed at run time is an error naming the node and
 //! the flag. The body is lowered once per iteration with the iteration number and condition bound
 //! as constants and the loop-carried values threaded through; scan outputs are stacked on a new
-//! leading axis. `Scan` (opset 9 on) is unrolled the same way over its scan inputs' axis, with
-//! `scan_input_axes`/`scan_input_directions`/`scan_output_axes`/`scan_output_directions`. At most
+//! leading axis. `Scan` is unrolled the same way over its scan inputs' axis, with
+//! `scan_input_axes`/`scan_input_directions`/`scan_output_axes`/`scan_output_directions` (opset
+//! 9 on); opset 8's batched form (every input and output with a leading batch axis, `directions`)
+//! is unrolled per batch entry, without `sequence_lens` (all sequences full length). At most
 //! [`MAX_UNROLLED_TRIPS`] iterations are unrolled; a loop that would run zero times with scan
 //! outputs is refused (they would be empty tensors).
 
 use super::context::{Ctx, Importer, R, Val, ty_of};
 use super::elementwise::Outs;
+use super::proto::GraphProto;
 use super::proto::data_type as dt;
 use super::tensor::{ConstTensor, Values};
 use crate::ir::{InstId, Op};
 use std::rc::Rc;
+
+/// Where a scan's inputs are sliced and its outputs stacked (per input / output: axis, and
+/// direction 1 for reversed).
+struct ScanForm {
+    in_axes: Vec<i64>,
+    in_dirs: Vec<i64>,
+    out_axes: Vec<i64>,
+    out_dirs: Vec<i64>,
+}
 
 /// Most iterations a `Loop` or `Scan` is unrolled to: each iteration copies the body into the
 /// module, so this bounds the module at 4096 bodies (sequence loops of exported models run over
@@ -141,12 +153,16 @@ impl Importer {
         Ok(c.as_f64()[0] != 0.0)
     }
 
-    /// `Scan(initial_state..., scan_input...)` (opset 9 on) with graph attribute `body`.
+    /// `Scan(initial_state..., scan_input...)` with graph attribute `body`; opset 8's form
+    /// `Scan(sequence_lens?, initial_state..., scan_input...)` has a leading batch axis on every
+    /// input and output and is unrolled batch by batch.
     pub fn scan(&mut self, cx: &Ctx) -> R<Outs> {
-        if cx.before(9) {
-            return Err(cx.err(
-                "Scan before opset 9 (with a batch axis and sequence_lens) is not supported",
-            ).hint("convert the model to opset 9 or later: onnx.version_converter.convert_version(model, 13)"));
+        let batched = cx.before(9);
+        let first = usize::from(batched);
+        if batched && cx.has_input(0) {
+            return Err(cx
+                .err("input 0 (sequence_lens) is given; only Scan-8 without sequence_lens (every sequence full length) is supported")
+                .hint("export with equal-length sequences, or convert the model to opset 9+ (onnx.version_converter.convert_version)"));
         }
         let Some(body) = cx.attr_g("body")? else {
             return Err(cx.attr_err("body", "is missing"));
@@ -154,11 +170,11 @@ impl Importer {
         let Some(m) = cx.attr_i("num_scan_inputs")? else {
             return Err(cx.attr_err("num_scan_inputs", "is required"));
         };
-        let n_in = cx.n_inputs();
+        let n_in = cx.n_inputs().saturating_sub(first);
         if m < 1 || m as usize > n_in {
             return Err(cx.attr_err(
                 "num_scan_inputs",
-                format!("{m} must be between 1 and the number of inputs ({n_in})"),
+                format!("{m} must be between 1 and the number of state and scan inputs ({n_in})"),
             ));
         }
         let m = m as usize;
@@ -181,20 +197,96 @@ impl Importer {
             }
             Ok(v)
         };
-        let in_axes = list("scan_input_axes", m)?;
-        let in_dirs = list("scan_input_directions", m)?;
-        let out_axes = list("scan_output_axes", k)?;
-        let out_dirs = list("scan_output_directions", k)?;
+        let form = if batched {
+            ScanForm {
+                in_axes: vec![0; m],
+                in_dirs: list("directions", m)?,
+                out_axes: vec![0; k],
+                out_dirs: vec![0; k],
+            }
+        } else {
+            ScanForm {
+                in_axes: list("scan_input_axes", m)?,
+                in_dirs: list("scan_input_directions", m)?,
+                out_axes: list("scan_output_axes", k)?,
+                out_dirs: list("scan_output_directions", k)?,
+            }
+        };
+        let mut state = Vec::new();
+        for j in 0..n_state {
+            state.push(self.input(cx, first + j)?);
+        }
+        let mut xs = Vec::new();
+        for s in 0..m {
+            xs.push(self.rt(cx, first + n_state + s)?);
+        }
+        if !batched {
+            let outs = self.scan_unrolled(cx, body, &form, state, xs)?;
+            return Ok(outs.into_iter().map(Some).collect());
+        }
+        // Scan-8: every input has the batch axis first; run each batch entry and stack.
+        let batch = self.dims(xs[0].0)[0];
+        let mut per_batch: Vec<Vec<Val>> = vec![Vec::new(); n_state + k];
+        for b in 0..batch {
+            let mut st = Vec::new();
+            for v in &state {
+                let id = self
+                    .materialize_val(v)
+                    .map_err(|e| cx.err(format!("scan state: {e}")))?;
+                st.push(Val::Rt {
+                    id: self.step_slice(cx, id, 0, b)?,
+                    ty: ty_of(v),
+                });
+            }
+            let mut bx = Vec::new();
+            for &(x, ty) in &xs {
+                if self.dims(x).first() != Some(&batch) {
+                    return Err(cx.err(format!(
+                        "scan inputs must share the batch extent {batch} on axis 0 (Scan-8)"
+                    )));
+                }
+                bx.push((self.step_slice(cx, x, 0, b)?, ty));
+            }
+            let outs = self.scan_unrolled(cx, body, &form, st, bx)?;
+            for (j, v) in outs.into_iter().enumerate() {
+                per_batch[j].push(v);
+            }
+        }
+        per_batch
+            .into_iter()
+            .map(|vals| Ok(Some(self.stack(cx, vals, 0)?)))
+            .collect()
+    }
 
-        let mut state = (0..n_state)
-            .map(|j| self.input(cx, j))
-            .collect::<R<Vec<Val>>>()?;
-        let mut xs: Vec<(InstId, i32, usize)> = Vec::new();
+    /// `x[.., at, ..]` along `axis`, with that axis removed.
+    fn step_slice(&mut self, cx: &Ctx, x: InstId, axis: usize, at: usize) -> R<InstId> {
+        let xd = self.dims(x);
+        let mut starts = vec![0; xd.len()];
+        let mut limits = xd.clone();
+        starts[axis] = at;
+        limits[axis] = at + 1;
+        let slice = self.crop(cx, x, starts, limits)?;
+        let mut sd = xd;
+        sd.remove(axis);
+        self.reshape(cx, slice, sd)
+    }
+
+    /// One unrolled scan: the final states, then the stacked scan outputs.
+    fn scan_unrolled(
+        &mut self,
+        cx: &Ctx,
+        body: &GraphProto,
+        form: &ScanForm,
+        mut state: Vec<Val>,
+        xs: Vec<(InstId, i32)>,
+    ) -> R<Vec<Val>> {
+        let n_state = state.len();
+        let k = form.out_axes.len();
+        let mut axes = Vec::new();
         let mut trips = None;
-        for (s, &in_axis) in in_axes.iter().enumerate() {
-            let (x, ty) = self.rt(cx, n_state + s)?;
+        for (s, &(x, _)) in xs.iter().enumerate() {
             let xd = self.dims(x);
-            let axis = cx.axis("scan_input_axes entry", in_axis, xd.len())?;
+            let axis = cx.axis("scan input axis", form.in_axes[s], xd.len())?;
             match trips {
                 None => trips = Some(xd[axis]),
                 Some(t) if t != xd[axis] => {
@@ -205,7 +297,7 @@ impl Importer {
                 }
                 Some(_) => {}
             }
-            xs.push((x, ty, axis));
+            axes.push(axis);
         }
         let trips = trips.unwrap_or(0);
         if trips > MAX_UNROLLED_TRIPS {
@@ -216,17 +308,13 @@ impl Importer {
         let mut scans: Vec<Vec<Val>> = vec![Vec::new(); k];
         for t in 0..trips {
             let mut ins = state.clone();
-            for (s, &(x, ty, axis)) in xs.iter().enumerate() {
-                let at = if in_dirs[s] != 0 { trips - 1 - t } else { t };
-                let xd = self.dims(x);
-                let mut starts = vec![0; xd.len()];
-                let mut limits = xd.clone();
-                starts[axis] = at;
-                limits[axis] = at + 1;
-                let slice = self.crop(cx, x, starts, limits)?;
-                let mut sd = xd.clone();
-                sd.remove(axis);
-                let id = self.reshape(cx, slice, sd)?;
+            for (s, &(x, ty)) in xs.iter().enumerate() {
+                let at = if form.in_dirs[s] != 0 {
+                    trips - 1 - t
+                } else {
+                    t
+                };
+                let id = self.step_slice(cx, x, axes[s], at)?;
                 ins.push(Val::Rt { id, ty });
             }
             let outs = self.subgraph(cx, "body", body, &ins)?;
@@ -235,14 +323,14 @@ impl Importer {
                 scans[j].push(v.clone());
             }
         }
-        let mut result: Outs = state.into_iter().map(Some).collect();
+        let mut result = state;
         for (j, mut s) in scans.into_iter().enumerate() {
-            if out_dirs[j] != 0 {
+            if form.out_dirs[j] != 0 {
                 s.reverse();
             }
             let rank = s.first().map_or(0, |v| self.dims_of(v).len()) + 1;
-            let axis = cx.axis("scan_output_axes entry", out_axes[j], rank)?;
-            result.push(Some(self.stack(cx, s, axis)?));
+            let axis = cx.axis("scan output axis", form.out_axes[j], rank)?;
+            result.push(self.stack(cx, s, axis)?);
         }
         Ok(result)
     }
