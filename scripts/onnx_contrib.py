@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes small fp32 ONNX models of the ops real exports use that onnx's node tests do not cover
 in float32 (onnxruntime's `com.microsoft` contrib ops, Einsum, unrolled Loop/Scan, LpPool with
-any p), with onnxruntime's outputs.
+any p, DFT with dft_length), with onnxruntime's outputs.
 
 Each model is `OUT/<name>/<name>.onnx`, with `input_J.npy` (the run-time inputs, in graph order)
 and `output_J.npy` (onnxruntime's outputs, graph optimisations off so the contrib nodes run as
@@ -116,6 +116,14 @@ def cases(np, h, T, nh):
     add("lppool_p3_pads", [h.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=3,
                                        pads=[1, 0, 1, 1])],
         {"x": f(1, 2, 5, 6)}, ["y"])
+
+    # ---- DFT (opset 17 form: `axis` attribute) with dft_length padding and truncating ----
+    add("dft_complex_padded", [h.make_node("DFT", ["x", "len"], ["y"], axis=2)],
+        {"x": f(2, 3, 5, 2)}, ["y"], {"len": np.array(8, dtype=np.int64)})
+    add("dft_real_truncated_onesided", [h.make_node("DFT", ["x", "len"], ["y"], axis=1, onesided=1)],
+        {"x": f(2, 9, 1)}, ["y"], {"len": np.array(7, dtype=np.int64)})
+    add("dft_inverse_complex", [h.make_node("DFT", ["x"], ["y"], axis=1, inverse=1)],
+        {"x": f(3, 6, 2)}, ["y"])
 
     # ---- Loop with a constant trip count: y = 0.5 y + x[i], scan output y ----
     body = h.make_graph(

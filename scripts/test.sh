@@ -107,7 +107,7 @@ if [ -x .venv/bin/python ]; then
       echo "$want" >"$patterns/.stamp"
     fi
     export XLA_AOT_ONNX_PATTERNS_DIR="${XLA_AOT_ONNX_PATTERNS_DIR:-$PWD/$patterns}"
-    # fp32 models of contrib ops, Einsum, Loop/Scan and LpPool (a few seconds).
+    # fp32 models of contrib ops, Einsum, Loop/Scan, LpPool and DFT (a few seconds).
     contrib=target/onnx-contrib
     want="onnx $version onnxruntime $ort $(sha1sum scripts/onnx_contrib.py | cut -d' ' -f1)"
     if [ "$(cat "$contrib/.stamp" 2>/dev/null)" != "$want" ]; then

@@ -34,6 +34,7 @@ mod reduce;
 mod resize;
 mod rnn;
 mod shape_ops;
+mod spectral;
 mod tensor;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
