@@ -221,3 +221,36 @@ fn loop_with_a_run_time_trip_count_names_the_node_and_freeze() {
     assert!(err.contains("`steps` (Loop)"), "{err}");
     assert!(err.contains("--freeze"), "{err}");
 }
+
+/// Einsum equations that do not fit their inputs are errors naming the node and the equation.
+#[test]
+fn einsum_equations_that_do_not_fit_are_named() {
+    let string_attr = |name: &str, v: &str| AttributeProto {
+        name: name.into(),
+        r#type: 3,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    for (eq, want) in [
+        (
+            "ii->i",
+            "label `i` has extent 3 in one place and 4 in another",
+        ),
+        ("ijk->i", "term 0 has 3 labels, input 0 has rank 2"),
+        ("ij->k", "output label `k` is in no input term"),
+        ("i.j->i", "labels are letters"),
+        ("ij,jk->ik", "2 input terms for 1 inputs"),
+    ] {
+        let node = NodeProto {
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            name: "es".into(),
+            op_type: "Einsum".into(),
+            attribute: vec![string_attr("equation", eq)],
+            ..Default::default()
+        };
+        let err = import_error(node, vec![vi("x", 1, &[3, 4])], "");
+        assert!(err.contains(want), "{eq}: {err}");
+        assert!(err.contains("`es` (Einsum)"), "{eq}: {err}");
+    }
+}
