@@ -107,6 +107,11 @@ impl Importer {
         for (j, t) in terms.iter().enumerate() {
             let x = self.rt_f32(cx, j)?;
             let xd = self.dims(x);
+            if xd.contains(&0) {
+                return Err(cx.err(format!(
+                    "input {j} {xd:?} is empty; the compiler does not support empty tensors here"
+                )));
+            }
             let Some(labels) = t.expand(xd.len()) else {
                 return Err(bad(format!(
                     "term {j} has {} labels, input {j} has rank {}",

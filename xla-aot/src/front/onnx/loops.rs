@@ -225,6 +225,12 @@ impl Importer {
             return Ok(outs.into_iter().map(Some).collect());
         }
         // Scan-8: every input has the batch axis first; run each batch entry and stack.
+        if let Some(j) = xs.iter().position(|&(x, _)| self.dims(x).len() < 2) {
+            return Err(cx.err(format!(
+                "scan input {j} has rank {}; Scan-8's scan inputs are [batch, sequence, ...]",
+                self.dims(xs[j].0).len()
+            )));
+        }
         let batch = self.dims(xs[0].0)[0];
         let mut per_batch: Vec<Vec<Val>> = vec![Vec::new(); n_state + k];
         for b in 0..batch {

@@ -10,7 +10,7 @@
 //! frame_step, window?, frame_length?)` frames the signal (`1 + (T - L) / step` frames), weights
 //! each frame by the window and transforms it (onesided by default). Each transform is one or two
 //! `dot`s of the signal, flattened to rows, with `[L, K]` constants (O(L·K) work, no FFT), at most
-//! [`MAX_DFT_LENGTH`] points.
+//! [`MAX_DFT_LENGTH`] points and [`MAX_STFT_FRAMES`] frames.
 
 use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
@@ -19,6 +19,10 @@ use crate::ir::{BinaryOp, DotDims, InstId, Literal, Op};
 
 /// Longest transform: the constant matrices hold L·K floats each (2048² · 4 B = 16 MiB).
 pub const MAX_DFT_LENGTH: usize = 2048;
+
+/// Most STFT frames: each is one slice in the module (a second of 16 kHz audio at a hop of 160
+/// is 100 frames; 4096 leaves a wide margin).
+pub const MAX_STFT_FRAMES: usize = 4096;
 
 /// What one transform computes.
 struct Dft {
@@ -62,6 +66,11 @@ impl Importer {
         let inverse = cx.attr_i_or("inverse", 0)? != 0;
         let onesided = cx.attr_i_or("onesided", 0)? != 0;
         let n = xd[axis];
+        if xd.contains(&0) {
+            return Err(cx.err(format!(
+                "input 0 {xd:?} is empty; the compiler does not support empty tensors here"
+            )));
+        }
         let length = if cx.has_input(1) {
             let v = self.konst_ints(cx, 1, "dft_length")?;
             match v.first() {
@@ -185,6 +194,11 @@ impl Importer {
             )));
         }
         let frames = 1 + (t - length) / step;
+        if frames > MAX_STFT_FRAMES {
+            return Err(cx.err(format!(
+                "the signal has {frames} frames; at most {MAX_STFT_FRAMES} are supported"
+            )));
+        }
         let onesided = cx.attr_i_or("onesided", 1)? != 0;
         let mut parts = Vec::new();
         for c in 0..xd[2] {
