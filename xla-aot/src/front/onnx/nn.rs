@@ -1,6 +1,6 @@
 //! Neural-network ONNX ops: Conv, Gemm, MatMul, BatchNormalization, InstanceNormalization,
-//! LayerNormalization, MaxPool/AveragePool/LpPool, GlobalAveragePool/GlobalMaxPool, Softmax, LogSoftmax,
-//! LRN.
+//! LayerNormalization, MaxPool/AveragePool/LpPool, GlobalAveragePool/GlobalMaxPool, Softmax,
+//! LogSoftmax, LRN.
 //!
 //! Contract: all are float only. Convolutions are 2-D (`bf01_oi01->bf01`) or 1-D (run as 2-D
 //! with a unit height), with groups, strides, dilations, explicit pads or `auto_pad`; pools take
@@ -652,11 +652,11 @@ impl Importer {
             return Err(cx.attr_err("p", format!("{p} must be a positive integer")));
         }
         let PoolWindow { window, .. } = self.pool_window(cx, &xd)?;
-        let ax = self.un(cx, UnaryOp::Abs, x)?;
         let powed = match p {
-            1 => ax,
+            1 => self.un(cx, UnaryOp::Abs, x)?,
             2 => self.bin(cx, BinaryOp::Multiply, x, x)?,
             _ => {
+                let ax = self.un(cx, UnaryOp::Abs, x)?;
                 let e = self.splat(cx, p as f32, &xd)?;
                 self.bin(cx, BinaryOp::Power, ax, e)?
             }
