@@ -88,6 +88,19 @@ def cases(np, h, T, nh):
                      strides=[2, 2])],
         {"x": img, "z": f(1, 6, 3, 3)}, ["y"], {"w": w, "b": f(6)})
 
+    for act, extra in [("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.1}),
+                       ("HardSigmoid", {"activation_alpha": 0.3, "activation_beta": 0.45})]:
+        add(f"ms_fused_gemm_{act.lower()}",
+            [h.make_node("FusedGemm", ["a", "b", "c"], ["y"], domain=MS, activation=act, transB=1,
+                         alpha=0.7, beta=1.3, **extra)],
+            {"a": f(3, 6)}, ["y"], {"b": f(5, 6), "c": f(5)})
+    add("ms_fused_matmul_trans_b",
+        [h.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transB=1, alpha=0.5)],
+        {"a": f(2, 3, 4), "b": f(2, 5, 4)}, ["y"])
+    add("ms_fused_matmul_trans_a",
+        [h.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transA=1)],
+        {"a": f(4, 3), "b": f(4, 5)}, ["y"])
+
     # ---- Einsum, the equations exporters write ----
     for name, eq, shapes in [
         ("einsum_batch_matmul", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),

@@ -16,6 +16,10 @@
 //!   `SimplifiedLayerNormalization` as the default-domain LayerNormalization/RMSNormalization;
 //! - `FusedConv(X, W, B?, Z?)` = act(Conv(X, W, B) + Z) with `activation` Relu, Sigmoid, Tanh,
 //!   LeakyRelu (alpha), Clip (min, max) or HardSigmoid (alpha, beta) from `activation_params`;
+//! - `FusedGemm(A, B, C?)` = act(Gemm(A, B, C)) with `activation` one of
+//!   [`FUSED_GEMM_ACTIVATIONS`], its parameters from `activation_alpha`/`_beta`/`_gamma`;
+//!   `FusedMatMul(A, B)` = `alpha`·MatMul(A', B') with `transA`/`transB` swapping the last two
+//!   dims (`transBatchA`/`transBatchB` are refused);
 //! - `BiasAdd(X, bias, skip)` = X + bias + skip.
 //!
 //! Any other op of the domain is an error naming it.
@@ -40,12 +44,29 @@ pub const QUICK_GELU_ALPHA: f32 = 1.702;
 /// SkipLayerNormalization's default `epsilon` (onnxruntime's `kDefaultSkipLayerNormEpsilon`).
 pub const SKIP_LAYER_NORM_EPSILON: f32 = 1e-12;
 
+/// FusedGemm's activations: onnxruntime's element-wise functors that are also default-domain ops
+/// we import (their `alpha`/`beta`/`gamma` come from `activation_alpha`/...).
+const FUSED_GEMM_ACTIVATIONS: &[&str] = &[
+    "Elu",
+    "HardSigmoid",
+    "LeakyRelu",
+    "Relu",
+    "Selu",
+    "Sigmoid",
+    "Softplus",
+    "Softsign",
+    "Tanh",
+    "ThresholdedRelu",
+];
+
 /// The `com.microsoft` ops we import.
 pub const SUPPORTED_CONTRIB_OPS: &[&str] = &[
     "BiasAdd",
     "BiasGelu",
     "FastGelu",
     "FusedConv",
+    "FusedGemm",
+    "FusedMatMul",
     "Gelu",
     "LayerNormalization",
     "QuickGelu",
@@ -68,6 +89,15 @@ fn attr_i(name: &str, i: i64) -> AttributeProto {
         name: name.into(),
         r#type: at::INT,
         i,
+        ..Default::default()
+    }
+}
+
+fn attr_ints(name: &str, ints: Vec<i64>) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: at::INTS,
+        ints,
         ..Default::default()
     }
 }
@@ -189,6 +219,70 @@ impl Importer {
                 self.via(cx, &mut rw, to, &ins, n, attrs)
             }
             "FusedConv" => self.fused_conv(cx, &mut rw),
+            "FusedGemm" => {
+                cx.arity(2, 3)?;
+                let act = cx.attr_s("activation")?.unwrap_or_default();
+                if !act.is_empty() && !FUSED_GEMM_ACTIVATIONS.contains(&act.as_str()) {
+                    return Err(cx.attr_err(
+                        "activation",
+                        format!(
+                            "`{act}` is not supported ({} are)",
+                            FUSED_GEMM_ACTIVATIONS.join(", ")
+                        ),
+                    ));
+                }
+                let (gemm_attrs, act_attrs): (Vec<_>, Vec<_>) = cx
+                    .node
+                    .attribute
+                    .iter()
+                    .filter(|a| a.name != "activation")
+                    .cloned()
+                    .partition(|a| !a.name.starts_with("activation_"));
+                let y = self.via1(cx, &mut rw, "Gemm", &cx.node.input, gemm_attrs)?;
+                if act.is_empty() {
+                    return Ok(vec![self.env.get(&y).cloned()]);
+                }
+                // `activation_alpha` → the activation's `alpha`, and so on (onnxruntime's rule).
+                let act_attrs = act_attrs
+                    .into_iter()
+                    .map(|mut a| {
+                        a.name = a.name["activation_".len()..].to_string();
+                        a
+                    })
+                    .collect();
+                self.via(cx, &mut rw, &act, &[y], 1, act_attrs)
+            }
+            "FusedMatMul" => {
+                cx.arity(2, 2)?;
+                if cx.attr_i_or("transBatchA", 0)? != 0 || cx.attr_i_or("transBatchB", 0)? != 0 {
+                    return Err(cx.err("transBatchA/transBatchB = 1 is not supported"));
+                }
+                let mut ins = Vec::new();
+                for (j, flag) in ["transA", "transB"].into_iter().enumerate() {
+                    let rank = self.in_dims(cx, j)?.len();
+                    if cx.attr_i_or(flag, 0)? != 0 && rank >= 2 {
+                        let mut perm: Vec<i64> = (0..rank as i64).collect();
+                        perm.swap(rank - 2, rank - 1);
+                        let t = self.via1(
+                            cx,
+                            &mut rw,
+                            "Transpose",
+                            &[inp(j)],
+                            vec![attr_ints("perm", perm)],
+                        )?;
+                        ins.push(t);
+                    } else {
+                        ins.push(inp(j));
+                    }
+                }
+                let alpha = cx.attr_f_or("alpha", 1.0)?;
+                if alpha == 1.0 {
+                    return self.via(cx, &mut rw, "MatMul", &ins, 1, vec![]);
+                }
+                let y = self.via1(cx, &mut rw, "MatMul", &ins, vec![])?;
+                let a = self.const_f32(&mut rw, alpha);
+                self.via(cx, &mut rw, "Mul", &[y, a], 1, vec![])
+            }
             other => {
                 let hint = nearest(other, SUPPORTED_CONTRIB_OPS.iter().copied())
                     .map(|s| format!("did you mean `{s}`? "))
