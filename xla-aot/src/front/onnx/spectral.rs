@@ -10,11 +10,15 @@
 //! frame_step, window?, frame_length?)` frames the signal (`1 + (T - L) / step` frames), weights
 //! each frame by the window and transforms it (onesided by default). Each transform is one or two
 //! `dot`s of the signal, flattened to rows, with `[L, K]` constants (O(L·K) work, no FFT), at most
-//! [`MAX_DFT_LENGTH`] points and [`MAX_STFT_FRAMES`] frames.
+//! [`MAX_DFT_LENGTH`] points and [`MAX_STFT_FRAMES`] frames. The window generators
+//! (`HannWindow`, `HammingWindow`, `BlackmanWindow`: `size` known at compile time, `periodic`,
+//! `output_datatype`) and `MelWeightMatrix` (every input known at compile time) fold to constants
+//! computed as ONNX's reference computes them.
 
 use super::context::{Ctx, Importer, R};
-use super::elementwise::{Outs, rt};
+use super::elementwise::{Outs, konst, rt};
 use super::proto::data_type as dt;
+use super::tensor::{ConstTensor, Values, is_float_type, is_int_type};
 use crate::ir::{BinaryOp, DotDims, InstId, Literal, Op};
 
 /// Longest transform: the constant matrices hold L·K floats each (2048² · 4 B = 16 MiB).
@@ -23,6 +27,9 @@ pub const MAX_DFT_LENGTH: usize = 2048;
 /// Most STFT frames: each is one slice in the module (a second of 16 kHz audio at a hop of 160
 /// is 100 frames; 4096 leaves a wide margin).
 pub const MAX_STFT_FRAMES: usize = 4096;
+
+/// Longest window or mel matrix side folded at import time (a constant of that many floats).
+pub const MAX_WINDOW_SIZE: usize = 1 << 20;
 
 /// What one transform computes.
 struct Dft {
@@ -239,6 +246,128 @@ impl Importer {
         let yi = self.reshape(cx, yi, vec![batch, frames, k, 1])?;
         let y = self.add(cx, Op::Concatenate { dimension: 3 }, &[yr, yi])?;
         Ok(rt(y, dt::FLOAT))
+    }
+
+    /// HannWindow / HammingWindow / BlackmanWindow(size): a constant.
+    pub fn window(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let size = match self.konst_ints(cx, 0, "size")?.as_slice() {
+            &[n] if (1..=MAX_WINDOW_SIZE as i64).contains(&n) => n as usize,
+            v => {
+                return Err(cx.err(format!(
+                    "input 0 (size) {v:?} must be one integer from 1 to {MAX_WINDOW_SIZE}"
+                )));
+            }
+        };
+        let periodic = cx.attr_i_or("periodic", 1)? != 0;
+        let span = if periodic { size } else { size - 1 } as f64;
+        let tau = std::f64::consts::TAU;
+        let v: Vec<f64> = (0..size)
+            .map(|n| {
+                // 0/0 for a one-point symmetric window is NaN, as in the reference.
+                let t = n as f64 / span;
+                match op {
+                    "HannWindow" => (std::f64::consts::PI * t).sin().powi(2),
+                    "HammingWindow" => {
+                        let a = 25.0 / 46.0;
+                        a - (1.0 - a) * (tau * t).cos()
+                    }
+                    _ => 0.42 - 0.5 * (tau * t).cos() + 0.08 * (2.0 * tau * t).cos(),
+                }
+            })
+            .collect();
+        Ok(konst(self.typed_const(cx, vec![size], v)?))
+    }
+
+    /// MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+    /// upper_edge_hertz): the `[dft_length/2 + 1, num_mel_bins]` triangular filters, as ONNX's
+    /// reference computes them (bin edges floored to integers).
+    pub fn mel_weight_matrix(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(5, 5)?;
+        let int = |me: &Self, j: usize, what: &str| -> R<i64> {
+            match me.konst_ints(cx, j, what)?.as_slice() {
+                &[v] if v >= 1 => Ok(v),
+                v => Err(cx.err(format!(
+                    "input {j} ({what}) {v:?} must be one positive integer"
+                ))),
+            }
+        };
+        let bins = int(self, 0, "num_mel_bins")? as usize;
+        let dft_length = int(self, 1, "dft_length")?;
+        let rate = int(self, 2, "sample_rate")? as f64;
+        let float = |me: &Self, j: usize, what: &str| -> R<f64> {
+            match me.konst(cx, j, what)?.as_f64().as_slice() {
+                &[v] => Ok(v),
+                v => Err(cx.err(format!("input {j} ({what}) {v:?} must be one number"))),
+            }
+        };
+        let lo = float(self, 3, "lower_edge_hertz")?;
+        let hi = float(self, 4, "upper_edge_hertz")?;
+        let spectrum = (dft_length / 2 + 1) as usize;
+        if bins.saturating_mul(spectrum) > MAX_WINDOW_SIZE {
+            return Err(cx.err(format!(
+                "a {spectrum} × {bins} matrix is larger than the {MAX_WINDOW_SIZE} values folded at import time"
+            )));
+        }
+        let mel = |hz: f64| 2595.0 * (hz / 700.0).ln_1p() / 10f64.ln();
+        let (lo_mel, hi_mel) = (mel(lo), mel(hi));
+        let step = (hi_mel - lo_mel) / (bins + 2) as f64;
+        let edges: Vec<i64> = (0..bins + 2)
+            .map(|k| {
+                let m = k as f64 * step + lo_mel;
+                let hz = 700.0 * (m / 2595.0 * 10f64.ln()).exp_m1();
+                (((dft_length + 1) as f64 * hz) / rate).floor() as i64
+            })
+            .collect();
+        let mut out = vec![0.0f64; spectrum * bins];
+        let mut set = |j: i64, i: usize, v: f64| -> R<()> {
+            if j < 0 || j as usize >= spectrum {
+                return Err(cx.err(format!(
+                    "mel bin {i} reaches spectrum bin {j}, outside 0..{spectrum} (check the edge frequencies against sample_rate)"
+                )));
+            }
+            out[j as usize * bins + i] = v;
+            Ok(())
+        };
+        for i in 0..bins {
+            let (l, c, h) = (edges[i], edges[i + 1], edges[i + 2]);
+            if c == l {
+                set(c, i, 1.0)?;
+            } else {
+                for j in l..=c {
+                    set(j, i, (j - l) as f64 / (c - l) as f64)?;
+                }
+            }
+            if h > c {
+                for j in c..h {
+                    set(j, i, (h - j) as f64 / (h - c) as f64)?;
+                }
+            }
+        }
+        Ok(konst(self.typed_const(cx, vec![spectrum, bins], out)?))
+    }
+
+    /// A constant of the node's `output_datatype` (default float) holding `v`.
+    fn typed_const(&self, cx: &Ctx, dims: Vec<usize>, v: Vec<f64>) -> R<ConstTensor> {
+        let ty = cx.attr_i_or("output_datatype", dt::FLOAT as i64)? as i32;
+        let values = if is_float_type(ty) {
+            Values::F(if ty == dt::FLOAT {
+                v.into_iter().map(|x| x as f32 as f64).collect()
+            } else {
+                v
+            })
+        } else if is_int_type(ty) {
+            Values::I(v.into_iter().map(|x| x as i64).collect())
+        } else {
+            return Err(cx.attr_err(
+                "output_datatype",
+                format!(
+                    "{} is not supported (float and integer types are)",
+                    dt::name(ty)
+                ),
+            ));
+        };
+        Ok(ConstTensor { ty, dims, values })
     }
 
     /// The transform of rows `[rows, N]` (real part, optional imaginary part): `(real, imag)`,
