@@ -156,6 +156,31 @@ def cases(np, h, T, nh):
         {"y0": f(4), "xs": f(5, 4)}, ["y", "ys"],
         {"trips": np.array(5, dtype=np.int64), "cond": np.array(True)})
 
+    # ---- Loop without a trip count: runs while i + 1 < 4 (the condition folds each iteration);
+    # the body holds an If on the iteration number ----
+    then_g = h.make_graph([h.make_node("Mul", ["y_in2", "two"], ["t"])], "then", [],
+                          [h.make_tensor_value_info("t", T.FLOAT, [3])])
+    else_g = h.make_graph([h.make_node("Sub", ["y_in2", "one_f"], ["e"])], "else", [],
+                          [h.make_tensor_value_info("e", T.FLOAT, [3])])
+    body2 = h.make_graph(
+        [h.make_node("Add", ["i2", "one_i"], ["next"]),
+         h.make_node("Less", ["next", "four"], ["cond_out2"]),
+         h.make_node("Less", ["i2", "two_i"], ["early"]),
+         h.make_node("If", ["early"], ["branch"], then_branch=then_g, else_branch=else_g),
+         h.make_node("Tanh", ["branch"], ["y_out2"])],
+        "body2",
+        [h.make_tensor_value_info("i2", T.INT64, []), h.make_tensor_value_info("c2", T.BOOL, []),
+         h.make_tensor_value_info("y_in2", T.FLOAT, [3])],
+        [h.make_tensor_value_info("cond_out2", T.BOOL, []), h.make_tensor_value_info("y_out2", T.FLOAT, [3])],
+        [nh.from_array(np.array(1, dtype=np.int64), "one_i"),
+         nh.from_array(np.array(2, dtype=np.int64), "two_i"),
+         nh.from_array(np.array(4, dtype=np.int64), "four"),
+         nh.from_array(np.array(2.0, dtype=np.float32), "two"),
+         nh.from_array(np.array(1.0, dtype=np.float32), "one_f")])
+    add("loop_while_cond_with_if",
+        [h.make_node("Loop", ["", "go", "y0"], ["y"], body=body2)],
+        {"y0": f(3)}, ["y"], {"go": np.array(True)})
+
     # ---- Scan, reversed over axis 1, output stacked on axis 1 ----
     sbody = h.make_graph(
         [h.make_node("Add", ["acc_in", "xt"], ["acc_out"]),
