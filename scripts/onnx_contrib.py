@@ -23,7 +23,7 @@ MS = "com.microsoft"
 
 def cases(np, h, T, nh):
     """(name, nodes, inputs {name: array}, outputs [names], initializers {name: array}, numpy
-    reference or None: used where onnxruntime has no CPU kernel)."""
+    reference or None: used where onnxruntime has no CPU kernel, default-domain opset)."""
     r = np.random.default_rng(7)
 
     def f(*shape):
@@ -31,8 +31,8 @@ def cases(np, h, T, nh):
 
     out = []
 
-    def add(name, nodes, inputs, outputs, inits=None, ref=None):
-        out.append((name, nodes, inputs, outputs, inits or {}, ref))
+    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET):
+        out.append((name, nodes, inputs, outputs, inits or {}, ref, opset))
 
     # ---- com.microsoft contrib ops ----
     x = f(2, 3, 8)
@@ -129,6 +129,10 @@ def cases(np, h, T, nh):
     add("lppool_p3_pads", [h.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=3,
                                        pads=[1, 0, 1, 1])],
         {"x": f(1, 2, 5, 6)}, ["y"])
+    add("lppool_ceil_dilations_opset18",
+        [h.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=2, strides=[2, 2], ceil_mode=1,
+                     dilations=[2, 1])],
+        {"x": f(1, 2, 7, 8)}, ["y"], opset=18)
 
     # ---- DFT (opset 17 form: `axis` attribute) with dft_length padding and truncating ----
     add("dft_complex_padded", [h.make_node("DFT", ["x", "len"], ["y"], axis=2)],
@@ -209,12 +213,12 @@ def main() -> int:
 
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
-    for name, nodes, inputs, outputs, inits, ref in cases(np, h, T, nh):
+    for name, nodes, inputs, outputs, inits, ref, opset in cases(np, h, T, nh):
         vi = lambda n, a: h.make_tensor_value_info(n, T.FLOAT, list(a.shape))
         g = h.make_graph(nodes, name, [vi(n, a) for n, a in inputs.items()],
                          [h.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
                          [nh.from_array(a, n) for n, a in inits.items()])
-        opsets = [h.make_opsetid("", OPSET)]
+        opsets = [h.make_opsetid("", opset)]
         if any(n.domain == MS for n in nodes):
             opsets.append(h.make_opsetid(MS, 1))
         model = h.make_model(g, opset_imports=opsets, producer_name="onnx_contrib.py")
