@@ -4,13 +4,13 @@
 //! LayerNormalization, FusedConv with each activation and the Z sum, FusedGemm, FusedMatMul),
 //! onnxruntime's default-domain SimplifiedLayerNormalization, Einsum with the equations exporters
 //! write (batched matmuls, attention scores, transposes, reductions, outer and inner products, the
-//! implicit output, ellipsis broadcasting, diagonals, three operands), LpPool with p = 1 and 3
-//! and with ceil_mode and dilations (opset 18), a
-//! Loop with a constant trip count and scan outputs, a Loop run by its folded condition with an
-//! `If` in its body, a reversed Scan over axis 1, and DFTs (opset
-//! 17 form: complex zero-padded, real truncated onesided, complex inverse). Each is imported,
-//! compiled for the host (JIT, after the optimisation pipeline) and compared with onnxruntime
-//! (numpy where onnxruntime has no CPU kernel): max |a - e| <= [`REL_OF_MAX`] × max |e|.
+//! implicit output, ellipsis broadcasting, diagonals, three operands), LpPool with p = 1 and 3 and
+//! with ceil_mode and dilations (opset 18), a Loop with a constant trip count and scan outputs, a
+//! Loop run by its folded condition with an `If` in its body, a reversed Scan over axis 1, and DFTs
+//! (opset 17 form: complex zero-padded, real truncated onesided, complex inverse). Each is
+//! imported, compiled for the host (JIT, after the optimisation pipeline) and compared with
+//! onnxruntime (numpy where onnxruntime has no CPU kernel): max |a - e| <= [`REL_OF_MAX`] × max
+//! |e|.
 //!
 //! The models come from `scripts/onnx_contrib.py`, written to `$XLA_AOT_ONNX_CONTRIB_DIR`
 //! (`scripts/test.sh` sets it); without the variable the test says it is skipped.
