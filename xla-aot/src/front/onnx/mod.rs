@@ -3,7 +3,10 @@
 //! Contract: [`import`] decodes a serialised `ModelProto` with `prost` (a truncated or corrupt
 //! file is "not an ONNX model: ..."), checks the default-domain opset ([`MIN_OPSET`] to
 //! [`MAX_OPSET`]), and lowers the graph node by node to the primitives of `ir::inst`, each op read
-//! in the signature of the model's opset. Graph inputs that are not initializers become entry
+//! in the signature of the model's opset; nodes of domain `com.microsoft` (onnxruntime's fusions)
+//! are rewritten into default-domain ones (`contrib.rs`), nodes of any other domain are errors
+//! naming it. Control flow (`If`, `Loop`, `Scan`) is resolved or unrolled at import time
+//! (`control.rs`, `loops.rs`). Graph inputs that are not initializers become entry
 //! parameters (in graph order, names sanitised into C identifiers and deduplicated) unless a
 //! weight or an [`ImportOptions::constants`] tensor binds them, in which case they become
 //! constants; initializers are constants, also when listed as graph inputs (as IR 3 requires),
