@@ -22,8 +22,10 @@ MS = "com.microsoft"
 
 
 def cases(np, h, T, nh):
-    """(name, nodes, inputs {name: array}, outputs [names], initializers {name: array}, numpy
-    reference or None: used where onnxruntime has no CPU kernel, default-domain opset)."""
+    """Each case: name, nodes, inputs {name: array}, outputs [names], initializers {name: array},
+    `ref` (a numpy reference, where onnxruntime has no CPU kernel), `opset` (default domain) and
+    `fused` (the contrib ops onnxruntime's own fusions must write: the case's model is then
+    onnxruntime's optimised model of the nodes, the reference the unoptimised run)."""
     r = np.random.default_rng(7)
 
     def f(*shape):
@@ -31,8 +33,9 @@ def cases(np, h, T, nh):
 
     out = []
 
-    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET):
-        out.append((name, nodes, inputs, outputs, inits or {}, ref, opset))
+    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=()):
+        out.append(dict(name=name, nodes=nodes, inputs=inputs, outputs=outputs, inits=inits or {},
+                        ref=ref, opset=opset, fused=fused))
 
     # ---- com.microsoft contrib ops ----
     x = f(2, 3, 8)
@@ -100,6 +103,31 @@ def cases(np, h, T, nh):
     add("ms_fused_matmul_trans_a",
         [h.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transA=1)],
         {"a": f(4, 3), "b": f(4, 5)}, ["y"])
+
+    # ---- Blocks that onnxruntime's own fusions rewrite (ORT_ENABLE_EXTENDED, saved) ----
+    D, F = 16, 32
+    n = h.make_node
+    add("ort_fused_mlp_block",
+        [n("MatMul", ["x", "w1"], ["m1"]), n("Add", ["m1", "b1"], ["a1"]),
+         n("Div", ["a1", "sq2"], ["d"]), n("Erf", ["d"], ["e"]), n("Add", ["e", "one"], ["e1"]),
+         n("Mul", ["a1", "e1"], ["ge"]), n("Mul", ["ge", "half"], ["g1"]),
+         n("MatMul", ["g1", "w2"], ["m2"]), n("Add", ["m2", "b2"], ["a2"]), n("Add", ["a2", "x"], ["res"]),
+         n("ReduceMean", ["res"], ["mu"], axes=[-1]), n("Sub", ["res", "mu"], ["c"]),
+         n("Pow", ["c", "two"], ["c2"]), n("ReduceMean", ["c2"], ["var"], axes=[-1]),
+         n("Add", ["var", "eps"], ["ve"]), n("Sqrt", ["ve"], ["sd"]), n("Div", ["c", "sd"], ["nrm"]),
+         n("Mul", ["nrm", "g"], ["ng"]), n("Add", ["ng", "be"], ["y"])],
+        {"x": f(1, 4, D)}, ["y"],
+        {"w1": 0.3 * f(D, F), "b1": 0.1 * f(F), "w2": 0.3 * f(F, D), "b2": 0.1 * f(D),
+         "g": 1 + 0.1 * f(D), "be": 0.1 * f(D), "half": np.array(0.5, np.float32),
+         "one": np.array(1.0, np.float32), "sq2": np.array(np.sqrt(2.0), np.float32),
+         "two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32)},
+        opset=13, fused=("Gelu", "SkipLayerNormalization"))
+    add("ort_fused_conv_block",
+        [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+         n("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]), n("LeakyRelu", ["c2"], ["y"], alpha=0.2)],
+        {"x": f(1, 3, 8, 8)}, ["y"],
+        {"w1": 0.3 * f(8, 3, 3, 3), "b1": 0.1 * f(8), "w2": 0.3 * f(4, 8, 3, 3), "b2": 0.1 * f(4)},
+        fused=("FusedConv",))
 
     # ---- Einsum, the equations exporters write ----
     for name, eq, shapes in [
@@ -213,7 +241,9 @@ def main() -> int:
 
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
-    for name, nodes, inputs, outputs, inits, ref, opset in cases(np, h, T, nh):
+    for c in cases(np, h, T, nh):
+        name, nodes, inputs, outputs, inits = c["name"], c["nodes"], c["inputs"], c["outputs"], c["inits"]
+        ref, opset = c["ref"], c["opset"]
         vi = lambda n, a: h.make_tensor_value_info(n, T.FLOAT, list(a.shape))
         g = h.make_graph(nodes, name, [vi(n, a) for n, a in inputs.items()],
                          [h.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
@@ -225,7 +255,18 @@ def main() -> int:
         model.ir_version = 8
         d = os.path.join(args.out, name)
         os.makedirs(d)
-        onnx.save(model, os.path.join(d, f"{name}.onnx"))
+        path = os.path.join(d, f"{name}.onnx")
+        onnx.save(model, path)
+        if c["fused"]:
+            # onnxruntime's fusions write the model a user would save.
+            opts = ort.SessionOptions()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+            opts.optimized_model_filepath = path
+            ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            ops = {n.op_type for n in onnx.load(path).graph.node if n.domain == MS}
+            missing = set(c["fused"]) - ops
+            if missing:
+                raise SystemExit(f"{name}: onnxruntime wrote no {sorted(missing)} (it wrote {sorted(ops)})")
         if ref is not None:
             outs = ref(inputs, inits)
         else:
