@@ -119,6 +119,8 @@ fn input_name(cx: &Ctx, j: usize) -> String {
 /// Builds the default-domain chain of one contrib node.
 struct Rewrite<'n> {
     node: &'n NodeProto,
+    /// The node's index in its graph (names the values of a node whose first output is unused).
+    index: usize,
     next: usize,
 }
 
@@ -126,12 +128,10 @@ impl Rewrite<'_> {
     /// A fresh value name.
     fn fresh(&mut self) -> String {
         self.next += 1;
-        let base = self
-            .node
-            .output
-            .first()
-            .cloned()
-            .unwrap_or_else(|| self.node.op_type.clone());
+        let base = match self.node.output.iter().find(|s| !s.is_empty()) {
+            Some(out) => out.clone(),
+            None => format!("{}#{}", self.node.op_type, self.index),
+        };
         format!("{base}::contrib.{}", self.next)
     }
 }
@@ -142,6 +142,7 @@ impl Importer {
         let op = cx.node.op_type.as_str();
         let mut rw = Rewrite {
             node: cx.node,
+            index: cx.index,
             next: 0,
         };
         let inp = |j: usize| input_name(cx, j);
