@@ -225,6 +225,66 @@ fn loop_with_a_run_time_trip_count_names_the_node_and_freeze() {
     assert!(err.contains("--freeze"), "{err}");
 }
 
+/// The fix the Loop error names works: with `--freeze m=3` the same model unrolls three times
+/// (y = x · 2³).
+#[test]
+fn a_frozen_trip_count_unrolls_the_loop() {
+    let node = |op: &str, ins: &[&str], out: &str| NodeProto {
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        op_type: op.into(),
+        ..Default::default()
+    };
+    let body = GraphProto {
+        node: vec![
+            node("Identity", &["c_in"], "c_out"),
+            node("Add", &["y_in", "y_in"], "y_out"),
+        ],
+        input: vec![vi("i", 7, &[]), vi("c_in", 9, &[]), vi("y_in", 1, &[4])],
+        output: vec![vi("c_out", 9, &[]), vi("y_out", 1, &[4])],
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["m".into(), "".into(), "x".into()],
+                output: vec!["y".into()],
+                name: "steps".into(),
+                op_type: "Loop".into(),
+                attribute: vec![AttributeProto {
+                    name: "body".into(),
+                    r#type: 5,
+                    g: Some(Box::new(body)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            input: vec![vi("m", 7, &[]), vi("x", 1, &[4])],
+            output: vec![vi("y", 1, &[4])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = model.encode_to_vec();
+    let mut options = ImportOptions::default();
+    options
+        .inputs
+        .freeze
+        .push(xla_aot::front::inputs::parse_freeze("m=3").unwrap());
+    let m = import_file_with(Path::new("loop.onnx"), &bytes, "loop", &options)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(m.entry.parameters().len(), 1, "m is frozen, x remains");
+    let x = [0.5f32, -1.0, 2.0, 0.25];
+    let got = xla_aot::compile::run_host(&m, &[Literal::from_f32(vec![4], &x)]).unwrap();
+    let want: Vec<f32> = x.iter().map(|v| v * 8.0).collect();
+    assert_eq!(got[0].to_f32_vec().unwrap(), want);
+}
+
 /// Einsum equations that do not fit their inputs are errors naming the node and the equation.
 #[test]
 fn einsum_equations_that_do_not_fit_are_named() {
