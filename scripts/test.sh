@@ -12,8 +12,9 @@
 #     `nvidia-cuda-nvcc-cu12` wheel (the PTX backend's output is checked by ptxas; no GPU needed)
 #     onnx (the ONNX backend node tests, written to target/onnx-node) and onnxruntime (the
 #     reference outputs of onnx's nine light models, written to target/onnx-light);
-# and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR, XLA_AOT_ONNX_LIGHT_DIR and
-# XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py), which make those tests mandatory.
+# and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR, XLA_AOT_ONNX_LIGHT_DIR,
+# XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py) and XLA_AOT_ONNX_CONTRIB_DIR
+# (scripts/onnx_contrib.py), which make those tests mandatory.
 # `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
 # tools are missing then fail and say which tool).
 set -euo pipefail
@@ -106,6 +107,15 @@ if [ -x .venv/bin/python ]; then
       echo "$want" >"$patterns/.stamp"
     fi
     export XLA_AOT_ONNX_PATTERNS_DIR="${XLA_AOT_ONNX_PATTERNS_DIR:-$PWD/$patterns}"
+    # fp32 models of contrib ops, Einsum, Loop/Scan, LpPool and DFT (a few seconds).
+    contrib=target/onnx-contrib
+    want="onnx $version onnxruntime $ort $(sha1sum scripts/onnx_contrib.py | cut -d' ' -f1)"
+    if [ "$(cat "$contrib/.stamp" 2>/dev/null)" != "$want" ]; then
+      say "writing the ONNX contrib/Einsum/Loop models and onnxruntime $ort's outputs to $contrib"
+      .venv/bin/python scripts/onnx_contrib.py --out "$contrib" >/dev/null
+      echo "$want" >"$contrib/.stamp"
+    fi
+    export XLA_AOT_ONNX_CONTRIB_DIR="${XLA_AOT_ONNX_CONTRIB_DIR:-$PWD/$contrib}"
   fi
 fi
 

@@ -3,7 +3,10 @@
 //! Contract: [`import`] decodes a serialised `ModelProto` with `prost` (a truncated or corrupt
 //! file is "not an ONNX model: ..."), checks the default-domain opset ([`MIN_OPSET`] to
 //! [`MAX_OPSET`]), and lowers the graph node by node to the primitives of `ir::inst`, each op read
-//! in the signature of the model's opset. Graph inputs that are not initializers become entry
+//! in the signature of the model's opset; nodes of domain `com.microsoft` (onnxruntime's fusions)
+//! are rewritten into default-domain ones (`contrib.rs`), nodes of any other domain are errors
+//! naming it. Control flow (`If`, `Loop`, `Scan`) is resolved or unrolled at import time
+//! (`control.rs`, `loops.rs`). Graph inputs that are not initializers become entry
 //! parameters (in graph order, names sanitised into C identifiers and deduplicated) unless a
 //! weight or an [`ImportOptions::constants`] tensor binds them, in which case they become
 //! constants; initializers are constants, also when listed as graph inputs (as IR 3 requires),
@@ -19,13 +22,16 @@
 //! The op set and its limits are listed in `docs/import.md`.
 
 mod context;
+mod contrib;
 mod control;
 mod conv_transpose;
 mod dispatch;
+mod einsum;
 mod elementwise;
 mod generate;
 mod graph_inputs;
 mod indexing;
+mod loops;
 mod nn;
 mod norms;
 pub mod proto;
@@ -33,6 +39,7 @@ mod reduce;
 mod resize;
 mod rnn;
 mod shape_ops;
+mod spectral;
 mod tensor;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
@@ -320,15 +327,19 @@ pub(super) fn lower_nodes(
             index,
             opset,
         };
-        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+        let outs = if node.domain.is_empty() || node.domain == "ai.onnx" {
+            imp.lower_node(&cx)?
+        } else if node.domain == contrib::MICROSOFT_DOMAIN {
+            imp.lower_contrib(&cx)?
+        } else {
             return Err(cx
                 .err(format!(
-                    "its domain `{}` is not supported (only the default ONNX domain is)",
-                    node.domain
+                    "its domain `{}` is not supported (only the default ONNX domain and `{}` are)",
+                    node.domain,
+                    contrib::MICROSOFT_DOMAIN
                 ))
-                .hint("export without custom or contrib ops (e.g. onnxruntime's com.microsoft fusions)"));
-        }
-        let outs = imp.lower_node(&cx)?;
+                .hint("export without custom ops of other domains"));
+        };
         for (j, out) in node.output.iter().enumerate() {
             if out.is_empty() {
                 continue;

@@ -1,11 +1,12 @@
 //! Neural-network ONNX ops: Conv, Gemm, MatMul, BatchNormalization, InstanceNormalization,
-//! LayerNormalization, MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool, Softmax, LogSoftmax,
-//! LRN.
+//! LayerNormalization, MaxPool/AveragePool/LpPool, GlobalAveragePool/GlobalMaxPool, Softmax,
+//! LogSoftmax, LRN.
 //!
 //! Contract: all are float only. Convolutions are 2-D (`bf01_oi01->bf01`) or 1-D (run as 2-D
 //! with a unit height), with groups, strides, dilations, explicit pads or `auto_pad`; pools take
 //! any number of spatial dims, `ceil_mode` (by extra high padding that no window counts) and
-//! `count_include_pad`. Normalisations are inference forms; a `training_mode` of 1 is rejected.
+//! `count_include_pad`; LpPool sums |x|^p over the window (padding counts as zeros) and takes the
+//! p-th root. Normalisations are inference forms; a `training_mode` of 1 is rejected.
 //! Softmax and LogSoftmax read the model's opset: one axis (default -1) from opset 13, the 2-D
 //! coercion at `axis` (default 1) before; computed stably (max subtracted). LRN is decomposed
 //! into a windowed sum of squares over the channels, a power and a division.
@@ -15,12 +16,29 @@ use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use crate::front::decompose::{self, CountOrder, DEFAULT_EPSILON, Moments};
 use crate::ir::shape::dims_str;
-use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, Window};
+use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
 
 /// Spatial padding of a conv or pool: explicit `pads` or `auto_pad`, per spatial dim.
 struct Padding {
     low: Vec<usize>,
     high: Vec<usize>,
+}
+
+/// A pool's window and where its padding comes from.
+struct PoolWindow {
+    window: Window,
+    kernel: Vec<usize>,
+    /// The explicit or `auto_pad` padding.
+    pads: Padding,
+    /// The `ceil_mode` extension of the high padding, per spatial dim.
+    extra: Vec<usize>,
+}
+
+/// `v` after two leading entries `pad` (the batch and channel dims).
+fn spatial_full(v: &[usize], pad: usize) -> Vec<usize> {
+    let mut o = vec![pad; 2];
+    o.extend_from_slice(v);
+    o
 }
 
 impl Importer {
@@ -570,9 +588,10 @@ impl Importer {
         Ok(rt(r, dt::FLOAT))
     }
 
-    pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
-        cx.arity(1, 1)?;
-        let (x, xd) = self.spatial_input(cx)?;
+    /// The window of MaxPool/AveragePool/LpPool over `xd` = [N, C, spatial...]: kernel_shape,
+    /// strides, dilations, pads or auto_pad, and ceil_mode as extra high padding (returned
+    /// separately: no window counts it).
+    fn pool_window(&self, cx: &Ctx, xd: &[usize]) -> R<PoolWindow> {
         let n = xd.len() - 2;
         let Some(k) = cx.attr_ints("kernel_shape")? else {
             return Err(cx.attr_err("kernel_shape", "is required"));
@@ -582,9 +601,6 @@ impl Importer {
                 "kernel_shape",
                 format!("{k:?} must have {n} positive entries"),
             ));
-        }
-        if cx.attr_i_or("storage_order", 0)? != 0 {
-            return Err(cx.attr_err("storage_order", "only 0 (row-major) is supported"));
         }
         let k: Vec<usize> = k.iter().map(|&v| v as usize).collect();
         let stride = self.spatial_attr(cx, "strides", n, 1)?;
@@ -599,7 +615,7 @@ impl Importer {
                 return Err(cx.err(format!(
                     "the window {:?} (dilations {dil:?}) does not fit the padded input {}",
                     k,
-                    dims_str(&xd)
+                    dims_str(xd)
                 )));
             }
             if ceil {
@@ -611,19 +627,75 @@ impl Importer {
                 extra[i] = ((out - 1) * stride[i] + span).saturating_sub(padded);
             }
         }
-        let full = |v: &[usize], pad: usize| -> Vec<usize> {
-            let mut o = vec![pad; 2];
-            o.extend_from_slice(v);
-            o
-        };
         let high: Vec<usize> = (0..n).map(|i| p.high[i] + extra[i]).collect();
         let window = Window {
-            size: full(&k, 1),
-            stride: full(&stride, 1),
-            pad_low: full(&p.low, 0),
-            pad_high: full(&high, 0),
-            dilation: full(&dil, 1),
+            size: spatial_full(&k, 1),
+            stride: spatial_full(&stride, 1),
+            pad_low: spatial_full(&p.low, 0),
+            pad_high: spatial_full(&high, 0),
+            dilation: spatial_full(&dil, 1),
         };
+        Ok(PoolWindow {
+            window,
+            kernel: k,
+            pads: p,
+            extra,
+        })
+    }
+
+    /// LpPool: (sum over the window of |x|^p)^(1/p); padding counts as zeros.
+    pub fn lp_pool(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let (x, xd) = self.spatial_input(cx)?;
+        let p = cx.attr_i_or("p", 2)?;
+        if p < 1 {
+            return Err(cx.attr_err("p", format!("{p} must be a positive integer")));
+        }
+        let PoolWindow { window, .. } = self.pool_window(cx, &xd)?;
+        let powed = match p {
+            1 => self.un(cx, UnaryOp::Abs, x)?,
+            2 => self.bin(cx, BinaryOp::Multiply, x, x)?,
+            _ => {
+                let ax = self.un(cx, UnaryOp::Abs, x)?;
+                let e = self.splat(cx, p as f32, &xd)?;
+                self.bin(cx, BinaryOp::Power, ax, e)?
+            }
+        };
+        let sum = self.add(
+            cx,
+            Op::ReduceWindow {
+                kind: ReduceKind::Add,
+                window,
+            },
+            &[powed],
+        )?;
+        let y = match p {
+            1 => sum,
+            2 => self.un(cx, UnaryOp::Sqrt, sum)?,
+            _ => {
+                let od = self.dims(sum);
+                let e = self.splat(cx, 1.0 / p as f32, &od)?;
+                self.bin(cx, BinaryOp::Power, sum, e)?
+            }
+        };
+        Ok(rt(y, dt::FLOAT))
+    }
+
+    pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let (x, xd) = self.spatial_input(cx)?;
+        let n = xd.len() - 2;
+        if cx.attr_i_or("storage_order", 0)? != 0 {
+            return Err(cx.attr_err("storage_order", "only 0 (row-major) is supported"));
+        }
+        let PoolWindow {
+            window,
+            kernel: k,
+            pads: p,
+            extra,
+        } = self.pool_window(cx, &xd)?;
+        let high: Vec<usize> = (0..n).map(|i| p.high[i] + extra[i]).collect();
+        let full = spatial_full;
         if max {
             let r = self.add(
                 cx,
