@@ -45,16 +45,6 @@ const DW_PIXELS: usize = 4;
 /// address (constant offsets), so the register file, not address registers, is the limit.
 const MAX_PIXEL_ROWS: usize = 24;
 
-/// Floats in a 64-byte cache line.
-const LINE_FLOATS: usize = 16;
-
-/// How far ahead, in channels, `conv_pixels_by_channels` prefetches each pixel's input: four
-/// lines. A tile step costs about 14 cycles (28 FMAs at 2 per cycle), so a pixel's stream enters
-/// a new line every ~220 cycles and four lines cover ~900 cycles, a DRAM miss (~100 ns) with
-/// room. Measured: a 1×1 256->128 convolution at 28×28 (input 800 KB, past L2) ran at 44% of the
-/// FMA peak without, the same at 14×14 (in L2) at 100%.
-const PREFETCH_CHANNELS: u64 = 64;
-
 /// How a convolution is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConvPath {
@@ -556,7 +546,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         }
                                     }
                                 };
-                                cg.channels_prefetched(c, xst[1], x, &base, &mut step);
+                                cg.for_loop(c, &mut step);
                             }
                         }
                         for (i, row) in acc.iter().enumerate() {
@@ -614,41 +604,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             };
             cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
         });
-    }
-
-    /// The loop over a tap's `c` input channels of `conv_pixels_by_channels`. When channels
-    /// are contiguous (`cstride` 1) it runs in cache lines of channels, and before each line
-    /// prefetches every pixel's line [`PREFETCH_CHANNELS`] ahead: a tile reads one stream per
-    /// pixel, all crossing into a new line on the same step, and once the input no longer fits
-    /// L2 those misses would stall together.
-    fn channels_prefetched(
-        &self,
-        c: usize,
-        cstride: u64,
-        x: PointerValue<'ctx>,
-        base: &[IntValue<'ctx>],
-        step: &mut dyn FnMut(&Self, IntValue<'ctx>),
-    ) {
-        if cstride != 1 || c < 2 * LINE_FLOATS {
-            self.for_loop(c, step);
-            return;
-        }
-        let lines = c / LINE_FLOATS;
-        self.for_loop(lines, &mut |cg, q| {
-            let ci0 = cg.mul(q, LINE_FLOATS as u64);
-            let ahead = cg.add(ci0, cg.i64(PREFETCH_CHANNELS));
-            for &b in base {
-                cg.prefetch(x, cg.add(b, ahead));
-            }
-            cg.for_range(ci0, cg.add(ci0, cg.i64(LINE_FLOATS as u64)), step);
-        });
-        if c % LINE_FLOATS != 0 {
-            self.for_range(
-                self.i64((lines * LINE_FLOATS) as u64),
-                self.i64(c as u64),
-                step,
-            );
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
