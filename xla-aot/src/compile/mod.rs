@@ -11,8 +11,10 @@
 mod buckets;
 
 use crate::arena::{BufferPlan, plan};
+use crate::codegen::core::packing::Packings;
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
+use crate::emit::data_object::{self, Blob};
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
@@ -36,6 +38,9 @@ pub struct CompileOptions {
 /// Compiles shorter than this print nothing; longer ones say what they are doing (a second: the
 /// point where a silent command starts to look stuck).
 pub const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The archive member holding the large weights (`emit/data_object.rs`).
+pub const WEIGHTS_MEMBER: &str = "weights.o";
 
 /// Prints `xla-aot: <model>: <what> (<elapsed>)` when enabled and the compile is slow.
 struct Progress<'a> {
@@ -254,7 +259,33 @@ pub fn compile_model_buckets(
             symbols: cuda::data_symbols(&m.name),
         });
     }
-    let archive = archive::write_archive(&members);
+    // The large weights: a data object written last, straight into the archive.
+    let weights = (!obj.external_weights.is_empty()).then(|| {
+        let packings = Packings::for_cpu(m, target);
+        let sizes = codegen::core::weights::sizes(m, &packings, &obj.external_weights);
+        let blobs: Vec<Blob> = obj
+            .external_weights
+            .iter()
+            .zip(sizes)
+            .map(|(w, len)| Blob {
+                symbol: w.symbol.clone(),
+                len,
+            })
+            .collect();
+        (packings, blobs)
+    });
+    let tail = weights.as_ref().map(|(packings, blobs)| archive::Tail {
+        name: WEIGHTS_MEMBER,
+        len: data_object::object_len(blobs),
+        symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
+        write: Box::new(|out: &mut Vec<u8>| {
+            data_object::write_object(target.arch, blobs, out, |i, dst| {
+                codegen::core::weights::fill(m, packings, &obj.external_weights[i], dst)
+            })
+        }),
+    });
+    let (archive, weights_object) = archive::write_archive_with(&members, tail);
+    drop(weights);
     let cuda_header = cuda
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
@@ -283,6 +314,7 @@ pub fn compile_model_buckets(
         name: m.name.clone(),
         object: obj.object,
         archive,
+        weights_object,
         header,
         manifest,
         plan,

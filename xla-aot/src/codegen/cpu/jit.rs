@@ -162,7 +162,7 @@ pub fn profile(
             Literal {
                 dtype: shape.dtype,
                 dims: shape.dims.clone(),
-                data: LiteralData::Dense(bytes),
+                data: LiteralData::Dense(bytes.into()),
             }
         })
         .collect();
