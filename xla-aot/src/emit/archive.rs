@@ -27,6 +27,9 @@ fn header(name: &str, size: usize) -> Vec<u8> {
     h
 }
 
+/// Appends a member's bytes to the archive being built.
+pub type WriteMember<'a> = Box<dyn FnOnce(&mut Vec<u8>) + 'a>;
+
 /// A last member written into the archive by `write`, which appends exactly `len` bytes.
 pub struct Tail<'a> {
     /// File name (at most 15 bytes).
@@ -36,7 +39,7 @@ pub struct Tail<'a> {
     /// Global symbols it defines.
     pub symbols: Vec<String>,
     /// Appends the member's bytes.
-    pub write: Box<dyn FnOnce(&mut Vec<u8>) + 'a>,
+    pub write: WriteMember<'a>,
 }
 
 /// Builds an archive from members, with a GNU symbol index first.
