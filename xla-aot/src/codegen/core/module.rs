@@ -93,9 +93,17 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 let id = InstId(i as u32);
                 let len = packings.stored_len(id, &inst.shape);
                 if external && len >= EXTERNAL_FROM {
+                    let Ok(len32) = u32::try_from(len) else {
+                        return Err(CodegenError::Unsupported {
+                            inst: inst.name.clone(),
+                            reason: format!(
+                                "the constant is stored in {len} bytes; one weight may hold at most 4 GiB"
+                            ),
+                        });
+                    };
                     let symbol = weights::symbol(&self.hlo.name, id);
                     let g = self.m.add_global(
-                        self.ctx.i8_type().array_type(len as u32),
+                        self.ctx.i8_type().array_type(len32),
                         Some(AddressSpace::default()),
                         &symbol,
                     );
