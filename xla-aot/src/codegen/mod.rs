@@ -48,7 +48,7 @@ pub fn compile_batched(
     let external_weights = !opts.grid && variants.is_empty();
     let (module, mut kernels, external) = if opts.grid {
         let (m, k) = gpu::build_host_module(&ctx, &tm, hlo, plan, target)?;
-        (m, k, Vec::new())
+        (m, k, None)
     } else {
         cpu::build_library_module(&ctx, &tm, hlo, plan, target, external_weights)?
     };

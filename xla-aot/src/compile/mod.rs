@@ -11,7 +11,6 @@
 mod buckets;
 
 use crate::arena::{BufferPlan, plan};
-use crate::codegen::core::packing::Packings;
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
 use crate::emit::data_object::{self, Blob};
@@ -260,28 +259,24 @@ pub fn compile_model_buckets(
         });
     }
     // The large weights: a data object written last, straight into the archive.
-    let weights = (!obj.external_weights.is_empty()).then(|| {
-        let packings = Packings::for_cpu(m, target);
-        let sizes = codegen::core::weights::sizes(m, &packings, &obj.external_weights);
-        let blobs: Vec<Blob> = obj
-            .external_weights
+    let weights = obj.external_weights.as_ref().map(|w| {
+        let blobs: Vec<Blob> = w
+            .weights
             .iter()
-            .zip(sizes)
+            .zip(w.sizes(m))
             .map(|(w, len)| Blob {
                 symbol: w.symbol.clone(),
                 len,
             })
             .collect();
-        (packings, blobs)
+        (w, blobs)
     });
-    let tail = weights.as_ref().map(|(packings, blobs)| archive::Tail {
+    let tail = weights.as_ref().map(|(w, blobs)| archive::Tail {
         name: WEIGHTS_MEMBER,
         len: data_object::object_len(blobs),
         symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
         write: Box::new(|out: &mut Vec<u8>| {
-            data_object::write_object(target.arch, blobs, out, |i, dst| {
-                codegen::core::weights::fill(m, packings, &obj.external_weights[i], dst)
-            })
+            data_object::write_object(target.arch, blobs, out, |i, dst| w.fill(m, i, dst))
         }),
     });
     let (archive, weights_object) = archive::write_archive_with(&members, tail);

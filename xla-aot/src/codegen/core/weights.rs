@@ -31,21 +31,34 @@ pub fn symbol(model: &str, id: InstId) -> String {
     format!("{model}_weight{}", id.index())
 }
 
-/// The stored size of each external weight, in order.
-pub fn sizes(hlo: &Hlo, packings: &Packings, weights: &[ExternalWeight]) -> Vec<usize> {
-    weights
-        .iter()
-        .map(|w| packings.stored_len(w.id, &hlo.entry.inst(w.id).shape))
-        .collect()
+/// The weights a module declared external, with the packings its kernels read them in (the
+/// module's one decision, `packing.rs`).
+#[derive(Debug, Clone)]
+pub struct ExternalWeights {
+    /// How each constant is stored.
+    pub packings: Packings,
+    /// The external ones, in order.
+    pub weights: Vec<ExternalWeight>,
 }
 
-/// Writes the stored bytes of external weight `w` into `out` (zeroed, [`sizes`] long).
-pub fn fill(hlo: &Hlo, packings: &Packings, w: &ExternalWeight, out: &mut [u8]) {
-    let inst = hlo.entry.inst(w.id);
-    if let Op::Constant(lit) = &inst.op {
-        // Elided data was refused when the module was built (`constant_globals`).
-        if let Some(bytes) = lit.bytes() {
-            packings.write_stored(w.id, bytes, &inst.shape, out);
+impl ExternalWeights {
+    /// The stored size of each external weight, in order.
+    pub fn sizes(&self, hlo: &Hlo) -> Vec<usize> {
+        self.weights
+            .iter()
+            .map(|w| self.packings.stored_len(w.id, &hlo.entry.inst(w.id).shape))
+            .collect()
+    }
+
+    /// Writes the stored bytes of external weight `i` into `out` (zeroed, as long as its size).
+    pub fn fill(&self, hlo: &Hlo, i: usize, out: &mut [u8]) {
+        let id = self.weights[i].id;
+        let inst = hlo.entry.inst(id);
+        if let Op::Constant(lit) = &inst.op {
+            // Elided data was refused when the module was built (`constant_globals`).
+            if let Some(bytes) = lit.bytes() {
+                self.packings.write_stored(id, bytes, &inst.shape, out);
+            }
         }
     }
 }

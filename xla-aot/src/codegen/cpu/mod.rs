@@ -38,7 +38,7 @@ use crate::arena::BufferPlan;
 use crate::codegen::core::packing::Packings;
 pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::target::module_for;
-use crate::codegen::core::weights::ExternalWeight;
+use crate::codegen::core::weights::{ExternalWeight, ExternalWeights};
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -136,7 +136,7 @@ pub fn build_module<'ctx>(
 }
 
 /// [`build_module`]; with `external_weights`, the large weights are declared external
-/// (`core::weights`) and returned, for the library's data object to define.
+/// (`core::weights`) and returned (if any), for the library's data object to define.
 #[allow(clippy::type_complexity)]
 pub fn build_library_module<'ctx>(
     ctx: &'ctx Context,
@@ -145,7 +145,7 @@ pub fn build_library_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
     external_weights: bool,
-) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<ExternalWeight>), CodegenError> {
+) -> Result<(Module<'ctx>, Vec<KernelInfo>, Option<ExternalWeights>), CodegenError> {
     let module = module_for(ctx, tm, &hlo.name);
     let mut be = Cpu::new(hlo, &hlo.name);
     be.external_weights = external_weights;
@@ -155,7 +155,11 @@ pub fn build_library_module<'ctx>(
         first: 0,
     };
     let kernels = cg.build(true, site)?;
-    let external = std::mem::take(&mut cg.be.external);
+    let weights = std::mem::take(&mut cg.be.external);
+    let external = (!weights.is_empty()).then(|| ExternalWeights {
+        packings: cg.be.packings.clone(),
+        weights,
+    });
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
