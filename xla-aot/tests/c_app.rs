@@ -59,7 +59,7 @@ fn c_app_runs_natively_and_under_qemu_with_golden_results() {
         let y = Literal {
             dtype: expected.dtype,
             dims: expected.dims.clone(),
-            data: LiteralData::Dense(std::fs::read(&yout).unwrap()),
+            data: LiteralData::Dense(std::fs::read(&yout).unwrap().into()),
         };
         if let Err(msg) = check_close(&y, &expected) {
             panic!("{name}: output differs from the golden one: {msg}");

@@ -331,7 +331,9 @@ fn every_example_matches_the_interpreter_through_the_launcher_with_emulated_kern
                 dtype: e.dtype,
                 dims: e.dims.clone(),
                 data: xla_aot::ir::LiteralData::Dense(
-                    std::fs::read(dir.join(format!("out{i}.bin"))).unwrap(),
+                    std::fs::read(dir.join(format!("out{i}.bin")))
+                        .unwrap()
+                        .into(),
                 ),
             };
             if let Err(msg) = common::check_close(&actual, e) {

@@ -56,7 +56,7 @@ impl Spec {
         let lit = xla_aot::ir::Literal {
             dtype: xla_aot::ir::DType::F32,
             dims: shape.to_vec(),
-            data: xla_aot::ir::LiteralData::Dense(data),
+            data: xla_aot::ir::LiteralData::Dense(data.into()),
         };
         self.weights.push((name.into(), lit));
         self
@@ -522,7 +522,7 @@ fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
     let got = xla_aot::ir::Literal {
         dtype: xla_aot::ir::DType::F32,
         dims: vec![128, 128],
-        data: xla_aot::ir::LiteralData::Dense(std::fs::read(&outp).unwrap()),
+        data: xla_aot::ir::LiteralData::Dense(std::fs::read(&outp).unwrap().into()),
     };
     check_close(&got, &expected[0]).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -37,6 +37,10 @@ const MODELS: &[&str] = &[
 /// Run compiled for aarch64-neon under qemu too.
 const AARCH64: &[&str] = &["squeezenet", "shufflenet"];
 
+/// Compiled into a library for the host too: models whose large weights (packed GEMM panels of
+/// fully connected layers, packed convolution kernels) go into the library's data object.
+const LIBRARY: &[&str] = &["resnet50", "bvlc_alexnet"];
+
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_LIGHT_DIR") else {
         eprintln!(
@@ -167,6 +171,26 @@ fn light_models_run_on_aarch64_under_qemu() {
         );
         println!(
             "ok    {name} (aarch64-neon under qemu): max error {r:.2e} of max |y| ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn light_model_libraries_with_a_weights_object_match_onnxruntime() {
+    let Some(dir) = data_dir() else { return };
+    let target = xla_aot::target::Target::resolve("x86_64-avx2").unwrap();
+    for name in selected().into_iter().filter(|m| LIBRARY.contains(m)) {
+        let t = Instant::now();
+        let (m, x, y) = load(&dir, name);
+        let outs = common::run_compiled(&m, &target, &[x], &format!("onnx-light-lib-{name}"));
+        let r = rel_error(&outs[0], &y).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            r <= REL_OF_MAX,
+            "{name} as a library: max error {r:.2e} of max |y| exceeds {REL_OF_MAX:e}"
+        );
+        println!(
+            "ok    {name} (library for x86_64-avx2): max error {r:.2e} of max |y| ({:.1} s)",
             t.elapsed().as_secs_f64()
         );
     }

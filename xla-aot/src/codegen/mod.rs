@@ -43,10 +43,14 @@ pub fn compile_batched(
 ) -> Result<CpuObject, CodegenError> {
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
-    let (module, mut kernels) = if opts.grid {
-        gpu::build_host_module(&ctx, &tm, hlo, plan, target)?
+    // Large weights go into the library's data object (`core::weights`), except with batch
+    // buckets, whose modules share their identical weights through LLVM's constant merging.
+    let external_weights = !opts.grid && variants.is_empty();
+    let (module, mut kernels, external) = if opts.grid {
+        let (m, k) = gpu::build_host_module(&ctx, &tm, hlo, plan, target)?;
+        (m, k, None)
     } else {
-        cpu::build_module(&ctx, &tm, hlo, plan, target)?
+        cpu::build_library_module(&ctx, &tm, hlo, plan, target, external_weights)?
     };
     let mut exports = vec![
         format!("{}_run", hlo.name),
@@ -75,5 +79,7 @@ pub fn compile_batched(
             .verify()
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     }
-    core::object::finish(&module, &tm, kernels, exports, opts)
+    let mut object = core::object::finish(&module, &tm, kernels, exports, opts)?;
+    object.external_weights = external;
+    Ok(object)
 }

@@ -13,6 +13,7 @@ mod buckets;
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
+use crate::emit::data_object::{self, Blob};
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
@@ -36,6 +37,9 @@ pub struct CompileOptions {
 /// Compiles shorter than this print nothing; longer ones say what they are doing (a second: the
 /// point where a silent command starts to look stuck).
 pub const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The archive member holding the large weights (`emit/data_object.rs`).
+pub const WEIGHTS_MEMBER: &str = "weights.o";
 
 /// Prints `xla-aot: <model>: <what> (<elapsed>)` when enabled and the compile is slow.
 struct Progress<'a> {
@@ -278,7 +282,29 @@ pub fn compile_model_buckets(
             symbols: cuda::data_symbols(&m.name),
         });
     }
-    let archive = archive::write_archive(&members);
+    // The large weights: a data object written last, straight into the archive.
+    let weights = obj.external_weights.as_ref().map(|w| {
+        let blobs: Vec<Blob> = w
+            .weights
+            .iter()
+            .zip(w.sizes(m))
+            .map(|(w, len)| Blob {
+                symbol: w.symbol.clone(),
+                len,
+            })
+            .collect();
+        (w, blobs)
+    });
+    let tail = weights.as_ref().map(|(w, blobs)| archive::Tail {
+        name: WEIGHTS_MEMBER,
+        len: data_object::object_len(blobs),
+        symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
+        write: Box::new(|out: &mut Vec<u8>| {
+            data_object::write_object(target.arch, blobs, out, |i, dst| w.fill(m, i, dst))
+        }),
+    });
+    let (archive, weights_object) = archive::write_archive_with(&members, tail);
+    drop(weights);
     let cuda_header = cuda
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
@@ -307,6 +333,7 @@ pub fn compile_model_buckets(
         name: m.name.clone(),
         object: obj.object,
         archive,
+        weights_object,
         header,
         manifest,
         plan,

@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod bindings;
 pub mod cuda;
+pub mod data_object;
 pub mod dump;
 pub mod graphs;
 pub mod header;
@@ -30,6 +31,10 @@ pub struct Artefacts {
     pub object: Vec<u8>,
     /// `lib<name>.a`.
     pub archive: Vec<u8>,
+    /// Where in `archive` the weights' data object is (`data_object.rs`), when the model has
+    /// weights of at least `codegen::core::weights::EXTERNAL_FROM` bytes: also written as
+    /// `<name>_weights.o`, which `<name>.o` needs when linked on its own.
+    pub weights_object: Option<std::ops::Range<usize>>,
     /// `<name>.h`.
     pub header: String,
     /// `<name>.json`.
@@ -70,6 +75,9 @@ pub fn write_artefacts(a: &Artefacts, dir: &Path) -> std::io::Result<Vec<PathBuf
         (format!("{}.h", a.name), a.header.as_bytes()),
         (format!("{}.json", a.name), a.manifest.as_bytes()),
     ];
+    if let Some(r) = &a.weights_object {
+        files.push((format!("{}_weights.o", a.name), &a.archive[r.clone()]));
+    }
     if let Some(p) = &a.ptx {
         files.push((format!("{}.ptx", a.name), p.ptx.as_bytes()));
     }

@@ -138,7 +138,7 @@ impl WeightStore {
                 let lit = Literal {
                     dtype,
                     dims,
-                    data: LiteralData::Dense(view.data().to_vec()),
+                    data: LiteralData::Dense(view.data().to_vec().into()),
                 };
                 if !lit.is_well_formed() {
                     return Err(format!(

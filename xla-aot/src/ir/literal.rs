@@ -8,12 +8,15 @@
 //! such a module can be inspected and verified but not evaluated.
 
 use super::shape::DType;
+use std::sync::Arc;
 
 /// The payload of a constant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LiteralData {
-    /// Row-major little-endian element bytes; length = element count × dtype size.
-    Dense(Vec<u8>),
+    /// Row-major little-endian element bytes; length = element count × dtype size. Shared, so
+    /// cloning a module (the compile path keeps the module as imported and the optimised one)
+    /// never copies its weights.
+    Dense(Arc<Vec<u8>>),
     /// Data left out of a printed module (`constant({...})`).
     Elided,
 }
@@ -41,7 +44,7 @@ impl Literal {
         Literal {
             dtype: DType::F32,
             dims,
-            data: LiteralData::Dense(bytes),
+            data: LiteralData::Dense(bytes.into()),
         }
     }
 
@@ -55,7 +58,7 @@ impl Literal {
         Literal {
             dtype: DType::I32,
             dims,
-            data: LiteralData::Dense(bytes),
+            data: LiteralData::Dense(bytes.into()),
         }
     }
 
@@ -65,7 +68,7 @@ impl Literal {
         Literal {
             dtype: DType::Pred,
             dims,
-            data: LiteralData::Dense(values.iter().map(|&b| b as u8).collect()),
+            data: LiteralData::Dense(Arc::new(values.iter().map(|&b| b as u8).collect())),
         }
     }
 

@@ -136,7 +136,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<Literal, NpyError> {
     let lit = Literal {
         dtype,
         dims,
-        data: LiteralData::Dense(data[..expected].to_vec()),
+        data: LiteralData::Dense(data[..expected].to_vec().into()),
     };
     if !lit.is_well_formed() {
         return Err(NpyError::BadHeader(

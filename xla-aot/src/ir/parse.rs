@@ -632,7 +632,7 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
     Ok(Literal {
         dtype: shape.dtype,
         dims,
-        data: LiteralData::Dense(bytes),
+        data: LiteralData::Dense(bytes.into()),
     })
 }
 

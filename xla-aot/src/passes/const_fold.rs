@@ -64,7 +64,7 @@ fn splat(lit: &Literal) -> Option<Literal> {
         Some(Literal {
             dtype: lit.dtype,
             dims: Vec::new(),
-            data: crate::ir::LiteralData::Dense(first.to_vec()),
+            data: crate::ir::LiteralData::Dense(first.to_vec().into()),
         })
     } else {
         None

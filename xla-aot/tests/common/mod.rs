@@ -246,7 +246,7 @@ pub fn run_compiled_with(
         .map(|(p, s)| Literal {
             dtype: s.dtype,
             dims: s.dims.clone(),
-            data: xla_aot::ir::LiteralData::Dense(std::fs::read(p).unwrap()),
+            data: xla_aot::ir::LiteralData::Dense(std::fs::read(p).unwrap().into()),
         })
         .collect();
     let _ = std::fs::remove_dir_all(&dir);

@@ -33,14 +33,21 @@ pub fn row_major_strides(dims: &[usize]) -> Vec<u64> {
 
 /// The bytes of a row-major literal of shape `s` rearranged into `s`'s layout.
 pub fn relayout(bytes: &[u8], s: &Shape) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len()];
+    relayout_into(bytes, s, &mut out);
+    out
+}
+
+/// [`relayout`] into `out` (as long as `bytes`).
+pub fn relayout_into(bytes: &[u8], s: &Shape, out: &mut [u8]) {
     if is_row_major(s) {
-        return bytes.to_vec();
+        out.copy_from_slice(bytes);
+        return;
     }
     let w = s.dtype.size_bytes();
     let phys = physical_strides(s);
     let logical = row_major_strides(&s.dims);
     let n = s.element_count();
-    let mut out = vec![0u8; bytes.len()];
     for i in 0..n {
         let mut rest = i as u64;
         let mut p = 0u64;
@@ -52,7 +59,6 @@ pub fn relayout(bytes: &[u8], s: &Shape) -> Vec<u8> {
         let (src, dst) = (i * w, p as usize * w);
         out[dst..dst + w].copy_from_slice(&bytes[src..src + w]);
     }
-    out
 }
 
 /// A dot seen as a batch of row-major-ish matrix products (element strides).

@@ -17,6 +17,7 @@
 //! - [`module`], [`entry`], [`profiler`], [`object`]: a module's constants and kernel list, the
 //!   C API entry points of a host library, its kernel profiler hook, and writing a host object.
 //! - [`math`]: the inline approximations of transcendental functions.
+//! - [`weights`]: the large constants a host library stores in a data object, not in LLVM.
 
 pub mod boundary;
 pub mod concat_runs;
@@ -32,6 +33,7 @@ pub mod packing;
 pub mod profiler;
 pub mod sample;
 pub mod target;
+pub mod weights;
 
 pub use emitter::{Backend, Emitter, Ix, Kernel, KernelAbi};
 pub use object::{CpuObject, Options};

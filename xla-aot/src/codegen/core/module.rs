@@ -10,10 +10,12 @@
 use super::emitter::{Backend, Emitter};
 use super::layout::is_row_major;
 use super::packing::Packings;
+use super::weights::{self, EXTERNAL_FROM, ExternalWeight};
 use super::{CodegenError, KernelInfo};
 use crate::arena::{ARENA_ALIGN, Loc};
 use crate::ir::{Computation, InstId, Op};
 use inkwell::AddressSpace;
+use inkwell::GlobalVisibility;
 use inkwell::module::Linkage;
 use inkwell::values::{FunctionValue, PointerValue};
 
@@ -68,13 +70,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     }
 
     /// Weights and constants: private read-only globals (raw bytes, cache-line aligned), each
-    /// holding the bytes `packings` says it is stored as.
+    /// holding the bytes `packings` says it is stored as. With `external`, the large ones
+    /// (`weights::EXTERNAL_FROM`) are declared `external hidden` instead, for the library's data
+    /// object to define; they are returned in order.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn constant_globals(
         &self,
         packings: &Packings,
-    ) -> Result<Vec<Option<PointerValue<'ctx>>>, CodegenError> {
+        external: bool,
+    ) -> Result<(Vec<Option<PointerValue<'ctx>>>, Vec<ExternalWeight>), CodegenError> {
         let c = &self.hlo.entry;
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
+        let mut outside = Vec::new();
         for (i, inst) in c.instructions.iter().enumerate() {
             if let Op::Constant(lit) = &inst.op {
                 let Some(bytes) = lit.bytes() else {
@@ -83,6 +90,31 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                         reason: "the constant's data was elided in the HLO text".into(),
                     });
                 };
+                let id = InstId(i as u32);
+                let len = packings.stored_len(id, &inst.shape);
+                if external && len >= EXTERNAL_FROM {
+                    let Ok(len32) = u32::try_from(len) else {
+                        return Err(CodegenError::Unsupported {
+                            inst: inst.name.clone(),
+                            reason: format!(
+                                "the constant is stored in {len} bytes; one weight may hold at most 4 GiB"
+                            ),
+                        });
+                    };
+                    let symbol = weights::symbol(&self.hlo.name, id);
+                    let g = self.m.add_global(
+                        self.ctx.i8_type().array_type(len32),
+                        Some(AddressSpace::default()),
+                        &symbol,
+                    );
+                    g.set_constant(true);
+                    g.set_linkage(Linkage::External);
+                    g.set_visibility(GlobalVisibility::Hidden);
+                    g.set_alignment(ARENA_ALIGN as u32);
+                    globals[i] = Some(g.as_pointer_value());
+                    outside.push(ExternalWeight { id, symbol });
+                    continue;
+                }
                 // Weights are stored in their assigned layout, or packed for the kernels reading
                 // them (`packing.rs`): re-laid here, at compile time.
                 let physical = packings.stored_bytes(InstId(i as u32), bytes, &inst.shape);
@@ -100,7 +132,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 globals[i] = Some(g.as_pointer_value());
             }
         }
-        Ok(globals)
+        Ok((globals, outside))
     }
 
     /// Every kernel in execution order: their manifest entries and their calls.

@@ -26,6 +26,9 @@ pub struct CpuObject {
     pub ir: Option<(String, String)>,
     /// Each kernel's LLVM IR before and after optimisation, when asked for: (kernel, before, after).
     pub kernel_ir: Vec<(String, String, String)>,
+    /// The weights `object` declares external (`weights.rs`), if any: the library's data object
+    /// defines them.
+    pub external_weights: Option<super::weights::ExternalWeights>,
 }
 
 /// What to produce besides the object.
@@ -96,5 +99,6 @@ pub fn finish(
         assembly,
         ir: before.zip(after),
         kernel_ir,
+        external_weights: None,
     })
 }

@@ -11,7 +11,7 @@
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
-use super::layout::{Geometry, geometry, physical_strides, relayout};
+use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Shape, Window};
 use crate::target::Target;
 
@@ -134,12 +134,38 @@ impl Packings {
 
     /// The bytes constant `id` (logical row-major `bytes`, shape `s`) is stored as.
     pub fn stored_bytes(&self, id: InstId, bytes: &[u8], s: &Shape) -> Vec<u8> {
+        let mut out = vec![0u8; self.stored_len(id, s)];
+        self.write_stored(id, bytes, s, &mut out);
+        out
+    }
+
+    /// How many bytes constant `id` of shape `s` is stored as (packed panels are padded to
+    /// whole panels).
+    pub fn stored_len(&self, id: InstId, s: &Shape) -> usize {
         match (&self.of[id.index()], &self.tiles) {
-            (Some(Packing::Gemm(d)), Some(t)) => pack_gemm(bytes, s, d, t.nr()),
-            (Some(Packing::Conv { groups }), Some(t)) => {
-                pack_conv(bytes, s, panel_width(s.dims[0] / groups, t), *groups)
+            (Some(Packing::Gemm(d)), Some(t)) => {
+                let (k, n) = gemm_kn(s, d);
+                n.div_ceil(t.nr()) * k * t.nr() * 4
             }
-            _ => relayout(bytes, s),
+            (Some(Packing::Conv { groups }), Some(t)) => {
+                let nr = panel_width(s.dims[0] / groups, t);
+                let k = s.dims[1] * s.dims[2] * s.dims[3];
+                groups * (s.dims[0] / groups).div_ceil(nr) * k * nr * 4
+            }
+            _ => s.size_bytes(),
+        }
+    }
+
+    /// [`Packings::stored_bytes`] into `out` (of [`Packings::stored_len`] bytes, zeroed: the
+    /// padding of packed panels is not written): the object writer re-lays each weight straight
+    /// into the object it writes, holding no second copy.
+    pub fn write_stored(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
+        match (&self.of[id.index()], &self.tiles) {
+            (Some(Packing::Gemm(d)), Some(t)) => pack_gemm_into(bytes, s, d, t.nr(), out),
+            (Some(Packing::Conv { groups }), Some(t)) => {
+                pack_conv_into(bytes, s, panel_width(s.dims[0] / groups, t), *groups, out)
+            }
+            _ => relayout_into(bytes, s, out),
         }
     }
 }
@@ -335,6 +361,24 @@ pub fn conv_staged(window: &Window, groups: usize, x: &Shape, w: &Shape, out: &S
 /// Packs a weight (`bytes` in logical row-major order, shape `rhs`) into panels of `nr` columns:
 /// panel `p` holds `B[k, p·nr + j]` at float `(p·K + k)·nr + j`, zero past `N`.
 pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
+    let (k, n) = gemm_kn(rhs, d);
+    let mut out = vec![0u8; n.div_ceil(nr) * k * nr * 4];
+    pack_gemm_into(bytes, rhs, d, nr, &mut out);
+    out
+}
+
+/// The contracted size K and the column count N of a dot's rhs.
+fn gemm_kn(rhs: &Shape, d: &DotDims) -> (usize, usize) {
+    let kd = d.rhs_contracting[0];
+    let n = (0..rhs.rank())
+        .filter(|i| !d.rhs_batch.contains(i) && *i != kd)
+        .map(|i| rhs.dims[i])
+        .product();
+    (rhs.dims[kd], n)
+}
+
+/// [`pack_gemm`] into a zeroed `out` of the packed size.
+fn pack_gemm_into(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize, out: &mut [u8]) {
     let rank = rhs.rank();
     let mut strides = vec![1usize; rank];
     for i in (0..rank.saturating_sub(1)).rev() {
@@ -358,7 +402,6 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
         })
         .collect();
     let panels = n.div_ceil(nr);
-    let mut out = vec![0u8; panels * k * nr * 4];
     for p in 0..panels {
         for kk in 0..k {
             for j in 0..nr.min(n - p * nr) {
@@ -368,7 +411,6 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
 /// Packs a kernel `[O, C/G, KH, KW]` of `groups` = G groups (logical row-major `bytes`) for
@@ -379,10 +421,17 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
 /// `(q·K + k)·nr + j`, zero past the group's last channel.
 pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize, groups: usize) -> Vec<u8> {
     let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
+    let mut out = vec![0u8; groups * (o / groups).div_ceil(nr) * c * kh * kw * nr * 4];
+    pack_conv_into(bytes, w, nr, groups, &mut out);
+    out
+}
+
+/// [`pack_conv`] into a zeroed `out` of the packed size.
+fn pack_conv_into(bytes: &[u8], w: &Shape, nr: usize, groups: usize, out: &mut [u8]) {
+    let (o, c, kh, kw) = (w.dims[0], w.dims[1], w.dims[2], w.dims[3]);
     let og = o / groups;
     let k = c * kh * kw;
     let per_group = og.div_ceil(nr);
-    let mut out = vec![0u8; groups * per_group * k * nr * 4];
     for g in 0..groups {
         for p in 0..per_group {
             let q = g * per_group + p;
@@ -401,7 +450,6 @@ pub fn pack_conv(bytes: &[u8], w: &Shape, nr: usize, groups: usize) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

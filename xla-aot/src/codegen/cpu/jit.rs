@@ -174,7 +174,7 @@ pub fn profile(
             Literal {
                 dtype: shape.dtype,
                 dims: shape.dims.clone(),
-                data: LiteralData::Dense(bytes),
+                data: LiteralData::Dense(bytes.into()),
             }
         })
         .collect();

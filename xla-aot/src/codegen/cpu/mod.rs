@@ -39,6 +39,7 @@ use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::packing::Packings;
 pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::target::module_for;
+use crate::codegen::core::weights::{ExternalWeight, ExternalWeights};
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -69,6 +70,10 @@ pub struct Cpu {
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
     /// batch's module).
     hook_owner: String,
+    /// Declare large weights external (`core::weights`): a library built ahead of time.
+    external_weights: bool,
+    /// The weights declared external, in order.
+    external: Vec<ExternalWeight>,
 }
 
 impl Cpu {
@@ -81,6 +86,8 @@ impl Cpu {
             pool_runs: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
             hook_owner: hook_owner.to_string(),
+            external_weights: false,
+            external: Vec::new(),
         }
     }
 }
@@ -129,17 +136,39 @@ pub fn build_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
+    let (module, kernels, _) = build_library_module(ctx, tm, hlo, plan, target, false)?;
+    Ok((module, kernels))
+}
+
+/// [`build_module`]; with `external_weights`, the large weights are declared external
+/// (`core::weights`) and returned (if any), for the library's data object to define.
+#[allow(clippy::type_complexity)]
+pub fn build_library_module<'ctx>(
+    ctx: &'ctx Context,
+    tm: &TargetMachine,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    target: &Target,
+    external_weights: bool,
+) -> Result<(Module<'ctx>, Vec<KernelInfo>, Option<ExternalWeights>), CodegenError> {
     let module = module_for(ctx, tm, &hlo.name);
-    let mut cg = Cg::new(ctx, &module, hlo, plan, target, Cpu::new(hlo, &hlo.name));
+    let mut be = Cpu::new(hlo, &hlo.name);
+    be.external_weights = external_weights;
+    let mut cg = Cg::new(ctx, &module, hlo, plan, target, be);
     let site = ProfilerSite {
         owner: &hlo.name,
         first: 0,
     };
     let kernels = cg.build(true, site)?;
+    let weights = std::mem::take(&mut cg.be.external);
+    let external = (!weights.is_empty()).then(|| ExternalWeights {
+        packings: cg.be.packings.clone(),
+        weights,
+    });
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    Ok((module, kernels))
+    Ok((module, kernels, external))
 }
 
 /// Adds batch variant `v` (a module named `<name>_b<B>`, planned by `plan`) to `module`: its
@@ -181,7 +210,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) -> Result<Vec<KernelInfo>, CodegenError> {
         self.check_module()?;
         self.be.packings = Packings::for_cpu(self.hlo, self.target);
-        let globals = self.constant_globals(&self.be.packings)?;
+        let (globals, external) =
+            self.constant_globals(&self.be.packings, self.be.external_weights)?;
+        self.be.external = external;
         let (kernels, calls) = self.kernels()?;
         self.entry_points(&globals, &calls, site);
         if own_setter {

@@ -103,6 +103,9 @@ fn fold_where(c: &ConstTensor, x: &ConstTensor, y: &ConstTensor) -> Option<Const
     let values = match (&x.values, &y.values) {
         (Values::I(a), Values::I(b)) => Values::I(choose(&src, a, b)),
         (Values::F(a), Values::F(b)) => Values::F(choose(&src, a, b)),
+        (Values::F(_) | Values::F32(_), Values::F(_) | Values::F32(_)) => {
+            Values::F(choose(&src, &x.as_f64(), &y.as_f64()))
+        }
         (Values::B(a), Values::B(b)) => Values::B(choose(&src, a, b)),
         _ => return None,
     };

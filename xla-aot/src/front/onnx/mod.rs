@@ -130,11 +130,11 @@ pub fn import_with(
     bindings: &mut Bindings,
     options: &ImportOptions,
 ) -> Result<Module, SpecError> {
-    let model = ModelProto::decode(bytes).map_err(|e| {
+    let mut model = ModelProto::decode(bytes).map_err(|e| {
         model_error(path, format!("not an ONNX model: the protobuf does not decode ({e})"))
             .hint("the file may be truncated or not an .onnx file; re-export it (torch.onnx.export, tf2onnx)")
     })?;
-    let Some(graph) = model.graph.as_ref() else {
+    let Some(graph) = model.graph.as_mut() else {
         return Err(model_error(
             path,
             "not an ONNX model: the ModelProto has no graph".into(),
@@ -180,8 +180,8 @@ pub fn import_with(
 
     // Initializers are constants.
     let mut initialized = HashSet::new();
-    for t in &graph.initializer {
-        let c = ConstTensor::from_proto(t).map_err(|m| {
+    for t in graph.initializer.iter_mut() {
+        let c = ConstTensor::from_proto_owned(t).map_err(|m| {
             model_error(path, format!("initializer `{}`: {m}", t.name))
                 .hint("re-export the model with float32 weights stored inside the .onnx file")
         })?;

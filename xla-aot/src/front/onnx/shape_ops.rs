@@ -206,6 +206,7 @@ impl Importer {
         }
         let values = match &value.values {
             Values::F(v) => Values::F(vec![v[0]; n]),
+            Values::F32(_) => Values::F(vec![value.as_f64()[0]; n]),
             Values::I(v) => Values::I(vec![v[0]; n]),
             Values::B(v) => Values::B(vec![v[0]; n]),
         };

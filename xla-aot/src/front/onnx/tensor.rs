@@ -7,15 +7,29 @@
 //! `raw_data` or the typed field of the element type and checks the element count against the
 //! dims; external data, strings and types the compiler cannot hold are errors (as `String`
 //! messages the caller attaches to a node or initializer).
+//!
+//! Weights: a float32 tensor of at least [`F32_BYTES_FROM`] elements stays as its little-endian
+//! bytes ([`Values::F32`], shared with the HLO literal it becomes, taken from the `TensorProto`
+//! by [`ConstTensor::from_proto_owned`] without a copy), so import never holds a model's weights
+//! as f64; the fold helpers read it through [`ConstTensor::as_f64`] like any other tensor.
 
 use super::proto::{DATA_LOCATION_EXTERNAL, TensorProto, data_type as dt};
-use crate::ir::{DType, Literal};
+use crate::ir::{DType, Literal, LiteralData};
+use std::sync::Arc;
+
+/// Float32 tensors with at least this many elements are kept as their bytes ([`Values::F32`]):
+/// weights, which only become literals. Smaller ones (shapes, scales, the scalars folds read)
+/// are decoded to f64. 1024 elements (4 KiB) is far above any shape or scalar and far below any
+/// weight that matters for memory.
+pub const F32_BYTES_FROM: usize = 1024;
 
 /// Element values of a compile-time tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
     /// float32 / float64 (held as f64, rounded to f32 when materialised).
     F(Vec<f64>),
+    /// float32 as little-endian bytes (large tensors: [`F32_BYTES_FROM`]).
+    F32(Arc<Vec<u8>>),
     /// Any integer type (int64 exactly).
     I(Vec<i64>),
     /// bool.
@@ -69,6 +83,11 @@ fn le_chunks<const N: usize>(raw: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
     })
 }
 
+/// The f32 values of little-endian bytes.
+fn f32s(b: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    le_chunks::<4>(b).map(f32::from_le_bytes)
+}
+
 impl ConstTensor {
     /// A tensor of int64 values.
     pub fn ints(dims: Vec<usize>, v: Vec<i64>) -> ConstTensor {
@@ -77,6 +96,26 @@ impl ConstTensor {
             dims,
             values: Values::I(v),
         }
+    }
+
+    /// [`ConstTensor::from_proto`], taking a large float32 tensor's `raw_data` instead of copying it
+    /// (initializers: the proto is not read again).
+    pub fn from_proto_owned(t: &mut TensorProto) -> Result<ConstTensor, String> {
+        let n = t.dims.iter().try_fold(1usize, |a, &d| {
+            usize::try_from(d).ok().and_then(|d| a.checked_mul(d))
+        });
+        if t.data_type == dt::FLOAT
+            && n.is_some_and(|n| n >= F32_BYTES_FROM && t.raw_data.len() == n * 4)
+            && t.data_location != DATA_LOCATION_EXTERNAL
+            && t.external_data.is_empty()
+        {
+            return Ok(ConstTensor {
+                ty: dt::FLOAT,
+                dims: t.dims.iter().map(|&d| d as usize).collect(),
+                values: Values::F32(Arc::new(std::mem::take(&mut t.raw_data))),
+            });
+        }
+        ConstTensor::from_proto(t)
     }
 
     /// Decodes a `TensorProto`.
@@ -115,13 +154,21 @@ impl ConstTensor {
         };
         let values = match t.data_type {
             dt::FLOAT => {
-                if has_raw {
+                if has_raw && n >= F32_BYTES_FROM {
+                    want_raw(4)?;
+                    Values::F32(Arc::new(raw.clone()))
+                } else if has_raw {
                     want_raw(4)?;
                     Values::F(
                         le_chunks::<4>(raw)
                             .map(|b| f32::from_le_bytes(b) as f64)
                             .collect(),
                     )
+                } else if n >= F32_BYTES_FROM {
+                    check(t.float_data.len(), "float_data")?;
+                    Values::F32(Arc::new(
+                        t.float_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                    ))
                 } else {
                     check(t.float_data.len(), "float_data")?;
                     Values::F(t.float_data.iter().map(|&v| v as f64).collect())
@@ -226,6 +273,7 @@ impl ConstTensor {
     pub fn element_count(&self) -> usize {
         match &self.values {
             Values::F(v) => v.len(),
+            Values::F32(b) => b.len() / 4,
             Values::I(v) => v.len(),
             Values::B(v) => v.len(),
         }
@@ -235,6 +283,7 @@ impl ConstTensor {
     pub fn as_i64(&self) -> Vec<i64> {
         match &self.values {
             Values::F(v) => v.iter().map(|&x| x as i64).collect(),
+            Values::F32(b) => f32s(b).map(|x| x as i64).collect(),
             Values::I(v) => v.clone(),
             Values::B(v) => v.iter().map(|&b| b as i64).collect(),
         }
@@ -244,6 +293,7 @@ impl ConstTensor {
     pub fn as_f64(&self) -> Vec<f64> {
         match &self.values {
             Values::F(v) => v.clone(),
+            Values::F32(b) => f32s(b).map(f64::from).collect(),
             Values::I(v) => v.iter().map(|&x| x as f64).collect(),
             Values::B(v) => v.iter().map(|&b| b as u8 as f64).collect(),
         }
@@ -262,6 +312,12 @@ impl ConstTensor {
     pub fn pick(&self, dims: Vec<usize>, picks: &[usize]) -> ConstTensor {
         let values = match &self.values {
             Values::F(v) => Values::F(picks.iter().map(|&i| v[i]).collect()),
+            Values::F32(b) => Values::F32(Arc::new(
+                picks
+                    .iter()
+                    .flat_map(|&i| [b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+                    .collect(),
+            )),
             Values::I(v) => Values::I(picks.iter().map(|&i| v[i]).collect()),
             Values::B(v) => Values::B(picks.iter().map(|&i| v[i]).collect()),
         };
@@ -321,6 +377,11 @@ impl ConstTensor {
                 }
                 Literal::from_i32(self.dims.clone(), &out)
             }
+            Values::F32(b) => Literal {
+                dtype: DType::F32,
+                dims: self.dims.clone(),
+                data: LiteralData::Dense(b.clone()),
+            },
             Values::B(v) => Literal::from_pred(self.dims.clone(), v),
         })
     }

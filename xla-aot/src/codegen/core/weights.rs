@@ -1,0 +1,64 @@
+//! Weights stored outside LLVM: which constants a host library keeps in a separate data object
+//! (`emit/data_object.rs`) and which bytes each one holds.
+//!
+//! Contract: a constant whose stored bytes ([`Packings::stored_len`]) reach [`EXTERNAL_FROM`] is
+//! declared `external hidden constant` in the LLVM module under [`symbol`]; the library's data
+//! object defines it, filled by [`Packings::write_stored`] straight into the object, so a large
+//! weight is never an LLVM constant (which LLVM would hold, then copy again into the object it
+//! writes). Only a host library built ahead of time does this; the JIT and the GPU's host
+//! emulation keep every constant in the module.
+
+use super::packing::Packings;
+use crate::ir::{InstId, Module as Hlo, Op};
+
+/// Constants of at least this many stored bytes go into the data object: 64 KiB, where an LLVM
+/// constant's copies start to cost more memory than the code around it (a convolution kernel of
+/// 64×64×3×3 floats is 144 KiB; biases and small tables stay in the module, where LLVM may still
+/// fold them).
+pub const EXTERNAL_FROM: usize = 64 * 1024;
+
+/// One external weight: the constant and the hidden symbol that holds its stored bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalWeight {
+    /// The entry constant.
+    pub id: InstId,
+    /// Its symbol.
+    pub symbol: String,
+}
+
+/// The symbol of constant `id` of model `model` (hidden: only the library's code reads it).
+pub fn symbol(model: &str, id: InstId) -> String {
+    format!("{model}_weight{}", id.index())
+}
+
+/// The weights a module declared external, with the packings its kernels read them in (the
+/// module's one decision, `packing.rs`).
+#[derive(Debug, Clone)]
+pub struct ExternalWeights {
+    /// How each constant is stored.
+    pub packings: Packings,
+    /// The external ones, in order.
+    pub weights: Vec<ExternalWeight>,
+}
+
+impl ExternalWeights {
+    /// The stored size of each external weight, in order.
+    pub fn sizes(&self, hlo: &Hlo) -> Vec<usize> {
+        self.weights
+            .iter()
+            .map(|w| self.packings.stored_len(w.id, &hlo.entry.inst(w.id).shape))
+            .collect()
+    }
+
+    /// Writes the stored bytes of external weight `i` into `out` (zeroed, as long as its size).
+    pub fn fill(&self, hlo: &Hlo, i: usize, out: &mut [u8]) {
+        let id = self.weights[i].id;
+        let inst = hlo.entry.inst(id);
+        if let Op::Constant(lit) = &inst.op {
+            // Elided data was refused when the module was built (`constant_globals`).
+            if let Some(bytes) = lit.bytes() {
+                self.packings.write_stored(id, bytes, &inst.shape, out);
+            }
+        }
+    }
+}
