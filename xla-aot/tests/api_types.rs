@@ -14,7 +14,7 @@ fn dense(dtype: DType, dims: Vec<usize>, data: Vec<u8>) -> Literal {
     Literal {
         dtype,
         dims,
-        data: LiteralData::Dense(data),
+        data: LiteralData::Dense(data.into()),
     }
 }
 

@@ -438,7 +438,12 @@ fn run_reads_an_int64_input_and_writes_an_int64_output() {
     let ids = |v: [i64; 3]| Literal {
         dtype: DType::I64,
         dims: vec![3],
-        data: LiteralData::Dense(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        data: LiteralData::Dense(
+            v.iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
     };
     let input = dir.join("ids.npy");
     std::fs::write(&input, xla_aot::ir::npy::write_npy(&ids([1, 3, 2]))).unwrap();

@@ -432,7 +432,7 @@ fn parse_outputs(m: &xla_aot::ir::Module, text: &str) -> Vec<Literal> {
             Literal {
                 dtype: d,
                 dims: shape.dims.clone(),
-                data: LiteralData::Dense(bytes),
+                data: LiteralData::Dense(bytes.into()),
             }
         })
         .collect()

@@ -36,7 +36,7 @@ fn dense(dtype: DType, dims: &[usize], data: Vec<u8>) -> Literal {
     Literal {
         dtype,
         dims: dims.to_vec(),
-        data: LiteralData::Dense(data),
+        data: LiteralData::Dense(data.into()),
     }
 }
 

@@ -372,7 +372,9 @@ impl Importer {
                 .collect();
             if let Some(cs) = consts {
                 let values = match &cs[0].values {
-                    Values::F(_) => Values::F(cs.iter().flat_map(|c| c.as_f64()).collect()),
+                    Values::F(_) | Values::F32(_) => {
+                        Values::F(cs.iter().flat_map(|c| c.as_f64()).collect())
+                    }
                     Values::I(_) => Values::I(cs.iter().flat_map(|c| c.as_i64()).collect()),
                     Values::B(_) => Values::B(
                         cs.iter()
