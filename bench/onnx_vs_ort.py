@@ -431,7 +431,9 @@ def bench_one(name, path, kind, ctx):
         t["ours"].append(ours(1, ctx.one, ""))
         t["ort"].append(ort_timed(sess1, ctx.one))
         if n > 1:
-            t["ours_n"].append(ours(n, ctx.many, f"_t{n}"))
+            # Unpinned means every core this process may use: the harness would otherwise
+            # inherit this thread's single-core affinity and run its pool on one core.
+            t["ours_n"].append(ours(n, ctx.many or ctx.all, f"_t{n}"))
             t["ort_n"].append(ort_timed(sess_n, ctx.many or ctx.all))
     try:
         expect = sess1.run(None, feeds)
