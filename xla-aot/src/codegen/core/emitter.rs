@@ -494,6 +494,32 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         });
     }
 
+    /// Loops over every dimension of `shape` but its minor-most, in memory order; `body` gets
+    /// the logical index with the minor-most entry 0, for the caller's own innermost loop.
+    pub(crate) fn loop_nest_outer(
+        &self,
+        shape: &Shape,
+        body: &mut dyn FnMut(&Self, &mut Vec<IntValue<'ctx>>),
+    ) {
+        let m = shape.layout.minor_to_major[0];
+        let order: Vec<usize> = shape
+            .layout
+            .minor_to_major
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&d| d != m)
+            .collect();
+        let dims: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
+        self.loop_nest(&dims, &mut |cg, o| {
+            let mut idx = vec![cg.i64(0); shape.rank()];
+            for (k, &d) in order.iter().enumerate() {
+                idx[d] = o[k];
+            }
+            body(cg, &mut idx);
+        });
+    }
+
     /// The grid form: only element `gid` of `shape` (elements in memory order), when it exists.
     pub(crate) fn element_at(
         &self,

@@ -190,24 +190,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     fn fused_loop_runs(&self, k: &Kernel<'ctx>, comp: &Computation, m: usize, runs: &ConcatRuns) {
         let id = comp.outputs[0].value;
         let shape = &comp.inst(id).shape;
-        let order: Vec<usize> = shape
-            .layout
-            .minor_to_major
-            .iter()
-            .rev()
-            .copied()
-            .filter(|&d| d != m)
-            .collect();
-        let outer: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
-        self.loop_nest(&outer, &mut |cg, o| {
-            let mut idx = vec![cg.i64(0); shape.rank()];
-            for (k2, &d) in order.iter().enumerate() {
-                idx[d] = o[k2];
-            }
+        self.loop_nest_outer(shape, &mut |cg, idx| {
             cg.for_runs(shape.dims[m], Some(runs), &mut |cg, i| {
                 idx[m] = i;
-                let v = cg.value_of(comp, id, Ix::Multi(&idx), k, None);
-                cg.store(k.out, cg.offset(&idx, shape), v, shape.dtype);
+                let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
+                cg.store(k.out, cg.offset(idx, shape), v, shape.dtype);
             });
         });
     }

@@ -310,20 +310,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // taps in the same order as the loop below.
         let x = opnd(0).dims.clone();
         let m = shape.layout.minor_to_major[0];
-        let order: Vec<usize> = shape
-            .layout
-            .minor_to_major
-            .iter()
-            .rev()
-            .copied()
-            .filter(|&d| d != m)
-            .collect();
-        let outer: Vec<usize> = order.iter().map(|&d| shape.dims[d]).collect();
-        self.loop_nest(&outer, &mut |cg, o| {
-            let mut oidx = vec![cg.i64(0); x.len()];
-            for (k2, &d) in order.iter().enumerate() {
-                oidx[d] = o[k2];
-            }
+        self.loop_nest_outer(shape, &mut |cg, oidx| {
+            let oidx = oidx.clone();
             cg.for_loop(x[m], &mut |cg, c| {
                 let mut idx = oidx.clone();
                 idx[m] = c;
