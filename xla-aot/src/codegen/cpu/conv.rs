@@ -45,6 +45,11 @@ const DW_PIXELS: usize = 4;
 /// address (constant offsets), so the register file, not address registers, is the limit.
 const MAX_PIXEL_ROWS: usize = 24;
 
+/// Floats in the zero line that [`ConvPath::PixelsByChannels`] tiles read for a tap in the
+/// padding (one per input channel of a group; 16 KiB of read-only zeros per module). Wider groups
+/// select each value instead.
+const ZERO_LINE: usize = 4096;
+
 /// Vector registers a [`ConvPath::PixelsByChannels`] tile leaves free besides its weight vectors:
 /// LLVM's scheduler loads the next step's broadcasts early, and with a 32-register file filled to
 /// the brim (28 accumulators, AVX-512 `nv` = 2) it spilled accumulators to the stack in some
@@ -335,6 +340,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_and(inside, okv, "").unwrap()
     }
 
+    /// The module's line of [`ZERO_LINE`] zero floats (read-only, 64-byte aligned).
+    fn zero_line(&self) -> PointerValue<'ctx> {
+        const NAME: &str = "xla_aot.zero_line";
+        let g = self.m.get_global(NAME).unwrap_or_else(|| {
+            let ty = self.ctx.f32_type().array_type(ZERO_LINE as u32);
+            let g = self.m.add_global(ty, None, NAME);
+            g.set_initializer(&ty.const_zero());
+            g.set_constant(true);
+            g.set_linkage(inkwell::module::Linkage::Internal);
+            g.set_alignment(64);
+            g
+        });
+        self.b
+            .build_pointer_cast(
+                g.as_pointer_value(),
+                self.ctx
+                    .f32_type()
+                    .ptr_type(inkwell::AddressSpace::default()),
+                "",
+            )
+            .unwrap()
+    }
+
     /// The task plumbing of the three paths: `body(cg, kernel view, unit)` for every unit of
     /// this task's share of `units`, run as one task or split over the app's threads.
     fn conv_tasks(
@@ -527,6 +555,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     );
                                     base.push(b);
                                 }
+                                // A pixel whose tap falls in the padding reads zeros: its row
+                                // points at a zero line (one select per tap, not per channel),
+                                // when the channels are contiguous and few enough.
+                                let zero_rows = pads && checked && xst[1] == 1 && c <= ZERO_LINE;
+                                let row_ptr: Vec<PointerValue<'ctx>> = if zero_rows {
+                                    let zeros = cg.zero_line();
+                                    (0..rows)
+                                        .map(|i| {
+                                            cg.b.build_select(
+                                                valid[i],
+                                                cg.gep(x, base[i]),
+                                                zeros,
+                                                "",
+                                            )
+                                            .unwrap()
+                                            .into_pointer_value()
+                                        })
+                                        .collect()
+                                } else {
+                                    Vec::new()
+                                };
                                 let mut step = |cg: &Self, ci: IntValue<'ctx>| {
                                     let krow = cg.add(
                                         panel,
@@ -539,6 +588,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         })
                                         .collect();
                                     for i in 0..rows {
+                                        if zero_rows {
+                                            let a = cg
+                                                .load(row_ptr[i], ci, DType::F32)
+                                                .into_float_value();
+                                            for (j, v) in cols.iter().enumerate() {
+                                                cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
+                                            }
+                                            continue;
+                                        }
                                         let mut a = cg
                                             .load(
                                                 x,
