@@ -45,6 +45,12 @@ const DW_PIXELS: usize = 4;
 /// address (constant offsets), so the register file, not address registers, is the limit.
 const MAX_PIXEL_ROWS: usize = 24;
 
+/// Below this many row tiles a [`ConvPath::PixelsByChannels`] convolution also splits its panels
+/// into [`COL_PARTS`] parts per task unit: resnet50's 7×7 maps have 7 row tiles, which two
+/// threads share 4 : 3.
+const MIN_ROW_UNITS: usize = 16;
+const COL_PARTS: usize = 4;
+
 /// Floats in the zero line that [`ConvPath::PixelsByChannels`] tiles read for a tap in the
 /// padding (one per input channel of a group; 16 KiB of read-only zeros per module). Wider groups
 /// select each value instead.
@@ -504,13 +510,36 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let (full_cols, part_cols) = (og / nr, og % nr);
         let chunks_g = og.div_ceil(nr);
         let chunks = groups * chunks_g;
-        let units = n_count * oh_count * tiles_per_row;
+        // Few row tiles (7×7 maps: 7) split unevenly over threads; then each also splits
+        // its panels, so tasks even out. Every output element is still one tile's running sum.
+        let row_units = n_count * oh_count * tiles_per_row;
+        let col_parts = if row_units < MIN_ROW_UNITS {
+            chunks.min(COL_PARTS)
+        } else {
+            1
+        };
+        let units = row_units * col_parts;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
-            let ru = cg.row_unit(u, oh_count, tiles_per_row);
+            let (ru, jr_lo, jr_hi) = if col_parts == 1 {
+                (
+                    cg.row_unit(u, oh_count, tiles_per_row),
+                    cg.i64(0),
+                    cg.i64(chunks as u64),
+                )
+            } else {
+                let part = cg.urem(u, col_parts as u64);
+                let lo = cg.udiv(cg.mul(part, chunks as u64), col_parts as u64);
+                let hi = cg.udiv(
+                    cg.mul(cg.add(part, cg.i64(1)), chunks as u64),
+                    col_parts as u64,
+                );
+                let ru = cg.row_unit(cg.udiv(u, col_parts as u64), oh_count, tiles_per_row);
+                (ru, lo, hi)
+            };
             let per_rows = |cg: &Self, rows: usize| {
-                cg.for_loop(chunks, &mut |cg, jr| {
+                cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
                     // Panel `jr` is panel `jp` of group `grp` (`pack_conv`'s order).
                     let (grp, jp) = if groups == 1 {
                         (cg.i64(0), jr)
