@@ -295,6 +295,17 @@ impl Importer {
         Ok(id)
     }
 
+    /// Input `j` as a float tensor of rank >= 1 (normalisations and arg-max along an axis), with
+    /// its dims.
+    pub fn rt_f32_nonscalar(&mut self, cx: &Ctx, j: usize) -> R<(InstId, Vec<usize>)> {
+        let x = self.rt_f32(cx, j)?;
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err(format!("input {j} is a scalar; it needs rank >= 1")));
+        }
+        Ok((x, xd))
+    }
+
     /// Input `j` as a compile-time constant.
     pub fn konst(&self, cx: &Ctx, j: usize, what: &str) -> R<Rc<ConstTensor>> {
         match self.input(cx, j)? {

@@ -123,11 +123,7 @@ impl Importer {
     /// `Hardmax(input)`: 1.0 at the first maximum along `axis`, 0.0 elsewhere.
     pub fn hardmax(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(1, 1)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (x, xd) = self.rt_f32_nonscalar(cx, 0)?;
         // Hardmax-13 made `axis` (default -1) the one axis; before, the input is coerced to 2-D
         // at `axis` (default 1) and the maximum is taken over the whole second part.
         let coerce = cx.before(13);

@@ -430,11 +430,7 @@ impl Importer {
 
     pub fn layer_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(2, 3)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (x, xd) = self.rt_f32_nonscalar(cx, 0)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
         let axes: Vec<usize> = (axis..xd.len()).collect();
@@ -476,11 +472,7 @@ impl Importer {
 
     pub fn softmax(&mut self, cx: &Ctx, log: bool) -> R<Outs> {
         cx.arity(1, 1)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (x, xd) = self.rt_f32_nonscalar(cx, 0)?;
         // Softmax-13 and LogSoftmax-13 normalise over one axis (default -1). Before, the input
         // is coerced to 2-D [d0 × ... × d(axis-1), d(axis) × ... × d(n-1)] (axis default 1) and
         // normalised over the second dim, then reshaped back.

@@ -32,11 +32,7 @@ impl Importer {
     /// `RMSNormalization(X, scale)`.
     pub fn rms_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(2, 2)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (x, xd) = self.rt_f32_nonscalar(cx, 0)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let eps = cx.attr_f_or("epsilon", DEFAULT_EPSILON)?;
         let axes: Vec<usize> = (axis..xd.len()).collect();
@@ -58,11 +54,7 @@ impl Importer {
     /// `LpNormalization(X)`.
     pub fn lp_norm(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(1, 1)?;
-        let x = self.rt_f32(cx, 0)?;
-        let xd = self.dims(x);
-        if xd.is_empty() {
-            return Err(cx.err("input 0 is a scalar; it needs rank >= 1"));
-        }
+        let (x, xd) = self.rt_f32_nonscalar(cx, 0)?;
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
         let p = cx.attr_i_or("p", 2)?;
         let norm = match p {
