@@ -156,11 +156,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let at =
                     |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
                 if let Op::ReduceWindow { .. } = root.op {
+                    // Read only by the channels-minor pooling, whose operand and result share
+                    // their minor-most dimension.
                     *self.be.pool_runs.borrow_mut() =
-                        root.shape.layout.minor_to_major.first().and_then(|&m| {
-                            let x = root.operands[0];
-                            ConcatRuns::find(comp, x, m, comp.inst(x).shape.dims[m])
-                        });
+                        channel_runs(comp, root.operands[0]).map(|(_, r)| r);
                 }
                 self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);
                 self.be.pool_runs.replace(None);
