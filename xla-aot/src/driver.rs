@@ -56,6 +56,8 @@ pub struct CompileRequest {
     pub time_passes: bool,
     /// Input shapes, dims and frozen inputs of an imported graph.
     pub inputs: InputOverrides,
+    /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
+    pub no_winograd: bool,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -75,7 +77,7 @@ pub fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
 }
 
 /// The compile options of a command that dumps its stages to `dump_to` (or not).
-fn options(disabled_passes: &[String], dumping: bool) -> CompileOptions {
+fn options(disabled_passes: &[String], dumping: bool, no_winograd: bool) -> CompileOptions {
     CompileOptions {
         codegen: crate::codegen::Options {
             assembly: dumping,
@@ -86,6 +88,7 @@ fn options(disabled_passes: &[String], dumping: bool) -> CompileOptions {
         no_pipeline: false,
         keep_stages: dumping,
         progress: true,
+        no_winograd,
     }
 }
 
@@ -111,7 +114,7 @@ pub fn compile(
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
     });
-    let opts = options(&req.disabled_passes, dump_to.is_some());
+    let opts = options(&req.disabled_passes, dump_to.is_some(), req.no_winograd);
     let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
@@ -306,6 +309,8 @@ pub struct RunRequest {
     pub dump_to: Option<PathBuf>,
     /// Input shapes, dims and frozen inputs of an imported graph.
     pub inputs: InputOverrides,
+    /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
+    pub no_winograd: bool,
 }
 
 /// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`. The
@@ -323,7 +328,7 @@ pub fn run(
     let model = load_spec_with(spec, &req.inputs)?;
     let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
     let compiled = |notes: &mut Vec<String>| -> Result<Vec<Literal>, DriverError> {
-        let opts = options(&req.disabled_passes, req.dump_to.is_some());
+        let opts = options(&req.disabled_passes, req.dump_to.is_some(), req.no_winograd);
         let run = match &req.dump_to {
             None => crate::compile::run(&model.module, &lits, &opts)?,
             Some(dir) => {

@@ -87,6 +87,11 @@ enum Command {
         /// Skip an optimisation pass (repeatable); `xla-aot passes` lists them.
         #[arg(long = "disable-pass", value_name = "NAME")]
         disabled_passes: Vec<String>,
+        /// Keep 3×3 convolutions direct instead of Winograd `F(m,3)` (their results then match
+        /// the reference interpreter to rounding; Winograd's error is below 1e-5 of the largest
+        /// output, see docs/performance.md).
+        #[arg(long)]
+        no_winograd: bool,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -116,6 +121,11 @@ enum Command {
         /// Skip an optimisation pass (repeatable), as for `compile`.
         #[arg(long = "disable-pass", value_name = "NAME")]
         disabled_passes: Vec<String>,
+        /// Keep 3×3 convolutions direct instead of Winograd `F(m,3)` (their results then match
+        /// the reference interpreter to rounding; Winograd's error is below 1e-5 of the largest
+        /// output, see docs/performance.md).
+        #[arg(long)]
+        no_winograd: bool,
     },
     /// List the built-in targets.
     Targets,
@@ -153,6 +163,11 @@ enum Command {
             conflicts_with = "reference"
         )]
         disabled_passes: Vec<String>,
+        /// Keep 3×3 convolutions direct instead of Winograd `F(m,3)` (their results then match
+        /// the reference interpreter to rounding; Winograd's error is below 1e-5 of the largest
+        /// output, see docs/performance.md).
+        #[arg(long)]
+        no_winograd: bool,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -178,6 +193,7 @@ fn main() -> ExitCode {
             dump_to,
             time_passes,
             disabled_passes,
+            no_winograd,
             fixed,
         } => match driver::compile(
             &spec,
@@ -188,6 +204,7 @@ fn main() -> ExitCode {
                 dump_to,
                 time_passes,
                 inputs: fixed.overrides(),
+                no_winograd,
             },
         ) {
             Ok(files) => {
@@ -207,6 +224,7 @@ fn main() -> ExitCode {
             inputs,
             seed,
             disabled_passes,
+            no_winograd,
         } => {
             if target != "host" {
                 eprintln!(
@@ -219,6 +237,7 @@ fn main() -> ExitCode {
                 seed,
                 runs,
                 disabled_passes,
+                no_winograd,
                 by_min: min,
                 fixed: fixed.overrides(),
             };
@@ -274,6 +293,7 @@ fn main() -> ExitCode {
             seed,
             dump_to,
             disabled_passes,
+            no_winograd,
             fixed,
         } => {
             let mode = if reference {
@@ -290,6 +310,7 @@ fn main() -> ExitCode {
                 mode,
                 &driver::RunRequest {
                     disabled_passes,
+                    no_winograd,
                     dump_to,
                     inputs: fixed.overrides(),
                 },

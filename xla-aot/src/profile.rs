@@ -33,6 +33,8 @@ pub struct ProfileRequest {
     pub runs: usize,
     /// Passes to skip.
     pub disabled_passes: Vec<String>,
+    /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
+    pub no_winograd: bool,
     /// Report each kernel's fastest run instead of its median (on a machine shared with other
     /// work, the minimum is what the kernel costs when nothing preempts it).
     pub by_min: bool,
@@ -100,6 +102,7 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
     let (lits, _) = gather_inputs(&model.module, &req.inputs, req.seed)?;
     let opts = crate::compile::CompileOptions {
         disabled_passes: req.disabled_passes.clone(),
+        no_winograd: req.no_winograd,
         ..crate::compile::CompileOptions::default()
     };
     let runs = req.runs.max(1);

@@ -213,6 +213,71 @@ fn convolutions_match_the_interpreter_on_every_target() {
     check_everywhere(&s.module());
 }
 
+/// Whether `compile` gave `m` kernel scratch on `t`, i.e. some convolution took the Winograd path.
+fn takes_winograd(m: &Module, t: &Target) -> bool {
+    let art = compile_model(m, t, &CompileOptions::default()).unwrap();
+    art.plan.scratch.is_some()
+}
+
+#[test]
+fn winograd_convolutions_match_the_interpreter_on_every_target() {
+    // F(4,3): 29x29 maps (partial tiles on the right and bottom edges), 20 input channels (a
+    // vector and single-lane tails), 40 output channels (a full and a partial panel), a bias and
+    // relu in registers, two images.
+    let mut s = Spec::new("wino_f4", 41);
+    s.input("x", &[2, 20, 29, 29])
+        .weight("w0", &[20, 20, 1, 1])
+        .weight("w", &[40, 20, 3, 3])
+        .weight("b", &[40])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: c, op: conv2d, inputs: [p, w, b], padding: [1, 1, 1, 1]}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: y, op: global_avg_pool, inputs: [r]}")
+        .output("y");
+    let m = s.module();
+    assert!(takes_winograd(
+        &m,
+        &Target::resolve("x86_64-avx512").unwrap()
+    ));
+    check_everywhere(&m);
+    // F(2,3) (13x13: too few 4x4 tiles), asymmetric padding, and a residual add + relu epilogue.
+    let mut s = Spec::new("wino_f2", 42);
+    s.input("x", &[1, 32, 13, 14])
+        .weight("w0", &[32, 32, 1, 1])
+        .weight("w", &[32, 32, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: q, op: relu, inputs: [p]}")
+        .op("{name: c, op: conv2d, inputs: [q, w], padding: [1, 0, 1, 2]}")
+        .op("{name: z, op: global_avg_pool, inputs: [c]}")
+        .output("z")
+        .op("{name: c2, op: conv2d, inputs: [q, w], padding: [1, 1, 1, 1]}")
+        .op("{name: s2, op: add, inputs: [c2, q]}")
+        .op("{name: r2, op: relu, inputs: [s2]}")
+        .op("{name: y, op: global_avg_pool, inputs: [r2]}")
+        .output("y");
+    let m = s.module();
+    assert!(takes_winograd(
+        &m,
+        &Target::resolve("x86_64-avx512").unwrap()
+    ));
+    check_everywhere(&m);
+    // Several bands of tile rows per image (96x96, 16 channels: 24 tile rows, 19 per band).
+    let mut s = Spec::new("wino_bands", 43);
+    s.input("x", &[1, 16, 96, 96])
+        .weight("w0", &[16, 16, 1, 1])
+        .weight("w", &[16, 16, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: c, op: conv2d, inputs: [p, w], padding: [1, 1, 1, 1]}")
+        .op("{name: y, op: max_pool2d, inputs: [c], kernel_size: [2, 2]}")
+        .output("y");
+    let m = s.module();
+    assert!(takes_winograd(
+        &m,
+        &Target::resolve("aarch64-neon").unwrap()
+    ));
+    check_everywhere(&m);
+}
+
 #[test]
 fn grouped_convolutions_match_the_interpreter_on_every_target() {
     // Channels-minor chain (pixels × channels with panels per group): 3 groups of 5 input and 5

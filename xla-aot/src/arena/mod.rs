@@ -70,6 +70,21 @@ pub struct BufferPlan {
     /// The staging slices of the inputs and outputs whose C API dtype differs from the IR's, after
     /// the model's own slices (`staging.rs`; included in `arena_size`).
     pub staging: Vec<Staging>,
+    /// Kernel scratch: `(offset, bytes)` of one slice at the end of the arena that any kernel may
+    /// use while it runs (kernels run one at a time); `None` until a backend reserves it with
+    /// [`reserve_scratch`].
+    pub scratch: Option<(usize, usize)>,
+}
+
+/// Appends `bytes` of kernel scratch to the arena (no-op for 0): the CPU backend's Winograd
+/// convolutions keep their transformed tiles there (`codegen/core/winograd.rs`).
+pub fn reserve_scratch(mut p: BufferPlan, bytes: usize) -> BufferPlan {
+    if bytes > 0 {
+        let offset = align(p.arena_size);
+        p.scratch = Some((offset, align(bytes)));
+        p.arena_size = offset + align(bytes);
+    }
+    p
 }
 
 fn row_major(s: &crate::ir::Shape) -> bool {
@@ -252,6 +267,7 @@ pub fn plan(m: &Module) -> BufferPlan {
         copies,
         strategy,
         in_place,
+        scratch: None,
     }
 }
 
@@ -392,6 +408,9 @@ pub fn plan_text(p: &BufferPlan) -> String {
             "  {:>8} +{:<8} live [{}, {}]  %{}\n",
             b.offset, b.size, b.live[0], b.live[1], b.name
         ));
+    }
+    if let Some((offset, size)) = p.scratch {
+        s.push_str(&format!("  {offset:>8} +{size:<8} kernel scratch\n"));
     }
     s
 }

@@ -32,6 +32,29 @@ pub struct CompileOptions {
     pub keep_stages: bool,
     /// Report stage progress on stderr once a compile has taken [`PROGRESS_AFTER`].
     pub progress: bool,
+    /// Keep every 3×3 convolution direct (`--no-winograd`): results then match the reference
+    /// interpreter to rounding (`codegen/core/winograd.rs` states the Winograd error bound).
+    pub no_winograd: bool,
+}
+
+/// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
+/// convolutions (unless [`CompileOptions::no_winograd`]); nothing for CUDA targets.
+pub fn plan_for_target(
+    m: &Module,
+    plan: BufferPlan,
+    target: &Target,
+    opts: &CompileOptions,
+) -> BufferPlan {
+    if opts.no_winograd || target.cuda_sm.is_some() {
+        return plan;
+    }
+    let bytes = crate::codegen::core::packing::Packings::scratch_for_cpu(m, target);
+    crate::arena::reserve_scratch(plan, bytes)
+}
+
+/// The host target, for in-process runs.
+fn host() -> Result<Target, CompileError> {
+    Target::resolve("host").map_err(|e| CompileError::Unsupported(e.to_string()))
 }
 
 /// Compiles shorter than this print nothing; longer ones say what they are doing (a second: the
@@ -205,6 +228,7 @@ pub fn compile_model_buckets(
         pass_records,
         instructions_before_fusion: before_fusion,
     } = optimize(m, opts)?;
+    let plan = plan_for_target(&optimized, plan, target, opts);
     let original = m;
     let m = &optimized;
     progress.stage(&format!(
@@ -232,7 +256,8 @@ pub fn compile_model_buckets(
             ..opts.clone()
         };
         let o = optimize(&v, &quiet)?;
-        variants.push((*b, o.module, o.plan));
+        let plan = plan_for_target(&o.module, o.plan, target, opts);
+        variants.push((*b, o.module, plan));
     }
     let batch_plan = (!buckets.is_empty()).then(|| match seq {
         Some(s) => buckets::seq_plan(m, &plan, s, &variants),
@@ -364,7 +389,8 @@ pub struct Run {
 /// in-process on `inputs` (one per parameter, in order).
 pub fn run(m: &Module, inputs: &[Literal], opts: &CompileOptions) -> Result<Run, CompileError> {
     let o = optimize(m, opts)?;
-    let (outputs, kernels) = crate::codegen::cpu::jit::run(&o.module, &o.plan, inputs)?;
+    let plan = plan_for_target(&o.module, o.plan, &host()?, opts);
+    let (outputs, kernels) = crate::codegen::cpu::jit::run(&o.module, &plan, inputs)?;
     Ok(Run { outputs, kernels })
 }
 
@@ -377,8 +403,8 @@ pub fn profile(
     runs: usize,
 ) -> Result<(Run, crate::codegen::cpu::jit::Timings), CompileError> {
     let o = optimize(m, opts)?;
-    let (outputs, kernels, t) =
-        crate::codegen::cpu::jit::profile(&o.module, &o.plan, inputs, runs)?;
+    let plan = plan_for_target(&o.module, o.plan, &host()?, opts);
+    let (outputs, kernels, t) = crate::codegen::cpu::jit::profile(&o.module, &plan, inputs, runs)?;
     Ok((Run { outputs, kernels }, t))
 }
 

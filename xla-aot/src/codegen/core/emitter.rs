@@ -56,6 +56,12 @@ pub trait Backend<'ctx>: Sized {
     ) -> FunctionValue<'ctx>;
 
     /// The invocations of the kernel just generated, given its output element count.
+    /// Whether the kernel of entry instruction `id` takes the plan's kernel scratch
+    /// (`BufferPlan::scratch`) as a last argument after its operands.
+    fn takes_scratch<'a>(_cg: &Emitter<'a, 'ctx, Self>, _id: InstId) -> bool {
+        false
+    }
+
     fn invocations<'a>(cg: &Emitter<'a, 'ctx, Self>, elements: usize) -> usize {
         let _ = cg;
         elements

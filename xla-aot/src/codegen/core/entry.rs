@@ -72,7 +72,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             self.b.build_pointer_cast(p, ty, "").unwrap()
         };
         let prof = self.load_profiler(site.owner);
-        for (i, (f, operands, loc, elements)) in calls.iter().enumerate() {
+        for (i, (f, operands, loc, elements, scratch)) in calls.iter().enumerate() {
             let index = site.first + i as u32;
             let out = match loc {
                 Loc::Output(k) => *k,
@@ -91,6 +91,15 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .into(),
             ];
             args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
+            if *scratch {
+                let (off, _) = self
+                    .plan
+                    .scratch
+                    .expect("a kernel takes scratch the plan has");
+                let p = self.gep(arena, self.i64(off as u64));
+                let ty = self.ptr_type(crate::ir::DType::F32);
+                args.push(self.b.build_pointer_cast(p, ty, "").unwrap().into());
+            }
             let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
             self.report(&prof, index, 0);
             B::invoke(self, *f, &a, *elements);

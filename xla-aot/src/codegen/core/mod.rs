@@ -12,8 +12,10 @@
 //! - [`ops`]: kernel bodies with no backend choice (reductions, argmax, elementwise, the
 //!   shared parts of fusions); [`sample`]: the decode-time ops `top-k` and `sample`.
 //! - [`layout`]: strides, re-laying constants, the matrix-product view of a dot.
-//! - [`packing`]: THE place that decides how each constant is stored (packed panels or its
-//!   layout), for the CPU, the GPU and the JIT alike.
+//! - [`packing`]: THE place that decides how each constant is stored (packed panels, a
+//!   Winograd-transformed kernel, or its layout), for the CPU, the GPU and the JIT alike;
+//!   [`tiles`]: the micro-kernels' register and cache tiles per target; [`winograd`]: the
+//!   `F(m×m, 3×3)` transforms and which convolutions take them.
 //! - [`module`], [`entry`], [`profiler`], [`object`]: a module's constants and kernel list, the
 //!   C API entry points of a host library, its kernel profiler hook, and writing a host object.
 //! - [`math`]: the inline approximations of transcendental functions.
@@ -33,7 +35,9 @@ pub mod packing;
 pub mod profiler;
 pub mod sample;
 pub mod target;
+pub mod tiles;
 pub mod weights;
+pub mod winograd;
 
 pub use emitter::{Backend, Emitter, Ix, Kernel, KernelAbi};
 pub use object::{CpuObject, Options};

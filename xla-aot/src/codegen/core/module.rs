@@ -21,7 +21,9 @@ use inkwell::values::{FunctionValue, PointerValue};
 
 /// One kernel call of the entry points: the kernel, the values it reads, where it writes, and
 /// its invocations (output elements, or the backend's grid: `Backend::invocations`).
-pub(crate) type Call<'ctx> = (FunctionValue<'ctx>, Vec<InstId>, Loc, usize);
+/// A kernel call: the kernel, its operands, where its output goes, its invocations, and whether
+/// it takes the plan's kernel scratch after its operands.
+pub(crate) type Call<'ctx> = (FunctionValue<'ctx>, Vec<InstId>, Loc, usize, bool);
 
 /// Memory traffic of a kernel over `operands` writing `out` bytes: (activations, weights).
 fn traffic(c: &Computation, operands: &[InstId]) -> (usize, usize) {
@@ -176,7 +178,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 flops: crate::ir::flops::flops(c, id),
             });
             let invocations = B::invocations(self, inst.shape.element_count());
-            calls.push((f, inst.operands.clone(), loc, invocations));
+            let scratch = B::takes_scratch(self, id);
+            calls.push((f, inst.operands.clone(), loc, invocations, scratch));
         }
         for &(k, v) in &self.plan.copies {
             let name = format!("{}_copy_out{k}", self.hlo.name);
@@ -195,7 +198,13 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 writes: c.inst(v).shape.size_bytes(),
                 flops: 0,
             });
-            calls.push((f, vec![v], Loc::Output(k), c.inst(v).shape.element_count()));
+            calls.push((
+                f,
+                vec![v],
+                Loc::Output(k),
+                c.inst(v).shape.element_count(),
+                false,
+            ));
         }
         Ok((kernels, calls))
     }

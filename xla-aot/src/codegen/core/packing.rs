@@ -5,78 +5,25 @@
 //! is as the weight (rhs) operand of a dot or convolution that reads it packed, all the same way:
 //! GEMM panels ([`pack_gemm`]) for a dot whose [`geometry`] has no batch dims, tap-major panels
 //! per group ([`pack_conv`]) for a 2-D convolution whose output channels are minor and which is
-//! not depthwise ([`conv_packable`]). The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
+//! not depthwise ([`conv_packable`]), or a Winograd-transformed kernel (`winograd.rs`) for a
+//! stride-1 3×3 convolution `winograd::choose` accepts when the buffer plan reserved its scratch. The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
 //! its assigned layout ([`Packings::none`]). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
 use super::layout::{Geometry, geometry, physical_strides, relayout_into};
+pub use super::tiles::{Tiles, panel_width};
+use super::winograd;
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Shape, Window};
 use crate::target::Target;
 
-/// Most rows of one micro-tile; more than this only adds broadcasts a tile of this height
-/// already amortises (BLIS' AVX-512 kernels use 12-14 rows).
-const MAX_MR: usize = 14;
-
-/// Smallest K-block: below this, loading and storing the accumulator tile per block costs more
-/// than the block's FMAs.
-const MIN_KC: usize = 64;
-
-/// Largest K-block (targets with a large L1D and narrow panels): past this the accumulator
-/// tile's loads and stores are already negligible.
-const MAX_KC: usize = 512;
-
-/// Tile sizes for one target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tiles {
-    /// f32 lanes per vector register.
-    pub lanes: u32,
-    /// Vector registers per panel row (panel width `nr = nv · lanes`).
-    pub nv: usize,
-    /// Rows per micro-tile.
-    pub mr: usize,
-    /// K-block: one packed panel's K-block (`kc · nr` floats) fills half the L1D, the other half
-    /// holding the rows of A it meets. (Measured with AVX-512: a panel filling the whole L1D ran
-    /// gemm256 at half speed; gemm512 and gemm1024 were 3-7% faster with it.)
-    pub kc: usize,
-    /// Row tiles per row block: a row block of `A` times one K-block fills half the L2.
-    pub mc_tiles: usize,
-}
-
-impl Tiles {
-    pub fn for_target(t: &Target) -> Tiles {
-        let lanes = t.vector_bits / 32;
-        let regs = t.vector_registers as usize;
-        // 128-bit vectors with 32 registers (NEON): 3 vectors per panel row (the classic 8x12
-        // kernel); otherwise 2, which keeps 16-register x86 at 6 rows.
-        let nv = if lanes == 4 && regs >= 32 { 3 } else { 2 };
-        // Accumulators, one register per B vector and one for the broadcast A value.
-        let mr = ((regs - nv - 1) / nv).clamp(1, MAX_MR);
-        let nr = nv * lanes as usize;
-        let kc = (t.l1d_bytes as usize / 2 / (nr * 4)).clamp(MIN_KC, MAX_KC) / 8 * 8;
-        let mc_tiles = ((t.l2_bytes as usize / 2) / (kc * 4) / mr).max(1);
-        Tiles {
-            lanes,
-            nv,
-            mr,
-            kc,
-            mc_tiles,
-        }
-    }
-
-    /// Columns per packed panel.
-    pub fn nr(&self) -> usize {
-        self.nv * self.lanes as usize
-    }
-}
-
-/// Output channels per packed panel of a convolution kernel: the target's panel, or fewer whole
-/// vectors when the convolution has fewer channels (16 channels in a 32-wide panel would waste
-/// half of every FMA).
-pub fn panel_width(o: usize, t: &Tiles) -> usize {
-    let lanes = t.lanes as usize;
-    t.nr().min(o.div_ceil(lanes) * lanes)
+/// What [`packing_of`] decides with.
+struct Choice<'a> {
+    tiles: Tiles,
+    target: &'a Target,
+    /// Arena scratch bytes reserved for Winograd convolutions.
+    scratch: usize,
 }
 
 /// How a weight is stored when a dot or convolution reads it packed.
@@ -86,6 +33,8 @@ enum Packing {
     Gemm(crate::ir::DotDims),
     /// Tap-major convolution panels per group (`pack_conv`), for this many groups.
     Conv { groups: usize },
+    /// A Winograd-transformed kernel (`winograd::pack_into`).
+    Winograd(winograd::Geometry),
 }
 
 /// How each constant of a module is stored.
@@ -106,18 +55,48 @@ impl Packings {
         }
     }
 
-    /// The packings the CPU micro-kernels read on `target`.
-    pub fn for_cpu(hlo: &Hlo, target: &Target) -> Packings {
+    /// The packings the CPU micro-kernels read on `target`; a convolution takes the Winograd
+    /// path (`winograd.rs`) only if its scratch fits in `scratch` bytes (what the buffer plan
+    /// reserved: [`Packings::scratch_for_cpu`] with Winograd on, 0 with it off).
+    pub fn for_cpu(hlo: &Hlo, target: &Target, scratch: usize) -> Packings {
         let c = &hlo.entry;
         let t = Tiles::for_target(target);
+        let cx = Choice {
+            tiles: t,
+            target,
+            scratch,
+        };
         Packings {
             of: (0..c.instructions.len())
                 .map(|i| match c.instructions[i].op {
-                    Op::Constant(_) => packing_of(hlo, InstId(i as u32), &t),
+                    Op::Constant(_) => packing_of(hlo, InstId(i as u32), &cx),
                     _ => None,
                 })
                 .collect(),
             tiles: Some(t),
+        }
+    }
+
+    /// The arena scratch the CPU backend needs for `hlo` with Winograd convolutions on: the
+    /// largest any one of them uses (kernels run one at a time).
+    pub fn scratch_for_cpu(hlo: &Hlo, target: &Target) -> usize {
+        let p = Packings::for_cpu(hlo, target, usize::MAX);
+        p.of.iter()
+            .filter_map(|k| match k {
+                Some(Packing::Winograd(g)) => Some(g.scratch_bytes()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The Winograd geometry of the convolution computed by entry instruction `id`, if it reads
+    /// its kernel Winograd-transformed.
+    pub fn winograd(&self, hlo: &Hlo, id: InstId) -> Option<winograd::Geometry> {
+        let (_, _, rhs, _) = heavy_in(hlo, id)?;
+        match &self.of[rhs.index()] {
+            Some(Packing::Winograd(g)) => Some(*g),
+            _ => None,
         }
     }
 
@@ -152,6 +131,7 @@ impl Packings {
                 let k = s.dims[1] * s.dims[2] * s.dims[3];
                 groups * (s.dims[0] / groups).div_ceil(nr) * k * nr * 4
             }
+            (Some(Packing::Winograd(g)), Some(_)) => winograd::packed_len(g),
             _ => s.size_bytes(),
         }
     }
@@ -165,6 +145,7 @@ impl Packings {
             (Some(Packing::Conv { groups }), Some(t)) => {
                 pack_conv_into(bytes, s, panel_width(s.dims[0] / groups, t), *groups, out)
             }
+            (Some(Packing::Winograd(g)), Some(_)) => winograd::pack_into(bytes, g, out),
             _ => relayout_into(bytes, s, out),
         }
     }
@@ -205,7 +186,8 @@ fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
 
 /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
 /// convolution that reads it packed, all the same way.
-fn packing_of(hlo: &Hlo, c: InstId, t: &Tiles) -> Option<Packing> {
+fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
+    let t = &cx.tiles;
     let e = &hlo.entry;
     if e.outputs.iter().any(|o| o.value == c) || e.inst(c).shape.dtype != DType::F32 {
         return None;
@@ -221,6 +203,10 @@ fn packing_of(hlo: &Hlo, c: InstId, t: &Tiles) -> Option<Packing> {
             return None;
         }
         let (ls, rs) = (&e.inst(lhs).shape, &e.inst(rhs).shape);
+        let wino = |window: &Window, groups: usize| {
+            winograd::choose(window, groups, ls, rs, &out, cx.target)
+                .filter(|g| g.scratch_bytes() <= cx.scratch)
+        };
         let this = match &op {
             Op::Dot(d) => {
                 let g = geometry(d, ls, rs, &out)?;
@@ -228,6 +214,12 @@ fn packing_of(hlo: &Hlo, c: InstId, t: &Tiles) -> Option<Packing> {
                     return None;
                 }
                 Packing::Gemm(d.clone())
+            }
+            Op::Convolution {
+                window,
+                feature_group_count,
+            } if wino(window, *feature_group_count).is_some() => {
+                Packing::Winograd(wino(window, *feature_group_count).unwrap())
             }
             Op::Convolution {
                 window,

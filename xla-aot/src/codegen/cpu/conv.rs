@@ -62,7 +62,7 @@ const ZERO_LINE: usize = 4096;
 /// kernels and not others: measured on Zen 5, 1×1 and 3×3 convolutions ran at 32-63% of the FMA
 /// peak with one register free and at 88-100% with ten (20 accumulators). On AVX2's 16 registers
 /// the old single spare register is kept (fewer rows measured slower there).
-const fn spare_registers(regs: usize) -> usize {
+pub(super) const fn spare_registers(regs: usize) -> usize {
     if regs >= 32 { 10 } else { 1 }
 }
 
@@ -393,7 +393,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
-    fn acc_slots(
+    pub(super) fn acc_slots(
         &self,
         f: FunctionValue<'ctx>,
         rows: usize,
@@ -414,7 +414,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .collect()
     }
 
-    fn fma_into(&self, acc: PointerValue<'ctx>, a: VectorValue<'ctx>, b: VectorValue<'ctx>) {
+    pub(super) fn fma_into(
+        &self,
+        acc: PointerValue<'ctx>,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+    ) {
         let lanes = a.get_type().get_size();
         let old = self.b.build_load(acc, "").unwrap();
         let new = self.call(self.vec_fmuladd(lanes), &[a.into(), b.into(), old]);

@@ -64,11 +64,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .iter()
             .map(|&o| c.inst(o).shape.dtype)
             .collect();
-        let shared: Vec<bool> = inst
+        let mut shared: Vec<bool> = inst
             .operands
             .iter()
             .map(|&o| self.plan.in_place[id.index()] == Some(o))
             .collect();
+        // A Winograd convolution also takes the plan's kernel scratch, after its operands.
+        let wino = self.be.packings.winograd(self.hlo, id);
+        let mut ins = ins;
+        if wino.is_some() {
+            ins.push(DType::F32);
+            shared.push(false);
+        }
+        self.be.winograd.set(wino);
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         *self.be.scalar_consts.borrow_mut() = inst
             .operands
@@ -270,6 +278,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: &[PointerValue<'ctx>],
     ) {
         let opnd = |j: usize| &opnds[j];
+        if let Some(g) = self.be.winograd.get() {
+            let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
+            let epi = self.be.reg_epi.borrow().clone();
+            self.conv_winograd(
+                k,
+                &g,
+                window,
+                (opnd(0), shape),
+                (index(bufs[0]), index(bufs[1])),
+                &epi,
+            );
+            self.be.epi_applied.set(epi.is_some());
+            return;
+        }
         if conv::choose(
             window,
             *feature_group_count,

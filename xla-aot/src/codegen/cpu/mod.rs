@@ -33,6 +33,7 @@ pub mod peak;
 mod reduce;
 mod stage;
 mod vector;
+mod winograd;
 
 use crate::arena::BufferPlan;
 use crate::codegen::core::concat_runs::ConcatRuns;
@@ -57,6 +58,8 @@ pub struct Cpu {
     packings: Packings,
     /// Whether the dot or convolution of the kernel being generated reads a packed rhs.
     packed_rhs: Cell<bool>,
+    /// The current kernel's Winograd geometry, when its convolution takes that path.
+    winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
     /// The register epilogue of the output fusion being generated (`epilogue.rs`).
     reg_epi: RefCell<Option<epilogue::RegEpilogue>>,
     /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
@@ -81,6 +84,7 @@ impl Cpu {
         Cpu {
             packings: Packings::none(hlo),
             packed_rhs: Cell::new(false),
+            winograd: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),
             pool_runs: RefCell::new(None),
@@ -111,6 +115,10 @@ impl<'ctx> Backend<'ctx> for Cpu {
         id: InstId,
     ) -> Result<FunctionValue<'ctx>, CodegenError> {
         cg.kernel(name, id)
+    }
+
+    fn takes_scratch<'a>(cg: &Cg<'a, 'ctx>, id: InstId) -> bool {
+        cg.be.packings.winograd(cg.hlo, id).is_some()
     }
 
     fn copy_kernel<'a>(cg: &Cg<'a, 'ctx>, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
@@ -209,7 +217,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         site: ProfilerSite<'_>,
     ) -> Result<Vec<KernelInfo>, CodegenError> {
         self.check_module()?;
-        self.be.packings = Packings::for_cpu(self.hlo, self.target);
+        let scratch = self.plan.scratch.map_or(0, |(_, bytes)| bytes);
+        self.be.packings = Packings::for_cpu(self.hlo, self.target, scratch);
         let (globals, external) =
             self.constant_globals(&self.be.packings, self.be.external_weights)?;
         self.be.external = external;

@@ -213,7 +213,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let (kernels, calls) = self.kernels()?;
         self.be.gid.set(None);
         if self.be.on_device() {
-            for (f, operands, loc, elements) in &calls {
+            for (f, operands, loc, elements, _) in &calls {
                 let launch = GridLaunch {
                     entry: self.ptx_entry(*f),
                     elements: *elements,
