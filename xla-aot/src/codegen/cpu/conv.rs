@@ -54,7 +54,7 @@ const COL_PARTS: usize = 4;
 /// Floats in the zero line that [`ConvPath::PixelsByChannels`] tiles read for a tap in the
 /// padding (one per input channel of a group; 16 KiB of read-only zeros per module). Wider groups
 /// select each value instead.
-const ZERO_LINE: usize = 4096;
+pub(super) const ZERO_LINE: usize = 4096;
 
 /// Vector registers a [`ConvPath::PixelsByChannels`] tile leaves free besides its weight vectors:
 /// LLVM's scheduler loads the next step's broadcasts early, and with a 32-register file filled to
@@ -347,7 +347,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// The module's line of [`ZERO_LINE`] zero floats (read-only, 64-byte aligned).
-    fn zero_line(&self) -> PointerValue<'ctx> {
+    pub(super) fn zero_line(&self) -> PointerValue<'ctx> {
         const NAME: &str = "xla_aot.zero_line";
         let g = self.m.get_global(NAME).unwrap_or_else(|| {
             let ty = self.ctx.f32_type().array_type(ZERO_LINE as u32);

@@ -21,7 +21,7 @@ use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
 use crate::codegen::core::packing::Tiles;
-use crate::codegen::core::winograd::{Geometry, Transforms};
+use crate::codegen::core::winograd::{Geometry, MAX_CHANNELS, Transforms};
 use crate::ir::{DType, Shape, Window};
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
@@ -68,32 +68,71 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         acc.unwrap_or_else(|| self.vec_ty(lanes).const_zero())
     }
 
-    /// `L X Rᵀ` for an `a×a` block `x` (row-major), `L` (`r×a`) and `R` (`s×a`): `r×s` vectors.
+    /// `a ± b·c` as one multiply-add (`c` a constant).
+    fn fma_c(&self, b: VectorValue<'ctx>, c: f64, a: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let lanes = a.get_type().get_size();
+        self.call(
+            self.vec_fmuladd(lanes),
+            &[b.into(), self.splat(self.f32c(c), lanes).into(), a.into()],
+        )
+        .into_vector_value()
+    }
+
+    /// One 1-D transform `T x` of `α` vectors: `Bᵀ` (input) or `Aᵀ` (output). `F(4,3)`'s share
+    /// their sums and differences (14 operations for `Bᵀ` where the matrix has 22 terms, 10 for
+    /// `Aᵀ` where it has 18); other sizes go term by term ([`Cg::lin`]).
+    fn transform_1d(&self, t: &[Vec<f64>], x: &[VectorValue<'ctx>]) -> Vec<VectorValue<'ctx>> {
+        let add = |a, b| self.b.build_float_add(a, b, "").unwrap();
+        let sub = |a, b| self.b.build_float_sub(a, b, "").unwrap();
+        match (t.len(), x.len()) {
+            // Bᵀ of F(4,3).
+            (6, 6) => {
+                let (t1, t2) = (add(x[1], x[2]), add(x[3], x[4]));
+                let (t3, t4) = (sub(x[1], x[2]), sub(x[4], x[3]));
+                let (t5, t6) = (sub(x[4], x[2]), sub(x[3], x[1]));
+                vec![
+                    self.fma_c(x[0], 4.0, self.fma_c(x[2], -5.0, x[4])),
+                    self.fma_c(t1, -4.0, t2),
+                    self.fma_c(t3, 4.0, t4),
+                    self.fma_c(t6, 2.0, t5),
+                    self.fma_c(t6, -2.0, t5),
+                    self.fma_c(x[1], 4.0, self.fma_c(x[3], -5.0, x[5])),
+                ]
+            }
+            // Aᵀ of F(4,3).
+            (4, 6) => {
+                let (a, b) = (add(x[1], x[2]), sub(x[1], x[2]));
+                let (c, d) = (add(x[3], x[4]), sub(x[3], x[4]));
+                vec![
+                    add(add(x[0], a), c),
+                    self.fma_c(d, 2.0, b),
+                    self.fma_c(c, 4.0, a),
+                    add(self.fma_c(d, 8.0, b), x[5]),
+                ]
+            }
+            _ => t.iter().map(|row| self.lin(row, x)).collect(),
+        }
+    }
+
+    /// `T X Tᵀ` for an `a×a` block `x` (row-major) and a transform `T` (`r×a`): `r×r` vectors.
     fn sandwich(
         &self,
-        l: &[Vec<f64>],
-        r: &[Vec<f64>],
+        t: &[Vec<f64>],
         x: &[VectorValue<'ctx>],
         a: usize,
     ) -> Vec<VectorValue<'ctx>> {
-        // (L X): rows of L times columns of X.
-        let lx: Vec<VectorValue<'ctx>> = l
-            .iter()
-            .flat_map(|lrow| {
-                (0..a)
-                    .map(|col| {
-                        let column: Vec<VectorValue<'ctx>> =
-                            (0..a).map(|k| x[k * a + col]).collect();
-                        self.lin(lrow, &column)
-                    })
-                    .collect::<Vec<_>>()
+        let r = t.len();
+        // T X, column by column: tx[i][col].
+        let cols: Vec<Vec<VectorValue<'ctx>>> = (0..a)
+            .map(|col| {
+                let column: Vec<VectorValue<'ctx>> = (0..a).map(|k| x[k * a + col]).collect();
+                self.transform_1d(t, &column)
             })
             .collect();
-        l.iter()
-            .enumerate()
-            .flat_map(|(i, _)| {
-                let row = &lx[i * a..(i + 1) * a];
-                r.iter().map(|rrow| self.lin(rrow, row)).collect::<Vec<_>>()
+        (0..r)
+            .flat_map(|i| {
+                let row: Vec<VectorValue<'ctx>> = (0..a).map(|col| cols[col][i]).collect();
+                self.transform_1d(t, &row)
             })
             .collect()
     }
@@ -235,7 +274,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             )
             .unwrap();
         let img = self.mul(band.n, xst[0]);
-        let mut where_: Vec<(IntValue<'ctx>, IntValue<'ctx>)> = Vec::with_capacity(a * a);
+        // Each window position's pixel, or the zero line where it lies in the padding (one
+        // pointer select per position, not a vector select per channel vector).
+        debug_assert!(g.c <= super::conv::ZERO_LINE && MAX_CHANNELS == super::conv::ZERO_LINE);
+        let zeros = self.zero_line();
+        let mut at: Vec<PointerValue<'ctx>> = Vec::with_capacity(a * a);
         for r in 0..a {
             let ih = self.add(ih0, self.i64(r as u64));
             let row_ok = self.in_range(ih, h);
@@ -243,29 +286,30 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             for s in 0..a {
                 let iw = self.add(iw0, self.i64(s as u64));
                 let ok = self.b.build_and(row_ok, self.in_range(iw, wd), "").unwrap();
-                where_.push((
-                    ok,
-                    self.add(row, self.mul(self.clamp_index(iw, wd), xst[3])),
-                ));
+                let px = self.gep(x, self.add(row, self.mul(self.clamp_index(iw, wd), xst[3])));
+                let p = self.b.build_select(ok, px, zeros, "").unwrap();
+                at.push(p.into_pointer_value());
             }
         }
         for v in vectors(g.c, lanes, false) {
-            let zero = self.vec_ty(v.lanes).const_zero();
-            let d: Vec<VectorValue<'ctx>> = where_
-                .iter()
-                .map(|&(ok, off)| {
-                    let x = self.vload(x, self.add(off, self.i64(v.col as u64)), v.lanes);
-                    self.b
-                        .build_select(ok, x, zero, "")
-                        .unwrap()
-                        .into_vector_value()
+            let col = self.i64(v.col as u64);
+            // Bᵀ d column by column (each column's loads next to its use), then each row of
+            // (Bᵀ d) times B, stored as soon as it is done.
+            let cols: Vec<Vec<VectorValue<'ctx>>> = (0..a)
+                .map(|s| {
+                    let d: Vec<VectorValue<'ctx>> = (0..a)
+                        .map(|r| self.vload(at[r * a + s], col, v.lanes))
+                        .collect();
+                    self.transform_1d(&tr.bt, &d)
                 })
                 .collect();
-            let vt = self.sandwich(&tr.bt, &tr.bt, &d, a);
-            for (k, val) in vt.into_iter().enumerate() {
-                let row = self.add(self.i64((k * g.band_tiles()) as u64), t);
-                let off = self.add(self.mul(row, g.c as u64), self.i64(v.col as u64));
-                self.vstore(vs, off, val);
+            for i in 0..a {
+                let row: Vec<VectorValue<'ctx>> = (0..a).map(|s| cols[s][i]).collect();
+                for (j, val) in self.transform_1d(&tr.bt, &row).into_iter().enumerate() {
+                    let xi = ((i * a + j) * g.v_stride()) as u64;
+                    let off = self.add(self.i64(xi), self.add(self.mul(t, g.c as u64), col));
+                    self.vstore(vs, off, val);
+                }
             }
         }
     }
@@ -294,11 +338,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.add(self.mul(xi, g.panels as u64), p),
             (g.c * g.nr) as u64,
         );
-        let v_rows = self.mul(xi, tiles as u64);
+        // V[ξ] and M[ξ] of this unit.
+        let v_xi = self.gep(vs, self.mul(xi, g.v_stride() as u64));
+        let m_xi = self.gep(ms, self.mul(xi, g.m_stride() as u64));
         let cols: Vec<VecCol> = vectors(g.nr, lanes, true);
         let block = |cg: &Self, t0: IntValue<'ctx>, rows: usize| {
             let acc = cg.acc_slots(tk.f, rows, &cols);
-            let row0 = cg.add(v_rows, t0);
+            let row0 = t0;
             cg.for_loop(g.c, &mut |cg, c| {
                 let krow = cg.add(panel, cg.mul(c, g.nr as u64));
                 let bv: Vec<VectorValue<'ctx>> = cols
@@ -307,7 +353,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .collect();
                 for (i, row) in acc.iter().enumerate() {
                     let at = cg.add(cg.mul(cg.add(row0, cg.i64(i as u64)), g.c as u64), c);
-                    let a = cg.load(vs, at, DType::F32).into_float_value();
+                    let a = cg.load(v_xi, at, DType::F32).into_float_value();
                     for (slot, (v, b)) in row.iter().zip(cols.iter().zip(&bv)) {
                         cg.fma_into(*slot, cg.splat(a, v.lanes), *b);
                     }
@@ -318,7 +364,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let base = cg.add(cg.mul(mrow, g.o_padded() as u64), cg.mul(p, g.nr as u64));
                 for (slot, v) in row.iter().zip(&cols) {
                     let val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                    cg.vstore(ms, cg.add(base, cg.i64(v.col as u64)), val);
+                    cg.vstore(m_xi, cg.add(base, cg.i64(v.col as u64)), val);
                 }
             }
         };
@@ -377,12 +423,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         for v in vectors(g.o, lanes, true) {
             let mv: Vec<VectorValue<'ctx>> = (0..a * a)
                 .map(|k| {
-                    let row = self.add(self.i64((k * g.band_tiles()) as u64), t);
-                    let off = self.add(self.mul(row, g.o_padded() as u64), self.i64(v.col as u64));
+                    let row = self.add(self.mul(t, g.o_padded() as u64), self.i64(v.col as u64));
+                    let off = self.add(self.i64((k * g.m_stride()) as u64), row);
                     self.vload(ms, off, v.lanes)
                 })
                 .collect();
-            let y = self.sandwich(&tr.at, &tr.at, &mv, a);
+            let y = self.sandwich(&tr.at, &mv, a);
             let store = |cg: &Self, checked: bool| {
                 for i in 0..m {
                     for j in 0..m {
