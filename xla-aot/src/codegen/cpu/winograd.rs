@@ -304,7 +304,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 })
                 .collect();
             for i in 0..a {
-                let row: Vec<VectorValue<'ctx>> = (0..a).map(|s| cols[s][i]).collect();
+                let row: Vec<VectorValue<'ctx>> = cols.iter().map(|column| column[i]).collect();
                 for (j, val) in self.transform_1d(&tr.bt, &row).into_iter().enumerate() {
                     let xi = ((i * a + j) * g.v_stride()) as u64;
                     let off = self.add(self.i64(xi), self.add(self.mul(t, g.c as u64), col));
