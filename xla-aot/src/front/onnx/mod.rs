@@ -21,6 +21,7 @@
 //! says what is unsupported and, where possible, how to fix it. Nothing here panics on any input.
 //! The op set and its limits are listed in `docs/import.md`.
 
+mod attention;
 mod context;
 mod contrib;
 mod control;
@@ -37,6 +38,7 @@ mod norms;
 pub mod proto;
 mod reduce;
 mod resize;
+mod rewrite;
 mod rnn;
 mod shape_ops;
 mod spectral;
