@@ -33,9 +33,9 @@ def cases(np, h, T, nh):
 
     out = []
 
-    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=()):
+    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=(), out_types=None):
         out.append(dict(name=name, nodes=nodes, inputs=inputs, outputs=outputs, inits=inits or {},
-                        ref=ref, opset=opset, fused=fused))
+                        ref=ref, opset=opset, fused=fused, out_types=out_types or {}))
 
     # ---- com.microsoft contrib ops ----
     x = f(2, 3, 8)
@@ -103,6 +103,65 @@ def cases(np, h, T, nh):
     add("ms_fused_matmul_trans_a",
         [h.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transA=1)],
         {"a": f(4, 3), "b": f(4, 5)}, ["y"])
+
+    # ---- BERT-class attention: Attention, MultiHeadAttention, EmbedLayerNormalization ----
+    def i32(a):
+        return np.asarray(a, dtype=np.int32)
+
+    def attn(name, B, S, D, N, inputs_extra=(), mask=None, sizes=None, att_bias=False, present=False,
+             **attrs):
+        Dout = sum(sizes) if sizes else 3 * D
+        ins = ["x", "w", "b", "m" if mask is not None else "", "", "ab" if att_bias else ""]
+        while ins[-1] == "":
+            ins.pop()
+        if sizes:
+            attrs["qkv_hidden_sizes"] = list(sizes)
+        outs = ["y", "present"] if present else ["y"]
+        inputs = {"x": f(B, S, D)}
+        if mask is not None:
+            inputs["m"] = mask
+        if att_bias:
+            inputs["ab"] = f(B, N, S, S)
+        add(name, [h.make_node("Attention", ins, outs, domain=MS, num_heads=N, **attrs)],
+            inputs, outs, {"w": 0.4 * f(D, Dout), "b": 0.1 * f(Dout)})
+
+    attn("ms_attention", 2, 5, 16, 4)
+    attn("ms_attention_one_head_present", 1, 3, 8, 1, present=True)
+    attn("ms_attention_mask_2d", 2, 6, 16, 2, mask=i32([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]))
+    attn("ms_attention_mask_lengths", 3, 4, 12, 3, mask=i32([4, 2, 1]))
+    attn("ms_attention_mask_end_start", 2, 5, 8, 2, mask=i32([4, 5, 1, 0]))
+    attn("ms_attention_mask_3d", 2, 4, 8, 2, mask=i32(r.integers(0, 2, (2, 4, 4)) | np.eye(4, dtype=int)))
+    attn("ms_attention_unidirectional_left_pad", 2, 4, 8, 2, mask=i32([[0, 1, 1, 1], [0, 0, 1, 1]]),
+         unidirectional=1)
+    attn("ms_attention_sizes_scale_filter", 2, 3, 8, 2, mask=i32([[1, 1, 0], [1, 0, 0]]),
+         sizes=(8, 8, 12), scale=0.3, mask_filter_value=-50.0)
+    attn("ms_attention_bias_input", 1, 4, 8, 2, att_bias=True, unidirectional=1)
+    # MultiHeadAttention: cross attention (T != S) with the projection bias and a key padding mask.
+    B, S, T_, D, Dv, N = 2, 3, 5, 8, 12, 2
+    add("ms_multi_head_attention",
+        [h.make_node("MultiHeadAttention", ["q", "k", "v", "bias", "kpm"], ["y", "pk", "pv"], domain=MS,
+                     num_heads=N)],
+        {"q": f(B, S, D), "k": f(B, T_, D), "v": f(B, T_, Dv), "kpm": i32([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])},
+        ["y", "pk", "pv"], {"bias": 0.1 * f(D + D + Dv)})
+    add("ms_multi_head_attention_causal",
+        [h.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=4,
+                     unidirectional=1, scale=0.2)],
+        {"q": f(1, 4, 16), "k": f(1, 4, 16), "v": f(1, 4, 16)}, ["y"])
+    # EmbedLayerNormalization: BERT's embeddings (word + position + segment) and its mask_index.
+    Vw, P, D = 11, 8, 16
+    emb = {"word": f(Vw, D), "pos": f(P, D), "seg": f(2, D), "gamma": 1 + 0.1 * f(D), "beta": 0.1 * f(D)}
+    add("ms_embed_layer_norm",
+        [h.make_node("EmbedLayerNormalization",
+                     ["ids", "segs", "word", "pos", "seg", "gamma", "beta", "mask"],
+                     ["y", "mask_index", "sum"], domain=MS, epsilon=1e-5)],
+        {"ids": i32(r.integers(0, Vw, (2, 5))), "segs": i32([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]]),
+         "mask": i32([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])},
+        ["y", "mask_index", "sum"], emb, out_types={"mask_index": T.INT32})
+    add("ms_embed_layer_norm_no_segment",
+        [h.make_node("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "gamma", "beta"],
+                     ["y", "mask_index"], domain=MS)],
+        {"ids": i32(r.integers(0, Vw, (1, 6)))}, ["y", "mask_index"],
+        {k: v for k, v in emb.items() if k != "seg"}, out_types={"mask_index": T.INT32})
 
     # ---- Blocks that onnxruntime's own fusions rewrite (ORT_ENABLE_EXTENDED, saved) ----
     D, F = 16, 32
@@ -244,9 +303,9 @@ def main() -> int:
     for c in cases(np, h, T, nh):
         name, nodes, inputs, outputs, inits = c["name"], c["nodes"], c["inputs"], c["outputs"], c["inits"]
         ref, opset = c["ref"], c["opset"]
-        vi = lambda n, a: h.make_tensor_value_info(n, T.FLOAT, list(a.shape))
+        vi = lambda n, a: h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
         g = h.make_graph(nodes, name, [vi(n, a) for n, a in inputs.items()],
-                         [h.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
+                         [h.make_tensor_value_info(o, c["out_types"].get(o, T.FLOAT), None) for o in outputs],
                          [nh.from_array(a, n) for n, a in inits.items()])
         opsets = [h.make_opsetid("", opset)]
         if any(n.domain == MS for n in nodes):

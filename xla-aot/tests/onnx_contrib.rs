@@ -2,7 +2,10 @@
 //! onnxruntime after its fusions (Gelu + SkipLayerNormalization, FusedConv), onnxruntime's
 //! `com.microsoft` contrib ops (Gelu, BiasGelu, FastGelu, QuickGelu, BiasAdd,
 //! SkipLayerNormalization with its sum output, SkipSimplifiedLayerNormalization,
-//! LayerNormalization, FusedConv with each activation and the Z sum, FusedGemm, FusedMatMul),
+//! LayerNormalization, FusedConv with each activation and the Z sum, FusedGemm, FusedMatMul,
+//! Attention with each mask_index form, `unidirectional`, qkv_hidden_sizes, scale,
+//! mask_filter_value, attention_bias and the present output, MultiHeadAttention (cross attention
+//! with bias and key padding mask; causal), EmbedLayerNormalization with and without segments),
 //! onnxruntime's default-domain SimplifiedLayerNormalization, Einsum with the equations exporters
 //! write (batched matmuls, attention scores, transposes, reductions, outer and inner products, the
 //! implicit output, ellipsis broadcasting, diagonals, three operands), LpPool with p = 1 and 3 and
@@ -26,7 +29,7 @@ use xla_aot::ir::Literal;
 const REL_OF_MAX: f64 = 1e-5;
 
 /// How many cases the script writes (a missing one fails the test rather than shrinking it).
-const CASES: usize = 49;
+const CASES: usize = 62;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_CONTRIB_DIR") else {
@@ -176,8 +179,8 @@ fn unsupported_contrib_and_unknown_domains_are_named() {
     for (domain, op, want) in [
         (
             "com.microsoft",
-            "Attention",
-            "op `Attention` of domain `com.microsoft` is not supported",
+            "GroupQueryAttention",
+            "op `GroupQueryAttention` of domain `com.microsoft` is not supported",
         ),
         ("com.microsoft", "FastGelo", "did you mean `FastGelu`?"),
         (
@@ -315,5 +318,59 @@ fn einsum_equations_that_do_not_fit_are_named() {
         let err = import_error(node, vec![vi("x", 1, &[3, 4])], "");
         assert!(err.contains(want), "{eq}: {err}");
         assert!(err.contains("`es` (Einsum)"), "{eq}: {err}");
+    }
+}
+
+/// The attention forms we do not import (the KV cache, rotary embeddings, packed Q/K/V) are
+/// errors naming the node and what is unsupported.
+#[test]
+fn unsupported_attention_forms_are_named() {
+    let attr_i = |name: &str, i: i64| AttributeProto {
+        name: name.into(),
+        r#type: 2,
+        i,
+        ..Default::default()
+    };
+    for (op, inputs, attrs, want) in [
+        (
+            "Attention",
+            vec!["x", "w", "b", "", "past"],
+            vec![attr_i("num_heads", 2)],
+            "input 4 (past) is not supported",
+        ),
+        (
+            "Attention",
+            vec!["x", "w"],
+            vec![attr_i("num_heads", 2), attr_i("do_rotary", 1)],
+            "`do_rotary` = 1 is not supported",
+        ),
+        (
+            "Attention",
+            vec!["x", "w"],
+            vec![],
+            "attribute `num_heads`: is required and must be positive",
+        ),
+        (
+            "MultiHeadAttention",
+            vec!["x", "x", "x", "", "", "", "past_key"],
+            vec![attr_i("num_heads", 2)],
+            "input 6 (past_key) is not supported",
+        ),
+    ] {
+        let node = NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec!["y".into()],
+            name: "att".into(),
+            op_type: op.into(),
+            domain: "com.microsoft".into(),
+            attribute: attrs,
+        };
+        let err = import_error(
+            node,
+            vec![vi("x", 1, &[1, 4, 8]), vi("w", 1, &[8, 24])],
+            "com.microsoft",
+        );
+        assert!(err.contains(want), "{op}: {err}");
+        assert!(err.contains("`att`"), "the error names the node: {err}");
     }
 }

@@ -20,7 +20,8 @@
 //!   [`FUSED_GEMM_ACTIVATIONS`], its parameters from `activation_alpha`/`_beta`/`_gamma`;
 //!   `FusedMatMul(A, B)` = `alpha`·MatMul(A', B') with `transA`/`transB` swapping the last two
 //!   dims (`transBatchA`/`transBatchB` are refused);
-//! - `BiasAdd(X, bias, skip)` = X + bias + skip.
+//! - `BiasAdd(X, bias, skip)` = X + bias + skip;
+//! - `Attention`, `MultiHeadAttention` and `EmbedLayerNormalization`: `contrib_attention.rs`.
 //!
 //! Any other op of the domain is an error naming it.
 
@@ -56,14 +57,17 @@ const FUSED_GEMM_ACTIVATIONS: &[&str] = &[
 
 /// The `com.microsoft` ops we import.
 pub const SUPPORTED_CONTRIB_OPS: &[&str] = &[
+    "Attention",
     "BiasAdd",
     "BiasGelu",
+    "EmbedLayerNormalization",
     "FastGelu",
     "FusedConv",
     "FusedGemm",
     "FusedMatMul",
     "Gelu",
     "LayerNormalization",
+    "MultiHeadAttention",
     "QuickGelu",
     "SimplifiedLayerNormalization",
     "SkipLayerNormalization",
@@ -154,6 +158,9 @@ impl Importer {
                 self.via(cx, &mut rw, to, &ins, n, attrs)
             }
             "FusedConv" => self.fused_conv(cx, &mut rw),
+            "Attention" => self.ms_attention(cx, &mut rw),
+            "MultiHeadAttention" => self.ms_multi_head_attention(cx, &mut rw),
+            "EmbedLayerNormalization" => self.embed_layer_norm(cx, &mut rw),
             "FusedGemm" => {
                 cx.arity(2, 3)?;
                 let act = cx.attr_s("activation")?.unwrap_or_default();

@@ -24,6 +24,7 @@
 mod attention;
 mod context;
 mod contrib;
+mod contrib_attention;
 mod control;
 mod conv_transpose;
 mod dispatch;

@@ -139,6 +139,24 @@ impl Importer {
         self.emit(cx, op, inputs, &outputs, attrs)
     }
 
+    /// [`Self::via`] with `n_outputs` outputs, returned by name.
+    pub(super) fn via_n(
+        &mut self,
+        cx: &Ctx,
+        rw: &mut Rewrite,
+        op: &str,
+        inputs: &[String],
+        n_outputs: usize,
+        attrs: Vec<AttributeProto>,
+    ) -> R<Vec<String>> {
+        let outputs: Vec<String> = (0..n_outputs).map(|_| rw.fresh()).collect();
+        let outs = self.emit(cx, op, inputs, &outputs, attrs)?;
+        if outs.iter().take(n_outputs).filter(|o| o.is_some()).count() != n_outputs {
+            return Err(cx.err(format!("{op} produced fewer than {n_outputs} values")));
+        }
+        Ok(outputs)
+    }
+
     /// [`Self::via`] with one output, returned by name.
     pub(super) fn via1(
         &mut self,
