@@ -7,7 +7,7 @@ Each model is `OUT/<name>/<name>.onnx`, with `input_J.npy` (the run-time inputs,
 and `output_J.npy` (onnxruntime's outputs, graph optimisations off so the contrib nodes run as
 written; numpy's where onnxruntime has no CPU kernel). `xla-aot/tests/onnx_contrib.rs` compiles each one for the host and compares.
 
-    .venv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0
+    .venv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0 sympy==1.14.0
     .venv/bin/python scripts/onnx_contrib.py [--out target/onnx-contrib]
 """
 
@@ -25,7 +25,9 @@ def cases(np, h, T, nh):
     """Each case: name, nodes, inputs {name: array}, outputs [names], initializers {name: array},
     `ref` (a numpy reference, where onnxruntime has no CPU kernel), `opset` (default domain) and
     `fused` (the contrib ops onnxruntime's own fusions must write: the case's model is then
-    onnxruntime's optimised model of the nodes, the reference the unoptimised run)."""
+    onnxruntime's optimised model of the nodes, the reference the unoptimised run) and
+    `transformer` ((num_heads, hidden_size): the fusions are those of onnxruntime's transformer
+    optimiser for BERT instead)."""
     r = np.random.default_rng(7)
 
     def f(*shape):
@@ -33,9 +35,11 @@ def cases(np, h, T, nh):
 
     out = []
 
-    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=(), out_types=None):
+    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=(), out_types=None,
+            transformer=None):
         out.append(dict(name=name, nodes=nodes, inputs=inputs, outputs=outputs, inits=inits or {},
-                        ref=ref, opset=opset, fused=fused, out_types=out_types or {}))
+                        ref=ref, opset=opset, fused=fused, out_types=out_types or {},
+                        transformer=transformer))
 
     # ---- com.microsoft contrib ops ----
     x = f(2, 3, 8)
@@ -162,6 +166,44 @@ def cases(np, h, T, nh):
                      ["y", "mask_index"], domain=MS)],
         {"ids": i32(r.integers(0, Vw, (1, 6)))}, ["y", "mask_index"],
         {k: v for k, v in emb.items() if k != "seg"}, out_types={"mask_index": T.INT32})
+
+    # A BERT encoder's attention half as PyTorch exports it (LayerNorm of a sum, Q/K/V
+    # projections split into heads, the 0/1 mask turned into (1 - m)·-10000, scaled scores,
+    # Softmax, the output projection, residual and LayerNorm); onnxruntime's transformer
+    # optimiser turns it into SkipLayerNormalization, Attention with a 1-D mask_index (ReduceSum
+    # of the mask) and SkipLayerNormalization.
+    B, S, D, N = 2, 5, 16, 2
+    n = h.make_node
+
+    def project(w, b, out, perm):
+        return [n("MatMul", ["x", w], [out + "_m"]), n("Add", [out + "_m", b], [out + "_a"]),
+                n("Reshape", [out + "_a", "heads"], [out + "_r"]),
+                n("Transpose", [out + "_r"], [out], perm=perm)]
+    add("ort_transformer_bert_attention",
+        [n("Add", ["in1", "in2"], ["ln_in"]),
+         n("LayerNormalization", ["ln_in", "g1", "b1"], ["x"], axis=-1, epsilon=1e-5),
+         *project("wq", "bq", "q", [0, 2, 1, 3]), *project("wk", "bk", "kt", [0, 2, 3, 1]),
+         *project("wv", "bv", "v", [0, 2, 1, 3]),
+         n("Unsqueeze", ["mask", "ax1"], ["m1"]), n("Unsqueeze", ["m1", "ax2"], ["m2"]),
+         n("Cast", ["m2"], ["mf"], to=T.FLOAT), n("Sub", ["one", "mf"], ["inv"]),
+         n("Mul", ["inv", "neg"], ["madd"]),
+         n("MatMul", ["q", "kt"], ["qk"]), n("Div", ["qk", "sqrt_h"], ["qks"]),
+         n("Add", ["qks", "madd"], ["qkm"]), n("Softmax", ["qkm"], ["p"], axis=3),
+         n("MatMul", ["p", "v"], ["pv"]), n("Transpose", ["pv"], ["pvt"], perm=[0, 2, 1, 3]),
+         n("Reshape", ["pvt", "merged"], ["ctx"]),
+         n("MatMul", ["ctx", "wo"], ["o_m"]), n("Add", ["o_m", "bo"], ["o"]),
+         n("Add", ["o", "x"], ["res"]),
+         n("LayerNormalization", ["res", "g2", "b2"], ["y"], axis=-1, epsilon=1e-5)],
+        {"in1": f(B, S, D), "in2": f(B, S, D),
+         "mask": np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=np.int64)}, ["y"],
+        {"g1": 1 + 0.1 * f(D), "b1": 0.1 * f(D), "wq": 0.3 * f(D, D), "bq": 0.1 * f(D),
+         "wk": 0.3 * f(D, D), "bk": 0.1 * f(D), "wv": 0.3 * f(D, D), "bv": 0.1 * f(D),
+         "wo": 0.3 * f(D, D), "bo": 0.1 * f(D), "g2": 1 + 0.1 * f(D), "b2": 0.1 * f(D),
+         "heads": np.array([0, 0, N, D // N], np.int64), "merged": np.array([0, 0, D], np.int64),
+         "ax1": np.array([1], np.int64), "ax2": np.array([2], np.int64),
+         "one": np.array([1.0], np.float32), "neg": np.array([-10000.0], np.float32),
+         "sqrt_h": np.array([np.sqrt(D // N)], np.float32)},
+        fused=("Attention", "SkipLayerNormalization"), transformer=(N, D))
 
     # ---- Blocks that onnxruntime's own fusions rewrite (ORT_ENABLE_EXTENDED, saved) ----
     D, F = 16, 32
@@ -316,7 +358,17 @@ def main() -> int:
         os.makedirs(d)
         path = os.path.join(d, f"{name}.onnx")
         onnx.save(model, path)
-        if c["fused"]:
+        if c["transformer"]:
+            # onnxruntime's transformer optimiser writes the model a user would save.
+            from onnxruntime.transformers.optimizer import optimize_model
+            heads, hidden = c["transformer"]
+            optimize_model(model, model_type="bert", num_heads=heads, hidden_size=hidden,
+                           opt_level=0).save_model_to_file(path)
+            ops = {n.op_type for n in onnx.load(path).graph.node if n.domain == MS}
+            missing = set(c["fused"]) - ops
+            if missing:
+                raise SystemExit(f"{name}: the optimiser wrote no {sorted(missing)} (it wrote {sorted(ops)})")
+        elif c["fused"]:
             # onnxruntime's fusions write the model a user would save.
             opts = ort.SessionOptions()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
