@@ -167,43 +167,67 @@ def cases(np, h, T, nh):
         {"ids": i32(r.integers(0, Vw, (1, 6)))}, ["y", "mask_index"],
         {k: v for k, v in emb.items() if k != "seg"}, out_types={"mask_index": T.INT32})
 
-    # A BERT encoder's attention half as PyTorch exports it (LayerNorm of a sum, Q/K/V
-    # projections split into heads, the 0/1 mask turned into (1 - m)·-10000, scaled scores,
-    # Softmax, the output projection, residual and LayerNorm); onnxruntime's transformer
-    # optimiser turns it into SkipLayerNormalization, Attention with a 1-D mask_index (ReduceSum
-    # of the mask) and SkipLayerNormalization.
-    B, S, D, N = 2, 5, 16, 2
+    # A BERT encoder layer as PyTorch exports it: the attention half (Q/K/V projections split
+    # into heads, the 0/1 mask turned into (1 - m)·-10000, scaled scores, Softmax, the output
+    # projection, residual and LayerNorm) and the MLP half (erf Gelu, residual, LayerNorm).
+    # onnxruntime's transformer optimiser turns them into Attention (its mask reduced to key
+    # lengths), SkipLayerNormalization, BiasGelu and SkipLayerNormalization.
+    B, S, D, N, F, V = 2, 5, 16, 2, 32, 30
     n = h.make_node
 
     def project(w, b, out, perm):
         return [n("MatMul", ["x", w], [out + "_m"]), n("Add", [out + "_m", b], [out + "_a"]),
                 n("Reshape", [out + "_a", "heads"], [out + "_r"]),
                 n("Transpose", [out + "_r"], [out], perm=perm)]
-    add("ort_transformer_bert_attention",
+    encoder = [
+        *project("wq", "bq", "q", [0, 2, 1, 3]), *project("wk", "bk", "kt", [0, 2, 3, 1]),
+        *project("wv", "bv", "v", [0, 2, 1, 3]),
+        n("Unsqueeze", ["mask", "ax1"], ["m1"]), n("Unsqueeze", ["m1", "ax2"], ["m2"]),
+        n("Cast", ["m2"], ["mf"], to=T.FLOAT), n("Sub", ["one", "mf"], ["inv"]),
+        n("Mul", ["inv", "neg"], ["madd"]),
+        n("MatMul", ["q", "kt"], ["qk"]), n("Div", ["qk", "sqrt_h"], ["qks"]),
+        n("Add", ["qks", "madd"], ["qkm"]), n("Softmax", ["qkm"], ["p"], axis=3),
+        n("MatMul", ["p", "v"], ["pv"]), n("Transpose", ["pv"], ["pvt"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["pvt", "merged"], ["ctx"]),
+        n("MatMul", ["ctx", "wo"], ["o_m"]), n("Add", ["o_m", "bo"], ["o"]),
+        n("Add", ["o", "x"], ["res"]),
+        n("LayerNormalization", ["res", "g2", "b2"], ["x2"], axis=-1, epsilon=1e-12),
+        n("MatMul", ["x2", "w1"], ["f1"]), n("Add", ["f1", "c1"], ["f2"]),
+        n("Div", ["f2", "sq2"], ["gd"]), n("Erf", ["gd"], ["ge"]), n("Add", ["ge", "one"], ["ge1"]),
+        n("Mul", ["f2", "ge1"], ["gm"]), n("Mul", ["gm", "half"], ["gelu"]),
+        n("MatMul", ["gelu", "w2"], ["f3"]), n("Add", ["f3", "c2"], ["f4"]),
+        n("Add", ["f4", "x2"], ["res2"]),
+        n("LayerNormalization", ["res2", "g3", "b3"], ["y"], axis=-1, epsilon=1e-12)]
+    encoder_weights = {
+        "g1": 1 + 0.1 * f(D), "b1": 0.1 * f(D), "wq": 0.3 * f(D, D), "bq": 0.1 * f(D),
+        "wk": 0.3 * f(D, D), "bk": 0.1 * f(D), "wv": 0.3 * f(D, D), "bv": 0.1 * f(D),
+        "wo": 0.3 * f(D, D), "bo": 0.1 * f(D), "g2": 1 + 0.1 * f(D), "b2": 0.1 * f(D),
+        "w1": 0.3 * f(D, F), "c1": 0.1 * f(F), "w2": 0.3 * f(F, D), "c2": 0.1 * f(D),
+        "g3": 1 + 0.1 * f(D), "b3": 0.1 * f(D),
+        "heads": np.array([0, 0, N, D // N], np.int64), "merged": np.array([0, 0, D], np.int64),
+        "ax1": np.array([1], np.int64), "ax2": np.array([2], np.int64),
+        "one": np.array([1.0], np.float32), "neg": np.array([-10000.0], np.float32),
+        "sqrt_h": np.array([np.sqrt(D // N)], np.float32),
+        "sq2": np.array([np.sqrt(2.0)], np.float32), "half": np.array([0.5], np.float32)}
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=np.int64)
+    add("ort_transformer_bert_layer",
         [n("Add", ["in1", "in2"], ["ln_in"]),
-         n("LayerNormalization", ["ln_in", "g1", "b1"], ["x"], axis=-1, epsilon=1e-5),
-         *project("wq", "bq", "q", [0, 2, 1, 3]), *project("wk", "bk", "kt", [0, 2, 3, 1]),
-         *project("wv", "bv", "v", [0, 2, 1, 3]),
-         n("Unsqueeze", ["mask", "ax1"], ["m1"]), n("Unsqueeze", ["m1", "ax2"], ["m2"]),
-         n("Cast", ["m2"], ["mf"], to=T.FLOAT), n("Sub", ["one", "mf"], ["inv"]),
-         n("Mul", ["inv", "neg"], ["madd"]),
-         n("MatMul", ["q", "kt"], ["qk"]), n("Div", ["qk", "sqrt_h"], ["qks"]),
-         n("Add", ["qks", "madd"], ["qkm"]), n("Softmax", ["qkm"], ["p"], axis=3),
-         n("MatMul", ["p", "v"], ["pv"]), n("Transpose", ["pv"], ["pvt"], perm=[0, 2, 1, 3]),
-         n("Reshape", ["pvt", "merged"], ["ctx"]),
-         n("MatMul", ["ctx", "wo"], ["o_m"]), n("Add", ["o_m", "bo"], ["o"]),
-         n("Add", ["o", "x"], ["res"]),
-         n("LayerNormalization", ["res", "g2", "b2"], ["y"], axis=-1, epsilon=1e-5)],
-        {"in1": f(B, S, D), "in2": f(B, S, D),
-         "mask": np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=np.int64)}, ["y"],
-        {"g1": 1 + 0.1 * f(D), "b1": 0.1 * f(D), "wq": 0.3 * f(D, D), "bq": 0.1 * f(D),
-         "wk": 0.3 * f(D, D), "bk": 0.1 * f(D), "wv": 0.3 * f(D, D), "bv": 0.1 * f(D),
-         "wo": 0.3 * f(D, D), "bo": 0.1 * f(D), "g2": 1 + 0.1 * f(D), "b2": 0.1 * f(D),
-         "heads": np.array([0, 0, N, D // N], np.int64), "merged": np.array([0, 0, D], np.int64),
-         "ax1": np.array([1], np.int64), "ax2": np.array([2], np.int64),
-         "one": np.array([1.0], np.float32), "neg": np.array([-10000.0], np.float32),
-         "sqrt_h": np.array([np.sqrt(D // N)], np.float32)},
-        fused=("Attention", "SkipLayerNormalization"), transformer=(N, D))
+         n("LayerNormalization", ["ln_in", "g1", "b1"], ["x"], axis=-1, epsilon=1e-12), *encoder],
+        {"in1": f(B, S, D), "in2": f(B, S, D), "mask": mask}, ["y"], encoder_weights,
+        fused=("Attention", "SkipLayerNormalization", "BiasGelu"), transformer=(N, D))
+    # The same layer behind BERT's embeddings (word + position + segment, LayerNorm): the
+    # optimiser writes EmbedLayerNormalization, whose mask_index feeds Attention.
+    add("ort_transformer_bert_embedded",
+        [n("Gather", ["word", "ids"], ["we"]), n("Gather", ["pos", "pos_ids"], ["pe"]),
+         n("Gather", ["seg", "segs"], ["se"]), n("Add", ["we", "pe"], ["e1"]),
+         n("Add", ["e1", "se"], ["e2"]),
+         n("LayerNormalization", ["e2", "g1", "b1"], ["x"], axis=-1, epsilon=1e-12), *encoder],
+        {"ids": r.integers(0, V, (B, S)).astype(np.int64),
+         "segs": np.array([[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]], dtype=np.int64), "mask": mask}, ["y"],
+        {**encoder_weights, "word": f(V, D), "pos": f(S, D), "seg": f(2, D),
+         "pos_ids": np.arange(S, dtype=np.int64)[None, :]},
+        fused=("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"),
+        transformer=(N, D))
 
     # ---- Blocks that onnxruntime's own fusions rewrite (ORT_ENABLE_EXTENDED, saved) ----
     D, F = 16, 32
