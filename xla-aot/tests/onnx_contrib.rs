@@ -119,6 +119,43 @@ fn contrib_einsum_loop_and_pool_models_match_onnxruntime() {
     assert!(failed.is_empty(), "failing: {}", failed.join(", "));
 }
 
+/// The attention models in grid form (each GPU kernel body run over its grid on the host, as
+/// `tests/grid.rs` does for the examples): the decomposition's kernels compute the same numbers
+/// on the GPU path.
+#[test]
+fn attention_models_match_onnxruntime_in_grid_form() {
+    let Some(root) = data_dir() else { return };
+    let t = xla_aot::target::Target::resolve("x86_64").unwrap();
+    let mut opts = xla_aot::compile::CompileOptions::default();
+    opts.codegen.grid = true;
+    for name in [
+        "ms_attention_mask_2d",
+        "ms_attention_unidirectional_left_pad",
+        "ms_multi_head_attention",
+    ] {
+        let dir = root.join(name);
+        let path = dir.join(format!("{name}.onnx"));
+        let bytes = std::fs::read(&path).unwrap();
+        let m = import_file_with(&path, &bytes, name, &ImportOptions::default()).unwrap();
+        let got =
+            common::run_compiled_with(&m, &t, &npys(&dir, "input"), &format!("grid-{name}"), &opts);
+        let want = npys(&dir, "output");
+        assert_eq!(got.len(), want.len(), "{name}: output count");
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            let worst = g
+                .iter()
+                .zip(&w)
+                .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= REL_OF_MAX * scale,
+                "{name} output {j} in grid form: max error {worst:.3e} of max |y| {scale:.3e}"
+            );
+        }
+    }
+}
+
 use prost::Message;
 use xla_aot::front::onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
