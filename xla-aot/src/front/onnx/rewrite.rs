@@ -14,7 +14,8 @@ use super::tensor::{ConstTensor, Values};
 use std::rc::Rc;
 
 /// The default-domain opset the rewritten nodes are read in: 23 has every op they use
-/// (Gelu from 20, RMSNormalization and Attention from 23) with inputs-not-attributes signatures.
+/// (Gelu from 20, RMSNormalization from 23; ReduceMax, Split and Unsqueeze with axes and sizes
+/// as inputs) with inputs-not-attributes signatures.
 pub const CONTRIB_LOWERING_OPSET: i64 = 23;
 
 pub(super) fn attr_f(name: &str, f: f32) -> AttributeProto {
