@@ -184,9 +184,6 @@ impl Importer {
         let (q, k, v) = (heads[0].clone(), heads[1].clone(), heads[2].clone());
         let bias = self.ms_bias(cx, rw, (qd[0], qd[1], kd[1]), 4, 5)?;
         let y = self.ms_core(cx, rw, [q, k.clone(), v.clone()], qd[2] / n, bias)?;
-        if cx.node.output.get(3).is_some_and(|o| !o.is_empty()) {
-            return Err(self.refuse(cx, "output 3 (qk)"));
-        }
         Ok(vec![
             self.env.get(&y).cloned(),
             self.env.get(&k).cloned(),
@@ -392,21 +389,19 @@ impl Importer {
             let axes = self.const_i64s(rw, vec![1], vec![1]);
             self.via1(cx, rw, "ReduceSum", &[f, axes], vec![attr_i("keepdims", 0)])?
         } else {
-            self.const_i64s(rw, vec![b], vec![0; b])
+            // A mask-less model's int32 zeros.
+            let zeros = self.const_i64s(rw, vec![b], vec![0; b]);
+            self.via1(
+                cx,
+                rw,
+                "Cast",
+                &[zeros],
+                vec![attr_i("to", dt::INT32 as i64)],
+            )?
         };
-        let mut outs: Outs = [y, mask_index, sum]
+        Ok([y, mask_index, sum]
             .iter()
             .map(|n| self.env.get(n).cloned())
-            .collect();
-        if !cx.has_input(7) {
-            // The int32 zeros of a mask-less model.
-            outs[1] = outs[1].take().map(|v| match v {
-                super::context::Val::Const(c) => {
-                    super::context::Val::Const(std::rc::Rc::new(c.cast(dt::INT32)))
-                }
-                other => other,
-            });
-        }
-        Ok(outs)
+            .collect())
     }
 }
