@@ -148,3 +148,83 @@ fn integer_compares_assemble_as_ptx() {
         module.ptx
     );
 }
+
+/// ONNX `Equal`/`Less`/`GreaterOrEqual` of int32 tensors compare in i32: exactly, also where
+/// float32 would merge the operands (2^24 + 1 vs 2^24).
+#[test]
+fn onnx_integer_compares_are_exact() {
+    use prost::Message;
+    use xla_aot::front::onnx::proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
+        TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
+    };
+    let vi = |name: &str, elem: i32| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: elem,
+                shape: Some(TensorShapeProto {
+                    dim: vec![tensor_shape_proto::Dimension {
+                        value: Some(tensor_shape_proto::dimension::Value::DimValue(6)),
+                    }],
+                }),
+            })),
+        }),
+    };
+    let node = |op: &str, ins: &[&str], out: &str, to: Option<i64>| NodeProto {
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        op_type: op.into(),
+        attribute: to
+            .map(|i| AttributeProto {
+                name: "to".into(),
+                r#type: 2,
+                i,
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    // int32 = 6, bool = 9 (TensorProto.DataType).
+    let mut nodes = Vec::new();
+    let mut outputs = Vec::new();
+    for (op, out) in [("Equal", "eq"), ("Less", "lt"), ("GreaterOrEqual", "ge")] {
+        nodes.push(node(op, &["a", "b"], &format!("{out}_b"), None));
+        nodes.push(node("Cast", &[&format!("{out}_b")], out, Some(6)));
+        outputs.push(vi(out, 6));
+    }
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            input: vec![vi("a", 6), vi("b", 6)],
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = model.encode_to_vec();
+    let m = xla_aot::front::onnx::import_file_with(
+        std::path::Path::new("icmp.onnx"),
+        &bytes,
+        "icmp",
+        &xla_aot::front::onnx::ImportOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let got = xla_aot::compile::run_host(&m, &inputs()[..2]).unwrap_or_else(|e| panic!("{e}"));
+    let want = |f: &dyn Fn(i32, i32) -> bool| -> Vec<i32> {
+        (0..6).map(|i| f(A[i], B[i]) as i32).collect()
+    };
+    assert_eq!(got[0].to_i32_vec().unwrap(), want(&|a, b| a == b), "Equal");
+    assert_eq!(got[1].to_i32_vec().unwrap(), want(&|a, b| a < b), "Less");
+    assert_eq!(
+        got[2].to_i32_vec().unwrap(),
+        want(&|a, b| a >= b),
+        "GreaterOrEqual"
+    );
+}
