@@ -140,6 +140,14 @@ def cases(np, h, T, nh):
     attn("ms_attention_sizes_scale_filter", 2, 3, 8, 2, mask=i32([[1, 1, 0], [1, 0, 0]]),
          sizes=(8, 8, 12), scale=0.3, mask_filter_value=-50.0)
     attn("ms_attention_bias_input", 1, 4, 8, 2, att_bias=True, unidirectional=1)
+    # Seeded sweeps: shapes (S = 1 included), key lengths and unidirectional drawn per seed.
+    for seed in (11, 12, 13):
+        g = np.random.default_rng(seed)
+        B_, S_, N_, H_ = int(g.integers(1, 4)), int(g.integers(1, 8)), int(g.choice([1, 2, 4])), \
+            int(g.choice([2, 4, 8]))
+        lengths = i32(g.integers(1, S_ + 1, B_))
+        attn(f"ms_attention_seed{seed}", B_, S_, N_ * H_, N_, mask=lengths,
+             unidirectional=int(g.integers(0, 2)))
     # MultiHeadAttention: cross attention (T != S) with the projection bias and a key padding mask.
     B, S, T_, D, Dv, N = 2, 3, 5, 8, 12, 2
     add("ms_multi_head_attention",
