@@ -7,7 +7,7 @@ Each model is `OUT/<name>/<name>.onnx`, with `input_J.npy` (the run-time inputs,
 and `output_J.npy` (onnxruntime's outputs, graph optimisations off so the contrib nodes run as
 written; numpy's where onnxruntime has no CPU kernel). `xla-aot/tests/onnx_contrib.rs` compiles each one for the host and compares.
 
-    .venv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0
+    .venv/bin/pip install onnx==1.23.2 onnxruntime==1.32.0 sympy==1.14.0
     .venv/bin/python scripts/onnx_contrib.py [--out target/onnx-contrib]
 """
 
@@ -25,7 +25,9 @@ def cases(np, h, T, nh):
     """Each case: name, nodes, inputs {name: array}, outputs [names], initializers {name: array},
     `ref` (a numpy reference, where onnxruntime has no CPU kernel), `opset` (default domain) and
     `fused` (the contrib ops onnxruntime's own fusions must write: the case's model is then
-    onnxruntime's optimised model of the nodes, the reference the unoptimised run)."""
+    onnxruntime's optimised model of the nodes, the reference the unoptimised run) and
+    `transformer` ((num_heads, hidden_size): the fusions are those of onnxruntime's transformer
+    optimiser for BERT instead)."""
     r = np.random.default_rng(7)
 
     def f(*shape):
@@ -33,9 +35,11 @@ def cases(np, h, T, nh):
 
     out = []
 
-    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=()):
+    def add(name, nodes, inputs, outputs, inits=None, ref=None, opset=OPSET, fused=(), out_types=None,
+            transformer=None):
         out.append(dict(name=name, nodes=nodes, inputs=inputs, outputs=outputs, inits=inits or {},
-                        ref=ref, opset=opset, fused=fused))
+                        ref=ref, opset=opset, fused=fused, out_types=out_types or {},
+                        transformer=transformer))
 
     # ---- com.microsoft contrib ops ----
     x = f(2, 3, 8)
@@ -103,6 +107,135 @@ def cases(np, h, T, nh):
     add("ms_fused_matmul_trans_a",
         [h.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transA=1)],
         {"a": f(4, 3), "b": f(4, 5)}, ["y"])
+
+    # ---- BERT-class attention: Attention, MultiHeadAttention, EmbedLayerNormalization ----
+    def i32(a):
+        return np.asarray(a, dtype=np.int32)
+
+    def attn(name, B, S, D, N, inputs_extra=(), mask=None, sizes=None, att_bias=False, present=False,
+             **attrs):
+        Dout = sum(sizes) if sizes else 3 * D
+        ins = ["x", "w", "b", "m" if mask is not None else "", "", "ab" if att_bias else ""]
+        while ins[-1] == "":
+            ins.pop()
+        if sizes:
+            attrs["qkv_hidden_sizes"] = list(sizes)
+        outs = ["y", "present"] if present else ["y"]
+        inputs = {"x": f(B, S, D)}
+        if mask is not None:
+            inputs["m"] = mask
+        if att_bias:
+            inputs["ab"] = f(B, N, S, S)
+        add(name, [h.make_node("Attention", ins, outs, domain=MS, num_heads=N, **attrs)],
+            inputs, outs, {"w": 0.4 * f(D, Dout), "b": 0.1 * f(Dout)})
+
+    attn("ms_attention", 2, 5, 16, 4)
+    attn("ms_attention_one_head_present", 1, 3, 8, 1, present=True)
+    attn("ms_attention_mask_2d", 2, 6, 16, 2, mask=i32([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]))
+    attn("ms_attention_mask_lengths", 3, 4, 12, 3, mask=i32([4, 2, 1]))
+    attn("ms_attention_mask_end_start", 2, 5, 8, 2, mask=i32([4, 5, 1, 0]))
+    attn("ms_attention_mask_3d", 2, 4, 8, 2, mask=i32(r.integers(0, 2, (2, 4, 4)) | np.eye(4, dtype=int)))
+    attn("ms_attention_unidirectional_left_pad", 2, 4, 8, 2, mask=i32([[0, 1, 1, 1], [0, 0, 1, 1]]),
+         unidirectional=1)
+    attn("ms_attention_sizes_scale_filter", 2, 3, 8, 2, mask=i32([[1, 1, 0], [1, 0, 0]]),
+         sizes=(8, 8, 12), scale=0.3, mask_filter_value=-50.0)
+    attn("ms_attention_bias_input", 1, 4, 8, 2, att_bias=True, unidirectional=1)
+    # Seeded sweeps: shapes (S = 1 included), key lengths and unidirectional drawn per seed.
+    for seed in (11, 12, 13):
+        g = np.random.default_rng(seed)
+        B_, S_, N_, H_ = int(g.integers(1, 4)), int(g.integers(1, 8)), int(g.choice([1, 2, 4])), \
+            int(g.choice([2, 4, 8]))
+        lengths = i32(g.integers(1, S_ + 1, B_))
+        attn(f"ms_attention_seed{seed}", B_, S_, N_ * H_, N_, mask=lengths,
+             unidirectional=int(g.integers(0, 2)))
+    # MultiHeadAttention: cross attention (T != S) with the projection bias and a key padding mask.
+    B, S, T_, D, Dv, N = 2, 3, 5, 8, 12, 2
+    add("ms_multi_head_attention",
+        [h.make_node("MultiHeadAttention", ["q", "k", "v", "bias", "kpm"], ["y", "pk", "pv"], domain=MS,
+                     num_heads=N)],
+        {"q": f(B, S, D), "k": f(B, T_, D), "v": f(B, T_, Dv), "kpm": i32([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])},
+        ["y", "pk", "pv"], {"bias": 0.1 * f(D + D + Dv)})
+    add("ms_multi_head_attention_causal",
+        [h.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=4,
+                     unidirectional=1, scale=0.2)],
+        {"q": f(1, 4, 16), "k": f(1, 4, 16), "v": f(1, 4, 16)}, ["y"])
+    # EmbedLayerNormalization: BERT's embeddings (word + position + segment) and its mask_index.
+    Vw, P, D = 11, 8, 16
+    emb = {"word": f(Vw, D), "pos": f(P, D), "seg": f(2, D), "gamma": 1 + 0.1 * f(D), "beta": 0.1 * f(D)}
+    add("ms_embed_layer_norm",
+        [h.make_node("EmbedLayerNormalization",
+                     ["ids", "segs", "word", "pos", "seg", "gamma", "beta", "mask"],
+                     ["y", "mask_index", "sum"], domain=MS, epsilon=1e-5)],
+        {"ids": i32(r.integers(0, Vw, (2, 5))), "segs": i32([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]]),
+         "mask": i32([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])},
+        ["y", "mask_index", "sum"], emb, out_types={"mask_index": T.INT32})
+    add("ms_embed_layer_norm_no_segment",
+        [h.make_node("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "gamma", "beta"],
+                     ["y", "mask_index"], domain=MS)],
+        {"ids": i32(r.integers(0, Vw, (1, 6)))}, ["y", "mask_index"],
+        {k: v for k, v in emb.items() if k != "seg"}, out_types={"mask_index": T.INT32})
+
+    # A BERT encoder layer as PyTorch exports it: the attention half (Q/K/V projections split
+    # into heads, the 0/1 mask turned into (1 - m)·-10000, scaled scores, Softmax, the output
+    # projection, residual and LayerNorm) and the MLP half (erf Gelu, residual, LayerNorm).
+    # onnxruntime's transformer optimiser turns them into Attention (its mask reduced to key
+    # lengths), SkipLayerNormalization, BiasGelu and SkipLayerNormalization.
+    B, S, D, N, F, V = 2, 5, 16, 2, 32, 30
+    n = h.make_node
+
+    def project(w, b, out, perm):
+        return [n("MatMul", ["x", w], [out + "_m"]), n("Add", [out + "_m", b], [out + "_a"]),
+                n("Reshape", [out + "_a", "heads"], [out + "_r"]),
+                n("Transpose", [out + "_r"], [out], perm=perm)]
+    encoder = [
+        *project("wq", "bq", "q", [0, 2, 1, 3]), *project("wk", "bk", "kt", [0, 2, 3, 1]),
+        *project("wv", "bv", "v", [0, 2, 1, 3]),
+        n("Unsqueeze", ["mask", "ax1"], ["m1"]), n("Unsqueeze", ["m1", "ax2"], ["m2"]),
+        n("Cast", ["m2"], ["mf"], to=T.FLOAT), n("Sub", ["one", "mf"], ["inv"]),
+        n("Mul", ["inv", "neg"], ["madd"]),
+        n("MatMul", ["q", "kt"], ["qk"]), n("Div", ["qk", "sqrt_h"], ["qks"]),
+        n("Add", ["qks", "madd"], ["qkm"]), n("Softmax", ["qkm"], ["p"], axis=3),
+        n("MatMul", ["p", "v"], ["pv"]), n("Transpose", ["pv"], ["pvt"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["pvt", "merged"], ["ctx"]),
+        n("MatMul", ["ctx", "wo"], ["o_m"]), n("Add", ["o_m", "bo"], ["o"]),
+        n("Add", ["o", "x"], ["res"]),
+        n("LayerNormalization", ["res", "g2", "b2"], ["x2"], axis=-1, epsilon=1e-12),
+        n("MatMul", ["x2", "w1"], ["f1"]), n("Add", ["f1", "c1"], ["f2"]),
+        n("Div", ["f2", "sq2"], ["gd"]), n("Erf", ["gd"], ["ge"]), n("Add", ["ge", "one"], ["ge1"]),
+        n("Mul", ["f2", "ge1"], ["gm"]), n("Mul", ["gm", "half"], ["gelu"]),
+        n("MatMul", ["gelu", "w2"], ["f3"]), n("Add", ["f3", "c2"], ["f4"]),
+        n("Add", ["f4", "x2"], ["res2"]),
+        n("LayerNormalization", ["res2", "g3", "b3"], ["y"], axis=-1, epsilon=1e-12)]
+    encoder_weights = {
+        "g1": 1 + 0.1 * f(D), "b1": 0.1 * f(D), "wq": 0.3 * f(D, D), "bq": 0.1 * f(D),
+        "wk": 0.3 * f(D, D), "bk": 0.1 * f(D), "wv": 0.3 * f(D, D), "bv": 0.1 * f(D),
+        "wo": 0.3 * f(D, D), "bo": 0.1 * f(D), "g2": 1 + 0.1 * f(D), "b2": 0.1 * f(D),
+        "w1": 0.3 * f(D, F), "c1": 0.1 * f(F), "w2": 0.3 * f(F, D), "c2": 0.1 * f(D),
+        "g3": 1 + 0.1 * f(D), "b3": 0.1 * f(D),
+        "heads": np.array([0, 0, N, D // N], np.int64), "merged": np.array([0, 0, D], np.int64),
+        "ax1": np.array([1], np.int64), "ax2": np.array([2], np.int64),
+        "one": np.array([1.0], np.float32), "neg": np.array([-10000.0], np.float32),
+        "sqrt_h": np.array([np.sqrt(D // N)], np.float32),
+        "sq2": np.array([np.sqrt(2.0)], np.float32), "half": np.array([0.5], np.float32)}
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=np.int64)
+    add("ort_transformer_bert_layer",
+        [n("Add", ["in1", "in2"], ["ln_in"]),
+         n("LayerNormalization", ["ln_in", "g1", "b1"], ["x"], axis=-1, epsilon=1e-12), *encoder],
+        {"in1": f(B, S, D), "in2": f(B, S, D), "mask": mask}, ["y"], encoder_weights,
+        fused=("Attention", "SkipLayerNormalization", "BiasGelu"), transformer=(N, D))
+    # The same layer behind BERT's embeddings (word + position + segment, LayerNorm): the
+    # optimiser writes EmbedLayerNormalization, whose mask_index feeds Attention.
+    add("ort_transformer_bert_embedded",
+        [n("Gather", ["word", "ids"], ["we"]), n("Gather", ["pos", "pos_ids"], ["pe"]),
+         n("Gather", ["seg", "segs"], ["se"]), n("Add", ["we", "pe"], ["e1"]),
+         n("Add", ["e1", "se"], ["e2"]),
+         n("LayerNormalization", ["e2", "g1", "b1"], ["x"], axis=-1, epsilon=1e-12), *encoder],
+        {"ids": r.integers(0, V, (B, S)).astype(np.int64),
+         "segs": np.array([[0, 0, 1, 1, 1], [0, 0, 0, 1, 1]], dtype=np.int64), "mask": mask}, ["y"],
+        {**encoder_weights, "word": f(V, D), "pos": f(S, D), "seg": f(2, D),
+         "pos_ids": np.arange(S, dtype=np.int64)[None, :]},
+        fused=("EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"),
+        transformer=(N, D))
 
     # ---- Blocks that onnxruntime's own fusions rewrite (ORT_ENABLE_EXTENDED, saved) ----
     D, F = 16, 32
@@ -244,9 +377,9 @@ def main() -> int:
     for c in cases(np, h, T, nh):
         name, nodes, inputs, outputs, inits = c["name"], c["nodes"], c["inputs"], c["outputs"], c["inits"]
         ref, opset = c["ref"], c["opset"]
-        vi = lambda n, a: h.make_tensor_value_info(n, T.FLOAT, list(a.shape))
+        vi = lambda n, a: h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
         g = h.make_graph(nodes, name, [vi(n, a) for n, a in inputs.items()],
-                         [h.make_tensor_value_info(o, T.FLOAT, None) for o in outputs],
+                         [h.make_tensor_value_info(o, c["out_types"].get(o, T.FLOAT), None) for o in outputs],
                          [nh.from_array(a, n) for n, a in inits.items()])
         opsets = [h.make_opsetid("", opset)]
         if any(n.domain == MS for n in nodes):
@@ -257,7 +390,17 @@ def main() -> int:
         os.makedirs(d)
         path = os.path.join(d, f"{name}.onnx")
         onnx.save(model, path)
-        if c["fused"]:
+        if c["transformer"]:
+            # onnxruntime's transformer optimiser writes the model a user would save.
+            from onnxruntime.transformers.optimizer import optimize_model
+            heads, hidden = c["transformer"]
+            optimize_model(model, model_type="bert", num_heads=heads, hidden_size=hidden,
+                           opt_level=0).save_model_to_file(path)
+            ops = {n.op_type for n in onnx.load(path).graph.node if n.domain == MS}
+            missing = set(c["fused"]) - ops
+            if missing:
+                raise SystemExit(f"{name}: the optimiser wrote no {sorted(missing)} (it wrote {sorted(ops)})")
+        elif c["fused"]:
             # onnxruntime's fusions write the model a user would save.
             opts = ort.SessionOptions()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED

@@ -24,6 +24,9 @@ cd "$(dirname "$0")/.."
 NUMPY=numpy==2.4.6
 ONNX=onnx==1.23.2
 ONNXRUNTIME=onnxruntime==1.32.0
+# onnxruntime.transformers' optimizer (scripts/onnx_contrib.py's fused BERT layer) infers shapes
+# with sympy.
+SYMPY=sympy==1.14.0
 NVCC=nvidia-cuda-nvcc-cu12
 
 say() { echo "test.sh: $*" >&2; }
@@ -57,10 +60,10 @@ install_venv() {
   fi
   # pip is quick when everything is already there; the stamp skips even that.
   local stamp=.venv/.xla-aot-test-deps
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $ONNX $ONNXRUNTIME $NVCC" ]; then
-    say "installing $NUMPY $ONNX $ONNXRUNTIME $NVCC into .venv (pip)"
-    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$ONNXRUNTIME" "$NVCC"
-    echo "$NUMPY $ONNX $ONNXRUNTIME $NVCC" >"$stamp"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $ONNX $ONNXRUNTIME $SYMPY $NVCC" ]; then
+    say "installing $NUMPY $ONNX $ONNXRUNTIME $SYMPY $NVCC into .venv (pip)"
+    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$ONNXRUNTIME" "$SYMPY" "$NVCC"
+    echo "$NUMPY $ONNX $ONNXRUNTIME $SYMPY $NVCC" >"$stamp"
   fi
 }
 

@@ -1,8 +1,14 @@
 //! Float32 models of the ops real exports use beyond onnx's float32 node tests: two blocks saved by
-//! onnxruntime after its fusions (Gelu + SkipLayerNormalization, FusedConv), onnxruntime's
+//! onnxruntime after its fusions (Gelu + SkipLayerNormalization, FusedConv), a BERT encoder
+//! layer, alone and behind BERT's embeddings, saved by onnxruntime's transformer optimiser
+//! (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu), onnxruntime's
 //! `com.microsoft` contrib ops (Gelu, BiasGelu, FastGelu, QuickGelu, BiasAdd,
 //! SkipLayerNormalization with its sum output, SkipSimplifiedLayerNormalization,
-//! LayerNormalization, FusedConv with each activation and the Z sum, FusedGemm, FusedMatMul),
+//! LayerNormalization, FusedConv with each activation and the Z sum, FusedGemm, FusedMatMul,
+//! Attention with each mask_index form, `unidirectional`, qkv_hidden_sizes, scale,
+//! mask_filter_value, attention_bias, the present output and three seeded shape draws,
+//! MultiHeadAttention (cross attention
+//! with bias and key padding mask; causal), EmbedLayerNormalization with and without segments),
 //! onnxruntime's default-domain SimplifiedLayerNormalization, Einsum with the equations exporters
 //! write (batched matmuls, attention scores, transposes, reductions, outer and inner products, the
 //! implicit output, ellipsis broadcasting, diagonals, three operands), LpPool with p = 1 and 3 and
@@ -26,7 +32,7 @@ use xla_aot::ir::Literal;
 const REL_OF_MAX: f64 = 1e-5;
 
 /// How many cases the script writes (a missing one fails the test rather than shrinking it).
-const CASES: usize = 49;
+const CASES: usize = 67;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_CONTRIB_DIR") else {
@@ -114,6 +120,43 @@ fn contrib_einsum_loop_and_pool_models_match_onnxruntime() {
     assert!(failed.is_empty(), "failing: {}", failed.join(", "));
 }
 
+/// The attention models in grid form (each GPU kernel body run over its grid on the host, as
+/// `tests/grid.rs` does for the examples): the decomposition's kernels compute the same numbers
+/// on the GPU path.
+#[test]
+fn attention_models_match_onnxruntime_in_grid_form() {
+    let Some(root) = data_dir() else { return };
+    let t = xla_aot::target::Target::resolve("x86_64").unwrap();
+    let mut opts = xla_aot::compile::CompileOptions::default();
+    opts.codegen.grid = true;
+    for name in [
+        "ms_attention_mask_2d",
+        "ms_attention_unidirectional_left_pad",
+        "ms_multi_head_attention",
+    ] {
+        let dir = root.join(name);
+        let path = dir.join(format!("{name}.onnx"));
+        let bytes = std::fs::read(&path).unwrap();
+        let m = import_file_with(&path, &bytes, name, &ImportOptions::default()).unwrap();
+        let got =
+            common::run_compiled_with(&m, &t, &npys(&dir, "input"), &format!("grid-{name}"), &opts);
+        let want = npys(&dir, "output");
+        assert_eq!(got.len(), want.len(), "{name}: output count");
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            let worst = g
+                .iter()
+                .zip(&w)
+                .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= REL_OF_MAX * scale,
+                "{name} output {j} in grid form: max error {worst:.3e} of max |y| {scale:.3e}"
+            );
+        }
+    }
+}
+
 use prost::Message;
 use xla_aot::front::onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
@@ -176,8 +219,8 @@ fn unsupported_contrib_and_unknown_domains_are_named() {
     for (domain, op, want) in [
         (
             "com.microsoft",
-            "Attention",
-            "op `Attention` of domain `com.microsoft` is not supported",
+            "GroupQueryAttention",
+            "op `GroupQueryAttention` of domain `com.microsoft` is not supported",
         ),
         ("com.microsoft", "FastGelo", "did you mean `FastGelu`?"),
         (
@@ -315,5 +358,59 @@ fn einsum_equations_that_do_not_fit_are_named() {
         let err = import_error(node, vec![vi("x", 1, &[3, 4])], "");
         assert!(err.contains(want), "{eq}: {err}");
         assert!(err.contains("`es` (Einsum)"), "{eq}: {err}");
+    }
+}
+
+/// The attention forms we do not import (the KV cache, rotary embeddings, packed Q/K/V) are
+/// errors naming the node and what is unsupported.
+#[test]
+fn unsupported_attention_forms_are_named() {
+    let attr_i = |name: &str, i: i64| AttributeProto {
+        name: name.into(),
+        r#type: 2,
+        i,
+        ..Default::default()
+    };
+    for (op, inputs, attrs, want) in [
+        (
+            "Attention",
+            vec!["x", "w", "b", "", "past"],
+            vec![attr_i("num_heads", 2)],
+            "input 4 (past) is not supported",
+        ),
+        (
+            "Attention",
+            vec!["x", "w"],
+            vec![attr_i("num_heads", 2), attr_i("do_rotary", 1)],
+            "`do_rotary` = 1 is not supported",
+        ),
+        (
+            "Attention",
+            vec!["x", "w"],
+            vec![],
+            "attribute `num_heads`: is required and must be positive",
+        ),
+        (
+            "MultiHeadAttention",
+            vec!["x", "x", "x", "", "", "", "past_key"],
+            vec![attr_i("num_heads", 2)],
+            "input 6 (past_key) is not supported",
+        ),
+    ] {
+        let node = NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec!["y".into()],
+            name: "att".into(),
+            op_type: op.into(),
+            domain: "com.microsoft".into(),
+            attribute: attrs,
+        };
+        let err = import_error(
+            node,
+            vec![vi("x", 1, &[1, 4, 8]), vi("w", 1, &[8, 24])],
+            "com.microsoft",
+        );
+        assert!(err.contains(want), "{op}: {err}");
+        assert!(err.contains("`att`"), "the error names the node: {err}");
     }
 }

@@ -159,7 +159,8 @@ pub enum Op {
     /// zero and saturates (NaN gives 0), anything → pred is `x != 0`, pred → number is 0 or 1.
     /// Operands: `[x]`.
     Convert { to: super::shape::DType },
-    /// Elementwise comparison giving `pred`. Operands: `[a, b]`.
+    /// Elementwise comparison giving `pred`: floats ordered (a NaN operand gives false, except
+    /// for `NE`), `i32` signed, `pred` with false < true. Operands: `[a, b]` of one element type.
     Compare(CompareDir),
     /// `pred ? on_true : on_false` elementwise. Operands: `[pred, on_true, on_false]`.
     Select,

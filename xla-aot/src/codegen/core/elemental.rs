@@ -217,6 +217,29 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 )
                 .into(),
             Op::Compare(dir) => {
+                let (a, b) = (at(0, idx), at(1, idx));
+                if a.is_int_value() {
+                    // i32 (and the integer types computed in it) compare signed; pred (i1)
+                    // unsigned, so false < true.
+                    let signed = shape_of(0).dtype != DType::Pred;
+                    let p = match (dir, signed) {
+                        (CompareDir::Eq, _) => IntPredicate::EQ,
+                        (CompareDir::Ne, _) => IntPredicate::NE,
+                        (CompareDir::Lt, true) => IntPredicate::SLT,
+                        (CompareDir::Le, true) => IntPredicate::SLE,
+                        (CompareDir::Gt, true) => IntPredicate::SGT,
+                        (CompareDir::Ge, true) => IntPredicate::SGE,
+                        (CompareDir::Lt, false) => IntPredicate::ULT,
+                        (CompareDir::Le, false) => IntPredicate::ULE,
+                        (CompareDir::Gt, false) => IntPredicate::UGT,
+                        (CompareDir::Ge, false) => IntPredicate::UGE,
+                    };
+                    return self
+                        .b
+                        .build_int_compare(p, a.into_int_value(), b.into_int_value(), "")
+                        .unwrap()
+                        .into();
+                }
                 let p = match dir {
                     CompareDir::Eq => FloatPredicate::OEQ,
                     CompareDir::Ne => FloatPredicate::UNE,
@@ -225,12 +248,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     CompareDir::Gt => FloatPredicate::OGT,
                     CompareDir::Ge => FloatPredicate::OGE,
                 };
-                self.fcmp(
-                    p,
-                    at(0, idx).into_float_value(),
-                    at(1, idx).into_float_value(),
-                )
-                .into()
+                self.fcmp(p, a.into_float_value(), b.into_float_value())
+                    .into()
             }
             Op::Select => self.select(at(0, idx).into_int_value(), at(1, idx), at(2, idx)),
             Op::Convert { to } => self.convert(at(0, idx), shape_of(0).dtype, *to),

@@ -3,7 +3,7 @@
 //!
 //! Contract: each contrib node becomes a short chain of default-domain nodes (named after the
 //! contrib node, so errors still point at it) read in the signatures of opset
-//! [`CONTRIB_LOWERING_OPSET`], whatever the model's own opset; their values live under names no
+//! [`super::rewrite::CONTRIB_LOWERING_OPSET`], whatever the model's own opset; their values live under names no
 //! ONNX graph uses (`<output>::contrib.<k>`). Semantics follow onnxruntime's CPU kernels
 //! (`docs/ContribOperators.md`):
 //! - `Gelu(X)` = X·Φ(X) (erf form); `BiasGelu(A, B)` = Gelu(A + B);
@@ -20,23 +20,19 @@
 //!   [`FUSED_GEMM_ACTIVATIONS`], its parameters from `activation_alpha`/`_beta`/`_gamma`;
 //!   `FusedMatMul(A, B)` = `alpha`·MatMul(A', B') with `transA`/`transB` swapping the last two
 //!   dims (`transBatchA`/`transBatchB` are refused);
-//! - `BiasAdd(X, bias, skip)` = X + bias + skip.
+//! - `BiasAdd(X, bias, skip)` = X + bias + skip;
+//! - `Attention`, `MultiHeadAttention` and `EmbedLayerNormalization`: `contrib_attention.rs`.
 //!
 //! Any other op of the domain is an error naming it.
 
-use super::context::{Ctx, Importer, R, Val};
+use super::context::{Ctx, Importer, R};
 use super::elementwise::Outs;
-use super::proto::{AttributeProto, NodeProto, attribute_type as at, data_type as dt};
-use super::tensor::{ConstTensor, Values};
+use super::proto::AttributeProto;
+use super::rewrite::{Rewrite, attr_f, attr_i, attr_ints, attr_s, input_name};
 use crate::util::suggest::nearest;
-use std::rc::Rc;
 
 /// The contrib domain onnxruntime's fusions write.
 pub const MICROSOFT_DOMAIN: &str = "com.microsoft";
-
-/// The default-domain opset the rewritten nodes are read in: 23 has every op they use
-/// (Gelu from 20, RMSNormalization from 23) with inputs-not-attributes signatures.
-pub const CONTRIB_LOWERING_OPSET: i64 = 23;
 
 /// QuickGelu's default `alpha` (onnxruntime's schema; 1.702 is the sigmoid approximation of Φ).
 pub const QUICK_GELU_ALPHA: f32 = 1.702;
@@ -61,80 +57,22 @@ const FUSED_GEMM_ACTIVATIONS: &[&str] = &[
 
 /// The `com.microsoft` ops we import.
 pub const SUPPORTED_CONTRIB_OPS: &[&str] = &[
+    "Attention",
     "BiasAdd",
     "BiasGelu",
+    "EmbedLayerNormalization",
     "FastGelu",
     "FusedConv",
     "FusedGemm",
     "FusedMatMul",
     "Gelu",
     "LayerNormalization",
+    "MultiHeadAttention",
     "QuickGelu",
     "SimplifiedLayerNormalization",
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
 ];
-
-fn attr_f(name: &str, f: f32) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: at::FLOAT,
-        f,
-        ..Default::default()
-    }
-}
-
-fn attr_i(name: &str, i: i64) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: at::INT,
-        i,
-        ..Default::default()
-    }
-}
-
-fn attr_ints(name: &str, ints: Vec<i64>) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: at::INTS,
-        ints,
-        ..Default::default()
-    }
-}
-
-fn attr_s(name: &str, s: &str) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: at::STRING,
-        s: s.as_bytes().to_vec(),
-        ..Default::default()
-    }
-}
-
-/// Input `j` of the contrib node by name ("" when absent).
-fn input_name(cx: &Ctx, j: usize) -> String {
-    cx.node.input.get(j).cloned().unwrap_or_default()
-}
-
-/// Builds the default-domain chain of one contrib node.
-struct Rewrite<'n> {
-    node: &'n NodeProto,
-    /// The node's index in its graph (names the values of a node whose first output is unused).
-    index: usize,
-    next: usize,
-}
-
-impl Rewrite<'_> {
-    /// A fresh value name.
-    fn fresh(&mut self) -> String {
-        self.next += 1;
-        let base = match self.node.output.iter().find(|s| !s.is_empty()) {
-            Some(out) => out.clone(),
-            None => format!("{}#{}", self.node.op_type, self.index),
-        };
-        format!("{base}::contrib.{}", self.next)
-    }
-}
 
 impl Importer {
     /// Lowers a node of domain `com.microsoft`.
@@ -220,6 +158,9 @@ impl Importer {
                 self.via(cx, &mut rw, to, &ins, n, attrs)
             }
             "FusedConv" => self.fused_conv(cx, &mut rw),
+            "Attention" => self.ms_attention(cx, &mut rw),
+            "MultiHeadAttention" => self.ms_multi_head_attention(cx, &mut rw),
+            "EmbedLayerNormalization" => self.embed_layer_norm(cx, &mut rw),
             "FusedGemm" => {
                 cx.arity(2, 3)?;
                 let act = cx.attr_s("activation")?.unwrap_or_default();
@@ -353,84 +294,5 @@ impl Importer {
         };
         let op = op.to_string();
         self.via(cx, rw, &op, &ins, 1, attrs)
-    }
-
-    /// A scalar f32 constant under a fresh name.
-    fn const_f32(&mut self, rw: &mut Rewrite, v: f32) -> String {
-        let name = rw.fresh();
-        let c = ConstTensor {
-            ty: dt::FLOAT,
-            dims: Vec::new(),
-            values: Values::F(vec![v as f64]),
-        };
-        self.env.insert(name.clone(), Val::Const(Rc::new(c)));
-        name
-    }
-
-    /// Lowers the default-domain node `op(inputs) -> n_outputs` with `attrs`; returns its
-    /// outputs (also bound under fresh names).
-    fn via(
-        &mut self,
-        cx: &Ctx,
-        rw: &mut Rewrite,
-        op: &str,
-        inputs: &[String],
-        n_outputs: usize,
-        attrs: Vec<AttributeProto>,
-    ) -> R<Outs> {
-        let outputs: Vec<String> = (0..n_outputs).map(|_| rw.fresh()).collect();
-        self.emit(cx, op, inputs, &outputs, attrs)
-    }
-
-    /// [`Self::via`] with one output, returned by name.
-    fn via1(
-        &mut self,
-        cx: &Ctx,
-        rw: &mut Rewrite,
-        op: &str,
-        inputs: &[String],
-        attrs: Vec<AttributeProto>,
-    ) -> R<String> {
-        let name = rw.fresh();
-        self.emit(cx, op, inputs, std::slice::from_ref(&name), attrs)?;
-        Ok(name)
-    }
-
-    /// Lowers `op(inputs) -> outputs` as a default-domain node named after the contrib node
-    /// (`node #i `name` of `com.microsoft Op` (DefaultOp)` in errors) and binds its outputs.
-    fn emit(
-        &mut self,
-        cx: &Ctx,
-        op: &str,
-        inputs: &[String],
-        outputs: &[String],
-        attrs: Vec<AttributeProto>,
-    ) -> R<Outs> {
-        let contrib = format!("{MICROSOFT_DOMAIN} {}", cx.node.op_type);
-        let node = NodeProto {
-            input: inputs.to_vec(),
-            output: outputs.to_vec(),
-            name: if cx.node.name.is_empty() {
-                contrib
-            } else {
-                format!("{}` of `{contrib}", cx.node.name)
-            },
-            op_type: op.to_string(),
-            domain: String::new(),
-            attribute: attrs,
-        };
-        let sub = Ctx {
-            path: cx.path,
-            node: &node,
-            index: cx.index,
-            opset: CONTRIB_LOWERING_OPSET,
-        };
-        let outs = self.lower_node(&sub)?;
-        for (name, v) in outputs.iter().zip(&outs) {
-            if let Some(v) = v {
-                self.env.insert(name.clone(), v.clone());
-            }
-        }
-        Ok(outs)
     }
 }

@@ -237,7 +237,14 @@ impl Importer {
                 }
             }
         }
-        let (ids, _) = self.as_f32(cx, &[0, 1])?;
+        let ints =
+            is_int_type(ty_of(&self.input(cx, 0)?)) && is_int_type(ty_of(&self.input(cx, 1)?));
+        let ids = if ints {
+            // Integers compare exactly in i32 (f32 would merge neighbours above 2^24).
+            vec![self.rt(cx, 0)?.0, self.rt(cx, 1)?.0]
+        } else {
+            self.as_f32(cx, &[0, 1])?.0
+        };
         let v = self.broadcast_all(cx, &ids)?;
         let r = self.add(cx, Op::Compare(dir), &[v[0], v[1]])?;
         Ok(rt(r, dt::BOOL))

@@ -21,8 +21,10 @@
 //! says what is unsupported and, where possible, how to fix it. Nothing here panics on any input.
 //! The op set and its limits are listed in `docs/import.md`.
 
+mod attention;
 mod context;
 mod contrib;
+mod contrib_attention;
 mod control;
 mod conv_transpose;
 mod dispatch;
@@ -37,6 +39,7 @@ mod norms;
 pub mod proto;
 mod reduce;
 mod resize;
+mod rewrite;
 mod rnn;
 mod shape_ops;
 mod spectral;
