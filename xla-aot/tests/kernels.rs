@@ -279,6 +279,34 @@ fn winograd_convolutions_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn channel_shuffles_match_the_interpreter_on_every_target() {
+    // ShuffleNet's block: a grouped 1x1 convolution, bias and ReLU, then the channel shuffle
+    // (4 groups of 7 channels: a partial vector per group) into a depthwise convolution; and a
+    // shuffle of 3 groups of 16 channels feeding the output through an add.
+    let mut s = Spec::new("shuffle", 44);
+    s.input("x", &[2, 28, 9, 11])
+        .weight("w0", &[28, 28, 1, 1])
+        .weight("g", &[28, 7, 1, 1])
+        .weight("b", &[28])
+        .weight("dw", &[28, 1, 3, 3])
+        .weight("w3", &[48, 28, 1, 1])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: c, op: conv2d, inputs: [p, g, b], groups: 4}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: r5, op: reshape, inputs: [r], shape: [2, 4, 7, 9, 11]}")
+        .op("{name: t, op: transpose, inputs: [r5], perm: [0, 2, 1, 3, 4]}")
+        .op("{name: sh, op: reshape, inputs: [t], shape: [2, 28, 9, 11]}")
+        .op("{name: d, op: conv2d, inputs: [sh, dw], padding: [1, 1, 1, 1], groups: 28}")
+        .op("{name: q, op: conv2d, inputs: [d, w3]}")
+        .op("{name: q5, op: reshape, inputs: [q], shape: [2, 3, 16, 9, 11]}")
+        .op("{name: qt, op: transpose, inputs: [q5], perm: [0, 2, 1, 3, 4]}")
+        .op("{name: qs, op: reshape, inputs: [qt], shape: [2, 48, 9, 11]}")
+        .op("{name: y, op: global_avg_pool, inputs: [qs]}")
+        .output("y");
+    check_everywhere(&s.module());
+}
+
+#[test]
 fn grouped_convolutions_match_the_interpreter_on_every_target() {
     // Channels-minor chain (pixels × channels with panels per group): 3 groups of 5 input and 5
     // output channels (odd, a partial vector), stride 2, asymmetric padding, dilation; then a

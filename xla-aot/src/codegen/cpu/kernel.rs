@@ -132,6 +132,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match kind {
             FusionKind::Loop => {
                 let id = comp.outputs[0].value;
+                if let Some(shuffle) = channel_shuffle(comp, id) {
+                    return self.fused_loop_shuffle(k, comp, &shuffle);
+                }
                 match channel_runs(comp, id) {
                     Some((m, runs)) => self.fused_loop_runs(k, comp, m, &runs),
                     None => self.fused_loop(k, comp),
@@ -190,6 +193,26 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.output_fusion_sweep(k, comp, heavy);
             }
         }
+    }
+
+    /// A loop fusion ending in a channel shuffle of channels-minor data: per pixel, output channel
+    /// `j·G + g` is the shuffled value's channel `g·K + j`, computed in a loop over `j` with the
+    /// `G` groups unrolled inside, so each group reads consecutive channels (vector loads) and
+    /// the stores interleave (shuffles), where indexing through the 5-D reshape gathered.
+    fn fused_loop_shuffle(&self, k: &Kernel<'ctx>, comp: &Computation, s: &Shuffle) {
+        let id = comp.outputs[0].value;
+        let shape = &comp.inst(id).shape;
+        self.loop_nest_outer(shape, &mut |cg, idx| {
+            cg.for_loop(s.per_group, &mut |cg, j| {
+                for g in 0..s.groups {
+                    let mut from = idx.clone();
+                    from[1] = cg.add(cg.i64((g * s.per_group) as u64), j);
+                    let v = cg.value_of(comp, s.input, Ix::Multi(&from), k, None);
+                    idx[1] = cg.add(cg.mul(j, s.groups as u64), cg.i64(g as u64));
+                    cg.store(k.out, cg.offset(idx, shape), v, shape.dtype);
+                }
+            });
+        });
     }
 
     /// A loop fusion whose innermost dimension `m` reads concatenations along it: the loops of
@@ -332,6 +355,43 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
 /// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
 /// when a loop over it reads concatenations along that dimension.
+/// A channel shuffle at the root of a fused loop (ShuffleNet's block: `reshape` of `input`
+/// `[N, G·K, H, W]` to `[N, G, K, H, W]`, `transpose` `{0,2,1,3,4}`, `reshape` back), with the
+/// channels minor in the result.
+struct Shuffle {
+    input: InstId,
+    groups: usize,
+    per_group: usize,
+}
+
+fn channel_shuffle(comp: &Computation, id: InstId) -> Option<Shuffle> {
+    let root = comp.inst(id);
+    if root.op != Op::Reshape
+        || root.shape.rank() != 4
+        || root.shape.layout.minor_to_major.first() != Some(&1)
+    {
+        return None;
+    }
+    let t = comp.inst(root.operands[0]);
+    if !matches!(&t.op, Op::Transpose { permutation } if permutation == &[0, 2, 1, 3, 4]) {
+        return None;
+    }
+    let r = comp.inst(t.operands[0]);
+    let x = r.operands.first().copied()?;
+    let d = &r.shape.dims;
+    (r.op == Op::Reshape
+        && d.len() == 5
+        && comp.inst(x).shape.dims == root.shape.dims
+        && d[0] == root.shape.dims[0]
+        && d[1] * d[2] == root.shape.dims[1]
+        && d[3..] == root.shape.dims[2..])
+        .then(|| Shuffle {
+            input: x,
+            groups: d[1],
+            per_group: d[2],
+        })
+}
+
 fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
     let shape = &comp.inst(id).shape;
     let &m = shape.layout.minor_to_major.first()?;
