@@ -14,6 +14,8 @@
 //! element and costs nothing). A producer with `k > 1` consumers is recomputed in each consumer it
 //! is fused into; that is allowed only when `(k − 1)·cost ≤ (k + 1)·TRAFFIC_COST_PER_ELEMENT`:
 //! the extra arithmetic may not exceed the memory traffic it saves (one store and `k` loads).
+//! Under a reduce-window each element is computed once per window reading it, so `k` is
+//! multiplied by that count (LRN's `pow` is not recomputed for each of a max pool's windows).
 //! Reductions, dots and convolutions are never recomputed, and neither is a value some consumer
 //! reads from memory anyway (a dot or convolution operand): it is stored, so recomputing it saves
 //! nothing, and a convolution under it would lose its epilogue.
@@ -199,7 +201,8 @@ impl FusionPass {
                 pi.op.opcode()
             ));
         }
-        let copies = n_users.max(dup_groups);
+        // Under a windowed reduction every element is computed once per window that reads it.
+        let copies = n_users.max(dup_groups) * window_reads(c, g);
         if copies <= 1 {
             return Ok("single consumer: saves one store and one load per element");
         }
@@ -222,6 +225,20 @@ impl FusionPass {
                 pi.op.opcode()
             ))
         }
+    }
+}
+
+/// How many windows of the group's reduce-window read each element of its operand (rounded
+/// up; 1 for other groups): a 3×3 max pool with stride 2 reads each element ⌈9/4⌉ = 3 times, the
+/// 5-channel window of LRN 5 times.
+fn window_reads(c: &Computation, g: &Group) -> usize {
+    match &c.instructions[g.root].op {
+        Op::ReduceWindow { window, .. } if g.kind == FusionKind::Input => {
+            let taps: usize = window.size.iter().product();
+            let steps: usize = window.stride.iter().product();
+            taps.div_ceil(steps.max(1)).max(1)
+        }
+        _ => 1,
     }
 }
 

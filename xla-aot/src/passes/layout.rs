@@ -149,7 +149,11 @@ fn channels_minor_chain(
                     && window.pad_low[1] == 0 && window.pad_high[1] == 0
                     && window.stride[1] == 1 && window.dilation[1] == 1)
                 && !is_output[u.index()];
-            let same_shape = ui.op.is_elementwise() && ui.shape.dims == *dims;
+            // Elementwise ops, and windows along channels that keep the shape (LRN's sum of
+            // squares over neighbouring channels).
+            let same_shape = (ui.op.is_elementwise()
+                || matches!(ui.op, Op::ReduceWindow { .. }) && !is_output[u.index()])
+                && ui.shape.dims == *dims;
             if (same_shape || spatial_pool) && !chain.contains(&u.index()) {
                 chain.push(u.index());
             }

@@ -269,6 +269,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// `reduce-window` on a CPU: channels-minor pooling when the channels are not windowed.
+    /// Reduce-window kernels: pooling of channels-minor data, windows along the minor-most dim
+    /// only, or the general loops.
     pub(super) fn reduce_window(
         &self,
         k: &Kernel<'ctx>,
@@ -288,9 +290,65 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 && window.dilation[m] == 1
         }) {
             self.pool_channels_minor(k, kind, window, shape, opnds, at);
+        } else if along_minor_only(window, shape, &opnds[0]) {
+            self.pool_along_minor(k, kind, window, shape, at);
         } else {
             self.reduce_window_loops(k, kind, window, shape, opnds, at);
         }
+    }
+
+    /// A window along the minor-most dim only, unit strides, the shape kept (LRN's sum over
+    /// neighbouring channels of channels-minor data): per row, the positions whose every tap is
+    /// inside run without bounds tests (contiguous loads, so the loop vectorizes); the few at
+    /// each end test each tap. Taps combine in window order, padded ones skipped, as in the
+    /// general loops.
+    fn pool_along_minor(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: &ReduceKind,
+        window: &Window,
+        shape: &Shape,
+        at: At<'_, 'ctx>,
+    ) {
+        let m = shape.layout.minor_to_major[0];
+        let n = shape.dims[m];
+        let (size, lo) = (window.size[m], window.pad_low[m]);
+        let hi_pad = window.pad_high[m];
+        // Positions [first, last) have every tap inside.
+        let first = lo.min(n);
+        let last = n.saturating_sub(hi_pad).max(first);
+        self.loop_nest_outer(shape, &mut |cg, idx| {
+            let one = |cg: &Self, c: IntValue<'ctx>, checked: bool| {
+                let mut acc = cg.identity(*kind);
+                for d in 0..size {
+                    let p =
+                        cg.b.build_int_sub(cg.add(c, cg.i64(d as u64)), cg.i64(lo as u64), "")
+                            .unwrap();
+                    let mut ix = idx.clone();
+                    ix[m] = if checked { cg.clamp_index(p, n) } else { p };
+                    let v = at(0, Ix::Multi(&ix)).into_float_value();
+                    let next = cg.combine(*kind, acc, v);
+                    acc = if checked {
+                        cg.select(cg.in_range(p, n), next.into(), acc.into())
+                            .into_float_value()
+                    } else {
+                        next
+                    };
+                }
+                let mut ix = idx.clone();
+                ix[m] = c;
+                cg.store(k.out, cg.offset(&ix, shape), acc.into(), shape.dtype);
+            };
+            cg.for_range(cg.i64(0), cg.i64(first as u64), &mut |cg, c| {
+                one(cg, c, true)
+            });
+            cg.for_range(cg.i64(first as u64), cg.i64(last as u64), &mut |cg, c| {
+                one(cg, c, false)
+            });
+            cg.for_range(cg.i64(last as u64), cg.i64(n as u64), &mut |cg, c| {
+                one(cg, c, true)
+            });
+        });
     }
 
     fn pool_channels_minor(
@@ -348,4 +406,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             });
         });
     }
+}
+
+/// Whether a reduce-window slides along the minor-most dim only (result and operand share it),
+/// with unit strides and dilations and the shape kept.
+fn along_minor_only(window: &Window, shape: &Shape, x: &Shape) -> bool {
+    let Some(&m) = shape.layout.minor_to_major.first() else {
+        return false;
+    };
+    x.layout.minor_to_major.first() == Some(&m)
+        && shape.dims == x.dims
+        && window.stride.iter().all(|&s| s == 1)
+        && window.dilation.iter().all(|&d| d == 1)
+        && (0..shape.rank()).all(|d| {
+            d == m || (window.size[d] == 1 && window.pad_low[d] == 0 && window.pad_high[d] == 0)
+        })
+        && window.pad_low[m] + window.pad_high[m] + 1 == window.size[m]
 }

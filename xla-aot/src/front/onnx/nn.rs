@@ -539,8 +539,20 @@ impl Importer {
         let scaled = self.bin(cx, BinaryOp::Multiply, sum, k)?;
         let b = self.splat(cx, bias, &xd)?;
         let base = self.bin(cx, BinaryOp::Add, scaled, b)?;
-        let e = self.splat(cx, beta, &xd)?;
-        let den = self.bin(cx, BinaryOp::Power, base, e)?;
+        // The exponents exporters use, without `pow` (a scalar call per element): x^0.75 is
+        // √x·√√x (each square root correctly rounded: within 2 ulp of the power).
+        let den = if beta == 0.75 {
+            let r = self.un(cx, UnaryOp::Sqrt, base)?;
+            let rr = self.un(cx, UnaryOp::Sqrt, r)?;
+            self.bin(cx, BinaryOp::Multiply, r, rr)?
+        } else if beta == 0.5 {
+            self.un(cx, UnaryOp::Sqrt, base)?
+        } else if beta == 1.0 {
+            base
+        } else {
+            let e = self.splat(cx, beta, &xd)?;
+            self.bin(cx, BinaryOp::Power, base, e)?
+        };
         let y = self.bin(cx, BinaryOp::Divide, x, den)?;
         Ok(rt(y, dt::FLOAT))
     }
