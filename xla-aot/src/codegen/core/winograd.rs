@@ -163,7 +163,7 @@ impl Geometry {
         self.panels * self.nr
     }
 
-    /// Floats between `V[ξ]` and `V[ξ+1]` (`V[ξ]` holds `[band tiles][C]`): see [`spread`].
+    /// Floats between `V[ξ]` and `V[ξ+1]` (`V[ξ]` holds `[band tiles][C]`): see `spread`.
     pub fn v_stride(&self) -> usize {
         spread(self.band_tiles() * self.c)
     }
@@ -186,7 +186,7 @@ impl Geometry {
 
 /// The Winograd geometry for `conv(x, w) -> out` on `target`, if it takes that path: a 2-D f32
 /// convolution with a 3×3 kernel, unit strides and dilations, one group, channels minor in its
-/// input and output, at least [`MIN_CHANNELS`] channels each way and [`MIN_TILES`] tiles.
+/// input and output, at least `MIN_CHANNELS` channels each way and `MIN_TILES` tiles.
 /// `F(4,3)` is preferred; `F(2,3)` when only its smaller tiles are numerous enough.
 pub fn choose(
     window: &Window,

@@ -2,10 +2,12 @@
 //!
 //! Contract: a kernel is an internal, `noinline` function of its buffers (the output first)
 //! that computes its whole output. Dots take the GEMM micro-kernel (`gemm.rs`) when their
-//! geometry has unit-stride columns or a packed weight, convolutions one of the direct
+//! geometry has unit-stride columns or a packed weight, convolutions the Winograd kernel
+//! (`winograd.rs`) when their weight is stored Winograd-transformed, else one of the direct
 //! micro-kernels (`conv.rs`) when `conv::choose` finds a path, reductions the register or
 //! scalar fast paths (`reduce.rs`) when their layouts allow; everything else, and what those
-//! refuse, takes the general loops (`loops.rs`, `core/ops.rs`). In an output fusion a chain of
+//! refuse, takes the general loops (`loops.rs`, `core/ops.rs`); a loop fusion ending in a
+//! channel shuffle loops within groups ([`Shuffle`]). In an output fusion a chain of
 //! per-channel or scalar steps is applied to the micro-kernel's accumulators before they are
 //! stored (`epilogue.rs`); otherwise the epilogue sweeps the output after the heavy op. Whether
 //! a weight is read packed is asked of the module's [`Packings`](crate::codegen::core::packing::Packings),
