@@ -78,8 +78,23 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let hi = b
             .build_int_unsigned_div(b.build_int_mul(t1, u, "").unwrap(), nt, "")
             .unwrap();
+        // hi <= n always (ti < nt); saying so lets LLVM bound the loop's index as with the
+        // constant [0, n), e.g. to drop a window's bounds checks.
+        let lo = self.split_umin(lo, u);
+        let hi = self.split_umin(hi, u);
         self.outer_split.set(OuterSplit::Inside { units: n });
         Some((lo, hi))
+    }
+
+    fn split_umin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {
+        let lt = self
+            .b
+            .build_int_compare(inkwell::IntPredicate::ULT, a, b, "")
+            .unwrap();
+        self.b
+            .build_select(lt, a, b, "")
+            .unwrap()
+            .into_int_value()
     }
 
     /// The split loop is closed.
