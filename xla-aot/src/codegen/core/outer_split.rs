@@ -91,10 +91,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .b
             .build_int_compare(inkwell::IntPredicate::ULT, a, b, "")
             .unwrap();
-        self.b
-            .build_select(lt, a, b, "")
-            .unwrap()
-            .into_int_value()
+        self.b.build_select(lt, a, b, "").unwrap().into_int_value()
     }
 
     /// The split loop is closed.
