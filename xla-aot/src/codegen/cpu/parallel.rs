@@ -73,9 +73,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 args: p[1..].to_vec(),
                 noalias: k.noalias.clone(),
             };
-            cg.arm_outer_split(ti, nt);
+            cg.outer_split.arm(ti, nt);
             generate(cg, &kk);
-            units.set(cg.finish_outer_split());
+            units.set(cg.outer_split.finish());
         });
         let units = units.get().unwrap_or(1);
         self.call_tasks(k, body_fn, &bufs, units, work > PARALLEL_MIN_VISITS);
