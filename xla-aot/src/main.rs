@@ -116,6 +116,13 @@ enum Command {
         /// Skip an optimisation pass (repeatable), as for `compile`.
         #[arg(long = "disable-pass", value_name = "NAME")]
         disabled_passes: Vec<String>,
+        /// Run on N threads, lent to the library through its parallel-for hook.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+        threads: u32,
+        /// Also write the last profiled run as an SVG timeline (a bar per kernel call, a row
+        /// per thread with the tasks of split kernels; µs in tooltips).
+        #[arg(long = "dump-to", value_name = "FILE.svg")]
+        dump_to: Option<PathBuf>,
     },
     /// List the built-in targets.
     Targets,
@@ -207,6 +214,8 @@ fn main() -> ExitCode {
             inputs,
             seed,
             disabled_passes,
+            threads,
+            dump_to,
         } => {
             if target != "host" {
                 eprintln!(
@@ -221,10 +230,22 @@ fn main() -> ExitCode {
                 disabled_passes,
                 by_min: min,
                 fixed: fixed.overrides(),
+                threads: threads as usize,
             };
             match xla_aot::profile::profile(&spec, &req) {
                 Ok(r) => {
                     print!("{}", r.render());
+                    if let Some(path) = dump_to {
+                        if let Err(e) = std::fs::write(&path, xla_aot::timeline::svg(&r)) {
+                            eprintln!(
+                                "error: cannot write the timeline to {}: {e} (check that the \
+                                 folder exists and is writable)",
+                                path.display()
+                            );
+                            return ExitCode::FAILURE;
+                        }
+                        println!("wrote {}", path.display());
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e),
