@@ -7,7 +7,8 @@
 //! (numbers printed with fixed decimals, bars in manifest order, then by thread and start), and
 //! it needs nothing outside this crate. Every bar carries a `<title>` tooltip (kernel index,
 //! name, ops, start and duration in µs); kernel bars wide enough for text are labelled with the
-//! kernel's index. Times start at the run's first kernel. Colours cycle through a fixed palette
+//! kernel's index. Times start at the run's first kernel; kernels the run did not call (another
+//! batch bucket's) are left out. Colours cycle through a fixed palette
 //! by kernel index, so a task has its kernel's colour.
 
 use crate::profile::ProfileReport;
@@ -44,11 +45,19 @@ fn esc(t: &str) -> String {
 /// The SVG timeline of `r`'s last profiled run.
 pub fn svg(r: &ProfileReport) -> String {
     let tr = &r.trace;
-    let origin = tr.kernels.iter().map(|k| k.0).min().unwrap_or(0);
-    let end = tr
+    // Kernels the run called (a batch bucket's kernels other than the run's are never called
+    // and keep (0, 0)), with their manifest index.
+    let called: Vec<(usize, (u64, u64))> = tr
         .kernels
         .iter()
-        .map(|k| k.1)
+        .copied()
+        .enumerate()
+        .filter(|(_, (a, b))| *b > 0 && a <= b)
+        .collect();
+    let origin = called.iter().map(|(_, k)| k.0).min().unwrap_or(0);
+    let end = called
+        .iter()
+        .map(|(_, k)| k.1)
         .chain(tr.tasks.iter().map(|t| t.end))
         .max()
         .unwrap_or(origin)
@@ -72,7 +81,7 @@ pub fn svg(r: &ProfileReport) -> String {
         "<text x=\"{LABEL_PX:.0}\" y=\"18\">{}: one profiled run, {} kernel call(s), {} \
          thread(s), {span_us:.2} µs</text>",
         esc(&r.model),
-        tr.kernels.len(),
+        called.len(),
         r.threads
     );
     // Row labels.
@@ -90,10 +99,10 @@ pub fn svg(r: &ProfileReport) -> String {
         }
     }
     let kernel_at = |ns: u64| {
-        tr.kernels
+        called
             .iter()
-            .position(|&(a, b)| a <= ns && ns <= b)
-            .unwrap_or(usize::MAX)
+            .find(|(_, (a, b))| *a <= ns && ns <= *b)
+            .map_or(usize::MAX, |(k, _)| *k)
     };
     let bar = |s: &mut String, row: usize, k: usize, a: u64, b: u64, tip: &str, text: bool| {
         let (x0, x1) = (x(a), x(b));
@@ -116,7 +125,7 @@ pub fn svg(r: &ProfileReport) -> String {
         }
         s.push('\n');
     };
-    for (k, &(a, b)) in tr.kernels.iter().enumerate() {
+    for &(k, (a, b)) in &called {
         let (name, ops) = r
             .kernels
             .get(k)
@@ -183,7 +192,7 @@ mod tests {
         ProfileReport {
             model: "m&n".to_string(),
             runs: 1,
-            kernels: vec![line(0, "m_k0_x"), line(1, "m_k1_y")],
+            kernels: vec![line(0, "m_k0_x"), line(1, "m_k1_y"), line(2, "m_k2_z")],
             call_median_us: 3.0,
             call_min_us: 3.0,
             profiled_call_median_us: 3.0,
@@ -192,7 +201,7 @@ mod tests {
             threads,
             trace: Trace {
                 threads,
-                kernels: vec![(1000, 3000), (3000, 9000)],
+                kernels: vec![(1000, 3000), (3000, 9000), (0, 0)],
                 tasks: vec![
                     TaskSpan {
                         thread: 0,
@@ -229,6 +238,7 @@ mod tests {
             a.contains("<rect x=\"465.00\" y=\"28.0\" width=\"1125.00\""),
             "{a}"
         );
+        assert!(!a.contains("m_k2_z"), "an uncalled kernel is drawn: {a}");
         let one = svg(&report(1));
         assert!(
             !one.contains("thread 0") && !one.contains("task of"),
