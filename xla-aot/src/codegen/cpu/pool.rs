@@ -23,9 +23,11 @@ pub type Task = unsafe extern "C" fn(*mut std::ffi::c_void, u32);
 pub type ParallelFor =
     unsafe extern "C" fn(*mut std::ffi::c_void, u32, Task, *mut std::ffi::c_void);
 
-/// Spins of an idle worker before it starts yielding its core between checks (about a
-/// microsecond at the few nanoseconds a spin takes, a kernel's gap in a run).
-const SPINS_BEFORE_YIELD: u32 = 512;
+/// Spins of an idle worker before it starts yielding its core between checks: 2^20 `pause`s,
+/// milliseconds, longer than any gap between two kernels of a run, so only a worker the runs no
+/// longer need yields. With 512 (a microsecond) the worker yielded between kernels and, on a
+/// machine busy with other work, ran 2 of alexnet's 26 tasks.
+const SPINS_BEFORE_YIELD: u32 = 1 << 20;
 
 /// The task index of a call being published: nothing can be claimed.
 const CLOSED: u32 = u32::MAX;
