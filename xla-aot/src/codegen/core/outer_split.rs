@@ -112,3 +112,53 @@ impl<'ctx> SplitState<'ctx> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+
+    #[test]
+    fn only_a_body_whose_code_all_lies_in_the_split_loop_splits() {
+        let ctx = Context::create();
+        let m = ctx.create_module("t");
+        let i64t = ctx.i64_type();
+        let f = m.add_function(
+            "f",
+            ctx.void_type().fn_type(&[i64t.into(), i64t.into()], false),
+            None,
+        );
+        let b = ctx.create_builder();
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        let (ti, nt) = (
+            f.get_nth_param(0).unwrap().into_int_value(),
+            f.get_nth_param(1).unwrap().into_int_value(),
+        );
+        let s = SplitState::new();
+        // Not armed: nothing splits.
+        assert!(s.range(&b, 8).is_none());
+        assert_eq!(s.finish(), None);
+        // One loop of extent 8, code inside it only: 8 units.
+        s.arm(ti, nt);
+        assert!(
+            s.range(&b, 1).is_none(),
+            "an extent-1 level is not the split loop"
+        );
+        assert!(s.armed());
+        assert!(s.range(&b, 8).is_some());
+        s.note_unsplit_code(); // inside the split loop
+        assert!(s.range(&b, 4).is_none(), "a nested loop is not split again");
+        s.loop_done();
+        assert_eq!(s.finish(), Some(8));
+        // A store or loop before the split loop, or after it: refused.
+        s.arm(ti, nt);
+        s.note_unsplit_code();
+        assert!(s.range(&b, 8).is_none());
+        assert_eq!(s.finish(), None);
+        s.arm(ti, nt);
+        assert!(s.range(&b, 8).is_some());
+        s.loop_done();
+        s.note_unsplit_code();
+        assert_eq!(s.finish(), None);
+    }
+}
