@@ -139,6 +139,29 @@ pub type ParallelFor = Option<
 pub type Profiler =
     Option<unsafe extern "C" fn(ctx: *mut core::ffi::c_void, kernel: u32, phase: u32)>;
 
+/// A kernel profiler for the safe `set_profiler` of generated Rust bindings:
+/// `kernel_event(kernel, phase)` is called right before (`phase` 0) and right after (`phase` 1)
+/// each kernel of a run, on the thread that runs the model, `kernel` being its index in the
+/// manifest's `kernels` list. It must not run a model itself.
+pub trait KernelProfiler: Sync {
+    fn kernel_event(&self, kernel: u32, phase: u32);
+}
+
+/// The hook the bindings' safe `set_profiler(Some(sink))` registers, with `ctx` pointing at
+/// `sink` (a `&'static &'static dyn KernelProfiler`). A null `ctx` is ignored, so a run that
+/// races a registration (seeing this hook with the previous, null, context) calls nothing.
+///
+/// # Safety
+/// `ctx` is null or points at a `&'static dyn KernelProfiler` that lives forever.
+pub unsafe extern "C" fn profiler_trampoline(ctx: *mut core::ffi::c_void, kernel: u32, phase: u32) {
+    if ctx.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract: `ctx` points at a `&'static dyn KernelProfiler`.
+    let sink = unsafe { *(ctx as *const &'static dyn KernelProfiler) };
+    sink.kernel_event(kernel, phase);
+}
+
 /// Element type of a model input or output.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,7 @@ pub mod ir;
 pub mod passes;
 pub mod profile;
 pub mod target;
+pub mod timeline;
 pub mod util;
 
 pub use build_api::Build;

@@ -126,6 +126,13 @@ enum Command {
         /// output, see docs/performance.md).
         #[arg(long)]
         no_winograd: bool,
+        /// Run on N threads, lent to the library through its parallel-for hook.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+        threads: u32,
+        /// Also write the last profiled run as an SVG timeline (a bar per kernel call, a row
+        /// per thread with the tasks of split kernels; µs in tooltips).
+        #[arg(long = "dump-to", value_name = "FILE.svg")]
+        dump_to: Option<PathBuf>,
     },
     /// List the built-in targets.
     Targets,
@@ -225,6 +232,8 @@ fn main() -> ExitCode {
             seed,
             disabled_passes,
             no_winograd,
+            threads,
+            dump_to,
         } => {
             if target != "host" {
                 eprintln!(
@@ -240,10 +249,22 @@ fn main() -> ExitCode {
                 no_winograd,
                 by_min: min,
                 fixed: fixed.overrides(),
+                threads: threads as usize,
             };
             match xla_aot::profile::profile(&spec, &req) {
                 Ok(r) => {
                     print!("{}", r.render());
+                    if let Some(path) = dump_to {
+                        if let Err(e) = std::fs::write(&path, xla_aot::timeline::svg(&r)) {
+                            eprintln!(
+                                "error: cannot write the timeline to {}: {e} (check that the \
+                                 folder exists and is writable)",
+                                path.display()
+                            );
+                            return ExitCode::FAILURE;
+                        }
+                        println!("wrote {}", path.display());
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e),

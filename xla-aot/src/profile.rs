@@ -9,8 +9,12 @@
 //! compute-bound when its arithmetic intensity (flops per byte read or written) reaches the
 //! ridge point peak / [`PEAK_GBPS`], memory-bound below it; `% roof` is its speed against the
 //! roof that bounds it. The compute peak is measured on the spot (independent vector FMA chains
-//! through the JIT, `codegen/cpu/peak.rs`); the memory roof is a named constant.
+//! through the JIT, `codegen/cpu/peak.rs`); the memory roof is a named constant. With
+//! `--threads N` the runs lend the library N threads through its parallel-for hook (an
+//! in-process pool, `codegen/cpu/pool.rs`); the roofline stays one core's. The last profiled
+//! run is kept as a [`Trace`], which `timeline.rs` draws as an SVG (`--dump-to`).
 
+pub use crate::codegen::cpu::jit::Trace;
 use crate::driver::{DriverError, check_passes, gather_inputs};
 use crate::front::{InputOverrides, load_spec_with};
 use std::fmt::Write as _;
@@ -41,6 +45,8 @@ pub struct ProfileRequest {
     /// Input shapes, dims and frozen inputs fixed as for `compile` (`--input-shape`, `--dim`,
     /// `--freeze`).
     pub fixed: InputOverrides,
+    /// Threads lent to the library through its parallel-for hook (1: none).
+    pub threads: usize,
 }
 
 /// One kernel's line of the report.
@@ -73,6 +79,10 @@ pub struct ProfileReport {
     pub peak_gflops: f64,
     /// Kernel figures are minimums ([`ProfileRequest::by_min`]), not medians.
     pub by_min: bool,
+    /// Threads the runs used (the caller included).
+    pub threads: usize,
+    /// The last profiled run on a time axis (`timeline.rs` draws it).
+    pub trace: Trace,
 }
 
 /// Median of `xs` (nanoseconds) in microseconds; 0 for none.
@@ -106,7 +116,8 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
         ..crate::compile::CompileOptions::default()
     };
     let runs = req.runs.max(1);
-    let (run, t) = crate::compile::profile(&model.module, &lits, &opts, runs)?;
+    let threads = req.threads.max(1);
+    let (run, t) = crate::compile::profile(&model.module, &lits, &opts, runs, threads)?;
     let peak_gflops = crate::codegen::cpu::peak::fma_peak_gflops()?;
     let kernels = run
         .kernels
@@ -132,6 +143,8 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
         profiled_call_median_us: median_us(&t.profiled_calls),
         peak_gflops,
         by_min: req.by_min,
+        threads,
+        trace: t.trace,
     })
 }
 
@@ -168,11 +181,13 @@ impl ProfileReport {
         let total = self.kernels_us();
         let _ = writeln!(
             s,
-            "{}: {} kernel(s), {} run(s) on this machine; roofline: {:.1} GFLOP/s (measured FMA \
-             peak, one core), {PEAK_GBPS} GB/s (named constant xla_aot::profile::PEAK_GBPS)",
+            "{}: {} kernel(s), {} run(s) on this machine, {} thread(s); roofline: {:.1} GFLOP/s \
+             (measured FMA peak, one core), {PEAK_GBPS} GB/s (named constant \
+             xla_aot::profile::PEAK_GBPS)",
             self.model,
             self.kernels.len(),
             self.runs,
+            self.threads,
             self.peak_gflops
         );
         let _ = writeln!(

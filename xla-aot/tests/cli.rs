@@ -350,6 +350,78 @@ fn profile_times_every_kernel_and_they_add_up_to_the_call() {
 const PROFILE_SUM_TOLERANCE: f64 = 0.10;
 
 #[test]
+fn profile_on_threads_draws_a_timeline_of_kernels_and_tasks() {
+    // A max pool and a large silu, each split over the parallel-for hook: on 2 threads the
+    // report says so and the SVG has a bar per kernel call (with its name and µs in a tooltip)
+    // and a row per thread with the tasks of the split kernels.
+    let d = scratch("timeline");
+    std::fs::create_dir_all(&d).unwrap();
+    let spec = d.join("loops.yaml");
+    std::fs::write(
+        &spec,
+        "name: loops\ninputs:\n  - {name: x, dtype: f32, shape: [1, 32, 96, 96]}\n\
+         outputs: [p, e]\nops:\n\
+         \x20 - {name: p, op: max_pool2d, inputs: [x], kernel_size: [3, 3], strides: [2, 2]}\n\
+         \x20 - {name: e, op: silu, inputs: [x]}\n",
+    )
+    .unwrap();
+    let svg = d.join("timeline.svg");
+    let r = xla_aot(&[
+        "profile",
+        &s(&spec),
+        "--runs",
+        "3",
+        "--threads",
+        "2",
+        "--dump-to",
+        &s(&svg),
+    ]);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(stdout.contains("2 thread(s)"), "{stdout}");
+    assert!(stdout.contains(&format!("wrote {}", s(&svg))), "{stdout}");
+    let kernels = stdout.lines().filter(|l| l.contains("loops_k")).count();
+    assert!(kernels >= 2, "{stdout}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("</svg>"));
+    for k in 0..kernels {
+        assert!(
+            text.contains(&format!("<title>#{k} loops_k{k}_")),
+            "kernel {k}: {text}"
+        );
+    }
+    for row in ["kernels", "thread 0", "thread 1"] {
+        assert!(text.contains(&format!(">{row}</text>")), "{row}: {text}");
+    }
+    // Every task of the split kernels ran on one of the two threads and is drawn.
+    assert!(text.matches("<title>task of #").count() >= 2, "{text}");
+    assert!(text.contains(" µs at "), "{text}");
+    // One thread: no thread rows.
+    let r = xla_aot(&["profile", &s(&spec), "--runs", "2", "--dump-to", &s(&svg)]);
+    assert_eq!(r.status.code(), Some(0));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        !text.contains("thread 1") && !text.contains("task of"),
+        "{text}"
+    );
+    // A folder that does not exist: a clear error, non-zero exit.
+    let bad = d.join("no/such/dir/t.svg");
+    let r = xla_aot(&["profile", &s(&spec), "--runs", "1", "--dump-to", &s(&bad)]);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("cannot write the timeline"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn profile_refuses_other_targets() {
     let ex = repo().join("examples/simplenet/model.yaml");
     let r = xla_aot(&["profile", &s(&ex), "--target", "aarch64-neon"]);

@@ -586,6 +586,46 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
 }
 
 #[test]
+fn the_thread_hook_splits_pooling_elementwise_and_reductions_and_changes_no_bit() {
+    // No dot, no convolution: a max pool (294 Ki window taps), a large fused elementwise loop
+    // (a sigmoid-weighted x over 288 Ki elements), a transpose to channels-minor and a global
+    // average pool (reads 288 Ki) each split their outermost loop between the tasks; a small
+    // elementwise op (64 elements) does not. The harness checks the outputs bit for bit
+    // against one thread.
+    let mut s = Spec::new("loopthreads", 17);
+    s.input("x", &[1, 32, 96, 96])
+        .input("t", &[8, 8])
+        .op("{name: p, op: max_pool2d, inputs: [x], kernel_size: [3, 3], strides: [2, 2], padding: [1, 1, 1, 1]}")
+        .op("{name: e, op: silu, inputs: [x]}")
+        .op("{name: h, op: transpose, inputs: [x], perm: [0, 2, 3, 1]}")
+        .op("{name: g, op: global_avg_pool, inputs: [x]}")
+        .op("{name: r, op: relu, inputs: [t]}")
+        .output("p")
+        .output("e")
+        .output("h")
+        .output("g")
+        .output("r");
+    let m = s.module();
+    for t in targets() {
+        let calls = hook_calls(&m, &t, 3);
+        assert!(calls >= 4, "{}: {calls} hook calls", t.name);
+    }
+    // Small loops (64 and 16 elements) never call the hook: one call, the large silu's.
+    let mut s = Spec::new("smallloops", 18);
+    s.input("t", &[1, 1, 8, 8])
+        .input("x", &[1, 32, 96, 96])
+        .op("{name: r, op: relu, inputs: [t]}")
+        .op("{name: q, op: max_pool2d, inputs: [t], kernel_size: [2, 2], strides: [2, 2]}")
+        .op("{name: e, op: silu, inputs: [x]}")
+        .output("r")
+        .output("q")
+        .output("e");
+    let m = s.module();
+    let t = Target::resolve("host").unwrap();
+    assert_eq!(hook_calls(&m, &t, 2), 1);
+}
+
+#[test]
 fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
     // bench/harness.c is what bench/run.py times; keep it compiling and correct here.
     let mut s = Spec::new("benchsmoke", 13);

@@ -6,6 +6,36 @@ runtime_min::include_model!("mlp");
 runtime_min::include_model!("mlp_batched");
 runtime_min::include_model!("mobilenet_block");
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
+
+/// A kernel profiler counting the kernels of a run (`runtime_min::KernelProfiler`).
+struct KernelCounter {
+    starts: AtomicU32,
+    ends: AtomicU32,
+    /// A kernel started while another had not ended.
+    nested: AtomicBool,
+}
+
+impl runtime_min::KernelProfiler for KernelCounter {
+    fn kernel_event(&self, _kernel: u32, phase: u32) {
+        if phase == 0 {
+            if self.starts.fetch_add(1, Relaxed) != self.ends.load(Relaxed) {
+                self.nested.store(true, Relaxed);
+            }
+        } else {
+            self.ends.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+static KERNELS: KernelCounter = KernelCounter {
+    starts: AtomicU32::new(0),
+    ends: AtomicU32::new(0),
+    nested: AtomicBool::new(false),
+};
+static KERNEL_SINK: &dyn runtime_min::KernelProfiler = &KERNELS;
+
 fn summary(name: &str, v: &[f32]) {
     let (lo, hi) = v
         .iter()
@@ -48,6 +78,27 @@ fn main() -> Result<(), runtime_min::Status> {
         probs[best],
         probs.iter().sum::<f32>()
     );
+
+    // The safe profiler hook: count mlp's kernel calls in one run, then turn it off.
+    mlp::set_profiler(Some(&KERNEL_SINK));
+    mlp::run(&mut arena, &img, &mut probs)?;
+    mlp::set_profiler(None);
+    let (starts, ends) = (KERNELS.starts.load(Relaxed), KERNELS.ends.load(Relaxed));
+    assert!(
+        starts > 0 && starts == ends,
+        "{starts} kernel starts, {ends} ends"
+    );
+    assert!(
+        !KERNELS.nested.load(Relaxed),
+        "a kernel started inside another"
+    );
+    mlp::run(&mut arena, &img, &mut probs)?;
+    assert_eq!(
+        KERNELS.starts.load(Relaxed),
+        starts,
+        "called after unregistering"
+    );
+    println!("mlp profiler: {starts} kernel calls in one run, each started and ended once");
 
     // mlp_batched: three images in one call (the 4-image bucket, padded), each equal to mlp alone.
     let n = 3;

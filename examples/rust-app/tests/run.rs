@@ -18,6 +18,10 @@ fn rust_app_runs_both_models() {
     );
     assert!(text.contains("probabilities sum to 1.0000"), "{text}");
     assert!(
+        text.contains("kernel calls in one run, each started and ended once"),
+        "{text}"
+    );
+    assert!(
         text.contains("mlp_batched: 3 images in one call (buckets [1, 4, 8]), at most"),
         "{text}"
     );

@@ -395,16 +395,19 @@ pub fn run(m: &Module, inputs: &[Literal], opts: &CompileOptions) -> Result<Run,
 }
 
 /// [`run`], then `runs` timed runs: each kernel through the library's profiler hook, and the
-/// whole call with and without it (`xla-aot profile`).
+/// whole call with and without it (`xla-aot profile`), on `threads` threads through the
+/// library's parallel-for hook (1: none registered).
 pub fn profile(
     m: &Module,
     inputs: &[Literal],
     opts: &CompileOptions,
     runs: usize,
+    threads: usize,
 ) -> Result<(Run, crate::codegen::cpu::jit::Timings), CompileError> {
     let o = optimize(m, opts)?;
     let plan = plan_for_target(&o.module, o.plan, &host()?, opts);
-    let (outputs, kernels, t) = crate::codegen::cpu::jit::profile(&o.module, &plan, inputs, runs)?;
+    let (outputs, kernels, t) =
+        crate::codegen::cpu::jit::profile(&o.module, &plan, inputs, runs, threads)?;
     Ok((Run { outputs, kernels }, t))
 }
 

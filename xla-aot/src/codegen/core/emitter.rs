@@ -14,6 +14,7 @@ use super::CodegenError;
 use super::concat_runs::{ConcatRuns, Pin};
 use super::layout::{is_row_major, physical_strides, row_major_strides};
 use super::math;
+use super::outer_split::SplitState;
 use super::target::target_attrs;
 use crate::arena::{ARENA_ALIGN, BufferPlan};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
@@ -101,6 +102,9 @@ pub struct Emitter<'a, 'ctx, B> {
     /// The concatenations the innermost loop being generated reads from one known operand
     /// (`concat_runs.rs`); empty outside such a loop.
     pub(crate) concat_pins: RefCell<Vec<Pin>>,
+    /// Whether the body being generated splits its outermost loop between tasks
+    /// (`outer_split.rs`).
+    pub(crate) outer_split: SplitState<'ctx>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }
@@ -141,6 +145,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             sqrt: math::sqrt(ctx, m),
             fabs: math::fabs(ctx, m),
             concat_pins: RefCell::new(Vec::new()),
+            outer_split: SplitState::new(),
             be,
         }
     }
@@ -306,6 +311,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         v: BasicValueEnum<'ctx>,
         d: DType,
     ) {
+        self.outer_split.note_unsplit_code();
         let v: BasicValueEnum = if d == DType::Pred {
             self.b
                 .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "")
@@ -374,6 +380,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         hi: IntValue<'ctx>,
         body: &mut dyn FnMut(&Self, IntValue<'ctx>),
     ) {
+        self.outer_split.note_unsplit_code();
         let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
         let head = self.ctx.append_basic_block(f, "range");
         let exit = self.ctx.append_basic_block(f, "range.end");
@@ -459,10 +466,28 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             body: &mut dyn FnMut(&Emitter<'a, 'ctx, B>, &[IntValue<'ctx>]),
         ) {
             if idx.len() == dims.len() {
+                cg.outer_split.note_unsplit_code();
                 body(cg, idx);
                 return;
             }
             let n = dims[idx.len()];
+            // The outermost loop of a body split between tasks (`outer_split.rs`): levels of
+            // extent 1 before it are not looped, the first longer one runs this task's range.
+            if n == 1 && cg.outer_split.armed() {
+                idx.push(cg.i64(0));
+                rec(cg, dims, idx, body);
+                idx.pop();
+                return;
+            }
+            if let Some((lo, hi)) = cg.outer_split.range(&cg.b, n) {
+                cg.for_range(lo, hi, &mut |cg, i| {
+                    idx.push(i);
+                    rec(cg, dims, idx, body);
+                    idx.pop();
+                });
+                cg.outer_split.loop_done();
+                return;
+            }
             cg.for_loop(n, &mut |cg, i| {
                 idx.push(i);
                 rec(cg, dims, idx, body);

@@ -9,6 +9,7 @@
 //!   built and invoked). There is no mode flag: a backend is a type.
 //! - [`elemental`]: one element of elementwise ops and fused expressions; [`concat_runs`]:
 //!   innermost loops split where a concatenation changes operand, so each run reads one.
+//! - [`outer_split`]: a kernel body's outermost loop split between the tasks of a thread hook.
 //! - [`ops`]: kernel bodies with no backend choice (reductions, argmax, elementwise, the
 //!   shared parts of fusions); [`sample`]: the decode-time ops `top-k` and `sample`.
 //! - [`layout`]: strides, re-laying constants, the matrix-product view of a dot.
@@ -31,6 +32,7 @@ pub mod math;
 pub mod module;
 pub mod object;
 pub mod ops;
+pub mod outer_split;
 pub mod packing;
 pub mod profiler;
 pub mod sample;

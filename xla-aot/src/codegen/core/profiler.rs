@@ -7,13 +7,19 @@
 //! registration is one internal global per model (`<owner>.profiler`, `{hook, ctx}`, zero at
 //! load), shared by its buckets; the run loads it once, and without a hook each kernel costs one
 //! predictable branch on that loaded value before and after it. Registering is not synchronised
-//! with running: register before running, from one thread, as with the parallel-for.
+//! with running: register before running, from one thread, as with the parallel-for. Each field
+//! is stored and loaded atomically (unordered in time, never torn), so a registration racing a
+//! run makes that run see the old or the new hook and the old or the new context: the Rust
+//! bindings' safe `set_profiler` registers one fixed hook that ignores a null context, for which
+//! every such mix is sound.
 
 use super::emitter::{Backend, Emitter};
 use inkwell::AddressSpace;
+use inkwell::AtomicOrdering;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, FunctionType, StructType};
-use inkwell::values::{BasicValueEnum, GlobalValue, IntValue, PointerValue};
+use inkwell::values::BasicValue;
+use inkwell::values::{BasicValueEnum, GlobalValue, InstructionValue, IntValue, PointerValue};
 
 /// Whose registration a run reports to, and the manifest index of its first kernel.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +74,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let gp = self.profiler_global(owner).as_pointer_value();
         let field = |i: u32| {
             let p = self.b.build_struct_gep(gp, i, "").unwrap();
-            self.b.build_load(p, "").unwrap()
+            let v = self.b.build_load(p, "").unwrap();
+            atomic(v.as_instruction_value().unwrap());
+            v
         };
         let hook = field(0).into_pointer_value();
         let hctx = field(1);
@@ -116,11 +124,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let gp = g.as_pointer_value();
         for i in 0..2 {
             let p = self.b.build_struct_gep(gp, i, "").unwrap();
-            self.b.build_store(p, f.get_nth_param(i).unwrap()).unwrap();
+            atomic(self.b.build_store(p, f.get_nth_param(i).unwrap()).unwrap());
         }
         self.b.build_return(None).unwrap();
         if let Some(bb) = saved {
             self.b.position_at_end(bb);
         }
     }
+}
+
+/// Makes a pointer-sized load or store of the registration atomic (`monotonic`: a plain move on
+/// x86-64 and AArch64).
+fn atomic(i: InstructionValue<'_>) {
+    i.set_alignment(8).unwrap();
+    i.set_atomic_ordering(AtomicOrdering::Monotonic).unwrap();
 }

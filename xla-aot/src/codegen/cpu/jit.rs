@@ -5,10 +5,12 @@
 //! Contract: [`run`] returns one literal per output and the kernels that ran, or an error; it
 //! never touches the disk. [`profile`] also times repeated runs, each kernel through the
 //! library's own profiler hook (`<name>_set_profiler`, `core/profiler.rs`) and the whole call
-//! with and without it. The arena, inputs and outputs are host buffers with the alignment the
+//! with and without it, on one thread or on a [`SpinPool`] lent through the library's
+//! parallel-for hook. The arena, inputs and outputs are host buffers with the alignment the
 //! C API requires.
 
 use super::build_module;
+use super::pool::{ParallelFor, SpinPool, TaskSpan};
 use crate::arena::{ARENA_ALIGN, BufferPlan};
 use crate::codegen::core::target::{init_llvm, optimize, target_machine};
 use crate::codegen::core::{CodegenError, KernelInfo};
@@ -35,6 +37,20 @@ pub struct Timings {
     /// Whole `<name>_run_ptrs` calls with no profiler registered, interleaved with the profiled
     /// runs (what the library costs an app that does not profile).
     pub calls: Vec<u64>,
+    /// The last profiled run, kernel by kernel and task by task.
+    pub trace: Trace,
+}
+
+/// One profiled run on a time axis (nanoseconds from one origin): each kernel's start and end on
+/// the calling thread, and, with threads, each task of a split kernel on its thread.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Threads the run used (the caller included).
+    pub threads: usize,
+    /// `kernels[k]`: kernel `k`'s (start, end).
+    pub kernels: Vec<(u64, u64)>,
+    /// The tasks of the kernels split through the parallel-for hook.
+    pub tasks: Vec<TaskSpan>,
 }
 
 /// Compiles `m` (already optimised, with its plan `p`) for the host and runs it on `inputs` (one
@@ -44,7 +60,7 @@ pub fn run(
     p: &BufferPlan,
     inputs: &[Literal],
 ) -> Result<(Vec<Literal>, Vec<KernelInfo>), CodegenError> {
-    let (outputs, kernels, _) = profile(m, p, inputs, 0)?;
+    let (outputs, kernels, _) = profile(m, p, inputs, 0, 1)?;
     Ok((outputs, kernels))
 }
 
@@ -66,6 +82,8 @@ extern "C" fn record(ctx: *mut std::ffi::c_void, kernel: u32, phase: u32) {
     }
 }
 
+type SetParallelFor = unsafe extern "C" fn(Option<ParallelFor>, *mut std::ffi::c_void, u32);
+
 type SetProfiler = unsafe extern "C" fn(
     Option<extern "C" fn(*mut std::ffi::c_void, u32, u32)>,
     *mut std::ffi::c_void,
@@ -73,12 +91,14 @@ type SetProfiler = unsafe extern "C" fn(
 
 /// [`run`], then `runs` more runs alternating a call with no profiler registered and one with
 /// the profiler hook of `<name>_set_profiler` recording every kernel; returns the first run's
-/// outputs, the kernels and the times.
+/// outputs, the kernels and the times. With `threads > 1`, every run lends the library a
+/// [`SpinPool`] of that many threads through `<name>_set_parallel_for`.
 pub fn profile(
     m: &Module,
     p: &BufferPlan,
     inputs: &[Literal],
     runs: usize,
+    threads: usize,
 ) -> Result<(Vec<Literal>, Vec<KernelInfo>, Timings), CodegenError> {
     init_llvm();
     let target = Target::resolve("host").map_err(|e| CodegenError::Llvm(e.to_string()))?;
@@ -143,20 +163,32 @@ pub fn profile(
         |e: inkwell::execution_engine::FunctionLookupError| CodegenError::Llvm(e.to_string());
     // SAFETY: the functions were generated with exactly these signatures (`core/entry.rs`,
     // `core/profiler.rs`).
-    let (f, set_profiler) = unsafe {
+    let (f, set_profiler, set_parallel_for) = unsafe {
         (
             engine.get_function::<RunPtrs>(&name).map_err(llvm)?,
             engine
                 .get_function::<SetProfiler>(&format!("{}_set_profiler", m.name))
                 .map_err(llvm)?,
+            engine
+                .get_function::<SetParallelFor>(&format!("{}_set_parallel_for", m.name))
+                .map_err(llvm)?,
         )
     };
+    let pool = (threads > 1).then(|| SpinPool::new(threads));
+    if let Some(pool) = &pool {
+        let (hook, ctx) = pool.hook();
+        // SAFETY: the hook keeps the parallel-for contract (`pool.rs`) and the pool outlives
+        // every run; it is unregistered before the pool is dropped.
+        unsafe { set_parallel_for.call(Some(hook), ctx, pool.threads() as u32) };
+    }
     // SAFETY: the arena holds `arena_size` bytes aligned to 64, every input and output buffer
     // holds the bytes of its shape, and the buffers outlive the calls.
     let arena_ptr = arena.as_mut_ptr() as *mut u8;
     let call = || unsafe { f.call(arena_ptr, in_ptrs.as_ptr(), out_ptrs.as_ptr()) };
     let status = call();
     if status != 0 {
+        // SAFETY: a null hook unregisters the pool before it is dropped.
+        unsafe { set_parallel_for.call(None, std::ptr::null_mut(), 0) };
         return Err(CodegenError::Llvm(format!(
             "{name} returned status {status}"
         )));
@@ -194,9 +226,16 @@ pub fn profile(
         // SAFETY: `record` matches `XlaAotProfiler`; `clock` outlives the run, after which the
         // hook is unregistered again.
         unsafe { set_profiler.call(Some(record), clock_ptr) };
+        if let Some(pool) = &pool {
+            pool.trace(Some(clock.start));
+        }
         let t0 = std::time::Instant::now();
         call();
         t.profiled_calls.push(t0.elapsed().as_nanos() as u64);
+        if let Some(pool) = &pool {
+            t.trace.tasks = pool.spans();
+            pool.trace(None);
+        }
         // SAFETY: as above; a null hook turns profiling off.
         unsafe { set_profiler.call(None, std::ptr::null_mut()) };
         // SAFETY: the hook no longer runs; `clock` is only read here.
@@ -204,6 +243,12 @@ pub fn profile(
         for (k, times) in t.kernels.iter_mut().enumerate() {
             times.push(stamps[2 * k + 1].saturating_sub(stamps[2 * k]));
         }
+        t.trace.kernels = (0..kernels.len())
+            .map(|k| (stamps[2 * k], stamps[2 * k + 1]))
+            .collect();
     }
+    t.trace.threads = pool.as_ref().map_or(1, |p| p.threads());
+    // SAFETY: a null hook unregisters the pool before it is dropped.
+    unsafe { set_parallel_for.call(None, std::ptr::null_mut(), 0) };
     Ok((outputs, kernels, t))
 }

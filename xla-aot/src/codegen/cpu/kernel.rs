@@ -95,28 +95,35 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .packed_rhs
             .set(self.be.packings.reads_packed(self.hlo, id));
-        let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
-        match &inst.op {
-            Op::Fusion { kind, computation } => self.fused_body(&k, *kind, computation),
-            Op::Reduce { kind, dimensions }
-                if self.reduce_in_registers(
-                    &k,
-                    *kind,
-                    dimensions,
-                    &inst.shape,
-                    operand_shape(0),
-                    0,
-                    &epilogue::RegEpilogue { steps: vec![] },
-                ) => {}
-            _ => {
-                let shapes: Vec<Shape> = inst
-                    .operands
-                    .iter()
-                    .map(|&o| c.inst(o).shape.clone())
-                    .collect();
-                let at = |j: usize, ix: Ix<'_, 'ctx>| self.load_ix(k.args[j], ix, &shapes[j]);
-                self.body(&k, &inst.op, &inst.shape, &shapes, &at, &k.args);
+        // Loop nests split their outermost loop between the hook's tasks (`run_split`).
+        let generate = |cg: &Self, k: &Kernel<'ctx>| {
+            let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
+            match &inst.op {
+                Op::Fusion { kind, computation } => cg.fused_body(k, *kind, computation),
+                Op::Reduce { kind, dimensions }
+                    if cg.reduce_in_registers(
+                        k,
+                        *kind,
+                        dimensions,
+                        &inst.shape,
+                        operand_shape(0),
+                        0,
+                        &epilogue::RegEpilogue { steps: vec![] },
+                    ) => {}
+                _ => {
+                    let shapes: Vec<Shape> = inst
+                        .operands
+                        .iter()
+                        .map(|&o| c.inst(o).shape.clone())
+                        .collect();
+                    let at = |j: usize, ix: Ix<'_, 'ctx>| cg.load_ix(k.args[j], ix, &shapes[j]);
+                    cg.body(k, &inst.op, &inst.shape, &shapes, &at, &k.args);
+                }
             }
+        };
+        match loop_nest_visits(c, inst) {
+            Some(visits) => self.run_split(&k, visits, &generate),
+            None => generate(self, &k),
         }
         self.b.build_return(None).unwrap();
         Ok(k.f)
@@ -352,6 +359,41 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         } else {
             self.conv_loops(k, window, feature_group_count, shape, opnds, bufs);
         }
+    }
+}
+
+/// Element visits (elements read and written, window taps counted) of the kernel computing
+/// `inst` when its body is a loop nest whose outermost loop may be split between tasks
+/// (`parallel.rs`'s `run_split`); `None` for kernels that split their own work (dot,
+/// convolution, output fusions) or never do (top-k, sample).
+fn loop_nest_visits(c: &Computation, inst: &Instruction) -> Option<u64> {
+    let elems = |s: &Shape| s.element_count() as u64;
+    let out = elems(&inst.shape);
+    let reads: u64 = inst.operands.iter().map(|&o| elems(&c.inst(o).shape)).sum();
+    let taps = |op: &Op| match op {
+        Op::ReduceWindow { window, .. } => window.size.iter().product::<usize>() as u64,
+        _ => 1,
+    };
+    let visits = |op: &Op| Some((out * taps(op)).max(reads) + out);
+    match &inst.op {
+        Op::Dot(_)
+        | Op::Convolution { .. }
+        | Op::TopK { .. }
+        | Op::Sample
+        | Op::Parameter { .. }
+        | Op::Constant(_)
+        | Op::Fusion {
+            kind: FusionKind::Output,
+            ..
+        } => None,
+        Op::Fusion { computation, .. } => {
+            let root = computation.inst(computation.outputs[0].value);
+            match root.op {
+                Op::TopK { .. } | Op::Sample => None,
+                _ => visits(&root.op),
+            }
+        }
+        op => visits(op),
     }
 }
 

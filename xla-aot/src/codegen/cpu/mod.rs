@@ -18,7 +18,8 @@
 //! The backend is the state type [`Cpu`] of the shared emitter (`Cg` below) and the methods this
 //! folder adds to it: kernel choice (`kernel.rs`), micro-kernels and their epilogues (`gemm.rs`,
 //! `conv.rs`, `epilogue.rs`, `vector.rs`), reductions (`reduce.rs`), the parallel-for hook
-//! (`parallel.rs`), the bucket dispatcher (`batch.rs`), the in-process JIT (`jit.rs`) and the
+//! (`parallel.rs`), the bucket dispatcher (`batch.rs`), the in-process JIT (`jit.rs`) with its
+//! thread pool (`pool.rs`) and the
 //! FMA peak it measures (`peak.rs`); `stage.rs` copies NHWC input channels-major for `conv.rs`.
 
 pub mod batch;
@@ -30,6 +31,7 @@ mod kernel;
 mod loops;
 mod parallel;
 pub mod peak;
+pub mod pool;
 mod reduce;
 mod stage;
 mod vector;

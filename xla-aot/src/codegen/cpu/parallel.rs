@@ -7,8 +7,10 @@
 //! threads the hook runs tasks on; kernels split their work into at most that many tasks. A null
 //! hook or `threads <= 1` unregisters it: the library is then single-threaded (the default).
 //! Registration is not synchronised with runs: register before running, from one thread.
-//! Which kernels use the hook, and when, is decided at compile time (`gemm.rs`); a task never
-//! allocates and never fails.
+//! Which kernels use the hook, and when, is decided at compile time: dots and convolutions
+//! split their tiles (`gemm.rs`, `conv.rs`), every loop-nest kernel (elementwise and fused
+//! loops, reductions, pooling; `kernel.rs`) its outermost loop (`core/outer_split.rs`), each
+//! above a named amount of work. A task never allocates and never fails.
 
 use super::Cg;
 use crate::codegen::core::Kernel;
@@ -22,6 +24,12 @@ use inkwell::values::{FunctionValue, IntValue, PointerValue};
 /// Kernels of at most this many flops run as one task even with a thread hook: a fork-join
 /// through a thread pool costs a few microseconds, the time of about this many flops on one core.
 const PARALLEL_MIN_FLOPS: u64 = 1 << 20;
+
+/// Loop-nest kernels (elementwise and fused loops, reductions, pooling) of at most this many
+/// element visits (elements read or written, window taps counted) run as one task: such loops
+/// stream about one element per nanosecond on one core, so 64 Ki visits take tens of
+/// microseconds, several times the few microseconds of a fork-join through a thread pool.
+pub(super) const PARALLEL_MIN_VISITS: u64 = 1 << 16;
 
 /// The body of one task: `(cg, task function, the buffers, task index, task count)`.
 pub(super) type TaskBody<'b, 'a, 'ctx> = dyn Fn(&Cg<'a, 'ctx>, FunctionValue<'ctx>, &[PointerValue<'ctx>], IntValue<'ctx>, IntValue<'ctx>)
@@ -40,9 +48,50 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         flops: u64,
         body: &TaskBody<'_, 'a, 'ctx>,
     ) {
+        let body_fn = self.task_body(k, bufs, noalias, body);
+        self.call_tasks(k, body_fn, bufs, units, flops > PARALLEL_MIN_FLOPS);
+    }
+
+    /// Generates the body of kernel `k` (a loop nest: elementwise and fused loops, reductions,
+    /// pooling) once, with its outermost loop split between tasks (`core/outer_split.rs`), and
+    /// calls it: through the hook when the body split and `work` (element visits) exceeds
+    /// [`PARALLEL_MIN_VISITS`], else as one task. `generate` generates the body of the kernel it is
+    /// given, as for one thread.
+    pub(super) fn run_split(
+        &self,
+        k: &Kernel<'ctx>,
+        work: u64,
+        generate: &dyn Fn(&Cg<'a, 'ctx>, &Kernel<'ctx>),
+    ) {
+        let mut bufs = vec![k.out];
+        bufs.extend_from_slice(&k.args);
+        let units = std::cell::Cell::new(None);
+        let body_fn = self.task_body(k, &bufs, &k.noalias, &|cg, f, p, ti, nt| {
+            let kk = Kernel {
+                f,
+                out: p[0],
+                args: p[1..].to_vec(),
+                noalias: k.noalias.clone(),
+            };
+            cg.outer_split.arm(ti, nt);
+            generate(cg, &kk);
+            units.set(cg.outer_split.finish());
+        });
+        let units = units.get().unwrap_or(1);
+        self.call_tasks(k, body_fn, &bufs, units, work > PARALLEL_MIN_VISITS);
+    }
+
+    /// Emits `body` as the task body function of kernel `k`: `body(buffers..., ti, nt)`, with
+    /// the kernel's aliasing facts on its parameters.
+    fn task_body(
+        &self,
+        k: &Kernel<'ctx>,
+        bufs: &[PointerValue<'ctx>],
+        noalias: &[bool],
+        body: &TaskBody<'_, 'a, 'ctx>,
+    ) -> FunctionValue<'ctx> {
         let i64t = self.ctx.i64_type();
         let kname = k.f.get_name().to_str().unwrap_or("kernel").to_string();
-        // body(buffers..., ti, nt): the work, with the kernel's aliasing facts on its parameters.
         let mut params: Vec<BasicMetadataTypeEnum> =
             bufs.iter().map(|p| p.get_type().into()).collect();
         params.extend([BasicMetadataTypeEnum::from(i64t), i64t.into()]);
@@ -61,22 +110,35 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let caller = self.b.get_insert_block().unwrap();
         self.b
             .position_at_end(self.ctx.append_basic_block(body_fn, "entry"));
-        {
-            let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len() as u32)
-                .map(|i| body_fn.get_nth_param(i).unwrap().into_pointer_value())
-                .collect();
-            let ti = body_fn
-                .get_nth_param(bufs.len() as u32)
-                .unwrap()
-                .into_int_value();
-            let nt = body_fn
-                .get_nth_param(bufs.len() as u32 + 1)
-                .unwrap()
-                .into_int_value();
-            body(self, body_fn, &ptrs, ti, nt);
-            self.b.build_return(None).unwrap();
-        }
+        let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len() as u32)
+            .map(|i| body_fn.get_nth_param(i).unwrap().into_pointer_value())
+            .collect();
+        let ti = body_fn
+            .get_nth_param(bufs.len() as u32)
+            .unwrap()
+            .into_int_value();
+        let nt = body_fn
+            .get_nth_param(bufs.len() as u32 + 1)
+            .unwrap()
+            .into_int_value();
+        body(self, body_fn, &ptrs, ti, nt);
+        self.b.build_return(None).unwrap();
         self.b.position_at_end(caller);
+        body_fn
+    }
+
+    /// Calls `body_fn` from kernel `k`: as one task, or, when `parallel` and `units > 1`,
+    /// through the hook split into at most `units` tasks.
+    fn call_tasks(
+        &self,
+        k: &Kernel<'ctx>,
+        body_fn: FunctionValue<'ctx>,
+        bufs: &[PointerValue<'ctx>],
+        units: usize,
+        parallel: bool,
+    ) {
+        let i64t = self.ctx.i64_type();
+        let kname = k.f.get_name().to_str().unwrap_or("kernel").to_string();
         let call_body = |ptrs: &[PointerValue<'ctx>], ti: IntValue<'ctx>, nt: IntValue<'ctx>| {
             let mut args: Vec<inkwell::values::BasicMetadataValueEnum> =
                 ptrs.iter().map(|&p| p.into()).collect();
@@ -84,10 +146,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             args.push(nt.into());
             self.b.build_call(body_fn, &args, "").unwrap();
         };
-        if flops <= PARALLEL_MIN_FLOPS || units <= 1 {
+        if !parallel || units <= 1 {
             call_body(bufs, self.i64(0), self.i64(1));
             return;
         }
+        let caller = self.b.get_insert_block().unwrap();
         // task(ctx, i) with ctx = {buffers..., ntasks}: what the app's hook calls.
         let mut fields: Vec<inkwell::types::BasicTypeEnum> =
             bufs.iter().map(|p| p.get_type().into()).collect();
