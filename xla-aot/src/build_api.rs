@@ -3,8 +3,8 @@
 //! Contract: [`Build::compile`] writes `lib<name>.a`, `<name>.h`, `<name>.json` and the Rust
 //! bindings `<name>.rs` into `$OUT_DIR/xla-aot/<name>/`, and prints the `cargo:` lines that link the
 //! library and re-run the build script when the spec or a weight file changes. Outputs are cached
-//! by a content hash of the spec, the weights, the target and the compiler version: an unchanged
-//! model is not compiled again. A bad spec prints its positioned message and fails the build
+//! by a content hash of the spec, the weights, the target and the compiler (its version, and the
+//! build script binary it is linked into): an unchanged model is not compiled again. A bad spec prints its positioned message and fails the build
 //! without a panic backtrace. `XLA_AOT_DUMP_TO=DIR` dumps every stage under `DIR/<name>/`.
 //!
 //! Default target (from Cargo's `TARGET` and `CARGO_CFG_TARGET_FEATURE`):
@@ -220,9 +220,15 @@ impl Build {
             }
         }
 
-        // Cache key: compiler version, target, model name, and every input file's bytes.
+        // Cache key: compiler version and build, target, model name, and every input file's bytes.
         let mut key = 0xcbf2_9ce4_8422_2325u64;
         fnv1a(&mut key, env!("CARGO_PKG_VERSION").as_bytes());
+        // The build script embedding this compiler is relinked whenever the compiler changes
+        // (an unreleased version, a git dependency): its size and time tell builds apart where
+        // the version does not.
+        if let Some(m) = std::env::current_exe().ok().and_then(|e| e.metadata().ok()) {
+            fnv1a(&mut key, format!("{} {:?}", m.len(), m.modified().ok()).as_bytes());
+        }
         fnv1a(&mut key, format!("{target:?}").as_bytes());
         fnv1a(&mut key, name.as_bytes());
         fnv1a(&mut key, format!("{:?}", self.inputs).as_bytes());
