@@ -227,7 +227,10 @@ impl Build {
         // (an unreleased version, a git dependency): its size and time tell builds apart where
         // the version does not.
         if let Some(m) = std::env::current_exe().ok().and_then(|e| e.metadata().ok()) {
-            fnv1a(&mut key, format!("{} {:?}", m.len(), m.modified().ok()).as_bytes());
+            fnv1a(
+                &mut key,
+                format!("{} {:?}", m.len(), m.modified().ok()).as_bytes(),
+            );
         }
         fnv1a(&mut key, format!("{target:?}").as_bytes());
         fnv1a(&mut key, name.as_bytes());
