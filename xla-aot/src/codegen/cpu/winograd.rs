@@ -217,6 +217,37 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
+    /// `body(col, v)` for every vector of `n` channels starting at channel `col`: one loop over
+    /// the whole vectors (one copy of the code, whatever the channel count), then the remainder
+    /// as one narrower vector (`exact`) or as a whole vector of which only the remainder is
+    /// stored.
+    fn channel_vectors(
+        &self,
+        n: usize,
+        lanes: u32,
+        exact: bool,
+        body: &dyn Fn(&Self, IntValue<'ctx>, &VecCol),
+    ) {
+        let l = lanes as usize;
+        let whole = VecCol {
+            col: 0,
+            lanes,
+            store: lanes,
+        };
+        if n / l > 0 {
+            self.for_loop(n / l, &mut |cg, i| body(cg, cg.mul(i, l as u64), &whole));
+        }
+        let r = (n % l) as u32;
+        if r > 0 {
+            let v = VecCol {
+                col: 0,
+                lanes: if exact { r } else { lanes },
+                store: r,
+            };
+            body(self, self.i64((n / l * l) as u64), &v);
+        }
+    }
+
     /// Scratch pointers `V` and `M` of a task's kernel view.
     fn wino_scratch(
         &self,
@@ -291,27 +322,26 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 at.push(p.into_pointer_value());
             }
         }
-        for v in vectors(g.c, lanes, false) {
-            let col = self.i64(v.col as u64);
+        self.channel_vectors(g.c, lanes, true, &|cg, col, v| {
             // Bᵀ d column by column (each column's loads next to its use), then each row of
             // (Bᵀ d) times B, stored as soon as it is done.
             let cols: Vec<Vec<VectorValue<'ctx>>> = (0..a)
                 .map(|s| {
                     let d: Vec<VectorValue<'ctx>> = (0..a)
-                        .map(|r| self.vload(at[r * a + s], col, v.lanes))
+                        .map(|r| cg.vload(at[r * a + s], col, v.lanes))
                         .collect();
-                    self.transform_1d(&tr.bt, &d)
+                    cg.transform_1d(&tr.bt, &d)
                 })
                 .collect();
             for i in 0..a {
                 let row: Vec<VectorValue<'ctx>> = cols.iter().map(|column| column[i]).collect();
-                for (j, val) in self.transform_1d(&tr.bt, &row).into_iter().enumerate() {
+                for (j, val) in cg.transform_1d(&tr.bt, &row).into_iter().enumerate() {
                     let xi = ((i * a + j) * g.v_stride()) as u64;
-                    let off = self.add(self.i64(xi), self.add(self.mul(t, g.c as u64), col));
-                    self.vstore(vs, off, val);
+                    let off = cg.add(cg.i64(xi), cg.add(cg.mul(t, g.c as u64), col));
+                    cg.vstore(vs, off, val);
                 }
             }
-        }
+        });
     }
 
     /// Phase 2 for unit `u` = (position ξ, output panel p): `M[ξ][·][panel] = V[ξ] · U[ξ][panel]`.
@@ -420,15 +450,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 "",
             )
             .unwrap();
-        for v in vectors(g.o, lanes, true) {
+        self.channel_vectors(g.o, lanes, false, &|cg, col, v| {
             let mv: Vec<VectorValue<'ctx>> = (0..a * a)
                 .map(|k| {
-                    let row = self.add(self.mul(t, g.o_padded() as u64), self.i64(v.col as u64));
-                    let off = self.add(self.i64((k * g.m_stride()) as u64), row);
-                    self.vload(ms, off, v.lanes)
+                    let row = cg.add(cg.mul(t, g.o_padded() as u64), col);
+                    let off = cg.add(cg.i64((k * g.m_stride()) as u64), row);
+                    cg.vload(ms, off, v.lanes)
                 })
                 .collect();
-            let y = self.sandwich(&tr.at, &mv, a);
+            let y = cg.sandwich(&tr.at, &mv, a);
             let store = |cg: &Self, checked: bool| {
                 for i in 0..m {
                     for j in 0..m {
@@ -436,7 +466,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let owj = cg.add(ow0, cg.i64(j as u64));
                         let put = |cg: &Self| {
                             let mut val = y[i * m + j];
-                            let ch = cg.i64(v.col as u64);
+                            let ch = col;
                             if let Some(e) = epi {
                                 let role = |d: usize| match d {
                                     0 => TilePos::At(band.n),
@@ -444,7 +474,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     2 => TilePos::At(ohi),
                                     _ => TilePos::Row,
                                 };
-                                val = cg.apply_epilogue(e, tk, val, owj, ch, &v, &role);
+                                val = cg.apply_epilogue(e, tk, val, owj, ch, v, &role);
                             }
                             let off = cg.add(
                                 cg.add(img, cg.mul(ohi, ost[2])),
@@ -467,7 +497,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     }
                 }
             };
-            self.if_else(whole, &mut |cg| store(cg, false), &mut |cg| store(cg, true));
-        }
+            cg.if_else(whole, &mut |cg| store(cg, false), &mut |cg| store(cg, true));
+        });
     }
 }
