@@ -248,6 +248,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
+    /// Tile row and column (in the image) of tile `t` of the band.
+    fn tile_at(
+        &self,
+        g: &Geometry,
+        band: &Band<'ctx>,
+        t: IntValue<'ctx>,
+    ) -> (IntValue<'ctx>, IntValue<'ctx>) {
+        let w = self.i64(g.tiles_w as u64);
+        let row = self.b.build_int_unsigned_div(t, w, "").unwrap();
+        let col = self.b.build_int_unsigned_rem(t, w, "").unwrap();
+        (self.add(band.row0, row), col)
+    }
+
     /// Scratch pointers `V` and `M` of a task's kernel view.
     fn wino_scratch(
         &self,
@@ -277,16 +290,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let lanes = Tiles::for_target(self.target).lanes;
         let x = tk.args[xi];
         let (vs, _) = self.wino_scratch(tk, g);
-        let th = self.add(
-            band.row0,
-            self.b
-                .build_int_unsigned_div(t, self.i64(g.tiles_w as u64), "")
-                .unwrap(),
-        );
-        let tw = self
-            .b
-            .build_int_unsigned_rem(t, self.i64(g.tiles_w as u64), "")
-            .unwrap();
+        let (th, tw) = self.tile_at(g, band, t);
         // Input position of the window's first row and column (may be negative).
         let ih0 = self
             .b
@@ -424,16 +428,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let tr = Transforms::new(m);
         let lanes = Tiles::for_target(self.target).lanes;
         let (_, ms) = self.wino_scratch(tk, g);
-        let th = self.add(
-            band.row0,
-            self.b
-                .build_int_unsigned_div(t, self.i64(g.tiles_w as u64), "")
-                .unwrap(),
-        );
-        let tw = self
-            .b
-            .build_int_unsigned_rem(t, self.i64(g.tiles_w as u64), "")
-            .unwrap();
+        let (th, tw) = self.tile_at(g, band, t);
         let (oh0, ow0) = (self.mul(th, m as u64), self.mul(tw, m as u64));
         let img = self.mul(band.n, ost[0]);
         let lt = |x: IntValue<'ctx>, hi: usize| {
