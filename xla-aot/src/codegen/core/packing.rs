@@ -203,10 +203,6 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
             return None;
         }
         let (ls, rs) = (&e.inst(lhs).shape, &e.inst(rhs).shape);
-        let wino = |window: &Window, groups: usize| {
-            winograd::choose(window, groups, ls, rs, &out, cx.target)
-                .filter(|g| g.scratch_bytes() <= cx.scratch)
-        };
         let this = match &op {
             Op::Dot(d) => {
                 let g = geometry(d, ls, rs, &out)?;
@@ -217,15 +213,15 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
             }
             Op::Convolution {
                 window,
-                feature_group_count,
-            } if wino(window, *feature_group_count).is_some() => {
-                Packing::Winograd(wino(window, *feature_group_count).unwrap())
-            }
-            Op::Convolution {
-                window,
-                feature_group_count,
-            } if conv_packable(window, *feature_group_count, ls, rs, &out, t) => Packing::Conv {
-                groups: *feature_group_count,
+                feature_group_count: groups,
+            } => match winograd::choose(window, *groups, ls, rs, &out, cx.target)
+                .filter(|g| g.scratch_bytes() <= cx.scratch)
+            {
+                Some(g) => Packing::Winograd(g),
+                None if conv_packable(window, *groups, ls, rs, &out, t) => {
+                    Packing::Conv { groups: *groups }
+                }
+                None => return None,
             },
             _ => return None,
         };
