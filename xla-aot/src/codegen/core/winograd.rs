@@ -99,25 +99,29 @@ pub struct Transforms {
 
 impl Transforms {
     pub fn new(m: usize) -> Transforms {
-        let rows = |r: &[&[f64]]| r.iter().map(|x| x.to_vec()).collect::<Vec<_>>();
         match m {
             2 => Transforms {
                 m,
                 alpha: 4,
-                bt: rows(&BT2.iter().map(|r| &r[..]).collect::<Vec<_>>()),
-                g: rows(&G2.iter().map(|r| &r[..]).collect::<Vec<_>>()),
-                at: rows(&AT2.iter().map(|r| &r[..]).collect::<Vec<_>>()),
+                bt: rows(&BT2),
+                g: rows(&G2),
+                at: rows(&AT2),
             },
             4 => Transforms {
                 m,
                 alpha: 6,
-                bt: rows(&BT4.iter().map(|r| &r[..]).collect::<Vec<_>>()),
-                g: rows(&G4.iter().map(|r| &r[..]).collect::<Vec<_>>()),
-                at: rows(&AT4.iter().map(|r| &r[..]).collect::<Vec<_>>()),
+                bt: rows(&BT4),
+                g: rows(&G4),
+                at: rows(&AT4),
             },
             _ => panic!("F({m},3) is not provided; m is 2 or 4"),
         }
     }
+}
+
+/// A constant matrix as rows.
+fn rows<const N: usize>(m: &[[f64; N]]) -> Vec<Vec<f64>> {
+    m.iter().map(|r| r.to_vec()).collect()
 }
 
 /// `floats` rounded up to whole cache lines, and to an odd number of them: a tile's `α²` values
