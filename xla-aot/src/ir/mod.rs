@@ -3,7 +3,7 @@
 //! The IR knows no input format, no pass and no backend. Files, one concept each:
 //! `shape` (dtype, dims, layout), `literal` (constant data), `npy` (literals as `.npy` files), `inst` (opcodes, attributes and the
 //! computations instructions form), `module`, `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
-//! form), `verify` (invariants).
+//! form), `verify` (invariants), `shuffle` (the channel shuffle pattern).
 
 pub mod api;
 pub mod api_types;
@@ -18,6 +18,7 @@ pub mod parse;
 pub mod print;
 pub mod shape;
 pub mod shape_inference;
+pub mod shuffle;
 pub mod verify;
 
 pub use api_types::ApiTypes;

@@ -20,6 +20,7 @@
 
 use super::Pass;
 use super::rewrite::users;
+use crate::ir::shuffle::channel_shuffle_at;
 use crate::ir::{Layout, Module, Op};
 
 /// The layout-assignment pass.
@@ -170,38 +171,24 @@ fn channels_minor_chain(
 
 /// The end of a channel shuffle of `x` starting at its user `r`: `reshape` to
 /// `[N, g, C/g, H, W]`, `transpose` `{0,2,1,3,4}`, `reshape` back to `x`'s `[N, C, H, W]`
-/// (ShuffleNet's block). The result permutes `x`'s channels only, so it keeps `x`'s
-/// channels-minor layout (its kernel gathers along channels) and the depthwise convolution
-/// after it reads channels-minor data; the 5-D steps are computed inline.
+/// (ShuffleNet's block, `ir/shuffle.rs`), each step the only user of the one before. The result
+/// permutes `x`'s channels only, so it keeps `x`'s channels-minor layout (the CPU's fused loop
+/// reads it group by group) and the depthwise convolution after it reads channels-minor data;
+/// the 5-D steps are computed inline.
 fn channel_shuffle(
     c: &crate::ir::Computation,
     users_of: &[Vec<crate::ir::InstId>],
     x: usize,
     r: usize,
 ) -> Option<usize> {
-    let dims = &c.instructions[x].shape.dims;
-    let (ri, xd) = (&c.instructions[r], dims);
     let only_user = |i: usize| match users_of[i].as_slice() {
         [u] => Some(u.index()),
         _ => None,
     };
-    if ri.op != Op::Reshape
-        || xd.len() != 4
-        || ri.shape.rank() != 5
-        || ri.shape.dims[0] != xd[0]
-        || ri.shape.dims[1] * ri.shape.dims[2] != xd[1]
-        || ri.shape.dims[3..] != xd[2..]
-    {
-        return None;
-    }
-    let t = only_user(r)?;
-    if !matches!(&c.instructions[t].op, Op::Transpose { permutation } if permutation == &[0, 2, 1, 3, 4])
-    {
-        return None;
-    }
-    let back = only_user(t)?;
-    let bi = &c.instructions[back];
-    (bi.op == Op::Reshape && bi.shape.dims == *xd).then_some(back)
+    let back = only_user(only_user(r)?)?;
+    channel_shuffle_at(c, crate::ir::InstId(back as u32))
+        .is_some_and(|s| s.input.index() == x)
+        .then_some(back)
 }
 
 /// The rhs (free, contracting, batch) dims of `w` when every user reads it as the rhs of a dot

@@ -7,7 +7,7 @@
 //! micro-kernels (`conv.rs`) when `conv::choose` finds a path, reductions the register or
 //! scalar fast paths (`reduce.rs`) when their layouts allow; everything else, and what those
 //! refuse, takes the general loops (`loops.rs`, `core/ops.rs`); a loop fusion ending in a
-//! channel shuffle loops within groups ([`Shuffle`]). In an output fusion a chain of
+//! channel shuffle loops within groups (`fused_loop_shuffle`). In an output fusion a chain of
 //! per-channel or scalar steps is applied to the micro-kernel's accumulators before they are
 //! stored (`epilogue.rs`); otherwise the epilogue sweeps the output after the heavy op. Whether
 //! a weight is read packed is asked of the module's [`Packings`](crate::codegen::core::packing::Packings),
@@ -18,6 +18,7 @@ use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::layout::geometry;
 use crate::codegen::core::ops::At;
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
+use crate::ir::shuffle::{ChannelShuffle, channel_shuffle_at};
 use crate::ir::{Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window};
 use inkwell::module::Linkage;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
@@ -208,7 +209,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `j·G + g` is the shuffled value's channel `g·K + j`, computed in a loop over `j` with the
     /// `G` groups unrolled inside, so each group reads consecutive channels (vector loads) and
     /// the stores interleave (shuffles), where indexing through the 5-D reshape gathered.
-    fn fused_loop_shuffle(&self, k: &Kernel<'ctx>, comp: &Computation, s: &Shuffle) {
+    fn fused_loop_shuffle(&self, k: &Kernel<'ctx>, comp: &Computation, s: &ChannelShuffle) {
         let id = comp.outputs[0].value;
         let shape = &comp.inst(id).shape;
         self.loop_nest_outer(shape, &mut |cg, idx| {
@@ -399,41 +400,11 @@ fn loop_nest_visits(c: &Computation, inst: &Instruction) -> Option<u64> {
 
 /// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
 /// when a loop over it reads concatenations along that dimension.
-/// A channel shuffle at the root of a fused loop (ShuffleNet's block: `reshape` of `input`
-/// `[N, G·K, H, W]` to `[N, G, K, H, W]`, `transpose` `{0,2,1,3,4}`, `reshape` back), with the
-/// channels minor in the result.
-struct Shuffle {
-    input: InstId,
-    groups: usize,
-    per_group: usize,
-}
-
-fn channel_shuffle(comp: &Computation, id: InstId) -> Option<Shuffle> {
-    let root = comp.inst(id);
-    if root.op != Op::Reshape
-        || root.shape.rank() != 4
-        || root.shape.layout.minor_to_major.first() != Some(&1)
-    {
-        return None;
-    }
-    let t = comp.inst(root.operands[0]);
-    if !matches!(&t.op, Op::Transpose { permutation } if permutation == &[0, 2, 1, 3, 4]) {
-        return None;
-    }
-    let r = comp.inst(t.operands[0]);
-    let x = r.operands.first().copied()?;
-    let d = &r.shape.dims;
-    (r.op == Op::Reshape
-        && d.len() == 5
-        && comp.inst(x).shape.dims == root.shape.dims
-        && d[0] == root.shape.dims[0]
-        && d[1] * d[2] == root.shape.dims[1]
-        && d[3..] == root.shape.dims[2..])
-        .then(|| Shuffle {
-            input: x,
-            groups: d[1],
-            per_group: d[2],
-        })
+/// A channel shuffle at the root of a fused loop, with the channels minor in the result.
+fn channel_shuffle(comp: &Computation, id: InstId) -> Option<ChannelShuffle> {
+    (comp.inst(id).shape.layout.minor_to_major.first() == Some(&1))
+        .then(|| channel_shuffle_at(comp, id))
+        .flatten()
 }
 
 fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
