@@ -111,6 +111,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         0,
                         &epilogue::RegEpilogue { steps: vec![] },
                     ) => {}
+                Op::ReduceWindow { kind, window }
+                    if cg.pool_in_registers(
+                        k,
+                        *kind,
+                        window,
+                        &inst.shape,
+                        operand_shape(0),
+                        0,
+                        &epilogue::RegEpilogue { steps: vec![] },
+                    ) => {}
                 _ => {
                     let shapes: Vec<Shape> = inst
                         .operands
@@ -170,6 +180,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             param,
                             &chain,
                         ) {
+                            return;
+                        }
+                    }
+                }
+                if let Op::ReduceWindow { kind, window } = &root.op {
+                    if let Some((chain, param)) =
+                        epilogue::recognize_operand(comp, root.operands[0])
+                    {
+                        let xs = comp
+                            .instructions
+                            .iter()
+                            .find(|i| i.op == Op::Parameter { index: param })
+                            .map(|i| i.shape.clone())
+                            .expect("the chain ends at a parameter");
+                        if self.pool_in_registers(k, *kind, window, &root.shape, &xs, param, &chain)
+                        {
                             return;
                         }
                     }

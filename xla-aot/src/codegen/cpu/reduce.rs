@@ -33,6 +33,10 @@ const REDUCE_PARTIALS: usize = 8;
 /// Channel vectors reduced together: their running values stay in registers (4 of 16 or 32).
 const VECTORS_PER_PASS: usize = 4;
 
+/// Fewest channels [`Cg::pool_in_registers`] takes: below a quarter of an AVX-512 vector most
+/// of its lanes would be single-lane tails, and the scalar loops do as well.
+const MIN_POOL_CHANNELS: usize = 4;
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `out = reduce(kind, dims, chain(k.args[param]))`, `x` the argument's shape.
     #[allow(clippy::too_many_arguments)]
@@ -140,6 +144,111 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// `out = reduce-window(kind, window, chain(k.args[param]))` of channels-minor f32 data whose
+    /// channels are not windowed (max and average pooling of NHWC maps, with the producer's
+    /// per-channel chain: bias, ReLU): per output pixel and group of `VECTORS_PER_PASS` channel
+    /// vectors, the running values stay in registers over the window's taps (in window order,
+    /// taps in the padding skipped, as [`Cg::reduce_window`]'s loops combine them), and each output
+    /// vector is stored once. Returns `false` (emitting nothing) when the shapes do not fit.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn pool_in_registers(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: ReduceKind,
+        window: &Window,
+        out: &Shape,
+        x: &Shape,
+        param: usize,
+        chain: &RegEpilogue,
+    ) -> bool {
+        let Some(&m) = out.layout.minor_to_major.first() else {
+            return false;
+        };
+        if x.dtype != DType::F32
+            || out.dtype != DType::F32
+            || x.layout.minor_to_major.first() != Some(&m)
+            || x.dims[m] != out.dims[m]
+            || x.dims[m] < MIN_POOL_CHANNELS
+            || window.size[m] != 1
+            || window.stride[m] != 1
+            || window.pad_low[m] != 0
+            || window.pad_high[m] != 0
+            || window.dilation[m] != 1
+        {
+            return false;
+        }
+        let t = Tiles::for_target(self.target);
+        let vecs = vectors(x.dims[m], t.lanes, false);
+        let combine = |cg: &Self, a: VectorValue<'ctx>, b: VectorValue<'ctx>| match kind {
+            ReduceKind::Add => cg.b.build_float_add(a, b, "").unwrap(),
+            ReduceKind::Max => cg.vfmax(a, b, true),
+            ReduceKind::Min => cg.vfmax(a, b, false),
+        };
+        self.loop_nest_outer(out, &mut |cg, oidx| {
+            let oidx = oidx.clone();
+            for group in vecs.chunks(VECTORS_PER_PASS) {
+                let accs: Vec<_> = group
+                    .iter()
+                    .map(|v| {
+                        let p = cg.slot(k.f, cg.vec_ty(v.lanes).into());
+                        cg.b.build_store(p, cg.splat(cg.identity(kind), v.lanes))
+                            .unwrap();
+                        p
+                    })
+                    .collect();
+                cg.loop_nest(&window.size, &mut |cg, tidx| {
+                    let mut valid = cg.ctx.bool_type().const_int(1, false);
+                    let mut pos = Vec::with_capacity(x.rank());
+                    for d in 0..x.rank() {
+                        let p = cg.window_pos(oidx[d], tidx[d], window, d);
+                        if d != m {
+                            valid =
+                                cg.b.build_and(valid, cg.in_range(p, x.dims[d]), "")
+                                    .unwrap();
+                        }
+                        pos.push(p);
+                    }
+                    cg.if_then(valid, &mut |cg| {
+                        for (v, &acc) in group.iter().zip(&accs) {
+                            let mut ipos = pos.clone();
+                            ipos[m] = cg.i64(v.col as u64);
+                            let off = cg.offset(&ipos, x);
+                            let mut val = cg.vload(k.args[param], off, v.lanes);
+                            if !chain.steps.is_empty() {
+                                let role = |d: usize| {
+                                    if d == m {
+                                        TilePos::Col
+                                    } else {
+                                        TilePos::At(ipos[d])
+                                    }
+                                };
+                                val = cg.apply_epilogue(
+                                    chain,
+                                    k,
+                                    val,
+                                    cg.i64(0),
+                                    cg.i64(v.col as u64),
+                                    v,
+                                    &role,
+                                );
+                            }
+                            let old = cg.b.build_load(acc, "").unwrap().into_vector_value();
+                            cg.b.build_store(acc, combine(cg, old, val)).unwrap();
+                        }
+                    });
+                });
+                for (v, &acc) in group.iter().zip(&accs) {
+                    let mut idx = oidx.clone();
+                    idx[m] = cg.i64(v.col as u64);
+                    let off = cg.offset(&idx, out);
+                    let val = cg.b.build_load(acc, "").unwrap().into_vector_value();
+                    cg.store_lanes(k.out, off, val, v.store);
+                }
+            }
+        });
+        true
+    }
+
     /// `reduce` on a CPU: the fastest loop order its layout allows.
     pub(super) fn reduce(
         &self,
