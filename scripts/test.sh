@@ -13,8 +13,9 @@
 #     onnx (the ONNX backend node tests, written to target/onnx-node) and onnxruntime (the
 #     reference outputs of onnx's nine light models, written to target/onnx-light);
 # and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR, XLA_AOT_ONNX_LIGHT_DIR,
-# XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py) and XLA_AOT_ONNX_CONTRIB_DIR
-# (scripts/onnx_contrib.py), which make those tests mandatory.
+# XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py), XLA_AOT_ONNX_CONTRIB_DIR
+# (scripts/onnx_contrib.py) and XLA_AOT_ONNX_QUANT_DIR (scripts/onnx_quantized.py), which make
+# those tests mandatory.
 # `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
 # tools are missing then fail and say which tool).
 set -euo pipefail
@@ -119,6 +120,16 @@ if [ -x .venv/bin/python ]; then
       echo "$want" >"$contrib/.stamp"
     fi
     export XLA_AOT_ONNX_CONTRIB_DIR="${XLA_AOT_ONNX_CONTRIB_DIR:-$PWD/$contrib}"
+    # The light squeezenet and shufflenet quantized by onnxruntime's quantizer, and a dynamically
+    # quantized MLP (about 10 s).
+    quant=target/onnx-quantized
+    want="onnx $version onnxruntime $ort $(sha1sum scripts/onnx_quantized.py scripts/onnx_light_models.py | cut -d' ' -f1 | tr '\n' ' ')"
+    if [ "$(cat "$quant/.stamp" 2>/dev/null)" != "$want" ]; then
+      say "writing quantized ONNX models and onnxruntime $ort's outputs to $quant"
+      .venv/bin/python scripts/onnx_quantized.py --light "$light" --out "$quant" >/dev/null 2>&1
+      echo "$want" >"$quant/.stamp"
+    fi
+    export XLA_AOT_ONNX_QUANT_DIR="${XLA_AOT_ONNX_QUANT_DIR:-$PWD/$quant}"
   fi
 fi
 

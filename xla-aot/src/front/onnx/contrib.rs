@@ -72,6 +72,18 @@ pub const SUPPORTED_CONTRIB_OPS: &[&str] = &[
     "SimplifiedLayerNormalization",
     "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization",
+    // QOperator ops of onnxruntime's quantizer (`quant.rs`).
+    "DequantizeLinear",
+    "QGemm",
+    "QLinearAdd",
+    "QLinearAveragePool",
+    "QLinearConcat",
+    "QLinearGlobalAveragePool",
+    "QLinearLeakyRelu",
+    "QLinearMul",
+    "QLinearSigmoid",
+    "QLinearSoftmax",
+    "QuantizeLinear",
 ];
 
 impl Importer {
@@ -158,6 +170,17 @@ impl Importer {
                 self.via(cx, &mut rw, to, &ins, n, attrs)
             }
             "FusedConv" => self.fused_conv(cx, &mut rw),
+            "QuantizeLinear"
+            | "DequantizeLinear"
+            | "QLinearAdd"
+            | "QLinearMul"
+            | "QLinearConcat"
+            | "QLinearGlobalAveragePool"
+            | "QLinearAveragePool"
+            | "QLinearSoftmax"
+            | "QLinearSigmoid"
+            | "QLinearLeakyRelu"
+            | "QGemm" => self.qcontrib(cx, &mut rw),
             "Attention" => self.ms_attention(cx, &mut rw),
             "MultiHeadAttention" => self.ms_multi_head_attention(cx, &mut rw),
             "EmbedLayerNormalization" => self.embed_layer_norm(cx, &mut rw),

@@ -129,6 +129,15 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Upsample",
     "Where",
     "Xor",
+    // Quantized models (`quant.rs`).
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "MatMulInteger",
+    "ConvInteger",
+    "DynamicQuantizeLinear",
+    "Round",
 ];
 
 impl Importer {
@@ -226,6 +235,14 @@ impl Importer {
             "LSTM" => self.recurrent(cx, super::rnn::Cell::Lstm),
             "GRU" => self.recurrent(cx, super::rnn::Cell::Gru),
             "RNN" => self.recurrent(cx, super::rnn::Cell::Rnn),
+            "QuantizeLinear" => self.quantize_linear(cx),
+            "DequantizeLinear" => self.dequantize_linear(cx),
+            "QLinearConv"
+            | "QLinearMatMul"
+            | "MatMulInteger"
+            | "ConvInteger"
+            | "DynamicQuantizeLinear" => self.qoperator(cx),
+            "Round" => self.round_op(cx),
             other => {
                 let hint = nearest(other, SUPPORTED_OPS.iter().copied())
                     .map(|s| format!("did you mean `{s}`? "))

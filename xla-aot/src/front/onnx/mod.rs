@@ -37,6 +37,8 @@ mod loops;
 mod nn;
 mod norms;
 pub mod proto;
+mod qdq;
+mod quant;
 mod reduce;
 mod resize;
 mod rewrite;
@@ -281,7 +283,14 @@ pub fn import_with(
         );
     }
 
-    lower_nodes(&mut imp, path, &graph.node, opset)?;
+    // QDQ groups onnxruntime runs as integer kernels lower as those kernels (`qdq.rs`).
+    let fused = qdq::fuse(graph);
+    lower_nodes(
+        &mut imp,
+        path,
+        fused.as_deref().unwrap_or(&graph.node),
+        opset,
+    )?;
 
     if graph.output.is_empty() {
         return Err(model_error(path, "the graph has no outputs".into()));

@@ -16,7 +16,7 @@ use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use crate::front::decompose::{self, CountOrder, DEFAULT_EPSILON, Moments};
 use crate::ir::shape::dims_str;
-use crate::ir::{BinaryOp, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
+use crate::ir::{BinaryOp, DType, DotDims, InstId, Op, ReduceKind, UnaryOp, Window};
 
 /// Spatial padding of a conv or pool: explicit `pads` or `auto_pad`, per spatial dim.
 struct Padding {
@@ -687,7 +687,23 @@ impl Importer {
 
     pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
         cx.arity(1, 1)?;
-        let (x, xd) = self.spatial_input(cx)?;
+        // onnxruntime's QOperator models max-pool 8-bit quantized tensors directly: exact in f32.
+        let ty = super::context::ty_of(&self.input(cx, 0)?);
+        let quantized = max && matches!(ty, dt::INT8 | dt::UINT8);
+        let (x, xd) = if quantized {
+            let (q, _) = self.rt(cx, 0)?;
+            let x = self.convert(cx, q, DType::F32)?;
+            let xd = self.dims(x);
+            if xd.len() < 3 {
+                return Err(cx.err(format!(
+                    "input {} must be [N, C, spatial...]",
+                    dims_str(&xd)
+                )));
+            }
+            (x, xd)
+        } else {
+            self.spatial_input(cx)?
+        };
         let n = xd.len() - 2;
         if cx.attr_i_or("storage_order", 0)? != 0 {
             return Err(cx.attr_err("storage_order", "only 0 (row-major) is supported"));
@@ -709,6 +725,10 @@ impl Importer {
                 },
                 &[x],
             )?;
+            if quantized {
+                let q = self.convert(cx, r, DType::I32)?;
+                return Ok(rt(q, ty));
+            }
             return Ok(rt(r, dt::FLOAT));
         }
         let include = cx.attr_i_or("count_include_pad", 0)? != 0;

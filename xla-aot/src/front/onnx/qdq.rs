@@ -1,0 +1,191 @@
+//! QDQ → QOperator: the node groups of a QDQ model that onnxruntime runs as one integer kernel
+//! (`DequantizeLinear` of the input and of constant weights → `Conv` / `MatMul` → its only
+//! consumer a `QuantizeLinear`) become one `QLinearConv` / `QLinearMatMul` node before lowering,
+//! so they compute as onnxruntime's integer kernels do (`quant.rs`' exact path) instead of
+//! dequantized f32 math whose roundings can land a step away.
+//!
+//! Contract: a group is fused only when the result is the same computation up to rounding: the
+//! weights, every scale and zero point are initializers, the input and output scales are
+//! per tensor, the weight scale per tensor or per output channel (axis 0 of a convolution's
+//! weights, the last axis of a product's), a bias is the int32 dequantization whose scale is
+//! `x_scale · w_scale` (what the quantizer writes), and the float result feeds nothing but the
+//! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
+//! the node list (every input it reads is defined by then) and the product node is dropped; the
+//! `DequantizeLinear` nodes stay (other consumers may read them; unused ones are dead code).
+
+use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type as at};
+use super::tensor::ConstTensor;
+use std::collections::{HashMap, HashSet};
+
+/// The graph's nodes with the fusible QDQ groups fused (a copy only when one is).
+pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
+    let inits: HashMap<&str, &TensorProto> = graph
+        .initializer
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let producer: HashMap<&str, usize> = graph
+        .node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+        .collect();
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for n in &graph.node {
+        for i in &n.input {
+            *uses.entry(i.as_str()).or_default() += 1;
+        }
+    }
+    let outputs: HashSet<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
+    let consumer: HashMap<&str, usize> = graph
+        .node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.input.iter().map(move |s| (s.as_str(), i)))
+        .collect();
+
+    let is_init = |name: &str| name.is_empty() || inits.contains_key(name);
+    let count = |name: &str| -> Option<usize> {
+        let t = inits.get(name)?;
+        Some(t.dims.iter().product::<i64>().max(1) as usize)
+    };
+    let values = |name: &str| -> Option<Vec<f64>> {
+        ConstTensor::from_proto(inits.get(name)?)
+            .ok()
+            .map(|c| c.as_f64())
+    };
+    // A DequantizeLinear producing `name`, with its inputs and axis.
+    let dq = |name: &str| -> Option<(&NodeProto, i64)> {
+        let n = &graph.node[*producer.get(name)?];
+        let is_dq = n.op_type == "DequantizeLinear"
+            && (n.domain.is_empty() || n.domain == "com.microsoft")
+            && n.input.len() >= 2;
+        is_dq.then(|| (n, int_attr(n, "axis").unwrap_or(1)))
+    };
+    let mut fused: HashMap<usize, NodeProto> = HashMap::new();
+    let mut dropped: HashSet<usize> = HashSet::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        let conv = match n.op_type.as_str() {
+            "Conv" if n.domain.is_empty() && (2..=3).contains(&n.input.len()) => true,
+            "MatMul" if n.domain.is_empty() && n.input.len() == 2 => false,
+            _ => continue,
+        };
+        let Some(out) = n.output.first().map(String::as_str) else {
+            continue;
+        };
+        if outputs.contains(out) || uses.get(out) != Some(&1) {
+            continue;
+        }
+        let Some(&qi) = consumer.get(out) else {
+            continue;
+        };
+        let q = &graph.node[qi];
+        let q_ok = q.op_type == "QuantizeLinear"
+            && (q.domain.is_empty() || q.domain == "com.microsoft")
+            && q.input.first().map(String::as_str) == Some(out)
+            && q.input.len() == 3
+            && is_init(&q.input[1])
+            && is_init(&q.input[2])
+            && count(&q.input[1]) == Some(1)
+            && int_attr(q, "block_size").unwrap_or(0) == 0;
+        let (Some((dx, _)), Some((dw, w_axis))) = (dq(&n.input[0]), dq(&n.input[1])) else {
+            continue;
+        };
+        let x_ok = dx.input[1..].iter().all(|s| is_init(s))
+            && count(&dx.input[1]) == Some(1)
+            && dx
+                .input
+                .get(2)
+                .is_none_or(|z| z.is_empty() || count(z) == Some(1));
+        let w_rank = inits.get(dw.input[0].as_str()).map(|t| t.dims.len() as i64);
+        let w_axis_ok = match (w_rank, count(&dw.input[1])) {
+            (Some(_), Some(1)) => true,
+            (Some(r), Some(_)) => {
+                let a = if w_axis < 0 { w_axis + r } else { w_axis };
+                a == if conv { 0 } else { r - 1 }
+            }
+            _ => false,
+        };
+        let w_ok = dw.input.iter().all(|s| is_init(s)) && w_axis_ok;
+        if !(q_ok && x_ok && w_ok && int_attr(dw, "block_size").unwrap_or(0) == 0) {
+            continue;
+        }
+        let zero = |node: &NodeProto| node.input.get(2).cloned().unwrap_or_default();
+        let mut inputs = vec![
+            dx.input[0].clone(),
+            dx.input[1].clone(),
+            zero(dx),
+            dw.input[0].clone(),
+            dw.input[1].clone(),
+            zero(dw),
+            q.input[1].clone(),
+            q.input[2].clone(),
+        ];
+        if conv && n.input.len() == 3 && !n.input[2].is_empty() {
+            // The bias must be the int32 dequantization at scale x_scale · w_scale.
+            let Some((db, _)) = dq(&n.input[2]) else {
+                continue;
+            };
+            let (Some(xs), Some(ws), Some(bs)) = (
+                values(&dx.input[1]),
+                values(&dw.input[1]),
+                values(&db.input[1]),
+            ) else {
+                continue;
+            };
+            let same = bs.len() == ws.len()
+                && bs
+                    .iter()
+                    .zip(&ws)
+                    .all(|(&b, &w)| b as f32 == xs[0] as f32 * w as f32);
+            let b_zero = db.input.get(2).is_none_or(|z| {
+                z.is_empty() || values(z).is_some_and(|v| v.iter().all(|&x| x == 0.0))
+            });
+            let int32 = inits
+                .get(db.input[0].as_str())
+                .is_some_and(|t| t.data_type == super::proto::data_type::INT32);
+            if !(same && b_zero && int32) {
+                continue;
+            }
+            inputs.push(db.input[0].clone());
+        }
+        let node = NodeProto {
+            input: inputs,
+            output: q.output.clone(),
+            name: if n.name.is_empty() {
+                q.name.clone()
+            } else {
+                n.name.clone()
+            },
+            op_type: if conv { "QLinearConv" } else { "QLinearMatMul" }.into(),
+            domain: String::new(),
+            attribute: if conv {
+                n.attribute.clone()
+            } else {
+                Vec::new()
+            },
+        };
+        fused.insert(qi, node);
+        dropped.insert(i);
+    }
+    if fused.is_empty() {
+        return None;
+    }
+    Some(
+        graph
+            .node
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !dropped.contains(i))
+            .map(|(i, n)| fused.remove(&i).unwrap_or_else(|| n.clone()))
+            .collect(),
+    )
+}
+
+/// An integer attribute's value.
+fn int_attr(n: &NodeProto, name: &str) -> Option<i64> {
+    n.attribute
+        .iter()
+        .find(|a: &&AttributeProto| a.name == name && a.r#type == at::INT)
+        .map(|a| a.i)
+}
