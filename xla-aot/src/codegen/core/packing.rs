@@ -184,6 +184,22 @@ fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
     }
 }
 
+/// Whether a constant holds only integers (below 2^24, so f32 sums of their products with
+/// integer data are exact): the shifted weights of a quantized model's integer path
+/// (`front/onnx/quant.rs`), which must not take Winograd, whose transforms' fractions round.
+fn integer_valued(inst: &crate::ir::Instruction) -> bool {
+    let Op::Constant(lit) = &inst.op else {
+        return false;
+    };
+    let Some(bytes) = lit.bytes() else {
+        return false;
+    };
+    bytes.chunks_exact(4).all(|b| {
+        let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        v.fract() == 0.0 && v.abs() < 16_777_216.0
+    })
+}
+
 /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
 /// convolution that reads it packed, all the same way.
 fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
@@ -215,7 +231,7 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
                 window,
                 feature_group_count: groups,
             } => match winograd::choose(window, *groups, ls, rs, &out, cx.target)
-                .filter(|g| g.scratch_bytes() <= cx.scratch)
+                .filter(|g| g.scratch_bytes() <= cx.scratch && !integer_valued(e.inst(c)))
             {
                 Some(g) => Packing::Winograd(g),
                 None if conv_packable(window, *groups, ls, rs, &out, t) => {
