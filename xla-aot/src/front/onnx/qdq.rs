@@ -14,10 +14,25 @@
 //! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
 //! the node list (every input it reads is defined by then) and the product node is dropped; the
 //! `DequantizeLinear` nodes stay (other consumers may read them; unused ones are dead code).
+//! Likewise a value-moving op ([`MOVES`]) between dequantizations and one requantization, all at
+//! one per-tensor scale and zero point of one type, runs on the quantized integers instead (the
+//! same values: a dequantize/quantize round trip at one scale is exact).
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type as at};
 use super::tensor::ConstTensor;
 use std::collections::{HashMap, HashSet};
+
+/// Ops that only move values: between a DequantizeLinear and a QuantizeLinear with one scale and
+/// zero point they run on the quantized integers (MaxPool picks one of them; none computes).
+const MOVES: &[&str] = &[
+    "Concat",
+    "MaxPool",
+    "Reshape",
+    "Transpose",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+];
 
 /// The graph's nodes with the fusible QDQ groups fused (a copy only when one is).
 pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
@@ -178,6 +193,64 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
                 Vec::new()
             },
         };
+        fused.insert(qi, node);
+        dropped.insert(i);
+    }
+    // Data movement between a dequantization and a requantization at the same scale and zero
+    // point moves the quantized integers themselves (onnxruntime drops such Q/DQ pairs too).
+    for (i, n) in graph.node.iter().enumerate() {
+        if !n.domain.is_empty() || !MOVES.contains(&n.op_type.as_str()) || dropped.contains(&i) {
+            continue;
+        }
+        let Some(out) = n.output.first().map(String::as_str) else {
+            continue;
+        };
+        if n.output.len() != 1 || outputs.contains(out) || uses.get(out) != Some(&1) {
+            continue;
+        }
+        let Some(&qi) = consumer.get(out) else {
+            continue;
+        };
+        let q = &graph.node[qi];
+        if q.op_type != "QuantizeLinear" || q.input.len() != 3 || fused.contains_key(&qi) {
+            continue;
+        }
+        let key = |s: &str, z: &str| -> Option<(Vec<u64>, Vec<u64>, i32)> {
+            let zt = inits.get(z)?;
+            let sv = values(s)?;
+            let zv = values(z)?;
+            (sv.len() == 1 && zv.len() == 1).then(|| {
+                (
+                    sv.iter().map(|v| v.to_bits()).collect(),
+                    zv.iter().map(|v| v.to_bits()).collect(),
+                    zt.data_type,
+                )
+            })
+        };
+        let Some(want) = key(&q.input[1], &q.input[2]) else {
+            continue;
+        };
+        // The data inputs (Concat: all; the others: input 0) must all be such dequantizations.
+        let data = if n.op_type == "Concat" {
+            n.input.len()
+        } else {
+            1
+        };
+        let mut ins = n.input.clone();
+        let ok = (0..data).all(|j| {
+            dq(&n.input[j]).is_some_and(|(d, _)| {
+                d.input.len() == 3 && key(&d.input[1], &d.input[2]).as_ref() == Some(&want) && {
+                    ins[j] = d.input[0].clone();
+                    true
+                }
+            })
+        });
+        if !ok {
+            continue;
+        }
+        let mut node = n.clone();
+        node.input = ins;
+        node.output = q.output.clone();
         fused.insert(qi, node);
         dropped.insert(i);
     }

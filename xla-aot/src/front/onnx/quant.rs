@@ -26,6 +26,10 @@ use std::sync::Arc;
 /// is 1).
 const ROUND_MAGIC: f32 = 8_388_608.0;
 
+/// 1.5·2^23: `(c + 1.5·2^23) − 1.5·2^23` rounds any `|c| < 2^22` half to even in two f32 adds
+/// (the sum lies in [2^23, 2^24), where f32 values are spaced 1), reading `c` once.
+const ROUND_SHIFT: f32 = 12_582_912.0;
+
 /// The integer range of a quantized ONNX type, if we hold it.
 fn q_range(ty: i32) -> Option<(f64, f64)> {
     match ty {
@@ -124,18 +128,53 @@ impl Importer {
         let x = self.convert(cx, x, DType::F32)?;
         let s = self.q_operand(cx, 1, dims, ax)?;
         let t = self.bin(cx, BinaryOp::Divide, x, s)?;
-        let r = self.round_even(cx, t)?;
-        let r = if cx.has_input(2) {
-            let z = self.q_operand(cx, 2, dims, ax)?;
-            self.bin(cx, BinaryOp::Add, r, z)?
+        let z = if cx.has_input(2) {
+            Some(self.q_operand(cx, 2, dims, ax)?)
         } else {
-            r
+            None
         };
-        let lo = self.b.scalar("constant", lo as f32);
-        let hi = self.b.scalar("constant", hi as f32);
-        let y = self.add(cx, Op::Clamp, &[lo, r, hi])?;
+        let y = self.saturate_round(cx, t, z, lo, hi)?;
         let q = self.convert(cx, y, DType::I32)?;
         Ok(rt(q, out_ty))
+    }
+
+    /// `clamp(t, lo − z, hi − z)` rounded half to even, plus `z` (the zero point, f32 of `t`'s
+    /// dims; none is 0): `saturate(round(t) + z)` in the order `MlasQuantizeLinear` and
+    /// `MlasRequantizeOutput` use. The clamped value lies within 2^22 of zero, so adding and
+    /// subtracting 1.5·2^23 rounds it (the sum lies in [2^23, 2^24), spaced 1) and `t` is read
+    /// once: chained quantizations fused into one loop stay linear in size (the general
+    /// [`Self::round_even`] reads its input three times).
+    fn saturate_round(
+        &mut self,
+        cx: &Ctx,
+        t: InstId,
+        z: Option<InstId>,
+        lo: f64,
+        hi: f64,
+    ) -> R<InstId> {
+        let d = self.dims(t);
+        let (lo_b, hi_b) = match z {
+            None => (
+                self.b.scalar("constant", lo as f32),
+                self.b.scalar("constant", hi as f32),
+            ),
+            Some(z) => {
+                let l = self.splat(cx, lo as f32, &d)?;
+                let h = self.splat(cx, hi as f32, &d)?;
+                (
+                    self.bin(cx, BinaryOp::Subtract, l, z)?,
+                    self.bin(cx, BinaryOp::Subtract, h, z)?,
+                )
+            }
+        };
+        let c = self.add(cx, Op::Clamp, &[lo_b, t, hi_b])?;
+        let k = self.splat(cx, ROUND_SHIFT, &d)?;
+        let up = self.bin(cx, BinaryOp::Add, c, k)?;
+        let r = self.bin(cx, BinaryOp::Subtract, up, k)?;
+        match z {
+            None => Ok(r),
+            Some(z) => self.bin(cx, BinaryOp::Add, r, z),
+        }
     }
 
     /// `DequantizeLinear(x, x_scale, x_zero_point?)`: attributes `axis`, `block_size`.
@@ -653,7 +692,6 @@ impl Importer {
             self.bcast(cx, mc, vec![axis], dims.clone())?
         };
         let t = self.bin(cx, BinaryOp::Multiply, y, mb)?;
-        let r = self.round_even(cx, t)?;
         let zp = self.input(cx, 7)?;
         let out_ty = ty_of(&zp);
         let (lo, hi) = self.q_type(cx, out_ty)?;
@@ -662,10 +700,7 @@ impl Importer {
             _ => return Err(cx.err("input 7 (y_zero_point) must be a scalar constant")),
         };
         let z = self.splat(cx, zv, &dims)?;
-        let r = self.bin(cx, BinaryOp::Add, r, z)?;
-        let lo = self.b.scalar("constant", lo as f32);
-        let hi = self.b.scalar("constant", hi as f32);
-        let y = self.add(cx, Op::Clamp, &[lo, r, hi])?;
+        let y = self.saturate_round(cx, t, Some(z), lo, hi)?;
         let q = self.convert(cx, y, DType::I32)?;
         Ok(rt(q, out_ty))
     }
