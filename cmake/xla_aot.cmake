@@ -6,13 +6,15 @@
 #
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
-#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...])
+#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
 #   target uses dlopen). NAME defaults to the spec's `name:`. INPUT_SHAPES, DIMS and FREEZE fix an
 #   imported graph's input shapes, symbolic dims and constant inputs at build time (the CLI's
 #   --input-shape, --dim and --freeze; a frozen .npy file is a dependency of the build).
+#   NO_WINOGRAD keeps stride-1 3×3 convolutions direct (the CLI's --no-winograd: results then
+#   match the reference interpreter to rounding; see docs/performance.md).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -28,7 +30,7 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  cmake_parse_arguments(ARG "NO_WINOGRAD" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
     message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
   endif()
@@ -92,6 +94,9 @@ function(xla_aot_add_model target)
   foreach(d IN LISTS ARG_DIMS)
     list(APPEND compile_args --dim "${d}")
   endforeach()
+  if(ARG_NO_WINOGRAD)
+    list(APPEND compile_args --no-winograd)
+  endif()
   foreach(f IN LISTS ARG_FREEZE)
     # A .npy path is relative to the calling CMakeLists.txt, like SPEC.
     if(f MATCHES "^([^=]+)=(.*\\.npy)$")

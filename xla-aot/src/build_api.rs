@@ -56,6 +56,7 @@ pub struct Build {
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
     inputs: InputOverrides,
+    no_winograd: bool,
 }
 
 /// FNV-1a, 64-bit: a dependency-free content hash for the cache key. A collision would skip a
@@ -77,6 +78,7 @@ impl Build {
             out_dir: None,
             cargo_metadata: true,
             inputs: InputOverrides::default(),
+            no_winograd: false,
         }
     }
 
@@ -118,6 +120,13 @@ impl Build {
     /// Compiles for this xla-aot target (a name or a target file) instead of the Cargo target's.
     pub fn target(&mut self, target: &str) -> &mut Build {
         self.target = Some(target.to_string());
+        self
+    }
+
+    /// Keeps stride-1 3×3 convolutions direct instead of Winograd `F(m,3)` (the CLI's
+    /// `--no-winograd`; results then match the reference interpreter to rounding).
+    pub fn no_winograd(&mut self, on: bool) -> &mut Build {
+        self.no_winograd = on;
         self
     }
 
@@ -235,6 +244,7 @@ impl Build {
         fnv1a(&mut key, format!("{target:?}").as_bytes());
         fnv1a(&mut key, name.as_bytes());
         fnv1a(&mut key, format!("{:?}", self.inputs).as_bytes());
+        fnv1a(&mut key, &[self.no_winograd as u8]);
         for f in inputs.iter().filter(|f| f.is_file()) {
             fnv1a(&mut key, f.to_string_lossy().as_bytes());
             let bytes = std::fs::read(f).map_err(|e| {
@@ -273,6 +283,7 @@ impl Build {
             keep_stages: dump_to.is_some(),
             // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).
             progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
+            no_winograd: self.no_winograd,
             ..CompileOptions::default()
         };
         let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;

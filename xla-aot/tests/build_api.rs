@@ -52,6 +52,19 @@ fn outputs_bindings_and_cache() {
     std::fs::write(&w, bytes).unwrap();
     assert!(build().compiled);
     assert!(!build().compiled);
+    // Keeping convolutions direct is another key.
+    let direct = || {
+        Build::new(src.join("model.yaml"))
+            .target("x86_64-avx2")
+            .no_winograd(true)
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile("net")
+            .unwrap()
+    };
+    assert!(direct().compiled);
+    assert!(!direct().compiled);
+    assert!(build().compiled);
     // Another target is another key.
     let other = Build::new(src.join("model.yaml"))
         .target("aarch64-neon")
