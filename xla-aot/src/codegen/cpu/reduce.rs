@@ -19,12 +19,12 @@
 
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
-use super::vector::vectors;
+use super::vector::{VecCol, vectors};
 use crate::codegen::core::ops::At;
 use crate::codegen::core::packing::Tiles;
 use crate::codegen::core::{Ix, Kernel};
 use crate::ir::{DType, ReduceKind, Shape, Window};
-use inkwell::values::{FloatValue, IntValue, PointerValue, VectorValue};
+use inkwell::values::{FloatValue, IntValue, PointerValue};
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
 /// two pipes of current x86-64 and Arm cores. A power of two (combined by a balanced tree).
@@ -74,24 +74,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .filter(|d| *d != m && !dims.contains(d))
             .collect();
         let inner: Vec<usize> = phys.iter().copied().filter(|d| dims.contains(d)).collect();
-        let combine = |cg: &Self, a: VectorValue<'ctx>, b: VectorValue<'ctx>| match kind {
-            ReduceKind::Add => cg.b.build_float_add(a, b, "").unwrap(),
-            ReduceKind::Max => cg.vfmax(a, b, true),
-            ReduceKind::Min => cg.vfmax(a, b, false),
-        };
         let outer_sizes: Vec<usize> = outer.iter().map(|&d| x.dims[d]).collect();
         let inner_sizes: Vec<usize> = inner.iter().map(|&d| x.dims[d]).collect();
         self.loop_nest(&outer_sizes, &mut |cg, o| {
             for group in vecs.chunks(VECTORS_PER_PASS) {
-                let accs: Vec<_> = group
-                    .iter()
-                    .map(|v| {
-                        let p = cg.slot(k.f, cg.vec_ty(v.lanes).into());
-                        cg.b.build_store(p, cg.splat(cg.identity(kind), v.lanes))
-                            .unwrap();
-                        p
-                    })
-                    .collect();
+                let accs = cg.vector_accumulators(k, kind, group);
                 cg.loop_nest(&inner_sizes, &mut |cg, r| {
                     let mut idx: Vec<IntValue<'ctx>> = vec![cg.i64(0); x.rank()];
                     for (j, &d) in outer.iter().enumerate() {
@@ -100,43 +87,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     for (j, &d) in inner.iter().enumerate() {
                         idx[d] = r[j];
                     }
-                    for (v, &acc) in group.iter().zip(&accs) {
-                        idx[m] = cg.i64(v.col as u64);
-                        let off = cg.offset(&idx, x);
-                        let mut val = cg.vload(k.args[param], off, v.lanes);
-                        if !chain.steps.is_empty() {
-                            let role = |d: usize| {
-                                if d == m {
-                                    TilePos::Col
-                                } else {
-                                    TilePos::At(idx[d])
-                                }
-                            };
-                            val = cg.apply_epilogue(
-                                chain,
-                                k,
-                                val,
-                                cg.i64(0),
-                                cg.i64(v.col as u64),
-                                v,
-                                &role,
-                            );
-                        }
-                        let old = cg.b.build_load(acc, "").unwrap().into_vector_value();
-                        cg.b.build_store(acc, combine(cg, old, val)).unwrap();
-                    }
+                    cg.accumulate_vectors(k, kind, (x, param, chain), &idx, m, group, &accs);
                 });
                 let mut oidx: Vec<IntValue<'ctx>> = vec![cg.i64(0); kept.len()];
                 for (j, &d) in outer.iter().enumerate() {
                     let pos = kept.iter().position(|&kd| kd == d).unwrap();
                     oidx[pos] = o[j];
                 }
-                for (v, &acc) in group.iter().zip(&accs) {
-                    oidx[m_out] = cg.i64(v.col as u64);
-                    let off = cg.offset(&oidx, out);
-                    let val = cg.b.build_load(acc, "").unwrap().into_vector_value();
-                    cg.store_lanes(k.out, off, val, v.store);
-                }
+                cg.store_vectors(k, out, &mut oidx, m_out, group, &accs);
             }
         });
         true
@@ -179,23 +137,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         let t = Tiles::for_target(self.target);
         let vecs = vectors(x.dims[m], t.lanes, false);
-        let combine = |cg: &Self, a: VectorValue<'ctx>, b: VectorValue<'ctx>| match kind {
-            ReduceKind::Add => cg.b.build_float_add(a, b, "").unwrap(),
-            ReduceKind::Max => cg.vfmax(a, b, true),
-            ReduceKind::Min => cg.vfmax(a, b, false),
-        };
         self.loop_nest_outer(out, &mut |cg, oidx| {
             let oidx = oidx.clone();
             for group in vecs.chunks(VECTORS_PER_PASS) {
-                let accs: Vec<_> = group
-                    .iter()
-                    .map(|v| {
-                        let p = cg.slot(k.f, cg.vec_ty(v.lanes).into());
-                        cg.b.build_store(p, cg.splat(cg.identity(kind), v.lanes))
-                            .unwrap();
-                        p
-                    })
-                    .collect();
+                let accs = cg.vector_accumulators(k, kind, group);
                 cg.loop_nest(&window.size, &mut |cg, tidx| {
                     let mut valid = cg.ctx.bool_type().const_int(1, false);
                     let mut pos = Vec::with_capacity(x.rank());
@@ -209,44 +154,98 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         pos.push(p);
                     }
                     cg.if_then(valid, &mut |cg| {
-                        for (v, &acc) in group.iter().zip(&accs) {
-                            let mut ipos = pos.clone();
-                            ipos[m] = cg.i64(v.col as u64);
-                            let off = cg.offset(&ipos, x);
-                            let mut val = cg.vload(k.args[param], off, v.lanes);
-                            if !chain.steps.is_empty() {
-                                let role = |d: usize| {
-                                    if d == m {
-                                        TilePos::Col
-                                    } else {
-                                        TilePos::At(ipos[d])
-                                    }
-                                };
-                                val = cg.apply_epilogue(
-                                    chain,
-                                    k,
-                                    val,
-                                    cg.i64(0),
-                                    cg.i64(v.col as u64),
-                                    v,
-                                    &role,
-                                );
-                            }
-                            let old = cg.b.build_load(acc, "").unwrap().into_vector_value();
-                            cg.b.build_store(acc, combine(cg, old, val)).unwrap();
-                        }
+                        cg.accumulate_vectors(k, kind, (x, param, chain), &pos, m, group, &accs);
                     });
                 });
-                for (v, &acc) in group.iter().zip(&accs) {
-                    let mut idx = oidx.clone();
-                    idx[m] = cg.i64(v.col as u64);
-                    let off = cg.offset(&idx, out);
-                    let val = cg.b.build_load(acc, "").unwrap().into_vector_value();
-                    cg.store_lanes(k.out, off, val, v.store);
-                }
+                let mut idx = oidx.clone();
+                cg.store_vectors(k, out, &mut idx, m, group, &accs);
             }
         });
         true
+    }
+
+    /// One slot per vector of `group` holding its running value, set to `kind`'s identity.
+    fn vector_accumulators(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: ReduceKind,
+        group: &[VecCol],
+    ) -> Vec<PointerValue<'ctx>> {
+        group
+            .iter()
+            .map(|v| {
+                let p = self.slot(k.f, self.vec_ty(v.lanes).into());
+                self.b
+                    .build_store(p, self.splat(self.identity(kind), v.lanes))
+                    .unwrap();
+                p
+            })
+            .collect()
+    }
+
+    /// Combines into each accumulator of `group` the vector of `x` (kernel argument `param`,
+    /// through `chain`) at `idx` with its minor-most entry `m` set to the vector's first column.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_vectors(
+        &self,
+        k: &Kernel<'ctx>,
+        kind: ReduceKind,
+        (x, param, chain): (&Shape, usize, &RegEpilogue),
+        idx: &[IntValue<'ctx>],
+        m: usize,
+        group: &[VecCol],
+        accs: &[PointerValue<'ctx>],
+    ) {
+        let mut idx = idx.to_vec();
+        for (v, &acc) in group.iter().zip(accs) {
+            idx[m] = self.i64(v.col as u64);
+            let off = self.offset(&idx, x);
+            let mut val = self.vload(k.args[param], off, v.lanes);
+            if !chain.steps.is_empty() {
+                let role = |d: usize| {
+                    if d == m {
+                        TilePos::Col
+                    } else {
+                        TilePos::At(idx[d])
+                    }
+                };
+                val = self.apply_epilogue(
+                    chain,
+                    k,
+                    val,
+                    self.i64(0),
+                    self.i64(v.col as u64),
+                    v,
+                    &role,
+                );
+            }
+            let old = self.b.build_load(acc, "").unwrap().into_vector_value();
+            let new = match kind {
+                ReduceKind::Add => self.b.build_float_add(old, val, "").unwrap(),
+                ReduceKind::Max => self.vfmax(old, val, true),
+                ReduceKind::Min => self.vfmax(old, val, false),
+            };
+            self.b.build_store(acc, new).unwrap();
+        }
+    }
+
+    /// Stores each accumulator of `group` into `k.out` (shape `out`) at `idx`, its entry `m` set
+    /// to the vector's first column.
+    fn store_vectors(
+        &self,
+        k: &Kernel<'ctx>,
+        out: &Shape,
+        idx: &mut [IntValue<'ctx>],
+        m: usize,
+        group: &[VecCol],
+        accs: &[PointerValue<'ctx>],
+    ) {
+        for (v, &acc) in group.iter().zip(accs) {
+            idx[m] = self.i64(v.col as u64);
+            let off = self.offset(idx, out);
+            let val = self.b.build_load(acc, "").unwrap().into_vector_value();
+            self.store_lanes(k.out, off, val, v.store);
+        }
     }
 
     /// `reduce` on a CPU: the fastest loop order its layout allows.

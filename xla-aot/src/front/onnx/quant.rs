@@ -407,14 +407,6 @@ impl Importer {
             next: 0,
         };
         let inp = |j: usize| input_name(cx, j);
-        let dq = |me: &mut Self, rw: &mut Rewrite, x: String, s: String, z: String, axis: i64| {
-            let ins = if z.is_empty() {
-                vec![x, s]
-            } else {
-                vec![x, s, z]
-            };
-            me.via1(cx, rw, "DequantizeLinear", &ins, vec![attr_i("axis", axis)])
-        };
         let kept: Vec<AttributeProto> = cx.node.attribute.clone();
         match op {
             "QLinearConv" | "QLinearMatMul" if self.integer_exact(cx)? => {
@@ -422,8 +414,8 @@ impl Importer {
             }
             "QLinearConv" => {
                 cx.arity(8, 9)?;
-                let x = dq(self, &mut rw, inp(0), inp(1), inp(2), 1)?;
-                let w = dq(self, &mut rw, inp(3), inp(4), inp(5), 0)?;
+                let x = self.dq_via(cx, &mut rw, inp(0), inp(1), inp(2), 1)?;
+                let w = self.dq_via(cx, &mut rw, inp(3), inp(4), inp(5), 0)?;
                 let mut ins = vec![x, w];
                 if cx.has_input(8) {
                     // The int32 bias's scale is x_scale · w_scale (per output channel).
@@ -435,7 +427,7 @@ impl Importer {
                         }
                         _ => self.via1(cx, &mut rw, "Mul", &[inp(1), inp(4)], vec![])?,
                     };
-                    ins.push(dq(self, &mut rw, inp(8), s, String::new(), 0)?);
+                    ins.push(self.dq_via(cx, &mut rw, inp(8), s, String::new(), 0)?);
                 }
                 let y = self.via1(cx, &mut rw, "Conv", &ins, kept)?;
                 self.requantize(cx, &mut rw, y, inp(6), inp(7))
@@ -443,8 +435,8 @@ impl Importer {
             "QLinearMatMul" => {
                 cx.arity(8, 8)?;
                 // a: per row (axis -2); b: per column (axis -1).
-                let a = dq(self, &mut rw, inp(0), inp(1), inp(2), -2)?;
-                let b = dq(self, &mut rw, inp(3), inp(4), inp(5), -1)?;
+                let a = self.dq_via(cx, &mut rw, inp(0), inp(1), inp(2), -2)?;
+                let b = self.dq_via(cx, &mut rw, inp(3), inp(4), inp(5), -1)?;
                 let y = self.via1(cx, &mut rw, "MatMul", &[a, b], vec![])?;
                 self.requantize(cx, &mut rw, y, inp(6), inp(7))
             }
@@ -456,8 +448,8 @@ impl Importer {
                 } else {
                     (-2, -1)
                 };
-                let a = dq(self, &mut rw, inp(0), one.clone(), inp(2), a_axis)?;
-                let b = dq(self, &mut rw, inp(1), one, inp(3), b_axis)?;
+                let a = self.dq_via(cx, &mut rw, inp(0), one.clone(), inp(2), a_axis)?;
+                let b = self.dq_via(cx, &mut rw, inp(1), one, inp(3), b_axis)?;
                 let (inner, attrs) = if op == "ConvInteger" {
                     ("Conv", kept)
                 } else {
@@ -488,14 +480,6 @@ impl Importer {
     pub(super) fn qcontrib(&mut self, cx: &Ctx, rw: &mut Rewrite) -> R<Outs> {
         let op = cx.node.op_type.as_str();
         let inp = |j: usize| input_name(cx, j);
-        let dq = |me: &mut Self, rw: &mut Rewrite, x: String, s: String, z: String, axis: i64| {
-            let ins = if z.is_empty() {
-                vec![x, s]
-            } else {
-                vec![x, s, z]
-            };
-            me.via1(cx, rw, "DequantizeLinear", &ins, vec![attr_i("axis", axis)])
-        };
         let channels_last = cx.attr_i_or("channels_last", 0)? != 0;
         if channels_last {
             return Err(cx.attr_err(
@@ -505,7 +489,7 @@ impl Importer {
         }
         let unary = |me: &mut Self, rw: &mut Rewrite, inner: &str, attrs| -> R<Outs> {
             cx.arity(4, 5)?;
-            let x = dq(me, rw, inp(0), inp(1), inp(2), 1)?;
+            let x = me.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
             let y = me.via1(cx, rw, inner, &[x], attrs)?;
             me.requantize(cx, rw, y, inp(3), inp(4))
         };
@@ -514,8 +498,8 @@ impl Importer {
             "DequantizeLinear" => self.dequantize_linear(cx),
             "QLinearAdd" | "QLinearMul" => {
                 cx.arity(7, 8)?;
-                let a = dq(self, rw, inp(0), inp(1), inp(2), 1)?;
-                let b = dq(self, rw, inp(3), inp(4), inp(5), 1)?;
+                let a = self.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
+                let b = self.dq_via(cx, rw, inp(3), inp(4), inp(5), 1)?;
                 let inner = if op == "QLinearAdd" { "Add" } else { "Mul" };
                 let y = self.via1(cx, rw, inner, &[a, b], vec![])?;
                 self.requantize(cx, rw, y, inp(6), inp(7))
@@ -530,7 +514,7 @@ impl Importer {
                 let mut xs = Vec::new();
                 for t in 0..(n - 2) / 3 {
                     let j = 2 + 3 * t;
-                    xs.push(dq(self, rw, inp(j), inp(j + 1), inp(j + 2), 1)?);
+                    xs.push(self.dq_via(cx, rw, inp(j), inp(j + 1), inp(j + 2), 1)?);
                 }
                 let axis = cx
                     .attr_i("axis")?
@@ -562,7 +546,7 @@ impl Importer {
             "QLinearSoftmax" => {
                 cx.arity(4, 5)?;
                 let axis = cx.attr_i_or("axis", -1)?;
-                let x = dq(self, rw, inp(0), inp(1), inp(2), 1)?;
+                let x = self.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
                 let rank = self.in_dims(cx, 0)?.len() as i64;
                 let last = axis == -1 || axis == rank - 1;
                 // `opset` < 13: the softmax of the 2-D coercion at `axis` (the same when `axis`
@@ -579,10 +563,10 @@ impl Importer {
             "QGemm" => {
                 cx.arity(6, 9)?;
                 let trans_b = cx.attr_i_or("transB", 0)?;
-                let a = dq(self, rw, inp(0), inp(1), inp(2), 1)?;
+                let a = self.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
                 // B's scale is per output column N: axis 0 of a transposed [N, K] B, else 1.
-                let b = dq(
-                    self,
+                let b = self.dq_via(
+                    cx,
                     rw,
                     inp(3),
                     inp(4),
@@ -592,7 +576,7 @@ impl Importer {
                 let mut ins = vec![a, b];
                 if cx.has_input(6) {
                     let s = self.via1(cx, rw, "Mul", &[inp(1), inp(4)], vec![])?;
-                    ins.push(dq(self, rw, inp(6), s, String::new(), 0)?);
+                    ins.push(self.dq_via(cx, rw, inp(6), s, String::new(), 0)?);
                 }
                 let attrs = vec![
                     super::rewrite::attr_f("alpha", cx.attr_f_or("alpha", 1.0)?),
@@ -703,6 +687,24 @@ impl Importer {
         let y = self.saturate_round(cx, t, Some(z), lo, hi)?;
         let q = self.convert(cx, y, DType::I32)?;
         Ok(rt(q, out_ty))
+    }
+
+    /// `DequantizeLinear(x, scale, zero_point?)` along `axis` as a rewritten node; its output name.
+    fn dq_via(
+        &mut self,
+        cx: &Ctx,
+        rw: &mut Rewrite,
+        x: String,
+        scale: String,
+        zp: String,
+        axis: i64,
+    ) -> R<String> {
+        let ins = if zp.is_empty() {
+            vec![x, scale]
+        } else {
+            vec![x, scale, zp]
+        };
+        self.via1(cx, rw, "DequantizeLinear", &ins, vec![attr_i("axis", axis)])
     }
 
     /// `QuantizeLinear(y, scale, zero_point)` of a rewritten node's float result.
