@@ -7,7 +7,9 @@
 //! `cubic_coeff_a`, `exclude_outside`; taps beyond the edge read the edge); the model then gathers
 //! the taps along the axis (`take`) and, for linear and cubic, sums them times constant weights.
 //! Axes are resized one after another (the interpolations are separable). Scales and sizes must be
-//! compile-time constants; `antialias` = 1 when shrinking and `tf_crop_and_resize` are errors.
+//! compile-time constants. `antialias` = 1 stretches the linear and cubic filters when shrinking
+//! ([`antialiased_taps`]); `keep_aspect_ratio_policy` `not_larger` / `not_smaller` fit `sizes` with
+//! one scale; `tf_crop_and_resize` is an error.
 
 use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
@@ -140,6 +142,56 @@ fn taps(
         .collect()
 }
 
+/// The taps of antialiased downsampling (`antialias` = 1, `scale` < 1), as ONNX's reference
+/// computes them: the linear ("triangle") or cubic (`cubic`: its `a`) filter stretched by
+/// `1/scale`, over the pixels around the coordinate starting `⌊-support/scale⌋ + 1` to the left
+/// of the pixel left of it (`ratio` in (0, 1]), normalised to sum 1; `exclude_outside` drops
+/// (and renormalises without) the pixels beyond the edge, which otherwise read the edge.
+fn antialiased_taps(
+    coords: Coords,
+    scale: f64,
+    input: usize,
+    output: usize,
+    cubic: Option<f64>,
+    exclude_outside: bool,
+) -> Vec<Vec<(usize, f64)>> {
+    let last = input as i64 - 1;
+    let support = if cubic.is_some() { 2.0 } else { 1.0 };
+    let start = (-support / scale).floor() as i64 + 1;
+    let end = support as i64 * 2 - start;
+    let filter = |t: f64| -> f64 {
+        let t = t.abs();
+        match cubic {
+            None => (1.0 - t).clamp(0.0, 1.0),
+            Some(a) if t <= 1.0 => ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0,
+            Some(a) if t < 2.0 => ((a * t - 5.0 * a) * t + 8.0 * a) * t - 4.0 * a,
+            Some(_) => 0.0,
+        }
+    };
+    (0..output)
+        .map(|o| {
+            let x = original(coords, o as f64, scale, input, output);
+            // The pixel left of x (x itself minus one when x is a whole number).
+            let left = x.ceil() as i64 - 1;
+            let ratio = x - left as f64;
+            let mut v: Vec<(i64, f64)> = (start..end)
+                .map(|i| (left + i, filter(scale * (i as f64 - ratio))))
+                .collect();
+            if exclude_outside {
+                for t in &mut v {
+                    if t.0 < 0 || t.0 > last {
+                        t.1 = 0.0;
+                    }
+                }
+            }
+            let sum: f64 = v.iter().map(|t| t.1).sum();
+            v.into_iter()
+                .map(|(i, w)| (i.clamp(0, last) as usize, w / sum))
+                .collect()
+        })
+        .collect()
+}
+
 impl Importer {
     /// Resamples `x` along `axis` to `output` positions.
     fn resample_axis(
@@ -149,10 +201,19 @@ impl Importer {
         axis: usize,
         output: usize,
         scale: f64,
-        (mode, coords): (Mode, Coords),
+        (mode, coords, antialias): (Mode, Coords, bool),
     ) -> R<InstId> {
         let xd = self.dims(x);
-        let t = taps(mode, coords, scale, xd[axis], output);
+        let exclude = cx.attr_i_or("exclude_outside", 0)? != 0;
+        let t = match (antialias && scale < 1.0, mode) {
+            (true, Mode::Linear) => {
+                antialiased_taps(coords, scale, xd[axis], output, None, exclude)
+            }
+            (true, Mode::Cubic { a, .. }) => {
+                antialiased_taps(coords, scale, xd[axis], output, Some(a), exclude)
+            }
+            _ => taps(mode, coords, scale, xd[axis], output),
+        };
         let n = t[0].len();
         let mut od = xd.clone();
         od[axis] = output;
@@ -185,8 +246,7 @@ impl Importer {
         x: InstId,
         out: &[usize],
         scales: &[f64],
-        mode: Mode,
-        coords: Coords,
+        (mode, coords, antialias): (Mode, Coords, bool),
     ) -> R<Outs> {
         let mut y = x;
         for axis in 0..out.len() {
@@ -200,7 +260,14 @@ impl Importer {
             if input == 0 || out[axis] == 0 {
                 return Err(cx.err("resizing an empty axis or to an empty size is not supported"));
             }
-            y = self.resample_axis(cx, y, axis, out[axis], scales[axis], (mode, coords))?;
+            y = self.resample_axis(
+                cx,
+                y,
+                axis,
+                out[axis],
+                scales[axis],
+                (mode, coords, antialias),
+            )?;
         }
         Ok(rt(y, dt::FLOAT))
     }
@@ -271,16 +338,17 @@ impl Importer {
                 Nearest::RoundPreferFloor
             },
         )?;
-        if cx.attr_i_or("antialias", 0)? != 0 {
-            return Err(cx.attr_err("antialias", "1 (antialiased downsampling) is not supported"));
-        }
-        if let Some(p) = cx.attr_s("keep_aspect_ratio_policy")? {
-            if p != "stretch" {
-                return Err(cx.attr_err(
-                    "keep_aspect_ratio_policy",
-                    format!("`{p}` is not supported; only `stretch` is"),
-                ));
-            }
+        let antialias = cx.attr_i_or("antialias", 0)? != 0;
+        // With `sizes`: `stretch` takes them as they are; `not_larger` / `not_smaller` scale
+        // every resized axis by the smallest / largest of their ratios (the aspect ratio kept).
+        let policy = cx
+            .attr_s("keep_aspect_ratio_policy")?
+            .unwrap_or_else(|| "stretch".into());
+        if !["stretch", "not_larger", "not_smaller"].contains(&policy.as_str()) {
+            return Err(cx.attr_err(
+                "keep_aspect_ratio_policy",
+                format!("`{policy}` is not stretch, not_larger or not_smaller"),
+            ));
         }
         // In the attribute's order (scales and sizes follow it), not sorted.
         let axes: Vec<usize> = match cx.attr_ints("axes")? {
@@ -305,9 +373,27 @@ impl Importer {
                     axes.len()
                 )));
             }
+            let ratios = axes
+                .iter()
+                .enumerate()
+                .map(|(k, &a)| sizes[k] as f64 / xd[a] as f64);
+            let kept = match policy.as_str() {
+                "not_larger" => Some(ratios.fold(f64::INFINITY, f64::min)),
+                "not_smaller" => Some(ratios.fold(0.0, f64::max)),
+                _ => None,
+            };
             for (k, &a) in axes.iter().enumerate() {
-                out[a] = sizes[k] as usize;
-                scales[a] = sizes[k] as f64 / xd[a] as f64;
+                match kept {
+                    // ONNX's reference rounds the scaled size half to even (numpy's round).
+                    Some(sc) => {
+                        out[a] = (sc * xd[a] as f64).round_ties_even() as usize;
+                        scales[a] = sc;
+                    }
+                    None => {
+                        out[a] = sizes[k] as usize;
+                        scales[a] = sizes[k] as f64 / xd[a] as f64;
+                    }
+                }
             }
         } else if have(self, scales_j)? {
             let s = self.konst(cx, scales_j, "scales")?.as_f64();
@@ -335,7 +421,7 @@ impl Importer {
                 dims_str(&out)
             )));
         }
-        self.resize_to(cx, x, &out, &scales, mode, coords)
+        self.resize_to(cx, x, &out, &scales, (mode, coords, antialias))
     }
 
     /// `Upsample(X, scales)` (opset 9; opset 7's `scales` attribute): asymmetric coordinates,
@@ -373,6 +459,6 @@ impl Importer {
             .zip(&scales)
             .map(|(&d, &s)| (d as f64 * s).floor() as usize)
             .collect();
-        self.resize_to(cx, x, &out, &scales, mode, Coords::Asymmetric)
+        self.resize_to(cx, x, &out, &scales, (mode, Coords::Asymmetric, false))
     }
 }
