@@ -1,15 +1,16 @@
 //! Resize and Upsample: nearest, linear and cubic interpolation with every coordinate mapping
-//! ONNX defines (except `tf_crop_and_resize`), at sizes fixed at build time.
+//! ONNX defines (`tf_crop_and_resize` included), at sizes fixed at build time.
 //!
 //! Contract: [`Importer::resize`] (opsets 10–19) and [`Importer::upsample`] (opsets 7–9) compute,
 //! at import time, for each resized axis and each output position the input taps and their
-//! weights, exactly as ONNX's reference does (`coordinate_transformation_mode`, `nearest_mode`,
+//! weights, exactly as ONNX's reference does (every `coordinate_transformation_mode`, `nearest_mode`,
 //! `cubic_coeff_a`, `exclude_outside`; taps beyond the edge read the edge); the model then gathers
 //! the taps along the axis (`take`) and, for linear and cubic, sums them times constant weights.
 //! Axes are resized one after another (the interpolations are separable). Scales and sizes must be
 //! compile-time constants. `antialias` = 1 stretches the linear and cubic filters when shrinking
 //! ([`antialiased_taps`]); `keep_aspect_ratio_policy` `not_larger` / `not_smaller` fit `sizes` with
-//! one scale; `tf_crop_and_resize` is an error.
+//! one scale; `tf_crop_and_resize` maps through the region of interest (input 1, a constant) and
+//! writes `extrapolation_value` where the source lies outside the input.
 
 use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
@@ -18,13 +19,18 @@ use crate::ir::shape::dims_str;
 use crate::ir::{BinaryOp, InstId, Literal};
 
 /// How an output coordinate maps to an input coordinate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Coords {
     HalfPixel,
     HalfPixelSymmetric,
     PytorchHalfPixel,
     AlignCorners,
     Asymmetric,
+    /// `tf_crop_and_resize` with this axis's region of interest (fractions of the input).
+    TfCrop {
+        start: f64,
+        end: f64,
+    },
 }
 
 /// How a fractional input coordinate picks the nearest pixel.
@@ -76,6 +82,14 @@ fn original(coords: Coords, x: f64, scale: f64, input: usize, output: usize) -> 
             }
         }
         Coords::Asymmetric => x / scale,
+        Coords::TfCrop { start, end } => {
+            let x = if out_f == 1.0 {
+                (end - start) * (inp - 1.0) / 2.0
+            } else {
+                x * (end - start) * (inp - 1.0) / (out_f - 1.0)
+            };
+            x + start * (inp - 1.0)
+        }
     }
 }
 
@@ -236,7 +250,27 @@ impl Importer {
                 Some(a) => self.bin(cx, BinaryOp::Add, a, term)?,
             });
         }
-        Ok(acc.expect("at least one tap"))
+        let acc = acc.expect("at least one tap");
+        // tf_crop_and_resize: a position whose source lies outside the input is
+        // `extrapolation_value` (ONNX's reference returns it without interpolating).
+        if let Coords::TfCrop { .. } = coords {
+            let outside: Vec<bool> = (0..output)
+                .map(|o| {
+                    let x = original(coords, o as f64, scale, xd[axis], output);
+                    x < 0.0 || x > (xd[axis] - 1) as f64
+                })
+                .collect();
+            if outside.iter().any(|&b| b) {
+                let v = cx.attr_f_or("extrapolation_value", 0.0)?;
+                let m = self
+                    .b
+                    .constant("outside", Literal::from_pred(vec![output], &outside));
+                let mb = self.bcast(cx, m, vec![axis], od.clone())?;
+                let e = self.splat(cx, v, &od)?;
+                return self.select(cx, mb, e, acc);
+            }
+        }
+        Ok(acc)
     }
 
     /// Resizes `x` (f32) to `out` with per-axis `scales`.
@@ -246,28 +280,26 @@ impl Importer {
         x: InstId,
         out: &[usize],
         scales: &[f64],
-        (mode, coords, antialias): (Mode, Coords, bool),
+        (mode, coords, antialias): (Mode, &[Coords], bool),
     ) -> R<Outs> {
         let mut y = x;
         for axis in 0..out.len() {
             let input = self.dims(y)[axis];
             // Every mapping is the identity at scale 1, and align_corners at any equal size.
-            let identity =
-                input == out[axis] && (scales[axis] == 1.0 || coords == Coords::AlignCorners);
+            let c = coords[axis];
+            let identity = input == out[axis]
+                && match c {
+                    Coords::AlignCorners => true,
+                    Coords::TfCrop { start, end } => start == 0.0 && end == 1.0,
+                    _ => scales[axis] == 1.0,
+                };
             if identity {
                 continue;
             }
             if input == 0 || out[axis] == 0 {
                 return Err(cx.err("resizing an empty axis or to an empty size is not supported"));
             }
-            y = self.resample_axis(
-                cx,
-                y,
-                axis,
-                out[axis],
-                scales[axis],
-                (mode, coords, antialias),
-            )?;
+            y = self.resample_axis(cx, y, axis, out[axis], scales[axis], (mode, c, antialias))?;
         }
         Ok(rt(y, dt::FLOAT))
     }
@@ -316,12 +348,10 @@ impl Importer {
                 "pytorch_half_pixel" => Coords::PytorchHalfPixel,
                 "align_corners" => Coords::AlignCorners,
                 "asymmetric" => Coords::Asymmetric,
-                "tf_crop_and_resize" => {
-                    return Err(cx.attr_err(
-                        "coordinate_transformation_mode",
-                        "`tf_crop_and_resize` is not supported",
-                    ));
-                }
+                "tf_crop_and_resize" => Coords::TfCrop {
+                    start: 0.0,
+                    end: 1.0,
+                },
                 o => {
                     return Err(cx.attr_err(
                         "coordinate_transformation_mode",
@@ -421,7 +451,30 @@ impl Importer {
                 dims_str(&out)
             )));
         }
-        self.resize_to(cx, x, &out, &scales, (mode, coords, antialias))
+        // tf_crop_and_resize: the region of interest (input 1, starts then ends, one per resized
+        // axis) per axis.
+        let mut per_axis = vec![coords; r];
+        if let Coords::TfCrop { .. } = coords {
+            if !given(1) {
+                return Err(cx.err("tf_crop_and_resize needs the roi (input 1)"));
+            }
+            let roi = self.konst(cx, 1, "roi")?.as_f64();
+            let n = axes.len();
+            if roi.len() != 2 * n {
+                return Err(cx.err(format!(
+                    "roi has {} values; tf_crop_and_resize over {n} axes needs {}",
+                    roi.len(),
+                    2 * n
+                )));
+            }
+            for (k, &a) in axes.iter().enumerate() {
+                per_axis[a] = Coords::TfCrop {
+                    start: roi[k],
+                    end: roi[n + k],
+                };
+            }
+        }
+        self.resize_to(cx, x, &out, &scales, (mode, &per_axis, antialias))
     }
 
     /// `Upsample(X, scales)` (opset 9; opset 7's `scales` attribute): asymmetric coordinates,
@@ -459,6 +512,7 @@ impl Importer {
             .zip(&scales)
             .map(|(&d, &s)| (d as f64 * s).floor() as usize)
             .collect();
-        self.resize_to(cx, x, &out, &scales, (mode, Coords::Asymmetric, false))
+        let coords = vec![Coords::Asymmetric; out.len()];
+        self.resize_to(cx, x, &out, &scales, (mode, &coords, false))
     }
 }
