@@ -934,3 +934,32 @@ fn batch_norm_spatial_0_is_a_clear_error_and_upsample_repeats_pixels() {
         ]
     );
 }
+
+#[test]
+fn two_nodes_writing_one_name_is_an_error_naming_both() {
+    let m = model(
+        vec![
+            node("first", "Relu", &["x"], &["y"]),
+            node("second", "Tanh", &["x"], &["y"]),
+        ],
+        vec![value("x", data_type::FLOAT, &[3])],
+        vec![value("y", data_type::FLOAT, &[3])],
+    );
+    let e = import_err("twowriters", &m.encode_to_vec());
+    assert!(
+        e.contains("node #1 `second` (Tanh)")
+            && e.contains("it writes `y`, which node #0 `first` (Relu) already writes"),
+        "{e}"
+    );
+    // A node may not overwrite a graph input either.
+    let m = model(
+        vec![node("over", "Relu", &["x"], &["x"])],
+        vec![value("x", data_type::FLOAT, &[3])],
+        vec![value("x", data_type::FLOAT, &[3])],
+    );
+    let e = import_err("overinput", &m.encode_to_vec());
+    assert!(
+        e.contains("`x`, which is a graph input or initializer"),
+        "{e}"
+    );
+}

@@ -4,4 +4,5 @@
 pub mod c_name;
 pub mod io;
 pub mod rng;
+pub mod shorten;
 pub mod suggest;

@@ -93,7 +93,13 @@ impl Importer {
             self.env.insert(t.name.clone(), Val::Const(c.into()));
         }
         self.depth += 1;
-        let lowered = super::lower_nodes(self, cx.path, &g.node, cx.opset);
+        let given: std::collections::HashSet<&str> = g
+            .input
+            .iter()
+            .map(|vi| vi.name.as_str())
+            .chain(g.initializer.iter().map(|t| t.name.as_str()))
+            .collect();
+        let lowered = super::lower_nodes(self, cx.path, &g.node, cx.opset, &given);
         self.depth -= 1;
         lowered?;
         g.output

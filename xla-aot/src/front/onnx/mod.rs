@@ -283,6 +283,12 @@ pub fn import_with(
         );
     }
 
+    let given: HashSet<&str> = graph
+        .input
+        .iter()
+        .map(|vi| vi.name.as_str())
+        .chain(graph.initializer.iter().map(|t| t.name.as_str()))
+        .collect();
     // QDQ groups onnxruntime runs as integer kernels lower as those kernels (`qdq.rs`).
     let fused = qdq::fuse(graph);
     lower_nodes(
@@ -290,6 +296,7 @@ pub fn import_with(
         path,
         fused.as_deref().unwrap_or(&graph.node),
         opset,
+        &given,
     )?;
 
     if graph.output.is_empty() {
@@ -325,13 +332,18 @@ pub fn import_with(
 }
 
 /// Lowers `nodes` in order into `imp`, binding each node's outputs in its environment (the main
-/// graph, or a subgraph whose nodes may read any value of the graphs around it).
+/// graph, or a subgraph whose nodes may read any value of the graphs around it). `given` are the
+/// graph's inputs and initializers: a node that writes one of them, or a name an earlier node
+/// wrote, is an error naming both (ONNX graphs are single-assignment; onnxruntime rejects them
+/// too), rather than letting the last writer silently win.
 pub(super) fn lower_nodes(
     imp: &mut Importer,
     path: &Path,
     nodes: &[proto::NodeProto],
     opset: i64,
+    given: &HashSet<&str>,
 ) -> Result<(), SpecError> {
+    let mut writers: HashMap<&str, usize> = HashMap::new();
     for (index, node) in nodes.iter().enumerate() {
         let cx = Ctx {
             path,
@@ -339,6 +351,32 @@ pub(super) fn lower_nodes(
             index,
             opset,
         };
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if given.contains(out.as_str()) {
+                return Err(cx
+                    .err(format!(
+                        "it writes `{}`, which is a graph input or initializer",
+                        crate::util::shorten::shorten(out)
+                    ))
+                    .hint("every value of an ONNX graph has exactly one producer; rename the node's output"));
+            }
+            if let Some(&first) = writers.get(out.as_str()) {
+                let earlier = Ctx {
+                    path,
+                    node: &nodes[first],
+                    index: first,
+                    opset,
+                };
+                return Err(cx
+                    .err(format!(
+                        "it writes `{}`, which {} already writes",
+                        crate::util::shorten::shorten(out),
+                        earlier.describe()
+                    ))
+                    .hint("every value of an ONNX graph has exactly one producer; rename one of the two outputs"));
+            }
+            writers.insert(out.as_str(), index);
+        }
         let outs = if node.domain.is_empty() || node.domain == "ai.onnx" {
             imp.lower_node(&cx)?
         } else if node.domain == contrib::MICROSOFT_DOMAIN {
