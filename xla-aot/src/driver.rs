@@ -16,6 +16,9 @@ use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+mod compare;
+pub use compare::{COMPARE_ATOL, COMPARE_RTOL, Difference, compare};
+
 /// Errors of a command; all are user errors (exit code 1).
 #[derive(Debug, Error)]
 pub enum DriverError {
@@ -166,6 +169,9 @@ pub struct RunOutput {
 pub struct RunReport {
     pub outputs: Vec<RunOutput>,
     pub notes: Vec<String>,
+    /// With [`RunMode::Compare`], the outputs whose compiled values mismatch the reference
+    /// ([`compare`]); the CLI then exits non-zero.
+    pub mismatched: Vec<String>,
 }
 
 /// Range of seeded random i32 inputs (indices): [0, RANDOM_INDEX_RANGE). Small so that it is a
@@ -354,6 +360,7 @@ pub fn run(
         }
         Ok(run.outputs)
     };
+    let mut mismatched = Vec::new();
     let values = match mode {
         RunMode::Reference => evaluate(&model.module, &lits)?,
         RunMode::Compiled => compiled(&mut notes)?,
@@ -368,7 +375,11 @@ pub fn run(
                 .zip(&reference)
                 .zip(&compiled)
             {
-                notes.push(format!("compare `{}`: {}", o.name, difference(c, r)));
+                let d = compare(c, r);
+                if d.mismatches > 0 {
+                    mismatched.push(o.name.clone());
+                }
+                notes.push(format!("compare `{}`: {d}", o.name));
             }
             compiled
         }
@@ -384,37 +395,11 @@ pub fn run(
             value,
         })
         .collect();
-    Ok(RunReport { outputs, notes })
-}
-
-/// `max abs error …, max rel error …` between compiled and reference outputs.
-pub fn difference(compiled: &Literal, reference: &Literal) -> String {
-    let (c, r) = (compiled.to_f64_vec(), reference.to_f64_vec());
-    let scale = r
-        .iter()
-        .filter(|x| x.is_finite())
-        .fold(0.0f64, |m, x| m.max(x.abs()));
-    let mut abs = 0.0f64;
-    let mut rel = 0.0f64;
-    let mut nan_mismatch = 0;
-    for (a, b) in c.iter().zip(&r) {
-        if a.is_nan() || b.is_nan() {
-            nan_mismatch += usize::from(a.is_nan() != b.is_nan());
-            continue;
-        }
-        let d = (a - b).abs();
-        abs = abs.max(d);
-        if b.abs() > scale * 1e-3 {
-            rel = rel.max(d / b.abs());
-        }
-    }
-    let mut s = format!(
-        "max abs error {abs:.3e}, max rel error {rel:.3e} (elements above 1e-3 of the largest)"
-    );
-    if nan_mismatch > 0 {
-        s.push_str(&format!(", {nan_mismatch} NaN mismatches"));
-    }
-    s
+    Ok(RunReport {
+        outputs,
+        notes,
+        mismatched,
+    })
 }
 
 /// Writes each output as `<dir>/<name>.npy`, atomically per file.

@@ -147,7 +147,8 @@ enum Command {
         #[arg(long, conflicts_with = "compare")]
         reference: bool,
         /// Run both and print the largest difference per output (the outputs written are the
-        /// compiled ones).
+        /// compiled ones); exits 1 when any element mismatches (NaN on one side only, or beyond
+        /// 1e-3 of the output's largest magnitude + 1e-3 relative).
         #[arg(long)]
         compare: bool,
         /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
@@ -353,6 +354,19 @@ fn main() -> ExitCode {
                 report.outputs.len(),
                 output_dir.display()
             );
+            if !report.mismatched.is_empty() {
+                eprintln!(
+                    "error: the compiled code and the reference interpreter disagree on {} output(s): {}",
+                    report.mismatched.len(),
+                    report.mismatched.join(", ")
+                );
+                eprintln!(
+                    "  = note: an element mismatches when NaN on one side only, or further than {:e} of the output's largest magnitude + {:e} relative",
+                    driver::COMPARE_ATOL,
+                    driver::COMPARE_RTOL
+                );
+                return ExitCode::from(1);
+            }
             ExitCode::SUCCESS
         }
     }

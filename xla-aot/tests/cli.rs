@@ -564,3 +564,28 @@ fn run_reads_an_int64_input_and_writes_an_int64_output() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn compare_exits_1_when_compiled_and_reference_disagree_even_on_nan() {
+    // HLO's clamp with a NaN bound: the compiled code gives NaN, the interpreter x (the spec
+    // front end rejects such a bound; HLO text keeps it, which makes a real disagreement).
+    let d = scratch("compare-nan");
+    std::fs::create_dir_all(&d).unwrap();
+    let hlo = d.join("c.hlo.txt");
+    std::fs::write(
+        &hlo,
+        "HloModule c\n\nENTRY %main {\n  %x = f32[6]{0} parameter(0)\n  \
+         %lo = f32[] constant(nan)\n  %hi = f32[] constant(1)\n  \
+         %y = f32[6]{0} clamp(%lo, %x, %hi)\n  ROOT %t = (f32[6]{0}) tuple(%y)\n}\n",
+    )
+    .unwrap();
+    let r = xla_aot(&["run", &s(&hlo), "--compare", "--output-dir", &s(&d)]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("6 NaN mismatches; MISMATCH: 6 element(s)")
+            && stderr.contains("disagree on 1 output(s): out"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

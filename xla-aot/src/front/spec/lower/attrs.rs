@@ -22,7 +22,37 @@ impl<'a> Lowerer<'a> {
             .transpose()
     }
 
+    /// A number, `.inf` or `-.inf` allowed, NaN not: no op of the spec has a meaning for a NaN
+    /// attribute, and comparisons with one (clamp's bounds) make the compiled code and the
+    /// interpreter disagree.
     pub(super) fn attr_float(&self, d: &OpDecl, attr: &str) -> R<Option<f64>> {
+        let x = self.attr_float_any(d, attr)?;
+        if x.is_some_and(f64::is_nan) {
+            return Err(self
+                .attr_err(d, attr, "expected a number, found `.nan`".into())
+                .hint("NaN has no meaning here; give a number"));
+        }
+        Ok(x)
+    }
+
+    /// A finite number (an epsilon, a slope): NaN and infinities are errors.
+    pub(super) fn attr_finite(&self, d: &OpDecl, attr: &str) -> R<Option<f64>> {
+        let x = self.attr_float(d, attr)?;
+        if let Some(v) = x.filter(|v| !v.is_finite()) {
+            let found = if v > 0.0 { ".inf" } else { "-.inf" };
+            return Err(self
+                .attr_err(
+                    d,
+                    attr,
+                    format!("expected a finite number, found `{found}`"),
+                )
+                .hint("give a finite number"));
+        }
+        Ok(x)
+    }
+
+    /// Any float, NaN and infinities included (a padding value).
+    pub(super) fn attr_float_any(&self, d: &OpDecl, attr: &str) -> R<Option<f64>> {
         d.attr(attr)
             .map(|v| {
                 v.as_f64()
@@ -152,7 +182,7 @@ impl<'a> Lowerer<'a> {
     /// [`DEFAULT_EPSILON`].
     pub(super) fn epsilon(&self, d: &OpDecl) -> R<f32> {
         let eps = self
-            .attr_float(d, "epsilon")?
+            .attr_finite(d, "epsilon")?
             .unwrap_or(f64::from(DEFAULT_EPSILON));
         if eps < 0.0 {
             return Err(self.attr_err(

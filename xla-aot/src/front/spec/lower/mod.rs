@@ -297,7 +297,7 @@ impl<'a> Lowerer<'a> {
                 self.add(d, name, Op::Clamp, &[lo, x, hi])
             }
             "leaky_relu" => {
-                let alpha = self.attr_float(d, "alpha")?.unwrap_or(DEFAULT_LEAKY_ALPHA) as f32;
+                let alpha = self.attr_finite(d, "alpha")?.unwrap_or(DEFAULT_LEAKY_ALPHA) as f32;
                 let zero = self.splat(d, &format!("{name}.zero"), 0.0, &xd)?;
                 let pos = self.add(
                     d,
@@ -449,7 +449,7 @@ impl<'a> Lowerer<'a> {
                     "pads",
                     self.attr_sizes(d, "pads", &[2 * xd.len()], false)?,
                 )?;
-                let value = self.attr_float(d, "value")?.unwrap_or(0.0) as f32;
+                let value = self.attr_float_any(d, "value")?.unwrap_or(0.0) as f32;
                 let v = self.b.scalar(&format!("{name}.value"), value);
                 let r = xd.len();
                 self.add(
