@@ -12,6 +12,7 @@ use crate::ir::shape::dims_str;
 use crate::ir::{DType, Literal, Module, PrintOptions, print_module_with};
 use crate::util::io::io_reason;
 use crate::util::rng::SplitMix64;
+use crate::util::shorten::shorten;
 use crate::util::suggest::nearest;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -218,12 +219,23 @@ pub fn gather_inputs(
             Some(i) => i,
             None => match name.parse::<usize>() {
                 Ok(i) if i < names.len() => i,
+                Ok(i) => {
+                    let range = match names.len() {
+                        0 => "the model has no inputs".to_string(),
+                        n => format!("indices are 0 to {} ({})", n - 1, names.join(", ")),
+                    };
+                    return Err(DriverError::Input(format!(
+                        "`--input {}`: input index {i} is out of range; {range}",
+                        shorten(a)
+                    )));
+                }
                 _ => {
                     let hint = nearest(name, names.iter().copied())
                         .map(|s| format!("; did you mean `{s}`?"))
                         .unwrap_or_default();
                     return Err(DriverError::Input(format!(
-                        "the model has no input `{name}` (inputs: {}){hint}",
+                        "the model has no input `{}` (inputs: {}){hint}",
+                        shorten(name),
                         names.join(", ")
                     )));
                 }
@@ -408,11 +420,19 @@ pub fn write_outputs(dir: &Path, outputs: &[RunOutput]) -> Result<Vec<PathBuf>, 
         path: p.display().to_string(),
         reason: io_reason(&e),
     };
+    if dir.exists() && !dir.is_dir() {
+        return Err(DriverError::Write {
+            path: dir.display().to_string(),
+            reason: "it is a file, not a directory (--output-dir names the directory for the outputs' .npy files)".into(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|e| werr(dir, e))?;
     let mut written = Vec::new();
     for o in outputs {
-        let path = dir.join(format!("{}.npy", o.name));
-        let tmp = dir.join(format!(".{}.npy.tmp{}", o.name, std::process::id()));
+        // A name too long for a file name (over 255 bytes) is cut and hashed.
+        let stem = crate::emit::dump::file_stem(&o.name);
+        let path = dir.join(format!("{stem}.npy"));
+        let tmp = dir.join(format!(".{stem}.npy.tmp{}", std::process::id()));
         let result =
             std::fs::write(&tmp, write_npy(&o.value)).and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = result {

@@ -589,3 +589,118 @@ fn compare_exits_1_when_compiled_and_reference_disagree_even_on_nan() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A small valid spec (one relu), with `name` as the model's name and `out` as its output.
+fn relu_spec(dir: &std::path::Path, file: &str, out: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(file);
+    std::fs::write(
+        &p,
+        format!(
+            "name: m\ninputs:\n  - {{name: x, dtype: f32, shape: [1, 4]}}\noutputs: [{out}]\nops:\n  - {{name: {out}, op: relu, inputs: [x]}}\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn misleading_messages_of_issue_19_say_what_is_wrong() {
+    let d = scratch("issue19-messages");
+    // A UTF-8 byte-order mark is skipped.
+    let spec = relu_spec(&d, "m.yaml", "y");
+    let bom = d.join("bom.yaml");
+    let mut text = b"\xef\xbb\xbf".to_vec();
+    text.extend(std::fs::read(&spec).unwrap());
+    std::fs::write(&bom, text).unwrap();
+    let r = xla_aot(&["inspect", &s(&bom)]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+
+    // --out-dir naming a file.
+    let file = d.join("afile");
+    std::fs::write(&file, "").unwrap();
+    let r = xla_aot(&[
+        "compile",
+        &s(&spec),
+        "--target",
+        "host",
+        "--out-dir",
+        &s(&file),
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("it is a file, not a directory"), "{stderr}");
+    // --output-dir of run, the same.
+    let r = xla_aot(&["run", &s(&spec), "--output-dir", &s(&file)]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("it is a file, not a directory"), "{stderr}");
+
+    // A directory where libm.a goes: an error before anything is written.
+    let out = d.join("out");
+    std::fs::create_dir_all(out.join("libm.a")).unwrap();
+    let r = xla_aot(&[
+        "compile",
+        &s(&spec),
+        "--target",
+        "host",
+        "--out-dir",
+        &s(&out),
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("libm.a is a directory"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["libm.a".to_string()]);
+
+    // A 300-character tensor name compiles with --dump-to too (file names are cut and hashed),
+    // and `run` writes its .npy under a cut name.
+    let long = "t".repeat(300);
+    let spec_long = relu_spec(&d, "long.yaml", &long);
+    let r = xla_aot(&[
+        "compile",
+        &s(&spec_long),
+        "--target",
+        "host",
+        "--out-dir",
+        &s(&d.join("long-out")),
+        "--dump-to",
+        &s(&d.join("long-dump")),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let r = xla_aot(&[
+        "run",
+        &s(&spec_long),
+        "--output-dir",
+        &s(&d.join("long-run")),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+
+    // An input index out of range says so.
+    let r = xla_aot(&["run", &s(&spec), "--input", "5=", "--output-dir", &s(&d)]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("input index 5 is out of range; indices are 0 to 0 (x)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -137,6 +137,14 @@ fn errors_name_the_line_and_say_what_to_do() {
             "HloModule m\nENTRY e {\n  ROOT c = f32[4294967296,4294967296,0]{2,1,0} constant({})\n}\n".to_string(),
             &["more elements than xla-aot supports"],
         ),
+        (
+            "duplicate_parameter",
+            "HloModule m\nENTRY e {\n  x = f32[3]{0} parameter(0)\n  y = f32[3]{0} parameter(0)\n  ROOT a = f32[3]{0} add(x, y)\n}\n".to_string(),
+            &[
+                "parameter number 0 is used twice: `x` (line 3) already has it",
+                "model.hlo.txt:4:",
+            ],
+        ),
     ];
     for (tag, text, needles) in cases {
         let e = error_of(tag, text);

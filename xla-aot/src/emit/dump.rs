@@ -7,6 +7,9 @@
 //! IR before and after optimisation), `kernels/<kernel>.ll` and `kernels/<kernel>.opt.ll` (each
 //! kernel's IR before and after), `<name>.s` (target assembly) and, for a CUDA target,
 //! `<name>.ptx` and `launches.txt` (the device arena and every launch), all deterministic.
+//! Kernel names carry tensor names of any length; a kernel file's stem longer than
+//! [`MAX_DUMP_STEM`] bytes is cut and given a hash of the full name ([`file_stem`]), so a valid
+//! model never fails only because it is dumped.
 
 use super::Artefacts;
 use crate::arena::plan_text;
@@ -53,8 +56,9 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
         let kdir = dir.join("kernels");
         std::fs::create_dir_all(&kdir)?;
         for (name, before, after) in &a.kernel_ir {
-            std::fs::write(kdir.join(format!("{name}.ll")), before)?;
-            std::fs::write(kdir.join(format!("{name}.opt.ll")), after)?;
+            let stem = file_stem(name);
+            std::fs::write(kdir.join(format!("{stem}.ll")), before)?;
+            std::fs::write(kdir.join(format!("{stem}.opt.ll")), after)?;
         }
     }
     if let Some(asm) = &a.assembly {
@@ -65,4 +69,40 @@ pub fn write_dump(a: &Artefacts, dir: &Path) -> std::io::Result<()> {
         std::fs::write(dir.join("launches.txt"), p.launch_plan_text())?;
     }
     Ok(())
+}
+
+/// Longest file stem a dump writes: file systems limit a name to 255 bytes (ext4, APFS, NTFS in
+/// UTF-16 units), and the stem still takes a suffix such as `.opt.ll`; 160 leaves room and keeps
+/// names readable in a listing.
+pub const MAX_DUMP_STEM: usize = 160;
+
+/// `name` when it has at most [`MAX_DUMP_STEM`] bytes, otherwise its head (cut on a character
+/// boundary) and `-` and 16 hex digits of its FNV-1a hash, so distinct long names stay distinct.
+pub fn file_stem(name: &str) -> String {
+    if name.len() <= MAX_DUMP_STEM {
+        return name.to_string();
+    }
+    // FNV-1a, 64-bit: deterministic across runs and platforms (std's hasher is not).
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut cut = MAX_DUMP_STEM - 17;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hash:016x}", &name[..cut])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_stems_are_cut_and_hashed() {
+        assert_eq!(file_stem("m_k0_y"), "m_k0_y");
+        let a = file_stem(&"a".repeat(300));
+        let b = file_stem(&format!("{}b", "a".repeat(299)));
+        assert_eq!(a.len(), MAX_DUMP_STEM);
+        assert_ne!(a, b);
+    }
 }

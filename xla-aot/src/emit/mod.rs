@@ -63,12 +63,16 @@ pub struct Artefacts {
     pub batch: Option<(cpu::BatchPlan, usize)>,
 }
 
-/// Writes the artefacts into `dir` (created if needed); returns the paths written.
+/// Writes the artefacts into `dir` (created if needed); returns the paths written. On any error
+/// nothing new is left behind: `dir` naming a file, or a directory where one of the files goes,
+/// is found before anything is written, and a rename that still fails removes the files already
+/// moved into place.
 pub fn write_artefacts(a: &Artefacts, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".xla-aot-tmp-{}-{}", a.name, std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir(&tmp)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(std::io::Error::other(
+            "it is a file, not a directory (the output directory receives the library, header and manifest)",
+        ));
+    }
     let mut files: Vec<(String, &[u8])> = vec![
         (format!("{}.o", a.name), &a.object),
         (format!("lib{}.a", a.name), &a.archive),
@@ -81,18 +85,36 @@ pub fn write_artefacts(a: &Artefacts, dir: &Path) -> std::io::Result<Vec<PathBuf
     if let Some(p) = &a.ptx {
         files.push((format!("{}.ptx", a.name), p.ptx.as_bytes()));
     }
+    if let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).is_dir()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a directory; remove it or choose another output directory",
+            dir.join(name).display()
+        )));
+    }
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".xla-aot-tmp-{}-{}", a.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir(&tmp)?;
+    let mut written = Vec::new();
     let result = (|| {
         for (name, data) in &files {
             std::fs::write(tmp.join(name), data)?;
         }
-        let mut written = Vec::new();
         for (name, _) in &files {
             let dest = dir.join(name);
             std::fs::rename(tmp.join(name), &dest)?;
             written.push(dest);
         }
-        Ok(written)
+        Ok(())
     })();
     let _ = std::fs::remove_dir_all(&tmp);
-    result
+    match result {
+        Ok(()) => Ok(written),
+        Err(e) => {
+            for p in &written {
+                let _ = std::fs::remove_file(p);
+            }
+            Err(e)
+        }
+    }
 }

@@ -7,6 +7,7 @@
 //! `  --> file:line:col` line (`  --> file: node ...` for ONNX), the source line with a caret, then
 //! `= expected` and `= hint` lines (see `docs/spec.md`).
 
+use crate::util::shorten::shorten;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -28,28 +29,37 @@ pub enum SpecErrorKind {
     #[error("{0}")]
     Syntax(String),
     /// A key the spec format does not have.
-    #[error("unknown key `{key}` in {context}")]
+    #[error("unknown key `{}` in {context}", shorten(key))]
     UnknownKey { key: String, context: String },
     /// A required key is absent.
     #[error("missing key `{key}` in {context}")]
     MissingKey { key: String, context: String },
     /// An op name that does not exist.
-    #[error("unknown op `{0}`")]
+    #[error("unknown op `{}`", shorten(.0))]
     UnknownOp(String),
     /// A tensor name nothing defines.
-    #[error("unknown tensor `{0}`")]
+    #[error("unknown tensor `{}`", shorten(.0))]
     UnknownTensor(String),
     /// A tensor used before the op that defines it.
-    #[error("tensor `{name}` is used before op `{name}` defines it (line {line})")]
+    #[error(
+        "tensor `{0}` is used before op `{0}` defines it (line {line})",
+        shorten(name)
+    )]
     UseBeforeDefinition { name: String, line: usize },
     /// A name defined twice.
-    #[error("duplicate tensor name `{name}` (first defined at line {first_line})")]
+    #[error(
+        "duplicate tensor name `{}` (first defined at line {first_line})",
+        shorten(name)
+    )]
     Duplicate { name: String, first_line: usize },
     /// A name that is not an identifier.
-    #[error("invalid name `{0}`")]
+    #[error("invalid name `{}`", shorten(.0))]
     BadName(String),
     /// Wrong number of op inputs.
-    #[error("op `{op}` ({kind}) takes {expected} input(s), found {found}")]
+    #[error(
+        "op `{}` ({kind}) takes {expected} input(s), found {found}",
+        shorten(op)
+    )]
     Arity {
         op: String,
         kind: String,
@@ -57,28 +67,32 @@ pub enum SpecErrorKind {
         found: usize,
     },
     /// Operand shapes that do not fit the op.
-    #[error("shape mismatch in op `{op}` ({kind}): {detail}")]
+    #[error("shape mismatch in op `{}` ({kind}): {detail}", shorten(op))]
     Shape {
         op: String,
         kind: String,
         detail: String,
     },
     /// An attribute with an invalid value.
-    #[error("bad attribute `{attr}` of op `{op}`: {detail}")]
+    #[error("bad attribute `{attr}` of op `{}`: {detail}", shorten(op))]
     BadAttribute {
         op: String,
         attr: String,
         detail: String,
     },
     /// A required attribute is absent.
-    #[error("op `{op}` ({kind}) needs the attribute `{attr}`")]
+    #[error("op `{}` ({kind}) needs the attribute `{attr}`", shorten(op))]
     MissingAttribute {
         op: String,
         kind: String,
         attr: String,
     },
     /// An attribute the op does not take.
-    #[error("unknown attribute `{attr}` for op `{op}` ({kind})")]
+    #[error(
+        "unknown attribute `{}` for op `{}` ({kind})",
+        shorten(attr),
+        shorten(op)
+    )]
     UnknownAttribute {
         op: String,
         kind: String,
@@ -91,7 +105,7 @@ pub enum SpecErrorKind {
     #[error("dimension overflow: {0}")]
     DimensionOverflow(String),
     /// An output name no op produces.
-    #[error("output `{0}` is never produced by an op")]
+    #[error("output `{}` is never produced by an op", shorten(.0))]
     OutputNeverProduced(String),
     /// A dtype that is known but not supported yet.
     #[error("dtype `{0}` is not supported yet")]
@@ -207,10 +221,11 @@ impl fmt::Display for SpecError {
         if let (Some(p), Some(src)) = (e.pos, &e.source_line) {
             let num = p.line.to_string();
             let pad = " ".repeat(num.len());
+            let (src, column) = window(src, p.column);
             // Tabs keep their width in the caret line so the caret lines up.
             let lead: String = src
                 .chars()
-                .take(p.column.saturating_sub(1))
+                .take(column.saturating_sub(1))
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
             writeln!(f, " {pad} |")?;
@@ -228,6 +243,33 @@ impl fmt::Display for SpecError {
 }
 
 impl std::error::Error for SpecError {}
+
+/// Most characters of a source line an error shows: a line holding a 1 MB name is cut to a window
+/// around the caret.
+pub const MAX_SHOWN_LINE: usize = 120;
+/// Characters kept before the caret when a long line is cut.
+const SHOWN_BEFORE_CARET: usize = 40;
+
+/// `line` cut to at most [`MAX_SHOWN_LINE`] characters around 1-based `column` (with `…` where
+/// cut), and the caret's column in the result.
+fn window(line: &str, column: usize) -> (String, usize) {
+    let n = line.chars().count();
+    if n <= MAX_SHOWN_LINE {
+        return (line.to_string(), column);
+    }
+    let start = column
+        .saturating_sub(1 + SHOWN_BEFORE_CARET)
+        .min(n - MAX_SHOWN_LINE);
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(line.chars().skip(start).take(MAX_SHOWN_LINE));
+    if start + MAX_SHOWN_LINE < n {
+        out.push('…');
+    }
+    (out, column - start + usize::from(start > 0))
+}
 
 /// A serde_yaml error as a positioned syntax error, and its message without serde_yaml's
 /// " at line L column C" (the position is printed separately).
@@ -266,6 +308,24 @@ mod tests {
             e.to_string(),
             "error: boom\n  --> m.onnx: node #1 `my_mod` (Mod)\n  = hint: h\n"
         );
+    }
+
+    #[test]
+    fn long_lines_and_names_are_cut() {
+        let name = "n".repeat(1 << 20);
+        let src = format!("name: {name}\n");
+        let e = SpecError::new(Path::new("m.yaml"), SpecErrorKind::BadName(name))
+            .at(Some(Pos { line: 1, column: 7 }), &src);
+        let text = e.to_string();
+        assert!(text.len() < 600, "{text}");
+        assert!(text.contains("(1048576 characters)"), "{text}");
+        assert!(
+            text.contains(" 1 | name: nnn") && text.contains("|       ^"),
+            "{text}"
+        );
+        let (w, c) = window(&format!("{}x{}", "a".repeat(500), "b".repeat(500)), 501);
+        assert_eq!(w.chars().nth(c - 1), Some('x'));
+        assert_eq!(w.chars().count(), MAX_SHOWN_LINE + 2);
     }
 
     #[test]

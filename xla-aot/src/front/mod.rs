@@ -67,6 +67,9 @@ pub fn format_of(path: &Path) -> Format {
     }
 }
 
+/// The byte-order mark some editors put at the start of UTF-8 text; skipped.
+pub const UTF8_BOM: char = '\u{feff}';
+
 /// Reads, checks and lowers the model at `path`: a YAML spec (native or `graph:`), an `.onnx` or
 /// an `.hlo.txt` file.
 pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
@@ -109,6 +112,9 @@ pub fn spec_from_str_with(
     source: &str,
     overrides: &InputOverrides,
 ) -> Result<Model, SpecError> {
+    // Editors on Windows save UTF-8 with a byte-order mark; YAML allows one at the start, but the
+    // parser would read it as part of the first key (then "missing field `inputs`").
+    let source = source.strip_prefix(UTF8_BOM).unwrap_or(source);
     if is_graph_spec(source) {
         load_graph_spec_with(path, source, overrides)
     } else if !overrides.is_empty() {
@@ -164,7 +170,8 @@ fn import(
                 )
                 .expected("the text XLA prints for an HLO module (`HloModule ...`)")
             })?;
-            hlo_text::import(graph, &source, name, &mut bindings)?
+            let source = source.strip_prefix(UTF8_BOM).unwrap_or(&source);
+            hlo_text::import(graph, source, name, &mut bindings)?
         }
         Format::Onnx => {
             let bytes = std::fs::read(graph).map_err(|e| read_error(graph, &e))?;

@@ -413,6 +413,23 @@ pub fn translate(m: &RawModule, name: &str, bindings: &mut Bindings) -> TResult<
         params.push((param_index(p)?, p));
     }
     params.sort_by_key(|(k, _)| *k);
+    // The sort is stable: of two parameters with one number, the later in the text comes second.
+    for pair in params.windows(2) {
+        let ((k0, first), (k1, second)) = (pair[0], pair[1]);
+        if k0 == k1 {
+            return with_hint(
+                err(
+                    second,
+                    format!(
+                        "parameter number {k1} is used twice: `{}` (line {}) already has it",
+                        crate::util::shorten::shorten(&first.name),
+                        first.line
+                    ),
+                ),
+                "number the entry's parameters 0, 1, 2, ... once each",
+            );
+        }
+    }
     for (i, (k, p)) in params.iter().enumerate() {
         if *k != i {
             return err(
