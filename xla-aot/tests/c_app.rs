@@ -67,3 +67,137 @@ fn c_app_runs_natively_and_under_qemu_with_golden_results() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Compiles `main.c` in `dir` against the headers there (and runtime-min's) with the strictest
+/// flags an app may use, links `lib<model>.a` and runs it; returns its stdout.
+fn strict_c(dir: &std::path::Path, model: &str) -> String {
+    let exe = dir.join("app");
+    let out = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(dir)
+        .arg("-I")
+        .arg(repo().join("runtime-min/include"))
+        .arg(dir.join("main.c"))
+        .arg(dir.join(format!("lib{model}.a")))
+        .args(["-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("cc runs");
+    assert!(
+        out.status.success(),
+        "{model}.h does not compile:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success(), "{model}: {run:?}");
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+fn compile_to(model: &std::path::Path, dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+        .arg("compile")
+        .arg(model)
+        .args(["--target", "host", "--out-dir"])
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn headers_of_colliding_names_compile_with_strict_c11() {
+    let dir = scratch("c-names");
+    // `a.b`/`a_b` and `int`/`int_` collide as parameters after sanitising, `x`/`X` and `y`/`Y`
+    // as macros (M_INPUT_X_SHAPE); the later of each takes a suffix, listed in the header.
+    let spec = dir.join("m.yaml");
+    std::fs::write(
+        &spec,
+        "name: m\ninputs:\n\
+         \x20 - {name: a.b, dtype: f32, shape: [4]}\n  - {name: a_b, dtype: f32, shape: [4]}\n\
+         \x20 - {name: int, dtype: f32, shape: [4]}\n  - {name: int_, dtype: f32, shape: [4]}\n\
+         \x20 - {name: x, dtype: f32, shape: [4]}\n  - {name: X, dtype: f32, shape: [4]}\n\
+         outputs: [y, Y]\nops:\n\
+         \x20 - {name: s1, op: mul, inputs: [a.b, a_b]}\n\
+         \x20 - {name: s2, op: sub, inputs: [int, int_]}\n\
+         \x20 - {name: s3, op: sub, inputs: [x, X]}\n\
+         \x20 - {name: s4, op: add, inputs: [s1, s2]}\n\
+         \x20 - {name: y, op: add, inputs: [s4, s3]}\n\
+         \x20 - {name: Y, op: relu, inputs: [X]}\n",
+    )
+    .unwrap();
+    let r = compile_to(&spec, &dir);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let header = std::fs::read_to_string(dir.join("m.h")).unwrap();
+    assert!(
+        header.contains("input `X` is `X_2` (`X` collides with input `x`)")
+            && header.contains("input `a_b` is `a_b_2` (`a_b` collides with input `a.b`)"),
+        "{header}"
+    );
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include "m.h"
+#include "xla_aot_runtime.h"
+
+static _Alignas(64) unsigned char arena[M_ARENA_SIZE + 1];
+
+int main(void) {
+    float ab[M_INPUT_A_B_SIZE] = {1, 2, 3, 4}, ab2[M_INPUT_A_B_2_SIZE] = {2, 2, 2, 2};
+    float i1[M_INPUT_INT__SIZE] = {10, 10, 10, 10}, i2[M_INPUT_INT__2_SIZE] = {1, 2, 3, 4};
+    float x[M_INPUT_X_SIZE] = {5, 5, 5, 5}, x2[M_INPUT_X_2_SIZE] = {-1, 1, -1, 1};
+    float y[M_OUTPUT_Y_SIZE], y2[M_OUTPUT_Y_2_SIZE];
+    int s = m_run(arena, ab, ab2, i1, i2, x, x2, y, y2);
+    printf("%d %g %g %g %g %g %g\n", s, y[0], y[1], y[2], y[3], y2[0], y2[1]);
+    return s != XLA_AOT_STATUS_OK;
+}
+"#,
+    )
+    .unwrap();
+    // y = a.b * a_b + (int - int_) + (x - X); Y = relu(X).
+    assert_eq!(strict_c(&dir, "m"), "0 17 16 19 18 0 1\n");
+
+    // Names of files given directly that would shadow a standard header or the runtime's take
+    // a deterministic rename; a spec that asks for one is an error.
+    let hlo = "HloModule h\n\nENTRY %main {\n  %x = f32[2]{0} parameter(0)\n  \
+               ROOT %y = f32[2]{0} negate(%x)\n}\n";
+    for (file, model) in [
+        ("stdint.hlo.txt", "stdint_model"),
+        ("xla_aot_runtime.hlo.txt", "_xla_aot_runtime"),
+    ] {
+        let d = dir.join(model);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(file), hlo).unwrap();
+        let r = compile_to(&d.join(file), &d);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        std::fs::write(
+            d.join("main.c"),
+            format!(
+                "#include <stdint.h>\n#include <stdio.h>\n#include \"{model}.h\"\n#include \"xla_aot_runtime.h\"\n\n\
+                 static _Alignas(64) unsigned char arena[{up}_ARENA_SIZE + 1];\n\n\
+                 int main(void) {{\n    float x[2] = {{1, -2}}, y[2];\n    uint32_t n = 2;\n    \
+                 int s = {model}_run(arena, x, y);\n    printf(\"%d %g %g %u\\n\", s, y[0], y[1], n);\n    \
+                 return s != XLA_AOT_STATUS_OK;\n}}\n",
+                up = model.to_ascii_uppercase()
+            ),
+        )
+        .unwrap();
+        assert_eq!(strict_c(&d, model), "0 -1 2 2\n", "{model}");
+    }
+    for (name, why) in [
+        ("stdint", "would shadow the C standard header <stdint.h>"),
+        ("xla_aot_runtime", "belong to the runtime"),
+        ("int", "is a C keyword"),
+    ] {
+        let p = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!("name: {name}\ninputs:\n  - {{name: x, dtype: f32, shape: [2]}}\noutputs: [y]\nops:\n  - {{name: y, op: relu, inputs: [x]}}\n"),
+        )
+        .unwrap();
+        let r = compile_to(&p, &dir.join("refused"));
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(why), "{name}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,9 +5,9 @@
 //! `Result<(), Status>`; for a CUDA target also `<name>::cuda::Context` (init / run on the GPU /
 //! error_name, destroyed on drop). Deterministic.
 
+use super::c_idents::c_idents;
 use crate::arena::BufferPlan;
 use crate::ir::{DType, Module};
-use crate::util::c_name::c_name;
 
 const TEMPLATE: &str = include_str!("../../templates/bindings.rs.in");
 const CUDA_TEMPLATE: &str = include_str!("../../templates/bindings_cuda.rs.in");
@@ -42,8 +42,8 @@ pub fn render(
     let (mut bffi, mut bparams, mut bargs, mut bchecks) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let declared = batch.map_or(1, |b| b.1.max(1));
-    let mut tensor = |name: &str, dtype: DType, n: usize, output: bool| {
-        let cn = c_name(name);
+    let ids = c_idents(m);
+    let mut tensor = |name: &str, cn: &str, dtype: DType, n: usize, output: bool| {
         {
             let t = rust_type(dtype);
             let item = n / declared;
@@ -79,11 +79,23 @@ pub fn render(
     };
     for (k, p) in c.parameters().into_iter().enumerate() {
         let s = &c.inst(p).shape;
-        tensor(&c.inst(p).name, m.input_dtype(k), s.element_count(), false);
+        tensor(
+            &c.inst(p).name,
+            &ids.inputs[k],
+            m.input_dtype(k),
+            s.element_count(),
+            false,
+        );
     }
     for (k, o) in c.outputs.iter().enumerate() {
         let s = &c.inst(o.value).shape;
-        tensor(&o.name, m.output_dtype(k), s.element_count(), true);
+        tensor(
+            &o.name,
+            &ids.outputs[k],
+            m.output_dtype(k),
+            s.element_count(),
+            true,
+        );
     }
     let cuda = ptx
         .map(|p| {

@@ -4,9 +4,9 @@
 //! module, the buffer plan and runtime-min's status codes (the single source of truth), so the
 //! header always matches the object it ships with. Deterministic.
 
+use super::c_idents::c_idents;
 use crate::arena::{ARENA_ALIGN, BufferPlan};
 use crate::ir::{DType, Module};
-use crate::util::c_name::c_name;
 use runtime_min::Status;
 
 const TEMPLATE: &str = include_str!("../../templates/model.h.in");
@@ -32,6 +32,7 @@ pub fn c_type(d: DType) -> &'static str {
 /// nothing when every one is passed in the dtype the model computes in.
 fn conversions(m: &Module) -> String {
     let c = &m.entry;
+    let ids = c_idents(m);
     let mut lines = Vec::new();
     let mut int64_in = false;
     for (k, &p) in c.parameters().iter().enumerate() {
@@ -40,7 +41,7 @@ fn conversions(m: &Module) -> String {
             let ir = c.inst(p).shape.dtype;
             lines.push(format!(
                 " *   input {}: {api}, computed as {ir}",
-                c_name(&c.inst(p).name)
+                ids.inputs[k]
             ));
         }
     }
@@ -49,7 +50,7 @@ fn conversions(m: &Module) -> String {
             let ir = c.inst(o.value).shape.dtype;
             lines.push(format!(
                 " *   output {}: computed as {ir}, returned as {api}",
-                c_name(&o.name)
+                ids.outputs[k]
             ));
         }
     }
@@ -116,9 +117,9 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
     let upper = m.name.to_ascii_uppercase();
     let mut macros = String::new();
     let mut params = Vec::new();
+    let ids = c_idents(m);
     let mut tensor =
-        |kind: &str, name: &str, dims: &[usize], dtype: DType, params: &mut Vec<String>| {
-            let cn = c_name(name);
+        |kind: &str, cn: &str, dims: &[usize], dtype: DType, params: &mut Vec<String>| {
             let key = format!("{upper}_{kind}_{}", cn.to_ascii_uppercase());
             let dims_s: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
             macros.push_str(&format!(
@@ -134,7 +135,7 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
         let i = c.inst(p);
         tensor(
             "INPUT",
-            &i.name,
+            &ids.inputs[k],
             &i.shape.dims,
             m.input_dtype(k),
             &mut params,
@@ -142,7 +143,13 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
     }
     for (k, o) in c.outputs.iter().enumerate() {
         let s = &c.inst(o.value).shape;
-        tensor("OUTPUT", &o.name, &s.dims, m.output_dtype(k), &mut params);
+        tensor(
+            "OUTPUT",
+            &ids.outputs[k],
+            &s.dims,
+            m.output_dtype(k),
+            &mut params,
+        );
     }
     let statuses: String = Status::ALL
         .iter()
@@ -153,12 +160,6 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
     } else {
         plan.lower_bound as f64 / plan.arena_size as f64
     };
-    let inputs_doc: Vec<String> = c
-        .parameters()
-        .iter()
-        .map(|&p| c_name(&c.inst(p).name))
-        .collect();
-    let outputs_doc: Vec<String> = c.outputs.iter().map(|o| c_name(&o.name)).collect();
     TEMPLATE
         .replace("{{name}}", &m.name)
         .replace("{{NAME}}", &upper)
@@ -172,10 +173,11 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
         .replace("{{kernels}}", &kernels.to_string())
         .replace("{{num_inputs}}", &c.parameters().len().to_string())
         .replace("{{num_outputs}}", &c.outputs.len().to_string())
-        .replace("{{inputs}}", &inputs_doc.join(", "))
-        .replace("{{outputs}}", &outputs_doc.join(", "))
+        .replace("{{inputs}}", &ids.inputs.join(", "))
+        .replace("{{outputs}}", &ids.outputs.join(", "))
         .replace("{{shape_macros}}", macros.trim_end())
         .replace("{{conversions}}", &conversions(m))
+        .replace("{{renames}}", &ids.comment())
         .replace("{{status_codes}}", statuses.trim_end())
         .replace("{{run_params}}", &params.join(", "))
         .replace("{{cuda_api}}", cuda)
@@ -217,14 +219,13 @@ pub fn render_seq(
     bp: &crate::codegen::cpu::BatchPlan,
     seq: &crate::front::SeqAxis,
 ) -> String {
-    let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
     let name = &m.name;
     let sizes: Vec<String> = bp.buckets.iter().map(|b| b.batch.to_string()).collect();
     let max = bp.buckets.last().map_or(0, |b| b.batch);
     let mask = seq
         .mask
-        .map(|i| c_name(&c.inst(c.parameters()[i]).name))
+        .map(|i| c_idents(m).inputs[i].clone())
         .unwrap_or_default();
     let mask_doc = if mask.is_empty() {
         String::new()
@@ -261,24 +262,15 @@ pub fn render_seq(
 
 /// The C parameters of a run function: inputs (but `skip`) then outputs, in spec order.
 fn c_params(m: &Module, skip: Option<usize>) -> String {
-    let c = &m.entry;
+    let ids = c_idents(m);
     let mut v = Vec::new();
-    for (i, &p) in c.parameters().iter().enumerate() {
+    for (i, id) in ids.inputs.iter().enumerate() {
         if Some(i) != skip {
-            let inst = c.inst(p);
-            v.push(format!(
-                "const {} *{}",
-                c_type(m.input_dtype(i)),
-                c_name(&inst.name)
-            ));
+            v.push(format!("const {} *{id}", c_type(m.input_dtype(i))));
         }
     }
-    for (k, o) in c.outputs.iter().enumerate() {
-        v.push(format!(
-            "{} *{}",
-            c_type(m.output_dtype(k)),
-            c_name(&o.name)
-        ));
+    for (k, id) in ids.outputs.iter().enumerate() {
+        v.push(format!("{} *{id}", c_type(m.output_dtype(k))));
     }
     v.join(", ")
 }

@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod bindings;
+pub mod c_idents;
 pub mod cuda;
 pub mod data_object;
 pub mod dump;

@@ -12,16 +12,18 @@ use std::path::Path;
 /// What a model name must be, for the `expected:` line of a bad-name error.
 pub fn model_name_rule() -> String {
     format!(
-        "a C identifier ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_MODEL_NAME_LEN} characters): it prefixes every exported symbol"
+        "a C identifier ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_MODEL_NAME_LEN} characters), not a keyword, a C standard header's name or one starting with `xla_aot`: it prefixes every exported symbol and names the header"
     )
 }
 
 /// Checks a model name the user wrote; the error is the hint (a valid name close to it).
 pub fn check_model_name(name: &str) -> Result<(), String> {
-    if is_c_identifier(name) && name.len() <= MAX_MODEL_NAME_LEN {
-        Ok(())
-    } else {
+    if !is_c_identifier(name) || name.len() > MAX_MODEL_NAME_LEN {
         Err(format!("e.g. `{}`", c_name::model_name(name)))
+    } else if let Some(why) = c_name::reserved_model_name(name) {
+        Err(format!("{why}; e.g. `{}`", c_name::model_name(name)))
+    } else {
+        Ok(())
     }
 }
 

@@ -4,7 +4,8 @@
 //! Contract: every character outside `[A-Za-z0-9_]` becomes `_` ([`c_chars`]); on top of that,
 //! [`model_name`] makes a valid symbol prefix (a leading `_` where the name starts with a digit,
 //! at most [`MAX_MODEL_NAME_LEN`] characters) and [`c_name`] a valid parameter name (a trailing
-//! `_` after a leading digit or a reserved word). Pure functions: the same name always maps to
+//! `_` after a leading digit or a reserved word); [`reserved_model_name`] refuses model names that
+//! are keywords, C standard header names or the runtime's. Pure functions: the same name always maps to
 //! the same identifier, which keeps generated code deterministic.
 
 /// Longest model name: it prefixes every exported C symbol, and some linkers and tools truncate or
@@ -60,6 +61,141 @@ const RESERVED: &[&str] = &[
     "operator",
 ];
 
+/// Keywords of C (C11 and C23), which a model name may not be (it names the header and prefixes
+/// every symbol and macro). Rust keywords are not refused: only the optional Rust bindings
+/// (`pub mod <name>`) would need them avoided.
+const KEYWORDS: &[&str] = &[
+    // C11
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Bool",
+    "_Complex",
+    "_Generic",
+    "_Imaginary",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
+    // C23
+    "alignas",
+    "alignof",
+    "bool",
+    "constexpr",
+    "false",
+    "nullptr",
+    "static_assert",
+    "thread_local",
+    "true",
+    "typeof",
+    "typeof_unqual",
+    "_BitInt",
+    "_Decimal32",
+    "_Decimal64",
+    "_Decimal128",
+];
+
+/// Headers of the C standard library (C11 and C23): a model named `stdint` writes `stdint.h`,
+/// which shadows `<stdint.h>` wherever the output directory is on the include path (compared
+/// ignoring case, for case-insensitive file systems).
+const STANDARD_HEADERS: &[&str] = &[
+    "assert",
+    "complex",
+    "ctype",
+    "errno",
+    "fenv",
+    "float",
+    "inttypes",
+    "iso646",
+    "limits",
+    "locale",
+    "math",
+    "setjmp",
+    "signal",
+    "stdalign",
+    "stdarg",
+    "stdatomic",
+    "stdbit",
+    "stdbool",
+    "stdckdint",
+    "stddef",
+    "stdint",
+    "stdio",
+    "stdlib",
+    "stdnoreturn",
+    "string",
+    "tgmath",
+    "threads",
+    "time",
+    "uchar",
+    "wchar",
+    "wctype",
+];
+
+/// The prefix of runtime-min's names (`xla_aot_runtime.h`, its include guard `XLA_AOT_RUNTIME_H`,
+/// the `XLA_AOT_*` macros every model header shares).
+pub const RUNTIME_PREFIX: &str = "xla_aot";
+
+/// Suffix that [`model_name`] appends to a name [`reserved_model_name`] refuses.
+pub const RESERVED_MODEL_SUFFIX: &str = "_model";
+
+/// Why `name` cannot name a model though it is a C identifier, or `None` when it can.
+pub fn reserved_model_name(name: &str) -> Option<String> {
+    if KEYWORDS.contains(&name) {
+        return Some(format!("`{name}` is a C keyword"));
+    }
+    if let Some(h) = STANDARD_HEADERS
+        .iter()
+        .find(|h| h.eq_ignore_ascii_case(name))
+    {
+        return Some(format!(
+            "its header `{name}.h` would shadow the C standard header <{h}.h>"
+        ));
+    }
+    if name
+        .get(..RUNTIME_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(RUNTIME_PREFIX))
+    {
+        return Some(format!(
+            "names starting with `{RUNTIME_PREFIX}` belong to the runtime (xla_aot_runtime.h and its macros)"
+        ));
+    }
+    None
+}
+
 /// Whether `s` is a C identifier (`[A-Za-z_][A-Za-z0-9_]*`).
 pub fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
@@ -82,12 +218,24 @@ pub fn c_chars(s: &str) -> String {
 
 /// A model name made from any string (a file stem, an imported graph's name): [`c_chars`], at
 /// most [`MAX_MODEL_NAME_LEN`] characters, with a leading `_` where it would not start a C
-/// identifier.
+/// identifier, and [`RESERVED_MODEL_SUFFIX`] after a name [`reserved_model_name`] refuses
+/// (`stdint` → `stdint_model`; an `xla_aot...` name becomes `_xla_aot...`).
 pub fn model_name(s: &str) -> String {
     let mut out: String = c_chars(s).chars().take(MAX_MODEL_NAME_LEN).collect();
     if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         out.insert(0, '_');
         out.truncate(MAX_MODEL_NAME_LEN);
+    }
+    if reserved_model_name(&out).is_some() {
+        if out.len() >= RUNTIME_PREFIX.len()
+            && out[..RUNTIME_PREFIX.len()].eq_ignore_ascii_case(RUNTIME_PREFIX)
+        {
+            out.insert(0, '_');
+            out.truncate(MAX_MODEL_NAME_LEN);
+        } else {
+            // Keywords and header names are short: the suffix always fits.
+            out.push_str(RESERVED_MODEL_SUFFIX);
+        }
     }
     out
 }
@@ -114,6 +262,12 @@ mod tests {
         assert_eq!(c_name("2x"), "2x_");
         assert_eq!(c_name("float"), "float_");
         assert_eq!(c_name("x.y"), "x_y");
+        assert_eq!(model_name("stdint"), "stdint_model");
+        assert_eq!(model_name("Math"), "Math_model");
+        assert_eq!(model_name("xla_aot_runtime"), "_xla_aot_runtime");
+        assert_eq!(model_name("register"), "register_model");
+        assert_eq!(model_name("dyn"), "dyn");
+        assert!(reserved_model_name("model").is_none());
         assert!(is_c_identifier("_a1") && !is_c_identifier("1a") && !is_c_identifier(""));
     }
 }
