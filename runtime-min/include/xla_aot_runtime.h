@@ -8,6 +8,7 @@
 #undef XLA_AOT_STATUS_BAD_ARGUMENT
 #undef XLA_AOT_STATUS_NO_CUDA_DRIVER
 #undef XLA_AOT_STATUS_CUDA_ERROR
+#undef XLA_AOT_STATUS_OVERLAP
 #else
 #define XLA_AOT_STATUS_CODES
 #endif
@@ -56,6 +57,12 @@ typedef enum XlaAotStatus {
    * the error (`CUDA_ERROR_NO_DEVICE`, ...).
    */
   XLA_AOT_STATUS_CUDA_ERROR = -5,
+  /**
+   * An output overlaps an input, another output or the arena (the bytes of each are its
+   * shape's; the arena's are the model's `ARENA_SIZE`): the model would read what it already
+   * overwrote. Checked before the model runs, with a few pointer comparisons per call.
+   */
+  XLA_AOT_STATUS_OVERLAP = -6,
 } XlaAotStatus;
 
 /**

@@ -30,18 +30,23 @@ pub enum Status {
     /// CUDA path only: a driver call failed; `<name>_cuda_error_name` gives the driver's name of
     /// the error (`CUDA_ERROR_NO_DEVICE`, ...).
     CudaError = -5,
+    /// An output overlaps an input, another output or the arena (the bytes of each are its
+    /// shape's; the arena's are the model's `ARENA_SIZE`): the model would read what it already
+    /// overwrote. Checked before the model runs, with a few pointer comparisons per call.
+    Overlap = -6,
 }
 
 impl Status {
     /// Every status, in code order (for generated headers).
     /// cbindgen:ignore
-    pub const ALL: [Status; 6] = [
+    pub const ALL: [Status; 7] = [
         Status::Ok,
         Status::NullPointer,
         Status::MisalignedArena,
         Status::BadArgument,
         Status::NoCudaDriver,
         Status::CudaError,
+        Status::Overlap,
     ];
 
     /// The C value of this status.
@@ -58,6 +63,7 @@ impl Status {
             Status::BadArgument => "BAD_ARGUMENT",
             Status::NoCudaDriver => "NO_CUDA_DRIVER",
             Status::CudaError => "CUDA_ERROR",
+            Status::Overlap => "OVERLAP",
         }
     }
 
@@ -228,6 +234,7 @@ mod tests {
         assert_eq!(Status::BadArgument.code(), -3);
         assert_eq!(Status::NoCudaDriver.code(), -4);
         assert_eq!(Status::CudaError.code(), -5);
+        assert_eq!(Status::Overlap.code(), -6);
         assert_eq!(Status::from_code(-2), Some(Status::MisalignedArena));
         assert_eq!(Status::from_code(5), None);
     }

@@ -146,15 +146,19 @@ int main(void) {
     float i1[M_INPUT_INT__SIZE] = {10, 10, 10, 10}, i2[M_INPUT_INT__2_SIZE] = {1, 2, 3, 4};
     float x[M_INPUT_X_SIZE] = {5, 5, 5, 5}, x2[M_INPUT_X_2_SIZE] = {-1, 1, -1, 1};
     float y[M_OUTPUT_Y_SIZE], y2[M_OUTPUT_Y_2_SIZE];
+    /* Misuse is a status, and nothing is written: an output on an input, on another output. */
+    int on_input = m_run(arena, ab, ab2, i1, i2, x, x2, ab2, y2);
+    int on_output = m_run(arena, ab, ab2, i1, i2, x, x2, y2 + 1, y2);
     int s = m_run(arena, ab, ab2, i1, i2, x, x2, y, y2);
-    printf("%d %g %g %g %g %g %g\n", s, y[0], y[1], y[2], y[3], y2[0], y2[1]);
+    printf("%d %d %g %d %g %g %g %g %g %g\n", on_input == XLA_AOT_STATUS_OVERLAP, on_output, ab2[0],
+           s, y[0], y[1], y[2], y[3], y2[0], y2[1]);
     return s != XLA_AOT_STATUS_OK;
 }
 "#,
     )
     .unwrap();
     // y = a.b * a_b + (int - int_) + (x - X); Y = relu(X).
-    assert_eq!(strict_c(&dir, "m"), "0 17 16 19 18 0 1\n");
+    assert_eq!(strict_c(&dir, "m"), "1 -6 2 0 17 16 19 18 0 1\n");
 
     // Names of files given directly that would shadow a standard header or the runtime's take
     // a deterministic rename; a spec that asks for one is an error.

@@ -7,6 +7,7 @@
  * outputs) ends exactly at a PROT_NONE guard page, so a kernel that writes or reads past the end
  * of any buffer faults. Then it checks the C API contract:
  *   - null arena, misaligned arena, null input/output arrays or entries give negative statuses;
+ *   - an output overlapping an input, another output or the arena gives -6 (OVERLAP);
  *   - two threads with two arenas give bit-identical outputs.
  * Exit status: 0 on success, 2 on a usage or I/O error, 3 on a contract violation.
  */
@@ -60,9 +61,10 @@ int main(int argc, char **argv) {
     if (nin > MAX_TENSORS || nout > MAX_TENSORS || argc != 4 + 2 * (nin + nout)) { fprintf(stderr, "usage\n"); return 2; }
     const void *inputs[MAX_TENSORS];
     void *outputs[MAX_TENSORS], *outputs2[MAX_TENSORS];
-    size_t out_bytes[MAX_TENSORS];
+    size_t in_bytes[MAX_TENSORS], out_bytes[MAX_TENSORS];
     for (int i = 0; i < nin; i++) {
         size_t n = strtoull(argv[5 + 2 * i], NULL, 10);
+        in_bytes[i] = n;
         uint8_t *buf = guarded(n, 4);
         FILE *f = fopen(argv[4 + 2 * i], "rb");
         if (!f || fread(buf, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", argv[4 + 2 * i]); return 2; }
@@ -95,6 +97,28 @@ int main(int argc, char **argv) {
         void *saved = outputs[0];
         outputs[0] = NULL;
         EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -1, "null output gives -1");
+        outputs[0] = saved;
+    }
+
+    /* Overlaps: an output sharing a byte with an input, another output or the arena gives -6
+     * before the model touches anything. */
+    if (nout > 0 && out_bytes[0] > 0) {
+        void *saved = outputs[0];
+        for (int i = 0; i < nin; i++) {
+            if (in_bytes[i] == 0) continue;
+            outputs[0] = (void *)inputs[i];
+            EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -6, "an output on an input gives -6");
+            outputs[0] = (uint8_t *)inputs[i] + in_bytes[i] - 1;
+            EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -6, "an output on an input's last byte gives -6");
+        }
+        if (arena_size > 0) {
+            outputs[0] = (uint8_t *)arena + arena_size - 1;
+            EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -6, "an output inside the arena gives -6");
+        }
+        if (nout > 1 && out_bytes[1] > 0) {
+            outputs[0] = outputs[1];
+            EXPECT(RUN_PTRS(arena, inputs, (void *const *)outputs) == -6, "two outputs on one buffer give -6");
+        }
         outputs[0] = saved;
     }
 

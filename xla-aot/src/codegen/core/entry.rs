@@ -3,7 +3,8 @@
 //! app's thread hook.
 //!
 //! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
-//! `ARENA_ALIGN` is reported, never dereferenced; inputs and outputs whose C API dtype differs
+//! `ARENA_ALIGN` is reported, never dereferenced; an output overlapping an input, another output
+//! or the arena is `Overlap` (`overlap.rs`), before anything is read or written; inputs and outputs whose C API dtype differs
 //! from the IR's are converted around the model's call (`boundary.rs`), an int64 input outside
 //! the i32 range (or a uint32 one from 2^31) being a `BadArgument`. The body calls every kernel in execution order
 //! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
@@ -148,6 +149,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         // The model's call between the dtype conversions of the C API (`boundary.rs`): an int64
         // input out of the i32 range returns BAD_ARGUMENT before the model runs.
         let call_converted = |f: FunctionValue<'ctx>, args: &mut [PointerValue<'ctx>]| {
+            // An output sharing bytes with an input, another output or the arena (`overlap.rs`).
+            if nout > 0 {
+                let overlap = self.overlap_check(args);
+                let reject = self.ctx.append_basic_block(f, "overlap");
+                let go = self.ctx.append_basic_block(f, "disjoint");
+                self.b
+                    .build_conditional_branch(overlap, reject, go)
+                    .unwrap();
+                self.b.position_at_end(reject);
+                self.b.build_return(Some(&status(Status::Overlap))).unwrap();
+                self.b.position_at_end(go);
+            }
             let (bad, outs) = self.boundary_in(f, args[0], args, nin);
             if !self.plan.staging.is_empty() {
                 let reject = self.ctx.append_basic_block(f, "bad_argument");

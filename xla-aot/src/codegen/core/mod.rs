@@ -33,6 +33,7 @@ pub mod module;
 pub mod object;
 pub mod ops;
 pub mod outer_split;
+pub mod overlap;
 pub mod packing;
 pub mod profiler;
 pub mod sample;
