@@ -160,6 +160,68 @@ int main(void) {
     // y = a.b * a_b + (int - int_) + (x - X); Y = relu(X).
     assert_eq!(strict_c(&dir, "m"), "1 -6 2 0 17 16 19 18 0 1\n");
 
+    // Many inputs and outputs: the overlap check loops over a table instead of straight-line
+    // code (over 64 pairs); it must find the same overlaps.
+    let many = dir.join("many");
+    std::fs::create_dir_all(&many).unwrap();
+    let n = 12;
+    let mut spec = String::from("name: many\ninputs:\n");
+    for i in 0..n {
+        spec += &format!("  - {{name: x{i}, dtype: f32, shape: [3]}}\n");
+    }
+    let outs: Vec<String> = (0..n).map(|i| format!("y{i}")).collect();
+    spec += &format!("outputs: [{}]\nops:\n", outs.join(", "));
+    for i in 0..n {
+        spec += &format!("  - {{name: y{i}, op: relu, inputs: [x{i}]}}\n");
+    }
+    std::fs::write(many.join("many.yaml"), spec).unwrap();
+    let r = compile_to(&many.join("many.yaml"), &many);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::write(
+        many.join("main.c"),
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include "many.h"
+
+static _Alignas(64) unsigned char arena[MANY_ARENA_SIZE + 1];
+static float in[MANY_NUM_INPUTS][3], out[MANY_NUM_OUTPUTS][3];
+
+static int run(void) {
+    const void *ins[MANY_NUM_INPUTS];
+    void *outs[MANY_NUM_OUTPUTS];
+    for (int i = 0; i < MANY_NUM_INPUTS; i++) ins[i] = in[i];
+    for (int i = 0; i < MANY_NUM_OUTPUTS; i++) outs[i] = out[i];
+    return many_run_ptrs(arena, ins, outs);
+}
+
+int main(void) {
+    for (int i = 0; i < MANY_NUM_INPUTS; i++) for (int j = 0; j < 3; j++) in[i][j] = (float)(i - j);
+    const void *ins[MANY_NUM_INPUTS];
+    void *outs[MANY_NUM_OUTPUTS];
+    for (int i = 0; i < MANY_NUM_INPUTS; i++) ins[i] = in[i];
+    for (int i = 0; i < MANY_NUM_OUTPUTS; i++) outs[i] = out[i];
+    outs[11] = in[5];
+    int a = many_run_ptrs(arena, ins, outs);
+    outs[11] = out[2];
+    int b = many_run_ptrs(arena, ins, outs);
+    outs[11] = out[11];
+    outs[0] = (char *)in[11] + 11;
+    int c = many_run_ptrs(arena, ins, outs);
+    /* Adjacent is not overlapping: input 0 and output 0 share one array, end to start. */
+    static float adj[6] = {-1, 2, -3, 0, 0, 0};
+    ins[0] = adj;
+    outs[0] = adj + 3;
+    int d = many_run_ptrs(arena, ins, outs) == XLA_AOT_STATUS_OK && adj[4] == 2.0f && adj[5] == 0.0f;
+    ins[0] = in[0];
+    int s = run();
+    printf("%d %d %d %d %d %g %g\n", a, b, c, d, s, out[11][0], out[1][1]);
+    return s;
+}
+"#,
+    )
+    .unwrap();
+    assert_eq!(strict_c(&many, "many"), "-6 -6 -6 1 0 11 0\n");
+
     // Names of files given directly that would shadow a standard header or the runtime's take
     // a deterministic rename; a spec that asks for one is an error.
     let hlo = "HloModule h\n\nENTRY %main {\n  %x = f32[2]{0} parameter(0)\n  \

@@ -556,7 +556,7 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
     // depthwise sibling: each large enough to be split; the small dense layer after them is not.
     // Then grouped convolutions (7 MFLOP, and a staged pointwise one into the output, 1.6 MFLOP):
     // each task stages into its own stack buffer.
-    let mut s = Spec::new("threads", 9);
+    let mut s = Spec::new("threaded", 9);
     s.input("a", &[160, 160])
         .weight("w", &[160, 160])
         .input("x", &[1, 16, 40, 40])

@@ -7,12 +7,20 @@
 //! output's or the arena's `[arena, arena + ARENA_SIZE)`. Each range's bytes are fixed at compile
 //! time (the tensor's shape in its C API dtype, the plan's arena size); an empty range overlaps
 //! nothing. Inputs may overlap each other (they are only read). The cost is two unsigned compares
-//! per pair, `nout · (nin + (nout − 1) / 2 + 1)` pairs, evaluated without branches and tested with
-//! one: a handful of instructions for a typical model, next to kernels of microseconds.
+//! per pair, `nout · (nin + (nout − 1) / 2 + 1)` pairs: up to [`STRAIGHT_LINE_PAIRS`] evaluated
+//! without branches and tested with one (a handful of instructions for a typical model), beyond
+//! that by two nested loops over stack tables of the ranges (docs/limits.md has measurements).
 
 use super::emitter::{Backend, Emitter};
 use inkwell::IntPredicate;
 use inkwell::values::{IntValue, PointerValue};
+
+/// Most pairs checked with straight-line code; more are checked by a loop over a table. Measured
+/// (2026-12-02, debug build, x86-64): a model with 60 inputs and 60 outputs (5,430 pairs) took
+/// 53 s and 2 GB to compile with straight-line code against 0.3 s without the check, as LLVM's
+/// passes grow faster than linearly in one long block; 64 pairs (8 inputs and 6 outputs) stay
+/// a few hundred instructions.
+const STRAIGHT_LINE_PAIRS: usize = 64;
 
 impl<'ctx, B: Backend<'ctx>> Emitter<'_, 'ctx, B> {
     /// Bytes of each caller range: `[arena, inputs.., outputs..]`.
@@ -37,32 +45,139 @@ impl<'ctx, B: Backend<'ctx>> Emitter<'_, 'ctx, B> {
         let nout = self.hlo.entry.outputs.len();
         let first_out = ptrs.len() - nout;
         let i64t = self.ctx.i64_type();
-        let range = |k: usize| {
-            let start = self.b.build_ptr_to_int(ptrs[k], i64t, "").unwrap();
-            let end = self.b.build_int_add(start, self.i64(bytes[k]), "").unwrap();
-            (start, end)
-        };
-        let mut any = self.ctx.bool_type().const_zero();
-        for o in first_out..ptrs.len() {
-            if bytes[o] == 0 {
-                continue;
+        // The non-empty ranges, outputs last: (start, end).
+        let mut ranges = Vec::new();
+        let mut outputs_from = 0;
+        for (k, (&p, &n)) in ptrs.iter().zip(&bytes).enumerate() {
+            if k == first_out {
+                outputs_from = ranges.len();
             }
-            let (os, oe) = range(o);
-            // Every range before this output: the arena, the inputs, the earlier outputs.
-            for k in (0..o).filter(|&k| bytes[k] > 0) {
-                let (ks, ke) = range(k);
-                let before = self
-                    .b
-                    .build_int_compare(IntPredicate::ULT, os, ke, "")
-                    .unwrap();
-                let after = self
-                    .b
-                    .build_int_compare(IntPredicate::ULT, ks, oe, "")
-                    .unwrap();
-                let both = self.b.build_and(before, after, "").unwrap();
-                any = self.b.build_or(any, both, "overlap").unwrap();
+            if n > 0 {
+                let start = self.b.build_ptr_to_int(p, i64t, "").unwrap();
+                let end = self.b.build_int_add(start, self.i64(n), "").unwrap();
+                ranges.push((start, end));
+            }
+        }
+        let pairs: usize = (outputs_from..ranges.len()).sum();
+        if pairs <= STRAIGHT_LINE_PAIRS {
+            self.overlap_straight(&ranges, outputs_from)
+        } else {
+            self.overlap_loop(&ranges, outputs_from)
+        }
+    }
+
+    /// `(a_start < b_end) & (b_start < a_end)`.
+    fn intersects(
+        &self,
+        (a_start, a_end): (IntValue<'ctx>, IntValue<'ctx>),
+        (b_start, b_end): (IntValue<'ctx>, IntValue<'ctx>),
+    ) -> IntValue<'ctx> {
+        let before = self
+            .b
+            .build_int_compare(IntPredicate::ULT, a_start, b_end, "")
+            .unwrap();
+        let after = self
+            .b
+            .build_int_compare(IntPredicate::ULT, b_start, a_end, "")
+            .unwrap();
+        self.b.build_and(before, after, "").unwrap()
+    }
+
+    /// Every pair written out, or-ed together.
+    fn overlap_straight(
+        &self,
+        ranges: &[(IntValue<'ctx>, IntValue<'ctx>)],
+        outputs_from: usize,
+    ) -> IntValue<'ctx> {
+        let mut any = self.ctx.bool_type().const_zero();
+        for o in outputs_from..ranges.len() {
+            for k in 0..o {
+                let hit = self.intersects(ranges[o], ranges[k]);
+                any = self.b.build_or(any, hit, "overlap").unwrap();
             }
         }
         any
+    }
+
+    /// The ranges stored in two stack tables (starts, ends) and the pairs visited by two nested
+    /// loops, the inner one an `or` reduction the loop vectorizer turns into vector compares:
+    /// code of constant size, for models with many inputs and outputs.
+    fn overlap_loop(
+        &self,
+        ranges: &[(IntValue<'ctx>, IntValue<'ctx>)],
+        outputs_from: usize,
+    ) -> IntValue<'ctx> {
+        let i64t = self.ctx.i64_type();
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let n = self.i64(ranges.len() as u64);
+        let starts = self.b.build_array_alloca(i64t, n, "starts").unwrap();
+        let ends = self.b.build_array_alloca(i64t, n, "ends").unwrap();
+        for (k, &(start, end)) in ranges.iter().enumerate() {
+            let k = self.i64(k as u64);
+            self.b.build_store(self.gep(starts, k), start).unwrap();
+            self.b.build_store(self.gep(ends, k), end).unwrap();
+        }
+        let load = |table: PointerValue<'ctx>, k: IntValue<'ctx>| {
+            self.b
+                .build_load(self.gep(table, k), "")
+                .unwrap()
+                .into_int_value()
+        };
+        // for o in first..len { for k in 0..o { acc |= intersects(o, k) } }, both as do-while
+        // loops: `first` >= 1 (an output at 0 has nothing before it) and first < len (there are
+        // more pairs than the straight-line limit), so each runs at least once.
+        let first = outputs_from.max(1);
+        let zero = self.i64(0);
+        let pre = self.b.get_insert_block().unwrap();
+        let outer = self.ctx.append_basic_block(f, "overlap.outer");
+        let inner = self.ctx.append_basic_block(f, "overlap.inner");
+        let latch = self.ctx.append_basic_block(f, "overlap.latch");
+        let done = self.ctx.append_basic_block(f, "overlap.done");
+        self.b.build_unconditional_branch(outer).unwrap();
+
+        self.b.position_at_end(outer);
+        let o_phi = self.b.build_phi(i64t, "o").unwrap();
+        let acc_o = self.b.build_phi(i64t, "acc.o").unwrap();
+        let o = o_phi.as_basic_value().into_int_value();
+        let out_range = (load(starts, o), load(ends, o));
+        self.b.build_unconditional_branch(inner).unwrap();
+
+        self.b.position_at_end(inner);
+        let k_phi = self.b.build_phi(i64t, "k").unwrap();
+        let acc_k = self.b.build_phi(i64t, "acc.k").unwrap();
+        let k = k_phi.as_basic_value().into_int_value();
+        let hit = self.intersects(out_range, (load(starts, k), load(ends, k)));
+        let hit = self.b.build_int_z_extend(hit, i64t, "").unwrap();
+        let acc_next = self
+            .b
+            .build_or(acc_k.as_basic_value().into_int_value(), hit, "")
+            .unwrap();
+        let k_next = self.b.build_int_add(k, self.i64(1), "").unwrap();
+        let k_more = self
+            .b
+            .build_int_compare(IntPredicate::ULT, k_next, o, "")
+            .unwrap();
+        self.b
+            .build_conditional_branch(k_more, inner, latch)
+            .unwrap();
+        k_phi.add_incoming(&[(&zero, outer), (&k_next, inner)]);
+        acc_k.add_incoming(&[(&acc_o.as_basic_value(), outer), (&acc_next, inner)]);
+
+        self.b.position_at_end(latch);
+        let o_next = self.b.build_int_add(o, self.i64(1), "").unwrap();
+        let o_more = self
+            .b
+            .build_int_compare(IntPredicate::ULT, o_next, n, "")
+            .unwrap();
+        self.b
+            .build_conditional_branch(o_more, outer, done)
+            .unwrap();
+        o_phi.add_incoming(&[(&self.i64(first as u64), pre), (&o_next, latch)]);
+        acc_o.add_incoming(&[(&zero, pre), (&acc_next, latch)]);
+
+        self.b.position_at_end(done);
+        self.b
+            .build_int_compare(IntPredicate::NE, acc_next, zero, "overlap")
+            .unwrap()
     }
 }
