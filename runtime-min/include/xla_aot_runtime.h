@@ -9,6 +9,7 @@
 #undef XLA_AOT_STATUS_NO_CUDA_DRIVER
 #undef XLA_AOT_STATUS_CUDA_ERROR
 #undef XLA_AOT_STATUS_OVERLAP
+#undef XLA_AOT_STATUS_ARENA_IN_USE
 #else
 #define XLA_AOT_STATUS_CODES
 #endif
@@ -63,6 +64,11 @@ typedef enum XlaAotStatus {
    * overwrote. Checked before the model runs, with a few pointer comparisons per call.
    */
   XLA_AOT_STATUS_OVERLAP = -6,
+  /**
+   * Builds with `--checks` only: the arena is in use by another call of the model (two threads
+   * share one arena, or a hook re-entered the model with it).
+   */
+  XLA_AOT_STATUS_ARENA_IN_USE = -7,
 } XlaAotStatus;
 
 /**

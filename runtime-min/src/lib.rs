@@ -34,12 +34,15 @@ pub enum Status {
     /// shape's; the arena's are the model's `ARENA_SIZE`): the model would read what it already
     /// overwrote. Checked before the model runs, with a few pointer comparisons per call.
     Overlap = -6,
+    /// Builds with `--checks` only: the arena is in use by another call of the model (two threads
+    /// share one arena, or a hook re-entered the model with it).
+    ArenaInUse = -7,
 }
 
 impl Status {
     /// Every status, in code order (for generated headers).
     /// cbindgen:ignore
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 8] = [
         Status::Ok,
         Status::NullPointer,
         Status::MisalignedArena,
@@ -47,6 +50,7 @@ impl Status {
         Status::NoCudaDriver,
         Status::CudaError,
         Status::Overlap,
+        Status::ArenaInUse,
     ];
 
     /// The C value of this status.
@@ -64,6 +68,7 @@ impl Status {
             Status::NoCudaDriver => "NO_CUDA_DRIVER",
             Status::CudaError => "CUDA_ERROR",
             Status::Overlap => "OVERLAP",
+            Status::ArenaInUse => "ARENA_IN_USE",
         }
     }
 
@@ -235,6 +240,7 @@ mod tests {
         assert_eq!(Status::NoCudaDriver.code(), -4);
         assert_eq!(Status::CudaError.code(), -5);
         assert_eq!(Status::Overlap.code(), -6);
+        assert_eq!(Status::ArenaInUse.code(), -7);
         assert_eq!(Status::from_code(-2), Some(Status::MisalignedArena));
         assert_eq!(Status::from_code(5), None);
     }

@@ -62,6 +62,8 @@ pub struct CompileRequest {
     pub inputs: InputOverrides,
     /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
     pub no_winograd: bool,
+    /// Refuse a call whose arena another call is using (`CompileOptions::checks`).
+    pub checks: bool,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -81,7 +83,12 @@ pub fn check_passes(disabled: &[String]) -> Result<(), DriverError> {
 }
 
 /// The compile options of a command that dumps its stages to `dump_to` (or not).
-fn options(disabled_passes: &[String], dumping: bool, no_winograd: bool) -> CompileOptions {
+fn options(
+    disabled_passes: &[String],
+    dumping: bool,
+    no_winograd: bool,
+    checks: bool,
+) -> CompileOptions {
     CompileOptions {
         codegen: crate::codegen::Options {
             assembly: dumping,
@@ -93,6 +100,7 @@ fn options(disabled_passes: &[String], dumping: bool, no_winograd: bool) -> Comp
         keep_stages: dumping,
         progress: true,
         no_winograd,
+        checks,
     }
 }
 
@@ -118,7 +126,12 @@ pub fn compile(
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
     });
-    let opts = options(&req.disabled_passes, dump_to.is_some(), req.no_winograd);
+    let opts = options(
+        &req.disabled_passes,
+        dump_to.is_some(),
+        req.no_winograd,
+        req.checks,
+    );
     let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));
@@ -346,7 +359,12 @@ pub fn run(
     let model = load_spec_with(spec, &req.inputs)?;
     let (lits, mut notes) = gather_inputs(&model.module, inputs, seed)?;
     let compiled = |notes: &mut Vec<String>| -> Result<Vec<Literal>, DriverError> {
-        let opts = options(&req.disabled_passes, req.dump_to.is_some(), req.no_winograd);
+        let opts = options(
+            &req.disabled_passes,
+            req.dump_to.is_some(),
+            req.no_winograd,
+            false,
+        );
         let run = match &req.dump_to {
             None => crate::compile::run(&model.module, &lits, &opts)?,
             Some(dir) => {

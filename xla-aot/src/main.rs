@@ -92,6 +92,11 @@ enum Command {
         /// output, see docs/performance.md).
         #[arg(long)]
         no_winograd: bool,
+        /// Also make the entry points refuse a call whose arena another call is using (two threads
+        /// sharing one arena, a hook re-entering the model) with XLA_AOT_STATUS_ARENA_IN_USE: one
+        /// more 64-byte arena slice and two atomic operations per call.
+        #[arg(long)]
+        checks: bool,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -202,6 +207,7 @@ fn main() -> ExitCode {
             time_passes,
             disabled_passes,
             no_winograd,
+            checks,
             fixed,
         } => match driver::compile(
             &spec,
@@ -213,6 +219,7 @@ fn main() -> ExitCode {
                 time_passes,
                 inputs: fixed.overrides(),
                 no_winograd,
+                checks,
             },
         ) {
             Ok(files) => {

@@ -267,3 +267,54 @@ int main(void) {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_checks_build_refuses_an_arena_in_use() {
+    let dir = scratch("c-checks");
+    let spec = dir.join("chk.yaml");
+    std::fs::write(
+        &spec,
+        "name: chk\ninputs:\n  - {name: x, dtype: f32, shape: [4]}\noutputs: [y]\nops:\n  \
+         - {name: t, op: tanh, inputs: [x]}\n  - {name: y, op: relu, inputs: [t]}\n",
+    )
+    .unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+        .arg("compile")
+        .arg(&spec)
+        .args(["--target", "host", "--checks", "--out-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // A profiler hook re-enters the model with the arena it is running on: the nested call is
+    // refused, the outer one completes, and the arena is free again afterwards.
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include "chk.h"
+#include "xla_aot_runtime.h"
+
+static _Alignas(64) unsigned char arena[CHK_ARENA_SIZE];
+static float x[4] = {-1, 0, 1, 2}, y[4], y2[4];
+static int nested = 1;
+
+static void hook(void *ctx, uint32_t kernel, uint32_t phase) {
+    (void)ctx;
+    if (kernel == 0 && phase == 0 && nested == 1) nested = chk_run(arena, x, y2);
+}
+
+int main(void) {
+    chk_set_profiler(hook, NULL);
+    int outer = chk_run(arena, x, y);
+    chk_set_profiler(NULL, NULL);
+    int again = chk_run(arena, x, y);
+    printf("%d %d %d %.4f\n", nested == XLA_AOT_STATUS_ARENA_IN_USE, outer, again, y[3]);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    assert_eq!(strict_c(&dir, "chk"), "1 0 0 0.9640\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -74,6 +74,10 @@ pub struct BufferPlan {
     /// use while it runs (kernels run one at a time); `None` until a backend reserves it with
     /// [`reserve_scratch`].
     pub scratch: Option<(usize, usize)>,
+    /// `--checks` builds: the offset of the arena's in-use word (one [`ARENA_ALIGN`] slice at
+    /// the end), set by the entry points while a call runs; `None` otherwise
+    /// ([`reserve_canary`]).
+    pub canary: Option<usize>,
 }
 
 /// Appends `bytes` of kernel scratch to the arena (no-op for 0): the CPU backend's Winograd
@@ -84,6 +88,14 @@ pub fn reserve_scratch(mut p: BufferPlan, bytes: usize) -> BufferPlan {
         p.scratch = Some((offset, align(bytes)));
         p.arena_size = offset + align(bytes);
     }
+    p
+}
+
+/// Appends the in-use word of a `--checks` build to the arena (`codegen/core/canary.rs`).
+pub fn reserve_canary(mut p: BufferPlan) -> BufferPlan {
+    let offset = align(p.arena_size);
+    p.canary = Some(offset);
+    p.arena_size = offset + ARENA_ALIGN;
     p
 }
 
@@ -268,6 +280,7 @@ pub fn plan(m: &Module) -> BufferPlan {
         strategy,
         in_place,
         scratch: None,
+        canary: None,
     }
 }
 

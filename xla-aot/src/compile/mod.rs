@@ -35,21 +35,34 @@ pub struct CompileOptions {
     /// Keep every 3×3 convolution direct (`--no-winograd`): results then match the reference
     /// interpreter to rounding (`codegen/core/winograd.rs` states the Winograd error bound).
     pub no_winograd: bool,
+    /// `--checks`: the entry points also refuse a call whose arena another call is using
+    /// (`codegen/core/canary.rs`; one more arena slice, two atomic operations per call).
+    pub checks: bool,
 }
 
 /// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
-/// convolutions (unless [`CompileOptions::no_winograd`]); nothing for CUDA targets.
+/// convolutions (unless [`CompileOptions::no_winograd`]), then the in-use word of a
+/// [`CompileOptions::checks`] build; nothing for CUDA targets.
 pub fn plan_for_target(
     m: &Module,
     plan: BufferPlan,
     target: &Target,
     opts: &CompileOptions,
 ) -> BufferPlan {
-    if opts.no_winograd || target.cuda_sm.is_some() {
+    if target.cuda_sm.is_some() {
         return plan;
     }
-    let bytes = crate::codegen::core::packing::Packings::scratch_for_cpu(m, target);
-    crate::arena::reserve_scratch(plan, bytes)
+    let plan = if opts.no_winograd {
+        plan
+    } else {
+        let bytes = crate::codegen::core::packing::Packings::scratch_for_cpu(m, target);
+        crate::arena::reserve_scratch(plan, bytes)
+    };
+    if opts.checks {
+        crate::arena::reserve_canary(plan)
+    } else {
+        plan
+    }
 }
 
 /// The host target, for in-process runs.

@@ -4,7 +4,8 @@
 //!
 //! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
 //! `ARENA_ALIGN` is reported, never dereferenced; an output overlapping an input, another output
-//! or the arena is `Overlap` (`overlap.rs`), before anything is read or written; inputs and outputs whose C API dtype differs
+//! or the arena is `Overlap` (`overlap.rs`), before anything is read or written; in a `--checks`
+//! build an arena another call is using is `ArenaInUse` (`canary.rs`); inputs and outputs whose C API dtype differs
 //! from the IR's are converted around the model's call (`boundary.rs`), an int64 input outside
 //! the i32 range (or a uint32 one from 2^31) being a `BadArgument`. The body calls every kernel in execution order
 //! with its buffers (an input, an output, a constant's global or an arena slice), invoking each
@@ -161,12 +162,15 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 self.b.build_return(Some(&status(Status::Overlap))).unwrap();
                 self.b.position_at_end(go);
             }
+            // `--checks`: the arena's in-use word (`canary.rs`), released on every later return.
+            let canary = self.canary_acquire(f, args[0]);
             let (bad, outs) = self.boundary_in(f, args[0], args, nin);
             if !self.plan.staging.is_empty() {
                 let reject = self.ctx.append_basic_block(f, "bad_argument");
                 let go = self.ctx.append_basic_block(f, "run");
                 self.b.build_conditional_branch(bad, reject, go).unwrap();
                 self.b.position_at_end(reject);
+                self.canary_release(canary);
                 self.b
                     .build_return(Some(&status(Status::BadArgument)))
                     .unwrap();
@@ -175,6 +179,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
             self.b.build_call(imp, &a, "").unwrap();
             self.boundary_out(f, args[0], &outs);
+            self.canary_release(canary);
             self.b.build_return(Some(&status(Status::Ok))).unwrap();
         };
 

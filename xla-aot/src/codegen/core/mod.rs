@@ -23,6 +23,7 @@
 //! - [`weights`]: the large constants a host library stores in a data object, not in LLVM.
 
 pub mod boundary;
+pub mod canary;
 pub mod concat_runs;
 pub mod elemental;
 pub mod emitter;
