@@ -48,6 +48,9 @@ int main(int argc, char **argv) {
     fclose(o);
     if (sq_run_seq(arena, 0, x, h, pooled) != XLA_AOT_STATUS_BAD_ARGUMENT) return 4;
     if (sq_run_seq(arena, SQ_MAX_SEQ + 1, x, h, pooled) != XLA_AOT_STATUS_BAD_ARGUMENT) return 4;
+    /* The caller's x holds len positions: an output on them is refused, one just after is not. */
+    if (sq_run_seq(arena, 2, x, x + 2 * 8 - 1, pooled) != XLA_AOT_STATUS_OVERLAP) return 5;
+    if (sq_run_seq(arena, 2, x, x + 2 * 8, pooled) != XLA_AOT_STATUS_OK) return 5;
     return 0;
 }
 "#;

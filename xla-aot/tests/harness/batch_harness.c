@@ -113,6 +113,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "null pointers must give XLA_AOT_STATUS_NULL_POINTER\n");
         return 3;
     }
+    /* Every input and output on one buffer: refused before anything is read or written. */
+    if (nout > 0 && out_item[0] > 0 && (nin > 0 || nout > 1) && RUN_BATCH(arena, 1, ins, outs) != -6) {
+        fprintf(stderr, "outputs overlapping inputs or outputs must give XLA_AOT_STATUS_OVERLAP\n");
+        return 3;
+    }
     printf("run_batch matches the items run alone for n = 1..%d\n", max_batch);
     return 0;
 }

@@ -58,11 +58,21 @@ impl<'ctx, B: Backend<'ctx>> Emitter<'_, 'ctx, B> {
                 ranges.push((start, end));
             }
         }
+        self.overlap_of_ranges(&ranges, outputs_from)
+    }
+
+    /// Whether a range from `outputs_from` on intersects any range before it; ranges are
+    /// `(start, end)` addresses, non-empty (the batch dispatcher's depend on n at run time).
+    pub(crate) fn overlap_of_ranges(
+        &self,
+        ranges: &[(IntValue<'ctx>, IntValue<'ctx>)],
+        outputs_from: usize,
+    ) -> IntValue<'ctx> {
         let pairs: usize = (outputs_from..ranges.len()).sum();
         if pairs <= STRAIGHT_LINE_PAIRS {
-            self.overlap_straight(&ranges, outputs_from)
+            self.overlap_straight(ranges, outputs_from)
         } else {
-            self.overlap_loop(&ranges, outputs_from)
+            self.overlap_loop(ranges, outputs_from)
         }
     }
 

@@ -6,7 +6,8 @@
 //! `int <name>_run_batch_ptrs(void *arena, int32_t n, const void *const *in, void *const *out)`
 //! and its typed form `<name>_run_batch(arena, n, in0.., out0..)`, checks its arguments
 //! (`BAD_ARGUMENT` when n < 1 or n exceeds the largest bucket; null pointers; a misaligned
-//! arena), picks the smallest bucket B ≥ n, and when B = n calls it on the caller's buffers.
+//! arena; an output overlapping an input, another output or the arena: `OVERLAP`), picks the
+//! smallest bucket B ≥ n, and when B = n calls it on the caller's buffers.
 //! Otherwise it stages: each input's n items are copied into the arena after that bucket's own
 //! bytes, followed by B − n zero items, the bucket runs on the staged buffers, and the first n
 //! items of each output are copied back. So exactly n items are read and written. The copies are
@@ -161,6 +162,55 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
+    /// Whether a caller's output overlaps one of its inputs, another output or the arena
+    /// (`plan.arena_size()` bytes), each caller buffer holding n items of its bucketed dims.
+    fn dispatcher_overlap(
+        &self,
+        plan: &BatchPlan,
+        user_in: &[Option<PointerValue<'ctx>>],
+        user_out: &[PointerValue<'ctx>],
+        arena: PointerValue<'ctx>,
+        n: IntValue<'ctx>,
+    ) -> IntValue<'ctx> {
+        let c = &self.hlo.entry;
+        let params = c.parameters();
+        let i64t = self.ctx.i64_type();
+        let range = |p: PointerValue<'ctx>, bytes: IntValue<'ctx>| {
+            let start = self.b.build_ptr_to_int(p, i64t, "").unwrap();
+            (start, self.b.build_int_add(start, bytes, "").unwrap())
+        };
+        let caller_bytes = |role: &Staging, full: usize| match role {
+            Staging::Bucketed { outer, unit_bytes } if outer * unit_bytes > 0 => Some(
+                self.b
+                    .build_int_mul(n, self.i64((outer * unit_bytes) as u64), "")
+                    .unwrap(),
+            ),
+            Staging::Direct if full > 0 => Some(self.i64(full as u64)),
+            _ => None,
+        };
+        let mut ranges = Vec::new();
+        if plan.arena_size() > 0 {
+            ranges.push(range(arena, self.i64(plan.arena_size() as u64)));
+        }
+        for (i, role) in plan.inputs.iter().enumerate() {
+            let full =
+                c.inst(params[i]).shape.element_count() * self.hlo.input_dtype(i).size_bytes();
+            if let (Some(p), Some(b)) = (user_in[i], caller_bytes(role, full)) {
+                ranges.push(range(p, b));
+            }
+        }
+        let outputs_from = ranges.len();
+        for (k, role) in plan.outputs.iter().enumerate() {
+            let o = &c.outputs[k];
+            let full =
+                c.inst(o.value).shape.element_count() * self.hlo.output_dtype(k).size_bytes();
+            if let Some(b) = caller_bytes(role, full) {
+                ranges.push(range(user_out[k], b));
+            }
+        }
+        self.overlap_of_ranges(&ranges, outputs_from)
+    }
+
     /// Generates `<name>_<entry>_ptrs` and `<name>_<entry>` (this Cg's module name).
     pub(super) fn batch_dispatcher(&self, plan: &BatchPlan) {
         let name = &self.hlo.name;
@@ -223,6 +273,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             )
             .unwrap();
         self.fail_if(f, out_of_range, Status::BadArgument);
+        // The caller's buffers hold n items: an output overlapping an input, another output or
+        // the arena is refused before anything is staged (`core/overlap.rs`).
+        let overlap = self.dispatcher_overlap(plan, &user_in, &user_out, arena, n);
+        self.fail_if(f, overlap, Status::Overlap);
         // The smallest bucket holding n: a chain of compares, smallest first.
         for (bi, bucket) in plan.buckets.iter().enumerate() {
             let run = self
