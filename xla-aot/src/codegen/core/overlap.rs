@@ -18,7 +18,7 @@ use inkwell::values::{IntValue, PointerValue};
 /// Most pairs checked with straight-line code; more are checked by a loop over a table. Measured
 /// (2026-12-02, debug build, x86-64): a model with 60 inputs and 60 outputs (5,430 pairs) took
 /// 53 s and 2 GB to compile with straight-line code against 0.3 s without the check, as LLVM's
-/// passes grow faster than linearly in one long block; 64 pairs (8 inputs and 6 outputs) stay
+/// passes grow faster than linearly in one long block; 64 pairs (8 inputs and 5 outputs make 55) stay
 /// a few hundred instructions.
 const STRAIGHT_LINE_PAIRS: usize = 64;
 
