@@ -185,7 +185,7 @@ impl<'w> Bindings<'w> {
             .or_else(|| {
                 self.weights
                     .names()
-                    .find(|w| names.contains(&c_name::model_name(w).as_str()))
+                    .find(|w| names.contains(&c_name::identifier(w).as_str()))
                     .map(str::to_string)
             })?;
         if !self.used.insert(name.clone()) {

@@ -2,11 +2,11 @@
 //! instruction) becomes part of a C symbol or parameter.
 //!
 //! Contract: every character outside `[A-Za-z0-9_]` becomes `_` ([`c_chars`]); on top of that,
-//! [`model_name`] makes a valid symbol prefix (a leading `_` where the name starts with a digit,
-//! at most [`MAX_MODEL_NAME_LEN`] characters) and [`c_name`] a valid parameter name (a trailing
-//! `_` after a leading digit or a reserved word); [`reserved_model_name`] refuses model names that
-//! are keywords, C standard header names or the runtime's. Pure functions: the same name always maps to
-//! the same identifier, which keeps generated code deterministic.
+//! [`identifier`] makes a valid identifier of at most [`MAX_MODEL_NAME_LEN`] characters (a
+//! leading `_` where the name starts with a digit), [`model_name`] one that is also no keyword,
+//! C standard header name or runtime name ([`reserved_model_name`]), and [`c_name`] a valid
+//! parameter name (a trailing `_` after a leading digit or a reserved word). Pure functions: the
+//! same name always maps to the same identifier, which keeps generated code deterministic.
 
 /// Longest model name: it prefixes every exported C symbol, and some linkers and tools truncate or
 /// mangle very long identifiers.
@@ -216,16 +216,23 @@ pub fn c_chars(s: &str) -> String {
         .collect()
 }
 
-/// A model name made from any string (a file stem, an imported graph's name): [`c_chars`], at
-/// most [`MAX_MODEL_NAME_LEN`] characters, with a leading `_` where it would not start a C
-/// identifier, and [`RESERVED_MODEL_SUFFIX`] after a name [`reserved_model_name`] refuses
-/// (`stdint` → `stdint_model`; an `xla_aot...` name becomes `_xla_aot...`).
-pub fn model_name(s: &str) -> String {
+/// An identifier made from any string (an imported graph's tensor names): [`c_chars`], at most
+/// [`MAX_MODEL_NAME_LEN`] characters, with a leading `_` where it would not start a C
+/// identifier.
+pub fn identifier(s: &str) -> String {
     let mut out: String = c_chars(s).chars().take(MAX_MODEL_NAME_LEN).collect();
     if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         out.insert(0, '_');
         out.truncate(MAX_MODEL_NAME_LEN);
     }
+    out
+}
+
+/// A model name made from any string (a file stem): [`identifier`], then
+/// [`RESERVED_MODEL_SUFFIX`] after a name [`reserved_model_name`] refuses (`stdint` →
+/// `stdint_model`; an `xla_aot...` name becomes `_xla_aot...`).
+pub fn model_name(s: &str) -> String {
+    let mut out = identifier(s);
     if reserved_model_name(&out).is_some() {
         if out.len() >= RUNTIME_PREFIX.len()
             && out[..RUNTIME_PREFIX.len()].eq_ignore_ascii_case(RUNTIME_PREFIX)
@@ -267,6 +274,7 @@ mod tests {
         assert_eq!(model_name("xla_aot_runtime"), "_xla_aot_runtime");
         assert_eq!(model_name("register"), "register_model");
         assert_eq!(model_name("dyn"), "dyn");
+        assert_eq!(identifier("float"), "float");
         assert!(reserved_model_name("model").is_none());
         assert!(is_c_identifier("_a1") && !is_c_identifier("1a") && !is_c_identifier(""));
     }

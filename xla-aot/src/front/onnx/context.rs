@@ -426,7 +426,7 @@ impl Importer {
             .filter(|s| !s.is_empty())
             .cloned()
             .unwrap_or_else(|| cx.node.op_type.to_ascii_lowercase());
-        crate::util::c_name::model_name(&base)
+        crate::util::c_name::identifier(&base)
     }
 
     /// Broadcasts `x` to `out` dims (numpy: aligned at the right).

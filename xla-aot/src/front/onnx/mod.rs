@@ -255,7 +255,7 @@ pub fn import_with(
             }
         };
         let shape = Shape::new(dtype, dims);
-        let clean = c_name::model_name(&vi.name);
+        let clean = c_name::identifier(&vi.name);
         if let Some(lit) = bindings.take(&[vi.name.as_str(), clean.as_str()], &shape) {
             let lit: Literal = lit.map_err(|m| SpecError::new(path, SpecErrorKind::Weight(m)))?;
             let id = imp.b.constant(&clean, lit);
@@ -313,7 +313,7 @@ pub fn import_with(
                 ),
             ));
         };
-        let oname = unique(&c_name::model_name(&vi.name), &mut out_names);
+        let oname = unique(&c_name::identifier(&vi.name), &mut out_names);
         let id = imp
             .materialize_val(&v)
             .map_err(|m| model_error(path, format!("graph output `{}`: {m}", vi.name)))?;

@@ -113,7 +113,7 @@ pub(super) fn stripped_param_name(name: &str) -> &str {
 
 /// `x.1` → `x`; JAX's pytree paths (`params['w']` printed as `params__w__`) are sanitised.
 pub(super) fn input_name(name: &str) -> String {
-    let s = crate::util::c_name::model_name(stripped_param_name(name));
+    let s = crate::util::c_name::identifier(stripped_param_name(name));
     let t = s.trim_end_matches('_');
     if t.is_empty() { s } else { t.to_string() }
 }
