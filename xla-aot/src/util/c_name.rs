@@ -5,7 +5,7 @@
 //! [`identifier`] makes a valid identifier of at most [`MAX_MODEL_NAME_LEN`] characters (a
 //! leading `_` where the name starts with a digit), [`model_name`] one that is also no keyword,
 //! C standard header name or runtime name ([`reserved_model_name`]), and [`c_name`] a valid
-//! parameter name (a trailing `_` after a leading digit or a reserved word). Pure functions: the
+//! parameter name (a leading `_` before a digit, a trailing `_` after a reserved word). Pure functions: the
 //! same name always maps to the same identifier, which keeps generated code deterministic.
 
 /// Longest model name: it prefixes every exported C symbol, and some linkers and tools truncate or
@@ -247,11 +247,14 @@ pub fn model_name(s: &str) -> String {
     out
 }
 
-/// A C identifier for a tensor name (`conv.weight` → `conv_weight`): [`c_chars`], with a trailing
-/// `_` after a leading digit or a reserved word.
+/// A C identifier for a tensor name (`conv.weight` → `conv_weight`): [`c_chars`], with a leading
+/// `_` where it would start with a digit (or be empty) and a trailing `_` after a reserved word.
 pub fn c_name(name: &str) -> String {
     let mut s = c_chars(name);
-    if s.starts_with(|c: char| c.is_ascii_digit()) || RESERVED.contains(&s.as_str()) {
+    if !s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        s.insert(0, '_');
+    }
+    if RESERVED.contains(&s.as_str()) {
         s.push('_');
     }
     s
@@ -266,7 +269,8 @@ mod tests {
         assert_eq!(c_chars("conv.weight-1"), "conv_weight_1");
         assert_eq!(model_name("3d-net"), "_3d_net");
         assert_eq!(model_name(&"a".repeat(100)).len(), MAX_MODEL_NAME_LEN);
-        assert_eq!(c_name("2x"), "2x_");
+        assert_eq!(c_name("2x"), "_2x");
+        assert!(is_c_identifier(&c_name("")));
         assert_eq!(c_name("float"), "float_");
         assert_eq!(c_name("x.y"), "x_y");
         assert_eq!(model_name("stdint"), "stdint_model");
