@@ -101,6 +101,11 @@ pub enum SpecErrorKind {
     Invalid(String),
 }
 
+/// Longest source line quoted whole under an error; a longer one is cut to
+/// [`QUOTED_CONTEXT_CHARS`] either side of the caret (a 100 KB line would flood the terminal).
+const MAX_QUOTED_LINE_CHARS: usize = 160;
+const QUOTED_CONTEXT_CHARS: usize = 60;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Inner {
     file: PathBuf,
@@ -108,6 +113,8 @@ struct Inner {
     /// Where in a binary file (ONNX): `node #3 `conv1` (Conv)`; printed instead of a line.
     node: Option<String>,
     source_line: Option<String>,
+    /// The caret's column in `source_line` (1-based; differs from `pos` when a long line is cut).
+    caret_column: usize,
     kind: SpecErrorKind,
     expected: Option<String>,
     hint: Option<String>,
@@ -125,6 +132,7 @@ impl SpecError {
             pos: None,
             node: None,
             source_line: None,
+            caret_column: 0,
             kind,
             expected: None,
             hint: None,
@@ -134,11 +142,26 @@ impl SpecError {
     /// Sets the position and the source text it points into (for the caret line).
     pub fn at(mut self, pos: Option<Pos>, source: &str) -> SpecError {
         self.0.pos = pos;
+        self.0.caret_column = pos.map_or(0, |p| p.column);
         self.0.source_line = pos.and_then(|p| {
-            source
-                .lines()
-                .nth(p.line.wrapping_sub(1))
-                .map(str::to_string)
+            let line = source.lines().nth(p.line.wrapping_sub(1))?;
+            if line.chars().count() <= MAX_QUOTED_LINE_CHARS {
+                return Some(line.to_string());
+            }
+            // A long line (a minified or hostile file) is quoted around the caret only.
+            let skip = p.column.saturating_sub(1 + QUOTED_CONTEXT_CHARS);
+            let window: String = line
+                .chars()
+                .skip(skip)
+                .take(2 * QUOTED_CONTEXT_CHARS)
+                .collect();
+            let cut_end = line.chars().count() > skip + 2 * QUOTED_CONTEXT_CHARS;
+            self.0.caret_column = p.column - skip + usize::from(skip > 0);
+            Some(format!(
+                "{}{window}{}",
+                if skip > 0 { "…" } else { "" },
+                if cut_end { "…" } else { "" }
+            ))
         });
         self
     }
@@ -210,7 +233,7 @@ impl fmt::Display for SpecError {
             // Tabs keep their width in the caret line so the caret lines up.
             let lead: String = src
                 .chars()
-                .take(p.column.saturating_sub(1))
+                .take(e.caret_column.saturating_sub(1))
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
             writeln!(f, " {pad} |")?;

@@ -5,3 +5,4 @@ pub mod c_name;
 pub mod io;
 pub mod rng;
 pub mod suggest;
+pub mod yaml_depth;
