@@ -61,3 +61,27 @@ pub const IMPORT_FOLD_MAX_ELEMENTS: usize = 1 << 24;
 /// node of [`IMPORT_FOLD_MAX_ELEMENTS`]-bounded values; 512 MiB as 64-bit numbers). Past it,
 /// folds are declined and ConstantOfShape becomes a run-time broadcast.
 pub const IMPORT_FOLD_TOTAL_ELEMENTS: usize = 1 << 26;
+
+/// Largest per-element cost of one fused kernel's body, in the fusion cost model's op units
+/// (`passes/fusion.rs`: simple arithmetic 1, division 4, transcendentals 20, `pow` 40). Past it a
+/// group absorbs no more elementwise producers. LLVM's time per kernel grows faster than
+/// linearly with its body: one kernel of a 2,000-op tanh/add chain (cost ≈ 21,000) took 20 s of
+/// CPU, 84 kernels of cost ≤ 256 took 4 s (1,024: 5.4 s; 128: 4.1 s). 256 units is a dozen
+/// transcendental functions, far above the fused epilogues of CNNs and transformers (bias,
+/// activation, residual, normalisation steps).
+pub const MAX_FUSION_COST: u32 = 256;
+
+/// Most calls of the inline math functions (`exp`, `tanh`, `erf`, ...) inlined in one module
+/// (`codegen/core/math_budget.rs`); later calls, in kernel order, call one out-of-line copy and
+/// run unvectorised. Each inlined, vectorised call costs 2–4 ms of LLVM time (a 1,000-op
+/// tanh/add chain: 500 calls, 2 to 3 s), so 1,024 bounds that part of a compile to a few seconds,
+/// while a transformer layer has a handful of such calls (GELU, softmax, normalisation).
+pub const MAX_INLINED_MATH_CALLS: usize = 1024;
+
+/// Most vectors of kept elements a register reduction or pooling kernel unrolls
+/// (`codegen/cpu/reduce.rs`: its code holds each vector's loads and adds once); a wider kept
+/// minor-most dim takes the scalar loops, whose code size does not depend on the extent. A column
+/// sum of a [2, 262144] tensor emitted 32,768 vectors (1 MB of code, 139 s). 1,024 vectors is 8,192
+/// channels with AVX2 and 16,384 with AVX-512, above the widest channel counts of CNN pooling
+/// (ResNet-50's global pool: 2,048).
+pub const MAX_UNROLLED_REDUCE_VECTORS: usize = 1024;

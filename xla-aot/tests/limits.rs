@@ -386,3 +386,84 @@ fn deeply_nested_yaml_is_refused_in_linear_time() {
     );
     assert!(e.contains("YAML nested more than 64 levels deep"), "{e}");
 }
+
+/// A spec of `n` ops alternating `tanh` and `add x` on a [64] input.
+fn tanh_add_chain(n: usize) -> String {
+    let mut s = String::from(
+        "name: m\ninputs:\n  - {name: x, dtype: f32, shape: [64]}\noutputs: [y]\nops:\n",
+    );
+    let mut prev = "x".to_string();
+    for i in 0..n {
+        let op = if i % 2 == 0 {
+            format!("  - {{name: t{i}, op: tanh, inputs: [{prev}]}}\n")
+        } else {
+            format!("  - {{name: t{i}, op: add, inputs: [{prev}, x]}}\n")
+        };
+        s.push_str(&op);
+        prev = format!("t{i}");
+    }
+    s.push_str(&format!("  - {{name: y, op: relu, inputs: [{prev}]}}\n"));
+    s
+}
+
+#[test]
+fn a_long_chain_is_split_into_kernels_and_its_math_calls_are_bounded() {
+    // 2,200 ops: 1,100 tanh calls (past MAX_INLINED_MATH_CALLS) in kernels of cost at most
+    // MAX_FUSION_COST. One kernel of 10,000 such ops took 953 s; the results stay the same.
+    use xla_aot::limits::MAX_FUSION_COST;
+    let dir = common::scratch("limits-chain");
+    let m = spec_from_str(&dir.join("chain.yaml"), &tanh_add_chain(2200))
+        .unwrap()
+        .module;
+    let opt = xla_aot::compile::optimize(&m, &Default::default()).unwrap();
+    let fusions: Vec<u32> = opt
+        .module
+        .entry
+        .instructions
+        .iter()
+        .filter_map(|i| match &i.op {
+            Op::Fusion { computation, .. } => Some(
+                computation
+                    .instructions
+                    .iter()
+                    .filter(|j| !matches!(j.op, Op::Parameter { .. }))
+                    .map(|j| xla_aot::passes::fusion::cost(&j.op))
+                    .sum::<u32>(),
+            ),
+            _ => None,
+        })
+        .collect();
+    assert!(fusions.len() > 1, "the chain is split");
+    assert!(
+        fusions.iter().all(|&c| c <= MAX_FUSION_COST),
+        "kernel costs {fusions:?}"
+    );
+    let x = Literal::from_f32(
+        vec![64],
+        &(0..64)
+            .map(|i| (i as f32 - 32.0) * 0.05)
+            .collect::<Vec<_>>(),
+    );
+    let t = Instant::now();
+    let got = xla_aot::compile::run_host(&m, std::slice::from_ref(&x)).unwrap();
+    assert!(t.elapsed() < QUICK, "compiled and ran in {:?}", t.elapsed());
+    let want = xla_aot::interp::evaluate(&m, &[x]).unwrap();
+    common::check_close(&got[0], &want[0]).unwrap();
+}
+
+#[test]
+fn a_wide_column_sum_is_not_unrolled() {
+    // reduce_sum over axis 0 of [2, 262144]: the register path unrolled 32,768 vectors (139 s).
+    let dir = common::scratch("limits-column");
+    let spec = "name: m\ninputs:\n  - {name: x, dtype: f32, shape: [2, 262144]}\noutputs: [y]\nops:\n  - {name: y, op: reduce_sum, inputs: [x], axes: [0]}\n";
+    let m = spec_from_str(&dir.join("col.yaml"), spec).unwrap().module;
+    let vals: Vec<f32> = (0..2 * 262144)
+        .map(|i| ((i % 1000) as f32) * 0.25)
+        .collect();
+    let x = Literal::from_f32(vec![2, 262144], &vals);
+    let t = Instant::now();
+    let got = xla_aot::compile::run_host(&m, std::slice::from_ref(&x)).unwrap();
+    assert!(t.elapsed() < QUICK, "compiled and ran in {:?}", t.elapsed());
+    let want = xla_aot::interp::evaluate(&m, &[x]).unwrap();
+    assert_eq!(got[0].to_f32_vec(), want[0].to_f32_vec());
+}
