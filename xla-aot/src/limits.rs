@@ -74,9 +74,9 @@ pub const MAX_FUSION_COST: u32 = 256;
 /// Most calls of the inline math functions (`exp`, `tanh`, `erf`, ...) inlined in one module
 /// (`codegen/core/math_budget.rs`); later calls, in kernel order, call one out-of-line copy and
 /// run unvectorised. Each inlined, vectorised call costs 2–4 ms of LLVM time (a 1,000-op
-/// tanh/add chain: 500 calls, 2 to 3 s), so 1,024 bounds that part of a compile to a few seconds,
-/// while a transformer layer has a handful of such calls (GELU, softmax, normalisation).
-pub const MAX_INLINED_MATH_CALLS: usize = 1024;
+/// tanh/add chain: 500 calls, 2 to 3 s), so 512 bounds that part of a compile to one or two
+/// seconds, while a transformer layer has a handful of such calls (GELU, softmax, normalisation).
+pub const MAX_INLINED_MATH_CALLS: usize = 512;
 
 /// Most vectors of kept elements a register reduction or pooling kernel unrolls
 /// (`codegen/cpu/reduce.rs`: its code holds each vector's loads and adds once); a wider kept
