@@ -247,7 +247,12 @@ impl Build {
         fnv1a(&mut key, &[self.no_winograd as u8]);
         for f in inputs.iter().filter(|f| f.is_file()) {
             fnv1a(&mut key, f.to_string_lossy().as_bytes());
-            let bytes = std::fs::read(f).map_err(|e| {
+            let bytes = crate::util::io::read_bounded(
+                f,
+                crate::limits::MAX_WEIGHT_FILE_BYTES,
+                "MAX_WEIGHT_FILE_BYTES",
+            )
+            .map_err(|e| {
                 BuildError::Other(format!("cannot read {}: {}", f.display(), io_reason(&e)))
             })?;
             fnv1a(&mut key, &(bytes.len() as u64).to_le_bytes());

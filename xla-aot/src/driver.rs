@@ -260,7 +260,12 @@ pub fn gather_inputs(
                 names[idx]
             )));
         }
-        let bytes = std::fs::read(file).map_err(|e| {
+        let bytes = crate::util::io::read_bounded(
+            Path::new(file),
+            crate::limits::MAX_WEIGHT_FILE_BYTES,
+            "MAX_WEIGHT_FILE_BYTES",
+        )
+        .map_err(|e| {
             DriverError::Input(format!(
                 "cannot read `{file}` for input `{}`: {}",
                 names[idx],

@@ -16,6 +16,7 @@ pub mod emit;
 pub mod front;
 pub mod interp;
 pub mod ir;
+pub mod limits;
 pub mod passes;
 pub mod profile;
 pub mod target;

@@ -5,6 +5,8 @@
 //! binary needs no data files); `--target` also takes a path to such a YAML file. The `host` target
 //! is resolved by asking LLVM about the running CPU.
 
+mod llvm_names;
+
 use inkwell::targets::TargetMachine;
 use serde::Deserialize;
 use std::path::Path;
@@ -138,7 +140,12 @@ impl Target {
         }
         if name_or_path.contains('/') || name_or_path.ends_with(".yaml") {
             let path = Path::new(name_or_path);
-            let text = std::fs::read_to_string(path).map_err(|e| TargetError::File {
+            let text = crate::util::io::read_bounded_string(
+                path,
+                crate::limits::MAX_TARGET_FILE_BYTES,
+                "MAX_TARGET_FILE_BYTES",
+            )
+            .map_err(|e| TargetError::File {
                 path: name_or_path.into(),
                 reason: crate::util::io::io_reason(&e),
             })?;
@@ -202,8 +209,16 @@ fn host_triple() -> String {
 }
 
 fn parse(text: &str, origin: &str) -> Result<Target, String> {
+    use crate::limits::MAX_YAML_DEPTH;
+    if let Some((line, column)) = crate::util::yaml_depth::first_too_deep(text, MAX_YAML_DEPTH) {
+        return Err(format!(
+            "line {line}, column {column}: YAML nested more than {MAX_YAML_DEPTH} levels deep \
+             (MAX_YAML_DEPTH, see docs/limits.md); a target file is a flat list of keys"
+        ));
+    }
     let f: TargetFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
-    let (triple, cpu, features, vector_bits) = if f.triple == "native" {
+    let native = f.triple == "native";
+    let (triple, cpu, features, vector_bits) = if native {
         let features = TargetMachine::get_host_cpu_features().to_string();
         let bits = if f.vector_bits != 0 {
             f.vector_bits
@@ -233,6 +248,9 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
             ));
         }
     };
+    if !native {
+        check_cpu_and_features(arch, &cpu, &features, origin)?;
+    }
     if ![128, 256, 512].contains(&vector_bits) {
         return Err(format!(
             "vector_bits {vector_bits} must be 128, 256 or 512 ({origin})"
@@ -270,4 +288,69 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
         cuda_sm: f.cuda_sm,
     })
+}
+
+/// Features whose removal LLVM cannot honour for the triple (it aborts the process): x86-64 code
+/// needs the 64-bit mode.
+const X86_64_REQUIRED_FEATURES: &[&str] = &["64bit", "64bit-mode"];
+
+/// Checks `cpu` and each `+name`/`-name` of `features` against what LLVM 14 knows for `arch`
+/// (`llvm_names.rs`), so that LLVM never sees a CPU it would ignore and then abort on.
+fn check_cpu_and_features(
+    arch: Arch,
+    cpu: &str,
+    features: &str,
+    origin: &str,
+) -> Result<(), String> {
+    let (cpus, known, family) = match arch {
+        Arch::X86_64 => (
+            llvm_names::X86_64_CPUS,
+            llvm_names::X86_64_FEATURES,
+            "x86_64",
+        ),
+        Arch::Aarch64 => (
+            llvm_names::AARCH64_CPUS,
+            llvm_names::AARCH64_FEATURES,
+            "aarch64",
+        ),
+        Arch::Nvptx64 => return Ok(()),
+    };
+    if !cpus.contains(&cpu) {
+        let hint = crate::util::suggest::nearest(cpu, cpus.iter().copied())
+            .map(|s| format!("did you mean `{s}`? "))
+            .unwrap_or_default();
+        return Err(format!(
+            "field `cpu`: `{cpu}` is not a CPU LLVM knows for {family} ({origin}); {hint}\
+             `llc-14 -mtriple={family} -mcpu=help` lists them (e.g. {})",
+            cpus.iter()
+                .filter(|c| c.starts_with("x86-64")
+                    || c.starts_with("cortex-a7")
+                    || **c == "generic")
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for item in features.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (sign, name) = item.split_at(1);
+        if sign != "+" && sign != "-" {
+            return Err(format!(
+                "field `features`: `{item}` must start with `+` (enable) or `-` (disable) ({origin})"
+            ));
+        }
+        if !known.contains(&name) {
+            let hint = crate::util::suggest::nearest(name, known.iter().copied())
+                .map(|s| format!("; did you mean `{sign}{s}`?"))
+                .unwrap_or_default();
+            return Err(format!(
+                "field `features`: `{name}` is not a feature LLVM knows for {family} ({origin}){hint}"
+            ));
+        }
+        if sign == "-" && arch == Arch::X86_64 && X86_64_REQUIRED_FEATURES.contains(&name) {
+            return Err(format!(
+                "field `features`: `{item}` cannot be disabled for x86_64 code ({origin})"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -34,7 +34,8 @@ pub use inputs::InputOverrides;
 pub use model::{Model, SeqAxis};
 
 use crate::ir::{Module, verify};
-use crate::util::io::io_reason;
+use crate::limits::{MAX_ONNX_FILE_BYTES, MAX_TEXT_FILE_BYTES, MAX_YAML_DEPTH};
+use crate::util::io::{io_reason, read_bounded, read_bounded_string};
 use names::{check_model_name, model_name_from_path, model_name_rule};
 use serde::Deserialize;
 use spans::SpanIndex;
@@ -83,21 +84,38 @@ pub fn load_spec_with(path: &Path, overrides: &InputOverrides) -> Result<Model, 
     if format != Format::Spec {
         return load_file_with(path, format, overrides);
     }
-    let source = std::fs::read_to_string(path).map_err(|e| {
-        let reason = if e.kind() == std::io::ErrorKind::InvalidData {
-            "the file is not UTF-8 text".to_string()
-        } else {
-            io_reason(&e)
-        };
-        SpecError::new(
-            path,
-            SpecErrorKind::Io {
-                path: path.display().to_string(),
-                reason,
-            },
-        )
-    })?;
+    let source =
+        read_bounded_string(path, MAX_TEXT_FILE_BYTES, "MAX_TEXT_FILE_BYTES").map_err(|e| {
+            let reason = if e.kind() == std::io::ErrorKind::InvalidData {
+                "the file is not UTF-8 text".to_string()
+            } else {
+                io_reason(&e)
+            };
+            SpecError::new(
+                path,
+                SpecErrorKind::Io {
+                    path: path.display().to_string(),
+                    reason,
+                },
+            )
+        })?;
     spec_from_str_with(path, &source, overrides)
+}
+
+/// Refuses YAML nested deeper than [`MAX_YAML_DEPTH`] before the parser sees it (its time grows
+/// faster than linearly with depth).
+fn check_yaml_depth(path: &Path, source: &str) -> Result<(), SpecError> {
+    match crate::util::yaml_depth::first_too_deep(source, MAX_YAML_DEPTH) {
+        None => Ok(()),
+        Some((line, column)) => Err(SpecError::new(
+            path,
+            SpecErrorKind::Syntax(format!(
+                "YAML nested more than {MAX_YAML_DEPTH} levels deep (MAX_YAML_DEPTH, see docs/limits.md)"
+            )),
+        )
+        .at(Some(Pos { line, column }), source)
+        .hint("a spec nests a few levels (ops → op → attribute → list); check for unclosed `[` or `{`")),
+    }
 }
 
 /// Like [`load_spec`] for a YAML spec, with the text already read (`path` is used for messages
@@ -115,6 +133,7 @@ pub fn spec_from_str_with(
     // Editors on Windows save UTF-8 with a byte-order mark; YAML allows one at the start, but the
     // parser would read it as part of the first key (then "missing field `inputs`").
     let source = source.strip_prefix(UTF8_BOM).unwrap_or(source);
+    check_yaml_depth(path, source)?;
     if is_graph_spec(source) {
         load_graph_spec_with(path, source, overrides)
     } else if !overrides.is_empty() {
@@ -162,7 +181,8 @@ fn import(
     let mut bindings = Bindings::new(weights);
     let module = match format {
         Format::HloText => {
-            let bytes = std::fs::read(graph).map_err(|e| read_error(graph, &e))?;
+            let bytes = read_bounded(graph, MAX_TEXT_FILE_BYTES, "MAX_TEXT_FILE_BYTES")
+                .map_err(|e| read_error(graph, &e))?;
             let source = String::from_utf8(bytes).map_err(|_| {
                 SpecError::new(
                     graph,
@@ -174,7 +194,8 @@ fn import(
             hlo_text::import(graph, source, name, &mut bindings)?
         }
         Format::Onnx => {
-            let bytes = std::fs::read(graph).map_err(|e| read_error(graph, &e))?;
+            let bytes = read_bounded(graph, MAX_ONNX_FILE_BYTES, "MAX_ONNX_FILE_BYTES")
+                .map_err(|e| read_error(graph, &e))?;
             let options = onnx::ImportOptions {
                 inputs: overrides.clone(),
                 ..Default::default()

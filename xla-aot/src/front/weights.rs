@@ -84,8 +84,12 @@ impl WeightStore {
                 names,
             });
         }
-        let bytes = std::fs::read(path)
-            .map_err(|e| format!("cannot read params `{}`: {}", path.display(), io_reason(&e)))?;
+        let bytes = crate::util::io::read_bounded(
+            path,
+            crate::limits::MAX_WEIGHT_FILE_BYTES,
+            "MAX_WEIGHT_FILE_BYTES",
+        )
+        .map_err(|e| format!("cannot read params `{}`: {}", path.display(), io_reason(&e)))?;
         let names = {
             let st = SafeTensors::deserialize(&bytes).map_err(|e| {
                 format!(
@@ -150,8 +154,12 @@ impl WeightStore {
             }
             Source::NpyDir => {
                 let file = self.path.join(format!("{name}.npy"));
-                let bytes = std::fs::read(&file)
-                    .map_err(|e| format!("cannot read `{}`: {}", file.display(), io_reason(&e)))?;
+                let bytes = crate::util::io::read_bounded(
+                    &file,
+                    crate::limits::MAX_WEIGHT_FILE_BYTES,
+                    "MAX_WEIGHT_FILE_BYTES",
+                )
+                .map_err(|e| format!("cannot read `{}`: {}", file.display(), io_reason(&e)))?;
                 read_npy(&bytes).map_err(|e| format!("weight file `{}`: {e}", file.display()))
             }
         }

@@ -9,7 +9,7 @@ use super::inst::{Computation, Output};
 use super::inst::{InstId, Instruction, Op};
 use super::literal::Literal;
 use super::module::Module;
-use super::shape::{DType, Shape, checked_element_count, dims_str};
+use super::shape::{DType, Shape, check_rank, checked_element_count, dims_str};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
 use std::collections::{HashMap, HashSet};
 
@@ -73,6 +73,7 @@ impl Builder {
 
     /// The next entry parameter, with a declared shape.
     pub fn parameter(&mut self, name: &str, shape: Shape) -> Result<InstId, String> {
+        check_rank(&shape.dims)?;
         if checked_element_count(&shape.dims).is_none() {
             return Err(format!("{} has too many elements", dims_str(&shape.dims)));
         }
@@ -96,6 +97,7 @@ impl Builder {
     pub fn add(&mut self, name: &str, op: Op, operands: &[InstId]) -> Result<InstId, String> {
         let shapes: Vec<&Shape> = operands.iter().map(|&o| self.shape(o)).collect();
         let shape = infer_shape(&op, &shapes)?;
+        check_rank(&shape.dims)?;
         Ok(self.push(name, op, operands.to_vec(), shape))
     }
 
@@ -108,6 +110,7 @@ impl Builder {
         result: Vec<usize>,
     ) -> Result<InstId, String> {
         check_broadcast(&dimensions, self.shape(x), &result)?;
+        check_rank(&result)?;
         if checked_element_count(&result).is_none() {
             return Err(format!("{} has too many elements", dims_str(&result)));
         }
@@ -118,6 +121,7 @@ impl Builder {
     /// Reshape `x` to `result` dims.
     pub fn reshape(&mut self, name: &str, x: InstId, result: Vec<usize>) -> Result<InstId, String> {
         check_reshape(self.shape(x), &result)?;
+        check_rank(&result)?;
         let shape = Shape::new(self.shape(x).dtype, result);
         Ok(self.push(name, Op::Reshape, vec![x], shape))
     }

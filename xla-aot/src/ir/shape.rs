@@ -195,6 +195,20 @@ impl Shape {
     }
 }
 
+/// Refuses a rank above [`crate::limits::MAX_RANK`] (code generation nests one loop per
+/// dimension).
+pub fn check_rank(dims: &[usize]) -> Result<(), String> {
+    use crate::limits::MAX_RANK;
+    if dims.len() > MAX_RANK {
+        Err(format!(
+            "rank {} is above the limit of {MAX_RANK} dimensions (MAX_RANK, see docs/limits.md)",
+            dims.len()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Element count of `dims`, or `None` when it exceeds [`MAX_ELEMENTS`].
 pub fn checked_element_count(dims: &[usize]) -> Option<usize> {
     let mut n: u64 = 1;

@@ -4,7 +4,8 @@
 //! 1. The module name is a C identifier; instruction names are unique and non-empty.
 //! 2. Operands refer to earlier instructions (so the order is topological and acyclic).
 //! 3. Every dtype is one the compiler supports end to end (`pred`, `i32`, `f32`).
-//! 4. Each layout is a permutation of `0..rank`; element counts fit `MAX_ELEMENTS`.
+//! 4. Each layout is a permutation of `0..rank`; element counts fit `MAX_ELEMENTS`;
+//!    ranks fit `limits::MAX_RANK`.
 //! 5. Parameters: indices are exactly `0..n`, each once, no operands.
 //! 6. Constants: literal dtype/dims equal the instruction's shape and the data length fits.
 //! 7. The declared shape equals the shape inferred from the op's typing rule
@@ -119,6 +120,9 @@ fn verify_computation<'a>(
         }
         if checked_element_count(&inst.shape.dims).is_none() {
             return Err(fail("element count overflows".into()));
+        }
+        if let Err(e) = super::shape::check_rank(&inst.shape.dims) {
+            return Err(fail(e));
         }
         let operand_shapes: Vec<&Shape> = inst.operands.iter().map(|&o| &c.inst(o).shape).collect();
         let expected = match &inst.op {

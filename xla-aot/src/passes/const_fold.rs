@@ -1,21 +1,33 @@
 //! Constant folding: an instruction whose operands are all constants (or broadcasts of constants)
 //! is evaluated at compile time by the reference interpreter and replaced by its value.
 //!
-//! Limits: a broadcast alone is never folded (it would only make a constant bigger); a result that
-//! is one repeated value becomes `broadcast(scalar constant)`, whatever its size; any other result
-//! is folded only up to [`CONST_FOLD_MEM_BUDGET`] bytes, so folding never bloats the library.
+//! Limits (`limits.rs`): a broadcast alone is never folded (it would only make a constant
+//! bigger); nothing is evaluated whose operands (broadcasts expanded) or result exceed
+//! [`FOLD_MAX_TENSOR_BYTES`], so the interpreter never allocates more than a bounded amount; a
+//! result that is one repeated value becomes `broadcast(scalar constant)`; any other result is
+//! kept only up to [`CONST_FOLD_MEM_BUDGET`] bytes, and at most [`FOLD_TOTAL_BYTES`] of such
+//! constants are made in one compile, so folding never bloats the library. A declined fold leaves
+//! the instruction to run time: the module stays correct.
 
 use super::Pass;
 use super::rewrite::{Rewriter, rebuild};
 use crate::interp::evaluate;
 use crate::ir::{Builder, InstId, Instruction, Literal, Module, Op, Shape};
+pub use crate::limits::CONST_FOLD_MEM_BUDGET;
+use crate::limits::{FOLD_MAX_TENSOR_BYTES, FOLD_TOTAL_BYTES};
+use std::cell::Cell;
 
-/// Largest folded constant (bytes): 4 MiB, tract's budget for the same pass; weights pre-packed by
-/// later passes stay well below it for edge models, and larger results stay computed at run time.
-pub const CONST_FOLD_MEM_BUDGET: usize = 4 << 20;
+/// The constant-folding pass. It counts the bytes of the dense constants it made, over every run
+/// of one pipeline (one compile), against [`FOLD_TOTAL_BYTES`].
+#[derive(Default)]
+pub struct ConstantFolding {
+    made_bytes: Cell<usize>,
+}
 
-/// The constant-folding pass.
-pub struct ConstantFolding;
+/// Bytes the interpreter holds for a value of `shape` (it computes in 32-bit elements).
+fn eval_bytes(shape: &Shape) -> usize {
+    shape.element_count().saturating_mul(4)
+}
 
 /// Whether a (new) value is a constant or a broadcast of one.
 fn constant_like(rw: &Rewriter, id: InstId) -> bool {
@@ -83,7 +95,11 @@ impl Pass for ConstantFolding {
                     inst.op,
                     Op::Broadcast { .. } | Op::Parameter { .. } | Op::Constant(_)
                 )
-                && operands.iter().all(|&o| constant_like(rw, o));
+                && operands.iter().all(|&o| constant_like(rw, o))
+                && eval_bytes(&inst.shape) <= FOLD_MAX_TENSOR_BYTES
+                && operands
+                    .iter()
+                    .all(|&o| eval_bytes(&rw.new_inst(o).shape) <= FOLD_MAX_TENSOR_BYTES);
             let folded = if foldable {
                 fold(rw, inst, &operands)
             } else {
@@ -105,7 +121,13 @@ impl Pass for ConstantFolding {
                 });
                 rw.replace(old, id);
                 true
-            } else if lit.bytes().map_or(usize::MAX, |b| b.len()) <= CONST_FOLD_MEM_BUDGET {
+            } else if let Some(n) = lit
+                .bytes()
+                .map(|b| b.len())
+                .filter(|&n| n <= CONST_FOLD_MEM_BUDGET)
+                .filter(|&n| self.made_bytes.get() + n <= FOLD_TOTAL_BYTES)
+            {
+                self.made_bytes.set(self.made_bytes.get() + n);
                 let id = rw.constant(&inst.name, lit);
                 rw.replace(old, id);
                 true

@@ -19,11 +19,17 @@
 //! Reductions, dots and convolutions are never recomputed, and neither is a value some consumer
 //! reads from memory anyway (a dot or convolution operand): it is stored, so recomputing it saves
 //! nothing, and a convolution under it would lose its epilogue.
+//!
+//! Size bound. A group stops absorbing elementwise producers once the sum of its members' costs
+//! would pass [`MAX_FUSION_COST`] (`limits.rs`): LLVM's time on one kernel grows faster than
+//! linearly with its body (a 10,000-op chain fused into one kernel took 953 s), so a long chain
+//! becomes several kernels, each storing one intermediate.
 
 use super::Pass;
 use super::rewrite::users;
 use crate::ir::inst::table::{self, Cost};
 use crate::ir::{Computation, FusionKind, InstId, Instruction, Module, Op, Output};
+use crate::limits::MAX_FUSION_COST;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
@@ -89,6 +95,8 @@ struct Group {
     /// fusion's dot or convolution must be one of them (its epilogue reads it at the same index).
     direct: BTreeSet<usize>,
     heavy: Option<usize>,
+    /// Sum of the members' per-element [`cost`]s: the size of the kernel's loop body.
+    cost: u32,
 }
 
 /// The fusion pass; `log` keeps the decisions of the last run.
@@ -201,6 +209,13 @@ impl FusionPass {
                 pi.op.opcode()
             ));
         }
+        if g.cost.saturating_add(cost(&pi.op)) > MAX_FUSION_COST {
+            return Err(format!(
+                "the kernel's body would cost more than {MAX_FUSION_COST} op-units per element \
+                 (MAX_FUSION_COST, see docs/limits.md): code generation grows faster than linearly \
+                 with a kernel's size, so a longer chain is split into kernels"
+            ));
+        }
         // Under a windowed reduction every element is computed once per window that reads it.
         let copies = n_users.max(dup_groups) * window_reads(c, g);
         if copies <= 1 {
@@ -286,6 +301,7 @@ impl Pass for FusionPass {
                     members: BTreeSet::from([i]),
                     direct,
                     heavy: None,
+                    cost: cost(&inst.op),
                 });
                 member_of[i].push(groups.len() - 1);
             }
@@ -317,6 +333,7 @@ impl Pass for FusionPass {
                             ));
                             let grp = &mut groups[g];
                             grp.members.insert(p);
+                            grp.cost = grp.cost.saturating_add(cost(&c.instructions[p].op));
                             if is_heavy(&c.instructions[p].op) {
                                 grp.heavy = Some(p);
                                 grp.kind = FusionKind::Output;

@@ -81,7 +81,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
 /// The pass called `name`.
 pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
     Some(match name {
-        "constant-folding" => Box::new(const_fold::ConstantFolding),
+        "constant-folding" => Box::new(const_fold::ConstantFolding::default()),
         "algebraic-simplifier" => Box::new(simplify::AlgebraicSimplifier),
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
         "cse" => Box::new(cse::Cse),

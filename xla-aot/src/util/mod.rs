@@ -6,3 +6,4 @@ pub mod io;
 pub mod rng;
 pub mod shorten;
 pub mod suggest;
+pub mod yaml_depth;

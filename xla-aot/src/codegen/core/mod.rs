@@ -30,6 +30,7 @@ pub mod emitter;
 pub mod entry;
 pub mod layout;
 pub mod math;
+pub mod math_budget;
 pub mod module;
 pub mod object;
 pub mod ops;

@@ -4,6 +4,8 @@
 //! Contract: every module, whichever backend built it, is optimised by [`optimize`] (LLVM's O3
 //! with loop and SLP vectorisation, without loop unrolling) for the machine [`target_machine`]
 //! makes (PIC, the target's CPU and features), so the same spec and target give the same bytes.
+//! Before it, math calls past a module-wide budget are made out of line (`math_budget.rs`), so
+//! LLVM's time stays linear in the model.
 
 use super::CodegenError;
 use crate::target::Target;
@@ -66,6 +68,7 @@ pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
 
 /// Runs LLVM's O3 pipeline for the target machine.
 pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
+    super::math_budget::bound_inlined_math(module);
     let popts = PassBuilderOptions::create();
     popts.set_loop_vectorization(true);
     popts.set_loop_slp_vectorization(true);

@@ -8,7 +8,9 @@
 //! memory order, applying the chain to each loaded vector. Every output element combines its
 //! inputs one at a time in that order, as the scalar kernel does, so the results are the same
 //! bits; only the loads and the adds are wide. Returns `false` (emitting nothing) when the shapes
-//! do not fit.
+//! do not fit, or when the kept minor-most dim holds more than [`MAX_UNROLLED_REDUCE_VECTORS`]
+//! vectors (their code is unrolled: a [2, 262144] column sum emitted 32,768 vectors' worth and took
+//! 139 s to compile).
 //!
 //! The scalar paths of the same ops ([`Cg::reduce`], [`Cg::reduce_window`]) come first when their
 //! layouts allow: a reduction keeping the input's minor-most dim accumulates into the output in
@@ -24,6 +26,7 @@ use crate::codegen::core::ops::At;
 use crate::codegen::core::packing::Tiles;
 use crate::codegen::core::{Ix, Kernel};
 use crate::ir::{DType, ReduceKind, Shape, Window};
+use crate::limits::MAX_UNROLLED_REDUCE_VECTORS;
 use inkwell::values::{FloatValue, IntValue, PointerValue};
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -66,6 +69,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         let t = Tiles::for_target(self.target);
         let vecs = vectors(x.dims[m], t.lanes, false);
+        if vecs.len() > MAX_UNROLLED_REDUCE_VECTORS {
+            // Each vector's code is emitted once (unrolled): past the limit the scalar loops do
+            // the work in a code size independent of the extent.
+            return false;
+        }
         // Outer loops: kept dims other than m; inner: reduced dims, both in memory order.
         let phys: Vec<usize> = x.layout.minor_to_major.iter().rev().copied().collect();
         let outer: Vec<usize> = phys
@@ -137,6 +145,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         let t = Tiles::for_target(self.target);
         let vecs = vectors(x.dims[m], t.lanes, false);
+        if vecs.len() > MAX_UNROLLED_REDUCE_VECTORS {
+            // Each vector's code is emitted once (unrolled): past the limit the scalar loops do
+            // the work in a code size independent of the extent.
+            return false;
+        }
         self.loop_nest_outer(out, &mut |cg, oidx| {
             let oidx = oidx.clone();
             for group in vecs.chunks(VECTORS_PER_PASS) {

@@ -14,6 +14,7 @@ use crate::front::decompose::Emitter;
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::ir::shape::dims_str;
 use crate::ir::{Builder, DType, InstId, Op};
+use crate::limits::{IMPORT_FOLD_MAX_ELEMENTS, IMPORT_FOLD_TOTAL_ELEMENTS};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -230,6 +231,8 @@ pub struct Importer {
     consts: HashMap<*const ConstTensor, (Rc<ConstTensor>, InstId)>,
     /// Subgraphs being lowered inside one another (`If` branches).
     pub depth: usize,
+    /// Elements computed at import time so far (see [`Importer::may_fold`]).
+    folded: std::cell::Cell<usize>,
 }
 
 impl Importer {
@@ -240,7 +243,21 @@ impl Importer {
             env: HashMap::new(),
             consts: HashMap::new(),
             depth: 0,
+            folded: std::cell::Cell::new(0),
         }
+    }
+
+    /// Whether a value of `n` elements may be computed at import time: at most
+    /// [`IMPORT_FOLD_MAX_ELEMENTS`] each and [`IMPORT_FOLD_TOTAL_ELEMENTS`] in all (`limits.rs`);
+    /// counts it when it may. Over either limit the caller builds the run-time op instead, so the
+    /// importer never allocates gigabytes for a value the library computes anyway.
+    pub fn may_fold(&self, n: usize) -> bool {
+        let total = self.folded.get().saturating_add(n);
+        let ok = n <= IMPORT_FOLD_MAX_ELEMENTS && total <= IMPORT_FOLD_TOTAL_ELEMENTS;
+        if ok {
+            self.folded.set(total);
+        }
+        ok
     }
 
     /// The HLO instruction of a value (materialising a constant).

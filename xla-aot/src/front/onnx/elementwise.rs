@@ -35,6 +35,7 @@ const SELU_GAMMA: f32 = 1.050_701;
 
 /// Elementwise f(a, b) of two constants with numpy broadcasting.
 fn fold2(
+    imp: &Importer,
     a: &ConstTensor,
     b: &ConstTensor,
     f: impl Fn(i64, i64) -> Option<i64>,
@@ -55,6 +56,9 @@ fn fold2(
         idx
     };
     let n: usize = out.iter().product();
+    if !imp.may_fold(n) {
+        return None;
+    }
     let mut v = Vec::with_capacity(n);
     for k in 0..n {
         v.push(f(av[index(&a.dims, &out, k)], bv[index(&b.dims, &out, k)])?);
@@ -68,12 +72,20 @@ fn fold2(
 
 /// `Where(c, x, y)` of three constants of x's type (numpy broadcasting), when x and y agree in
 /// type and every value is held exactly.
-fn fold_where(c: &ConstTensor, x: &ConstTensor, y: &ConstTensor) -> Option<ConstTensor> {
+fn fold_where(
+    imp: &Importer,
+    c: &ConstTensor,
+    x: &ConstTensor,
+    y: &ConstTensor,
+) -> Option<ConstTensor> {
     if x.ty != y.ty {
         return None;
     }
     let out = broadcast_dims(&[c.dims.clone(), x.dims.clone(), y.dims.clone()])?;
     let n: usize = out.iter().product();
+    if !imp.may_fold(n) {
+        return None;
+    }
     let pick = |t: &ConstTensor, k: usize| -> usize {
         let os = strides(&out);
         let ts = strides(&t.dims);
@@ -183,7 +195,7 @@ impl Importer {
                         BinaryOp::Power => u32::try_from(q).ok().and_then(|q| p.checked_pow(q)),
                     }
                 };
-                if let Some(c) = fold2(x, y, f) {
+                if let Some(c) = fold2(self, x, y, f) {
                     return Ok(konst(c));
                 }
             }
@@ -232,7 +244,7 @@ impl Importer {
                         CompareDir::Ge => p >= q,
                     } as i64)
                 };
-                if let Some(c) = fold2(&x, &y, f) {
+                if let Some(c) = fold2(self, &x, &y, f) {
                     return Ok(konst(c.cast(dt::BOOL)));
                 }
             }
@@ -269,9 +281,9 @@ impl Importer {
         if consts.iter().all(Option::is_some) {
             let c: Vec<&ConstTensor> = consts.iter().map(|c| c.as_deref().unwrap()).collect();
             let folded = if n == 1 {
-                fold2(c[0], c[0], |p, _| Some((p == 0) as i64))
+                fold2(self, c[0], c[0], |p, _| Some((p == 0) as i64))
             } else {
-                fold2(c[0], c[1], |p, q| {
+                fold2(self, c[0], c[1], |p, q| {
                     let (p, q) = (p != 0, q != 0);
                     Some(match op {
                         "And" => p && q,
@@ -311,7 +323,7 @@ impl Importer {
         if let (Val::Const(c), Val::Const(x), Val::Const(y)) =
             (self.input(cx, 0)?, self.input(cx, 1)?, self.input(cx, 2)?)
         {
-            if let Some(t) = fold_where(&c, &x, &y) {
+            if let Some(t) = fold_where(self, &c, &x, &y) {
                 return Ok(konst(t));
             }
         }
@@ -599,7 +611,7 @@ impl Importer {
                         r
                     })
                 };
-                if let Some(c) = fold2(x, y, f) {
+                if let Some(c) = fold2(self, x, y, f) {
                     return Ok(konst(c));
                 }
             }

@@ -142,7 +142,12 @@ pub fn frozen_tensor(frozen: &Frozen, elem: i32, dims: &[usize]) -> Result<Const
             ));
         }
         Frozen::File(path) => {
-            let bytes = std::fs::read(path).map_err(|e| {
+            let bytes = crate::util::io::read_bounded(
+                path,
+                crate::limits::MAX_WEIGHT_FILE_BYTES,
+                "MAX_WEIGHT_FILE_BYTES",
+            )
+            .map_err(|e| {
                 format!(
                     "--freeze: cannot read {}: {}",
                     path.display(),

@@ -136,7 +136,35 @@ impl Importer {
         let x = self.input(cx, 0)?;
         let d = self.dims_of(&x);
         let n = d.iter().product();
+        if cx.node.output.get(1).is_none_or(|m| m.is_empty()) {
+            return Ok(vec![Some(x)]);
+        }
         // Dropout-10 made the mask bool; before it the mask has the input's type (all ones).
+        if !self.may_fold(n) {
+            // Too large to hold at import time: the library fills it at run time.
+            let one = if cx.before(10) {
+                ConstTensor {
+                    ty: dt::FLOAT,
+                    dims: Vec::new(),
+                    values: Values::F(vec![1.0]),
+                }
+            } else {
+                ConstTensor {
+                    ty: dt::BOOL,
+                    dims: Vec::new(),
+                    values: Values::B(vec![true]),
+                }
+            };
+            let ty = one.ty;
+            let one = self
+                .materialize_val(&Val::Const(Rc::new(one)))
+                .map_err(|m| cx.err(m))?;
+            let id = self
+                .b
+                .broadcast(&format!("{}.mask", self.out_name(cx)), one, Vec::new(), d)
+                .map_err(|m| cx.err(m))?;
+            return Ok(vec![Some(x), Some(Val::Rt { id, ty })]);
+        }
         let mask = if cx.before(10) {
             ConstTensor {
                 ty: dt::FLOAT,
@@ -192,7 +220,13 @@ impl Importer {
             return Err(cx.err(format!("shape {shape:?} has a negative dimension")));
         }
         let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-        let n: usize = dims.iter().product();
+        let n = crate::ir::shape::checked_element_count(&dims).ok_or_else(|| {
+            cx.err(format!(
+                "shape {} has more than {} elements",
+                dims_str(&dims),
+                crate::ir::shape::MAX_ELEMENTS
+            ))
+        })?;
         let value = match cx.attr_t("value")? {
             None => ConstTensor {
                 ty: dt::FLOAT,
@@ -203,6 +237,17 @@ impl Importer {
         };
         if value.element_count() != 1 {
             return Err(cx.attr_err("value", "must hold exactly one element"));
+        }
+        if !self.may_fold(n) {
+            // Too large to hold at import time: the library fills it at run time.
+            let one = self
+                .materialize_val(&Val::Const(Rc::new(value.with_dims(Vec::new()))))
+                .map_err(|m| cx.err(m))?;
+            let id = self
+                .b
+                .broadcast(&self.out_name(cx), one, Vec::new(), dims)
+                .map_err(|m| cx.err(m))?;
+            return Ok(rt(id, value.ty));
         }
         let values = match &value.values {
             Values::F(v) => Values::F(vec![v[0]; n]),
@@ -829,7 +874,9 @@ impl Importer {
             let mut od = xd[..axis].to_vec();
             od.extend_from_slice(&ic.dims);
             od.extend_from_slice(&xd[axis + 1..]);
-            if let Val::Const(c) = &data {
+            if let Val::Const(c) = &data
+                && self.may_fold(od.iter().product())
+            {
                 let (_, picks) = take_picks(&xd, axis, &idx);
                 return Ok(konst(c.pick(od, &picks)));
             }

@@ -357,6 +357,9 @@ fn check_dims(shape: &[i64]) -> Result<Vec<usize>, (usize, SpecErrorKind)> {
         }
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    if let Err(e) = crate::ir::shape::check_rank(&dims) {
+        return Err((crate::limits::MAX_RANK, SpecErrorKind::Invalid(e)));
+    }
     if checked_element_count(&dims).is_none() {
         return Err((
             0,

@@ -22,6 +22,15 @@ pub(super) fn dtype_of(name: &str) -> Option<DType> {
 
 pub(super) fn array_shape(inst: &RawInst, s: &RawShape) -> TResult<Shape> {
     match s {
+        RawShape::Array { dims, .. } if crate::ir::shape::check_rank(dims).is_err() => err_at(
+            inst.line,
+            inst.column,
+            format!(
+                "`{}`: {}",
+                inst.name,
+                crate::ir::shape::check_rank(dims).unwrap_err()
+            ),
+        ),
         RawShape::Array { dims, .. } if crate::ir::shape::checked_element_count(dims).is_none() => {
             err_at(
                 inst.line,
