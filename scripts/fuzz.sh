@@ -21,6 +21,9 @@ say() { echo "fuzz.sh: $*" >&2; }
 # Limits a found input must stay within: an input that takes longer or allocates more is a
 # finding (the compiler's own limits, docs/limits.md, must refuse such inputs first).
 TIMEOUT_S=10
+# libFuzzer's seed: 0 draws one; CI fixes it (XLA_AOT_FUZZ_SEED=1) so its short run explores the
+# same inputs every time and a red CI means a change, not the luck of a draw.
+SEED="${XLA_AOT_FUZZ_SEED:-0}"
 RSS_MB=2048
 MALLOC_MB=1024
 
@@ -61,7 +64,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "target/fuzz/artifacts/$t"
   say "running $t for ${SECONDS_EACH}s"
   if ! "target/fuzz/build/$HOST/release/$t" "target/fuzz/corpus/$t" \
-      -max_total_time="$SECONDS_EACH" -timeout="$TIMEOUT_S" -rss_limit_mb="$RSS_MB" \
+      -max_total_time="$SECONDS_EACH" -seed="$SEED" -timeout="$TIMEOUT_S" -rss_limit_mb="$RSS_MB" \
       -malloc_limit_mb="$MALLOC_MB" -max_len=262144 -print_final_stats=1 \
       -artifact_prefix="target/fuzz/artifacts/$t/" 2>"target/fuzz/$t.log"; then
     say "$t FOUND A FAILURE: $(grep -m1 -E 'ERROR|panicked|deadly|timeout|out-of-memory' "target/fuzz/$t.log" || true)"
