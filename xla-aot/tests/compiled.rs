@@ -121,3 +121,77 @@ fn in_place_reuse_halves_the_arena_and_stays_correct() {
         check_close(a, e).unwrap();
     }
 }
+
+/// One `x86_64-multi` library per example, run with each variant forced through
+/// `<name>_force_isa` and once unforced: every variant this CPU can run matches the interpreter
+/// (and passes the harness's guard pages and two threads); the unforced run picks the best one
+/// this CPU runs; a variant it cannot run is refused. The harness also checks that an unknown
+/// name is refused.
+#[test]
+fn multi_isa_libraries_match_the_interpreter_with_each_variant_forced() {
+    let t = Target::resolve("x86_64-multi").unwrap();
+    if !t.runs_here() {
+        eprintln!("note: not an x86-64 host; skipped");
+        return;
+    }
+    let isas: Vec<&str> = t
+        .variants
+        .iter()
+        .map(|v| xla_aot::target::isa::isa_of(v).unwrap().name)
+        .collect();
+    let best = t
+        .variants
+        .iter()
+        .zip(&isas)
+        .find(|(v, _)| v.runs_here())
+        .map(|(_, i)| *i)
+        .unwrap();
+    let mut forced: Vec<Option<&str>> = isas.iter().map(|i| Some(*i)).collect();
+    forced.push(None);
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        let runs = common::run_compiled_forced(
+            &m,
+            &t,
+            &inputs,
+            &format!("{ex}-multi"),
+            &common::default_options(),
+            &forced,
+        );
+        for ((want, v), (ran, result)) in forced
+            .iter()
+            .zip(t.variants.iter().map(Some).chain(std::iter::once(None)))
+            .zip(runs)
+        {
+            let runs_here = v.is_none_or(|v| v.runs_here());
+            let actual = match result {
+                Ok(a) => a,
+                Err(msg) => {
+                    assert!(
+                        !runs_here,
+                        "{ex}: {want:?} refused on a CPU that runs it: {msg}"
+                    );
+                    eprintln!("{ex}: {want:?} refused (this CPU cannot run it)");
+                    continue;
+                }
+            };
+            assert!(
+                runs_here,
+                "{ex}: {want:?} accepted on a CPU that cannot run it"
+            );
+            assert_eq!(ran, want.unwrap_or(best), "{ex}: the variant that ran");
+            for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                match check_close(a, e) {
+                    Ok(r) => eprintln!(
+                        "{ex}/{} on x86_64-multi ({ran}): worst {r:.3} of the tolerance",
+                        o.name
+                    ),
+                    Err(msg) => panic!("{ex}/{} on x86_64-multi ({ran}): {msg}", o.name),
+                }
+            }
+        }
+    }
+}

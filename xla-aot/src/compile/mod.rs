@@ -9,6 +9,7 @@
 //! check one and the same optimised module.
 
 mod buckets;
+mod multi;
 
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
@@ -234,6 +235,15 @@ pub fn compile_model_buckets(
         name: &m.name,
         start: std::time::Instant::now(),
     };
+    if !target.variants.is_empty() {
+        if !buckets.is_empty() {
+            return Err(CompileError::Unsupported(format!(
+                "`batch_sizes` and `seq_buckets` are not supported with the multi-ISA target {} yet; compile one library per ISA target (x86_64-avx512, x86_64-avx2, x86_64) or drop the buckets",
+                target.name
+            )));
+        }
+        return multi::compile(m, target, opts, &progress);
+    }
     let Optimized {
         module: optimized,
         plan,
@@ -329,6 +339,7 @@ pub fn compile_model_buckets(
             .map(|(w, len)| Blob {
                 symbol: w.symbol.clone(),
                 len,
+                same_as: None,
             })
             .collect();
         (w, blobs)

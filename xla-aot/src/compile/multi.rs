@@ -1,0 +1,189 @@
+//! The compile path of a multi-ISA target (`x86_64-multi`): one library holding the model's code
+//! for every variant the target lists, and one set of entry points choosing among them at run
+//! time (`codegen/cpu/isa_dispatch.rs`).
+//!
+//! Contract: the module is optimised once ([`super::optimize`]: the pipeline does not depend on
+//! the target) and planned once per variant ([`super::plan_for_target`]: kernel scratch may
+//! differ), so every variant computes what its single-ISA library computes. The header is a
+//! single-ISA header plus `<name>_isa()` and `<name>_force_isa()`, its `ARENA_SIZE` the largest
+//! variant's. Large weights are stored once where two variants' packed bytes are equal (compared
+//! byte for byte, not trusted to a hash); the manifest's `isa_variants` says what each variant
+//! adds. Batch and sequence buckets are refused before this (`compile_model_buckets`); every
+//! other option of a CPU library (`--checks`, `--no-winograd`, ...) applies to each variant.
+
+use super::{CompileError, CompileOptions, Optimized, Progress, WEIGHTS_MEMBER};
+use crate::codegen::cpu::multi_isa::{self, VariantObject};
+use crate::emit::data_object::{self, Blob};
+use crate::emit::{Artefacts, archive, header, manifest};
+use crate::ir::Module;
+use crate::target::Target;
+
+/// The header's declarations of the dispatcher's own functions.
+fn header_api(name: &str, variants: &[VariantObject]) -> String {
+    let names: Vec<String> = variants
+        .iter()
+        .map(|v| format!("\"{}\"", v.variant.isa.name))
+        .collect();
+    format!(
+        "\n/* Multi-ISA library: the code above exists once per variant ({list}, best first);\n \
+         * the first call picks the first one this CPU and OS can run (cpuid + xgetbv).\n \
+         * {name}_isa() names the selected one. {name}_force_isa(isa) selects one by name and\n \
+         * returns 0, or XLA_AOT_STATUS_BAD_ARGUMENT for an unknown name or one this CPU cannot\n \
+         * run; NULL returns to the automatic choice. Both are thread-safe. */\n\
+         const char *{name}_isa(void);\n\
+         int {name}_force_isa(const char *isa);\n",
+        list = names.join(", ")
+    )
+}
+
+/// Where each blob's bytes come from: (variant, its external weight index).
+type Source = (usize, usize);
+
+/// The data object's blobs for every variant's weights, each one `same_as` the first earlier
+/// blob of the same constant with equal bytes; and per variant, (its bytes, bytes only it adds).
+fn weight_blobs(
+    m: &Module,
+    variants: &[VariantObject],
+) -> (Vec<Blob>, Vec<Source>, Vec<(usize, usize)>) {
+    let mut blobs: Vec<Blob> = Vec::new();
+    let mut sources: Vec<Source> = Vec::new();
+    let mut ids = Vec::new();
+    let mut per_variant = Vec::new();
+    let bytes = |(v, i): Source, len: usize| {
+        let mut out = vec![0u8; len];
+        let w = variants[v].external.as_ref().expect("a source has weights");
+        w.fill(m, i, &mut out);
+        out
+    };
+    for (v, vo) in variants.iter().enumerate() {
+        let (mut total, mut added) = (0, 0);
+        if let Some(w) = &vo.external {
+            for (i, (ew, len)) in w.weights.iter().zip(w.sizes(m)).enumerate() {
+                total += len;
+                let mut same_as = None;
+                let candidates: Vec<usize> = (0..blobs.len())
+                    .filter(|&j| {
+                        ids[j] == ew.id && blobs[j].len == len && blobs[j].same_as.is_none()
+                    })
+                    .collect();
+                if !candidates.is_empty() {
+                    let mine = bytes((v, i), len);
+                    same_as = candidates
+                        .into_iter()
+                        .find(|&j| bytes(sources[j], len) == mine);
+                }
+                if same_as.is_none() {
+                    added += len;
+                }
+                blobs.push(Blob {
+                    symbol: ew.symbol.clone(),
+                    len,
+                    same_as,
+                });
+                sources.push((v, i));
+                ids.push(ew.id);
+            }
+        }
+        per_variant.push((total, added));
+    }
+    (blobs, sources, per_variant)
+}
+
+/// Compiles `m` (the C API module) for the multi-ISA `target`.
+pub(super) fn compile(
+    m: &Module,
+    target: &Target,
+    opts: &CompileOptions,
+    progress: &Progress<'_>,
+) -> Result<Artefacts, CompileError> {
+    let Optimized {
+        module: optimized,
+        plan,
+        stages,
+        pass_records,
+        instructions_before_fusion: before_fusion,
+    } = super::optimize(m, opts)?;
+    let plans: Vec<_> = target
+        .variants
+        .iter()
+        .map(|t| super::plan_for_target(&optimized, plan.clone(), t, opts))
+        .collect();
+    let largest = plans
+        .iter()
+        .max_by_key(|p| p.arena_size)
+        .cloned()
+        .unwrap_or(plan);
+    let original = m;
+    let m = &optimized;
+    let multi = multi_isa::build(m, &plans, target, opts.codegen)?;
+    progress.stage(&format!(
+        "generated {} variants for {}",
+        multi.variants.len(),
+        target.name
+    ));
+    let obj = multi.object;
+    let variants = multi.variants;
+    let (blobs, sources, per_variant) = weight_blobs(m, &variants);
+    let member = archive::Member {
+        name: "model.o",
+        data: &obj.object,
+        symbols: obj.exports.clone(),
+    };
+    let tail = (!blobs.is_empty()).then(|| archive::Tail {
+        name: WEIGHTS_MEMBER,
+        len: data_object::object_len(&blobs),
+        symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
+        write: Box::new(|out: &mut Vec<u8>| {
+            data_object::write_object(target.arch, &blobs, out, |i, dst| {
+                let (v, w) = sources[i];
+                variants[v]
+                    .external
+                    .as_ref()
+                    .expect("a source has weights")
+                    .fill(m, w, dst)
+            })
+        }),
+    });
+    let (archive, weights_object) = archive::write_archive_with(&[member], tail);
+    let api = header_api(&m.name, &variants);
+    let header = header::render(m, &largest, &target.name, obj.kernels.len(), &api);
+    let mut manifest = manifest::build(m, &largest, &target.name, &obj.kernels, before_fusion);
+    manifest.isa_variants = Some(
+        variants
+            .iter()
+            .zip(&plans)
+            .zip(&per_variant)
+            .map(|((v, p), &(total, added))| manifest::IsaVariant {
+                isa: v.variant.isa.name.to_string(),
+                target: v.target.clone(),
+                kernel_count: v.kernels.len(),
+                arena_size: p.arena_size,
+                weight_bytes: total,
+                weight_bytes_added: added,
+            })
+            .collect(),
+    );
+    let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
+    manifest.push('\n');
+    Ok(Artefacts {
+        batch: None,
+        ptx: None,
+        name: m.name.clone(),
+        object: obj.object,
+        archive,
+        weights_object,
+        header,
+        manifest,
+        plan: largest,
+        assembly: obj.assembly,
+        ir: obj.ir,
+        kernel_ir: obj.kernel_ir,
+        kernels: obj.kernels,
+        stages,
+        pass_records,
+        instructions_before_fusion: before_fusion,
+        modules: opts
+            .keep_stages
+            .then(|| Box::new((original.clone(), optimized.clone()))),
+    })
+}
