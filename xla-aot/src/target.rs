@@ -193,6 +193,18 @@ impl Target {
         Target::resolve(name)
     }
 
+    /// The multi-ISA target for a Cargo build's `TARGET` (`xla_aot::Build::multi_isa`):
+    /// `x86_64-multi` for x86_64; other families have none yet.
+    pub fn for_cargo_multi_isa(triple: &str) -> Result<Target, TargetError> {
+        match triple.split('-').next().unwrap_or("") {
+            "x86_64" => Target::resolve("x86_64-multi"),
+            _ => Err(TargetError::File {
+                path: triple.to_string(),
+                reason: "Build::multi_isa(true): there is no multi-ISA target for this triple yet (only x86_64); drop multi_isa or set Build::target(..)".into(),
+            }),
+        }
+    }
+
     /// Whether code for this target runs on the machine xla-aot runs on.
     pub fn runs_here(&self) -> bool {
         let host = host_triple();

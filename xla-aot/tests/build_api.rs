@@ -116,6 +116,14 @@ fn cargo_targets_map_to_xla_aot_targets() {
     );
     assert_eq!(name("aarch64-unknown-linux-gnu", "neon"), "aarch64-neon");
     assert!(Target::for_cargo("riscv64gc-unknown-linux-gnu", "").is_err());
+    // Build::multi_isa(true).
+    let multi = Target::for_cargo_multi_isa("x86_64-unknown-linux-gnu").unwrap();
+    assert_eq!(multi.name, "x86_64-multi");
+    assert_eq!(multi.variants.len(), 3);
+    let err = Target::for_cargo_multi_isa("aarch64-unknown-linux-gnu")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only x86_64"), "{err}");
 }
 
 #[test]

@@ -453,7 +453,9 @@ fn dense_weights_are_packed_so_the_dot_streams_them() {
 #[test]
 fn multi_isa_weights_are_stored_once_where_packings_agree() {
     let n = 16384; // 64 KiB of f32: `weights::EXTERNAL_FROM`, so it goes into the data object
-    let values: Vec<String> = (0..n).map(|i| format!("{}", (i % 7) as f32 * 0.5)).collect();
+    let values: Vec<String> = (0..n)
+        .map(|i| format!("{}", (i % 7) as f32 * 0.5))
+        .collect();
     let text = format!(
         "HloModule shared\n\nENTRY %main {{\n  %x = f32[{n}]{{0}} parameter(0)\n  %w = f32[{n}]{{0}} constant({{{}}})\n  %y = f32[{n}]{{0}} add(%x, %w)\n  ROOT %outputs = (f32[{n}]{{0}}) tuple(%y), names={{y}}\n}}\n",
         values.join(", ")
