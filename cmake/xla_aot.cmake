@@ -6,7 +6,7 @@
 #
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
-#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD])
+#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD] [MULTI_ISA])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
@@ -15,6 +15,9 @@
 #   --input-shape, --dim and --freeze; a frozen .npy file is a dependency of the build).
 #   NO_WINOGRAD keeps stride-1 3×3 convolutions direct (the CLI's --no-winograd: results then
 #   match the reference interpreter to rounding; see docs/performance.md).
+#   MULTI_ISA compiles for `x86_64-multi` instead: one library with AVX-512, AVX2 and SSE2 code
+#   that picks on its first call what the CPU runs (docs/targets.md); XLA_TARGET may then be
+#   omitted, or must be an x86_64 target.
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -30,9 +33,15 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "NO_WINOGRAD" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  cmake_parse_arguments(ARG "NO_WINOGRAD;MULTI_ISA" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  if(ARG_MULTI_ISA)
+    if(ARG_XLA_TARGET AND NOT ARG_XLA_TARGET MATCHES "^x86_64")
+      message(FATAL_ERROR "xla_aot_add_model(${target}): MULTI_ISA is for x86_64 targets only (XLA_TARGET ${ARG_XLA_TARGET}); drop one of them")
+    endif()
+    set(ARG_XLA_TARGET x86_64-multi)
+  endif()
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
-    message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
+    message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET (or MULTI_ISA) are required")
   endif()
   get_filename_component(spec "${ARG_SPEC}" ABSOLUTE)
   if(NOT EXISTS "${spec}")

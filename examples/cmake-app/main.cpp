@@ -42,5 +42,8 @@ int main() {
     summary("mlp probs", probs);
     auto best = std::max_element(probs.begin(), probs.end()) - probs.begin();
     std::printf("mlp: class %td (p = %.4f)\n", best, probs[best]);
+#ifdef MLP_MULTI_ISA
+    std::printf("mlp: ran the %s variant\n", mlp_isa());
+#endif
     return 0;
 }

@@ -66,6 +66,9 @@ fn cmake_app_builds_and_runs_on_host_and_aarch64() {
             "{name}: {out}"
         );
         assert!(out.contains("mlp: class 2"), "{name}: {out}");
+        if name == "host" && cfg!(target_arch = "x86_64") {
+            assert!(out.contains("mlp: ran the "), "{name}: {out}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

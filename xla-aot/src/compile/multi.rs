@@ -30,9 +30,11 @@ fn header_api(name: &str, variants: &[VariantObject]) -> String {
          * {name}_isa() names the selected one. {name}_force_isa(isa) selects one by name and\n \
          * returns 0, or XLA_AOT_STATUS_BAD_ARGUMENT for an unknown name or one this CPU cannot\n \
          * run; NULL returns to the automatic choice. Both are thread-safe. */\n\
+         #define {upper}_MULTI_ISA 1\n\
          const char *{name}_isa(void);\n\
          int {name}_force_isa(const char *isa);\n",
-        list = names.join(", ")
+        list = names.join(", "),
+        upper = name.to_ascii_uppercase()
     )
 }
 
