@@ -200,6 +200,23 @@ pub fn run_compiled_forced(
     opts: &CompileOptions,
     forced: &[Option<&str>],
 ) -> Vec<(String, Result<Vec<Literal>, String>)> {
+    let runs: Vec<(Option<&str>, Option<&str>, bool)> =
+        forced.iter().map(|f| (*f, None, false)).collect();
+    run_compiled_emulated(m, t, inputs, tag, opts, &runs)
+}
+
+/// [`run_compiled_forced`] where each run is (forced variant, CPU model for `qemu-x86_64 -cpu`
+/// or `None` for a native run, ISA only): `Some("Haswell")` runs the harness on an emulated
+/// AVX2-only CPU; with ISA only the harness reports the variant and refusals and runs nothing
+/// (the outputs are then empty).
+pub fn run_compiled_emulated(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    runs: &[(Option<&str>, Option<&str>, bool)],
+) -> Vec<(String, Result<Vec<Literal>, String>)> {
     let dir = scratch(tag);
     let art = compile_model(m, t, opts).unwrap_or_else(|e| panic!("{tag}: {e}"));
     let lib = dir.join(format!("lib{}.a", art.name));
@@ -246,8 +263,12 @@ pub fn run_compiled_forced(
         outs.push((p, s.clone()));
     }
     let mut results = Vec::new();
-    for isa in forced {
-        let mut cmd = if runner.is_empty() {
+    for (isa, cpu, isa_only) in runs {
+        let mut cmd = if let Some(cpu) = cpu {
+            let mut c = std::process::Command::new("qemu-x86_64");
+            c.args(["-cpu", cpu]).arg(&exe);
+            c
+        } else if runner.is_empty() {
             std::process::Command::new(&exe)
         } else {
             let mut c = std::process::Command::new(&runner[0]);
@@ -256,6 +277,9 @@ pub fn run_compiled_forced(
         };
         if let Some(isa) = isa {
             cmd.env("XLA_AOT_FORCE_ISA", isa);
+        }
+        if *isa_only {
+            cmd.env("XLA_AOT_ISA_ONLY", "1");
         }
         let r = cmd
             .args(&args)
@@ -268,7 +292,7 @@ pub fn run_compiled_forced(
         }
         assert!(
             r.status.success(),
-            "{tag} ({isa:?}): harness failed ({:?}):\n{stderr}",
+            "{tag} ({isa:?} on {cpu:?}): harness failed ({:?}):\n{stderr}",
             r.status,
         );
         let ran = stderr
@@ -276,6 +300,10 @@ pub fn run_compiled_forced(
             .find_map(|l| l.strip_prefix("isa: "))
             .unwrap_or("")
             .to_string();
+        if *isa_only {
+            results.push((ran, Ok(Vec::new())));
+            continue;
+        }
         let result = outs
             .iter()
             .map(|(p, s)| Literal {
