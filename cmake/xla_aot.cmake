@@ -16,8 +16,9 @@
 #   NO_WINOGRAD keeps stride-1 3×3 convolutions direct (the CLI's --no-winograd: results then
 #   match the reference interpreter to rounding; see docs/performance.md).
 #   MULTI_ISA compiles for `x86_64-multi` instead: one library with AVX-512, AVX2 and SSE2 code
-#   that picks on its first call what the CPU runs (docs/targets.md); XLA_TARGET may then be
-#   omitted, or must be an x86_64 target.
+#   that picks on its first call what the CPU runs (docs/codegen.md); or `aarch64-multi` when
+#   XLA_TARGET is an aarch64 target or, without XLA_TARGET, CMAKE_SYSTEM_PROCESSOR is aarch64
+#   (the app passes getauxval(AT_HWCAP) to <name>_set_hwcap).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -35,10 +36,13 @@ endif()
 function(xla_aot_add_model target)
   cmake_parse_arguments(ARG "NO_WINOGRAD;MULTI_ISA" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
   if(ARG_MULTI_ISA)
-    if(ARG_XLA_TARGET AND NOT ARG_XLA_TARGET MATCHES "^x86_64")
-      message(FATAL_ERROR "xla_aot_add_model(${target}): MULTI_ISA is for x86_64 targets only (XLA_TARGET ${ARG_XLA_TARGET}); drop one of them")
+    if(ARG_XLA_TARGET MATCHES "^aarch64" OR (NOT ARG_XLA_TARGET AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64"))
+      set(ARG_XLA_TARGET aarch64-multi)
+    elseif(NOT ARG_XLA_TARGET OR ARG_XLA_TARGET MATCHES "^x86_64")
+      set(ARG_XLA_TARGET x86_64-multi)
+    else()
+      message(FATAL_ERROR "xla_aot_add_model(${target}): MULTI_ISA is for x86_64 and aarch64 targets (XLA_TARGET ${ARG_XLA_TARGET}); drop one of them")
     endif()
-    set(ARG_XLA_TARGET x86_64-multi)
   endif()
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
     message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET (or MULTI_ISA) are required")

@@ -16,9 +16,9 @@
 //! | x86_64-* | (neither) | `x86_64` (SSE2 baseline) |
 //! | aarch64-* | any | `aarch64-neon` |
 //!
-//! [`Build::multi_isa`] makes the x86-64 default `x86_64-multi` instead: one library with
-//! AVX-512, AVX2 and SSE2 code, chosen on the first call by the CPU it runs on (`docs/targets.md`).
-//! An explicit [`Build::target`] wins over both.
+//! [`Build::multi_isa`] makes the default `x86_64-multi` instead (one library with AVX-512, AVX2
+//! and SSE2 code, chosen on the first call by the CPU it runs on), or `aarch64-multi` on aarch64
+//! (docs/codegen.md). An explicit [`Build::target`] wins over both.
 
 use crate::compile::CompileOptions;
 use crate::emit::write_artefacts;
@@ -132,7 +132,8 @@ impl Build {
     /// For an x86-64 Cargo target, compiles for `x86_64-multi` (AVX-512, AVX2 and SSE2 code in one
     /// library, the entry points choosing on their first call) instead of the one ISA the Cargo
     /// target features name: for a binary shipped to machines whose CPU is unknown at build time.
-    /// An aarch64 Cargo target has no multi-ISA target yet and is refused. [`Build::target`]
+    /// For aarch64, `aarch64-multi` (dotprod and baseline NEON; call `<name>::set_hwcap` with the
+    /// auxiliary vector's `AT_HWCAP` first). Other families are refused. [`Build::target`]
     /// overrides this.
     pub fn multi_isa(&mut self, on: bool) -> &mut Build {
         self.multi_isa = on;
@@ -322,7 +323,7 @@ impl Build {
             &artefacts.plan,
             artefacts.ptx.as_ref(),
             artefacts.batch.as_ref(),
-            !target.variants.is_empty(),
+            (!target.variants.is_empty()).then_some(target.arch),
         );
         std::fs::write(dir.join(format!("{name}.rs")), bindings).map_err(werr)?;
         if let Some(d) = &dump_to {

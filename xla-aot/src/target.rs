@@ -105,6 +105,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("x86_64-multi", include_str!("../targets/x86_64-multi.yaml")),
     ("aarch64-neon", include_str!("../targets/aarch64-neon.yaml")),
     ("aarch64-a78", include_str!("../targets/aarch64-a78.yaml")),
+    (
+        "aarch64-multi",
+        include_str!("../targets/aarch64-multi.yaml"),
+    ),
     ("jetson-orin", include_str!("../targets/jetson-orin.yaml")),
     ("cuda-x86_64", include_str!("../targets/cuda-x86_64.yaml")),
     ("host", include_str!("../targets/host.yaml")),
@@ -194,13 +198,14 @@ impl Target {
     }
 
     /// The multi-ISA target for a Cargo build's `TARGET` (`xla_aot::Build::multi_isa`):
-    /// `x86_64-multi` for x86_64; other families have none yet.
+    /// `x86_64-multi` for x86_64, `aarch64-multi` for aarch64.
     pub fn for_cargo_multi_isa(triple: &str) -> Result<Target, TargetError> {
         match triple.split('-').next().unwrap_or("") {
             "x86_64" => Target::resolve("x86_64-multi"),
+            "aarch64" => Target::resolve("aarch64-multi"),
             _ => Err(TargetError::File {
                 path: triple.to_string(),
-                reason: "Build::multi_isa(true): there is no multi-ISA target for this triple yet (only x86_64); drop multi_isa or set Build::target(..)".into(),
+                reason: "Build::multi_isa(true): there is no multi-ISA target for this triple (only x86_64 and aarch64); drop multi_isa or set Build::target(..)".into(),
             }),
         }
     }

@@ -255,3 +255,55 @@ fn multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512() {
         }
     }
 }
+
+/// `aarch64-multi` under `qemu-aarch64`: with `-cpu cortex-a72` (Armv8.0-A) the library picks
+/// `neon` and refuses `dotprod`; with `-cpu neoverse-n1` (Armv8.2-A with dotprod) it picks
+/// `dotprod`; each matches the interpreter. The harness passes `getauxval(AT_HWCAP)` first.
+#[test]
+fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
+    let t = Target::resolve("aarch64-multi").unwrap();
+    // (forced variant, QEMU CPU model, the variant expected to run; None: refused)
+    let runs: &[(Option<&str>, &str, Option<&str>)] = &[
+        (None, "cortex-a72", Some("neon")),
+        (Some("dotprod"), "cortex-a72", None),
+        (None, "neoverse-n1", Some("dotprod")),
+        (Some("neon"), "neoverse-n1", Some("neon")),
+    ];
+    let plan: Vec<(Option<&str>, Option<&str>, bool)> = runs
+        .iter()
+        .map(|(f, cpu, _)| (*f, Some(*cpu), false))
+        .collect();
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        let results = common::run_compiled_emulated(
+            &m,
+            &t,
+            &inputs,
+            &format!("{ex}-aarch64-multi"),
+            &common::default_options(),
+            &plan,
+        );
+        for ((forced, cpu, want), (ran, result)) in runs.iter().zip(results) {
+            match (want, result) {
+                (None, Err(_)) => {}
+                (None, Ok(_)) => panic!("{ex} on {cpu}: {forced:?} accepted, ran {ran}"),
+                (Some(_), Err(msg)) => panic!("{ex} on {cpu}: refused: {msg}"),
+                (Some(w), Ok(actual)) => {
+                    assert_eq!(ran, *w, "{ex} on {cpu}: the variant selected");
+                    for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                        match check_close(a, e) {
+                            Ok(r) => eprintln!(
+                                "{ex}/{} on aarch64-multi ({ran}, {cpu}): worst {r:.3} of the tolerance",
+                                o.name
+                            ),
+                            Err(msg) => panic!("{ex}/{} on {cpu} ({ran}): {msg}", o.name),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

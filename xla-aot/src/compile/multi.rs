@@ -1,4 +1,4 @@
-//! The compile path of a multi-ISA target (`x86_64-multi`): one library holding the model's code
+//! The compile path of a multi-ISA target (`x86_64-multi`, `aarch64-multi`): one library holding the model's code
 //! for every variant the target lists, and one set of entry points choosing among them at run
 //! time (`codegen/cpu/isa_dispatch.rs`).
 //!
@@ -16,21 +16,38 @@ use crate::codegen::cpu::multi_isa::{self, VariantObject};
 use crate::emit::data_object::{self, Blob};
 use crate::emit::{Artefacts, archive, header, manifest};
 use crate::ir::Module;
-use crate::target::Target;
+use crate::target::{Arch, Target};
 
 /// The header's declarations of the dispatcher's own functions.
-fn header_api(name: &str, variants: &[VariantObject]) -> String {
+fn header_api(name: &str, variants: &[VariantObject], arch: Arch) -> String {
     let names: Vec<String> = variants
         .iter()
         .map(|v| format!("\"{}\"", v.variant.isa.name))
         .collect();
+    let (how, hwcap) = match arch {
+        Arch::Aarch64 => (
+            format!(
+                "once {name}_set_hwcap(getauxval(AT_HWCAP), getauxval(AT_HWCAP2)) has passed the\n \
+                 * CPU's features (<sys/auxv.h>), the next call picks the first one they allow;\n \
+                 * until then the last (baseline) one runs."
+            ),
+            format!("void {name}_set_hwcap(uint64_t hwcap, uint64_t hwcap2);\n"),
+        ),
+        _ => (
+            "the first call picks the first one this CPU and OS can run\n \
+             * (cpuid + xgetbv)."
+                .to_string(),
+            String::new(),
+        ),
+    };
     format!(
         "\n/* Multi-ISA library: the code above exists once per variant ({list}, best first);\n \
-         * the first call picks the first one this CPU and OS can run (cpuid + xgetbv).\n \
+         * {how}\n \
          * {name}_isa() names the selected one. {name}_force_isa(isa) selects one by name and\n \
          * returns 0, or XLA_AOT_STATUS_BAD_ARGUMENT for an unknown name or one this CPU cannot\n \
-         * run; NULL returns to the automatic choice. Both are thread-safe. */\n\
+         * run; NULL returns to the automatic choice. All are thread-safe. */\n\
          #define {upper}_MULTI_ISA 1\n\
+         {hwcap}\
          const char *{name}_isa(void);\n\
          int {name}_force_isa(const char *isa);\n",
         list = names.join(", "),
@@ -147,7 +164,7 @@ pub(super) fn compile(
         }),
     });
     let (archive, weights_object) = archive::write_archive_with(&[member], tail);
-    let api = header_api(&m.name, &variants);
+    let api = header_api(&m.name, &variants, target.arch);
     let header = header::render(m, &largest, &target.name, obj.kernels.len(), &api);
     let mut manifest = manifest::build(m, &largest, &target.name, &obj.kernels, before_fusion);
     manifest.isa_variants = Some(

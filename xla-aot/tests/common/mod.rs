@@ -205,9 +205,10 @@ pub fn run_compiled_forced(
     run_compiled_emulated(m, t, inputs, tag, opts, &runs)
 }
 
-/// [`run_compiled_forced`] where each run is (forced variant, CPU model for `qemu-x86_64 -cpu`
-/// or `None` for a native run, ISA only): `Some("Haswell")` runs the harness on an emulated
-/// AVX2-only CPU; with ISA only the harness reports the variant and refusals and runs nothing
+/// [`run_compiled_forced`] where each run is (forced variant, CPU model for QEMU's `-cpu` or
+/// `None` for a native run, ISA only): `Some("Haswell")` runs an x86-64 harness under
+/// `qemu-x86_64` on an emulated AVX2-only CPU, `Some("cortex-a72")` an aarch64 one under
+/// `qemu-aarch64` on a CPU without dotprod; with ISA only the harness reports the variant and refusals and runs nothing
 /// (the outputs are then empty).
 pub fn run_compiled_emulated(
     m: &Module,
@@ -265,7 +266,13 @@ pub fn run_compiled_emulated(
     let mut results = Vec::new();
     for (isa, cpu, isa_only) in runs {
         let mut cmd = if let Some(cpu) = cpu {
-            let mut c = std::process::Command::new("qemu-x86_64");
+            let mut c = if runner.is_empty() {
+                std::process::Command::new("qemu-x86_64")
+            } else {
+                let mut c = std::process::Command::new(&runner[0]);
+                c.args(&runner[1..]);
+                c
+            };
             c.args(["-cpu", cpu]).arg(&exe);
             c
         } else if runner.is_empty() {

@@ -9,7 +9,8 @@
  *   - null arena, misaligned arena, null input/output arrays or entries give negative statuses;
  *   - an output overlapping an input, another output or the arena gives -6 (OVERLAP);
  *   - two threads with two arenas give bit-identical outputs.
- * Built with -DMULTI_ISA for a multi-ISA library (x86_64-multi): <name>_force_isa refuses an
+ * Built with -DMULTI_ISA for a multi-ISA library (x86_64-multi; aarch64-multi, which is first
+ * given getauxval(AT_HWCAP) through <name>_set_hwcap): <name>_force_isa refuses an
  * unknown name, and when XLA_AOT_FORCE_ISA is set that variant is forced first (exit status 4
  * when the library refuses it: this CPU cannot run it) and must still be the selected one at the
  * end, after the two threads; the selected variant is printed on stderr as `isa: NAME`. With
@@ -37,6 +38,10 @@ int RUN_PTRS(void *arena, const void *const *inputs, void *const *outputs);
 #define FORCE_ISA CAT(MODEL, _force_isa)
 const char *ISA(void);
 int FORCE_ISA(const char *isa);
+#ifdef __aarch64__
+#include <sys/auxv.h>
+void CAT(MODEL, _set_hwcap)(uint64_t hwcap, uint64_t hwcap2);
+#endif
 #endif
 
 #define MAX_TENSORS 64
@@ -73,6 +78,10 @@ int main(int argc, char **argv) {
     int nin = atoi(argv[2]), nout = atoi(argv[3]);
     if (nin > MAX_TENSORS || nout > MAX_TENSORS || argc != 4 + 2 * (nin + nout)) { fprintf(stderr, "usage\n"); return 2; }
 #ifdef MULTI_ISA
+#ifdef __aarch64__
+    /* What a freestanding library cannot read itself. */
+    CAT(MODEL, _set_hwcap)(getauxval(AT_HWCAP), getauxval(AT_HWCAP2));
+#endif
     EXPECT(FORCE_ISA("no-such-isa") == -3, "force_isa refuses an unknown name with -3");
     EXPECT(FORCE_ISA("avx") == -3 && FORCE_ISA("avx2x") == -3, "force_isa compares whole names");
     const char *want = getenv("XLA_AOT_FORCE_ISA");

@@ -7,17 +7,23 @@
 //!   variant (each keeps its own); any other entry point loads the selected variant's index (one
 //!   relaxed atomic load of an internal `i32`) and tail-calls that variant with its arguments
 //!   unchanged, so statuses, overlap checks and the C API contract are the variant's own;
-//! - `const char *<name>_isa(void)`: the selected variant's name (`avx512`, `avx2`, `sse2`);
+//! - `const char *<name>_isa(void)`: the selected variant's name (`avx512`, `avx2`, `sse2`;
+//!   `dotprod`, `neon`);
 //! - `int <name>_force_isa(const char *isa)`: selects variant `isa`; 0 on success,
 //!   `XLA_AOT_STATUS_BAD_ARGUMENT` for a name that is not a variant or a variant this CPU cannot
 //!   run; `NULL` returns to the automatic choice.
 //!
-//! The first call that finds no selection runs the detection: CPUID leaves 0, 1, 7 and
+//! - aarch64 only: `void <name>_set_hwcap(uint64_t hwcap, uint64_t hwcap2)`, the caller's
+//!   `getauxval(AT_HWCAP)` and `getauxval(AT_HWCAP2)`; it drops the selection.
+//!
+//! The first call that finds no selection runs the detection. x86-64: CPUID leaves 0, 1, 7 and
 //! 0x8000_0001, and XCR0 through `xgetbv` only when CPUID says the OS enabled XSAVE (`xgetbv`
-//! faults otherwise); a variant runs when every bit `target/isa.rs` lists for it is set. The
-//! detection is pure, so two threads racing through it store the same index; nothing here needs
-//! libc or a constructor (freestanding). Every dispatcher function is compiled for the baseline
-//! CPU, so it runs on every x86-64 CPU whatever the variants need.
+//! faults otherwise). aarch64: the `AT_HWCAP` last passed (none: only the baseline runs; user
+//! code cannot read the ID registers portably and a freestanding library has no `getauxval`).
+//! A variant runs when every bit `target/isa.rs` lists for it is set; the last variant always
+//! runs. The detection is pure, so two threads racing through it store the same index; nothing
+//! here needs libc or a constructor (freestanding). Every dispatcher function is compiled for the
+//! baseline CPU, so it runs on every CPU of the family whatever the variants need.
 
 use crate::codegen::core::target::target_attrs;
 use crate::target::Target;
@@ -174,7 +180,72 @@ impl<'ctx> D<'_, 'ctx> {
             .unwrap()
     }
 
-    /// `i32 <name>.isa_runnable()`: bit k set when variant k runs on this CPU and OS.
+    /// aarch64's `i32 <name>.isa_runnable()`: bit k set when the `AT_HWCAP` last passed to
+    /// `<name>_set_hwcap` (0 before) has every bit variant k needs; the baseline's always.
+    fn runnable_hwcap(
+        &self,
+        name: &str,
+        variants: &[IsaVariant],
+        hwcap: GlobalValue<'ctx>,
+    ) -> FunctionValue<'ctx> {
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let f = self.function(
+            &format!("{name}.isa_runnable"),
+            i32t.fn_type(&[], false),
+            Linkage::Internal,
+        );
+        self.b.position_at_end(self.block(f, "entry"));
+        let h = self
+            .b
+            .build_load(hwcap.as_pointer_value(), "hwcap")
+            .unwrap()
+            .into_int_value();
+        let inst = h.as_instruction_value().unwrap();
+        inst.set_atomic_ordering(AtomicOrdering::Monotonic).unwrap();
+        inst.set_alignment(8).unwrap();
+        let last = variants.len() - 1;
+        let mut mask = self.i32(1 << last);
+        for (k, v) in variants.iter().enumerate().take(last) {
+            let req = i64t.const_int(v.isa.hwcap, false);
+            let m = self.b.build_and(h, req, "").unwrap();
+            let ok = self
+                .b
+                .build_int_compare(IntPredicate::EQ, m, req, "")
+                .unwrap();
+            let bit = self
+                .b
+                .build_select(ok, self.i32(1 << k), self.i32(0), "")
+                .unwrap()
+                .into_int_value();
+            mask = self.b.build_or(mask, bit, "").unwrap();
+        }
+        self.b.build_return(Some(&mask)).unwrap();
+        f
+    }
+
+    /// `void <name>_set_hwcap(uint64_t hwcap, uint64_t hwcap2)`: keeps `hwcap` (`hwcap2` is for
+    /// the i8mm and bf16 levels, none yet) and drops the selection, so the next call chooses
+    /// again.
+    fn hwcap_setter(&self, name: &str, hwcap: GlobalValue<'ctx>, g: GlobalValue<'ctx>) {
+        let i64t = self.ctx.i64_type();
+        let f = self.function(
+            &format!("{name}_set_hwcap"),
+            self.ctx
+                .void_type()
+                .fn_type(&[i64t.into(), i64t.into()], false),
+            Linkage::External,
+        );
+        self.b.position_at_end(self.block(f, "entry"));
+        let h = f.get_nth_param(0).unwrap().into_int_value();
+        let st = self.b.build_store(hwcap.as_pointer_value(), h).unwrap();
+        st.set_atomic_ordering(AtomicOrdering::Monotonic).unwrap();
+        st.set_alignment(8).unwrap();
+        self.store_selected(g, self.i32(UNSELECTED));
+        self.b.build_return(None).unwrap();
+    }
+
+    /// x86-64's `i32 <name>.isa_runnable()`: bit k set when variant k runs on this CPU and OS.
     fn runnable(&self, name: &str, variants: &[IsaVariant]) -> FunctionValue<'ctx> {
         let i32t = self.ctx.i32_type();
         let f = self.function(
@@ -566,9 +637,20 @@ pub fn add_dispatcher<'ctx>(
     g.set_initializer(&i32t.const_int(UNSELECTED, true));
     g.set_linkage(Linkage::Internal);
     g.set_alignment(4);
-    let runnable = d.runnable(name, variants);
-    let select = d.select(name, g, runnable, variants.len());
     let mut exports = Vec::new();
+    let runnable = if base.arch == crate::target::Arch::Aarch64 {
+        let i64t = ctx.i64_type();
+        let hwcap = module.add_global(i64t, None, &format!("{name}.hwcap"));
+        hwcap.set_initializer(&i64t.const_zero());
+        hwcap.set_linkage(Linkage::Internal);
+        hwcap.set_alignment(8);
+        d.hwcap_setter(name, hwcap, g);
+        exports.push(format!("{name}_set_hwcap"));
+        d.runnable_hwcap(name, variants, hwcap)
+    } else {
+        d.runnable(name, variants)
+    };
+    let select = d.select(name, g, runnable, variants.len());
     for suffix in suffixes {
         let targets: Vec<FunctionValue> = variants
             .iter()

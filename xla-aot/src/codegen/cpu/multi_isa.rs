@@ -1,5 +1,5 @@
 //! A multi-ISA object: the model's code compiled once per variant of a multi-ISA target
-//! (`x86_64-multi`), each for its own CPU, in one object behind one set of entry points.
+//! (`x86_64-multi`, `aarch64-multi`), each for its own CPU, in one object behind one set of entry points.
 //!
 //! Contract: [`build`] builds variant `k` exactly as a single-ISA library of `variants[k]` is
 //! built (same module, same plan passed in, same O3 pipeline for that variant's target machine),
@@ -62,7 +62,7 @@ pub fn build(
         let isa = isa_of(t).ok_or_else(|| CodegenError::Target {
             triple: t.triple.clone(),
             cpu: t.cpu.clone(),
-            reason: "not an x86-64 level a multi-ISA library can dispatch to".into(),
+            reason: "not a level a multi-ISA library can dispatch to (target/isa.rs)".into(),
         })?;
         let prefix = format!("{}__{}", hlo.name, isa_dispatch::isa_ident(&isa));
         let mut v = hlo.clone();
