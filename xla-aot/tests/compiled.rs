@@ -124,9 +124,10 @@ fn in_place_reuse_halves_the_arena_and_stays_correct() {
 
 /// One `x86_64-multi` library per example, run with each variant forced through
 /// `<name>_force_isa` and once unforced: every variant this CPU can run matches the interpreter
-/// (and passes the harness's guard pages and two threads); the unforced run picks the best one
-/// this CPU runs; a variant it cannot run is refused. The harness also checks that an unknown
-/// name is refused.
+/// (and passes the harness's guard pages and two threads) and gives exactly the bytes of its
+/// single-ISA library; the unforced run picks the best one this CPU runs (its two threads
+/// racing through the first call's detection); a variant it cannot run is refused. The harness
+/// also checks that an unknown name is refused.
 #[test]
 fn multi_isa_libraries_match_the_interpreter_with_each_variant_forced() {
     let t = Target::resolve("x86_64-multi").unwrap();
