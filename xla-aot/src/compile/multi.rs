@@ -4,15 +4,18 @@
 //!
 //! Contract: the module is optimised once ([`super::optimize`]: the pipeline does not depend on
 //! the target) and planned once per variant ([`super::plan_for_target`]: kernel scratch may
-//! differ), so every variant computes what its single-ISA library computes. The header is a
+//! differ), its buckets optimised and planned per variant (`plan_buckets`), so every variant
+//! computes what its single-ISA library computes. The header is a
 //! single-ISA header plus `<name>_isa()` and `<name>_force_isa()`, its `ARENA_SIZE` the largest
 //! variant's. Large weights are stored once where two variants' packed bytes are equal (compared
 //! byte for byte, not trusted to a hash); the manifest's `isa_variants` says what each variant
-//! adds. Batch and sequence buckets are refused before this (`compile_model_buckets`); every
-//! other option of a CPU library (`--checks`, `--no-winograd`, ...) applies to each variant.
+//! adds. Batch and sequence buckets are compiled per variant as a single-ISA library compiles
+//! them (the header's bucket section and arena are the largest variant's); every other option
+//! of a CPU library (`--checks`, `--no-winograd`, ...) applies to each variant.
 
 use super::{CompileError, CompileOptions, Optimized, Progress, WEIGHTS_MEMBER};
-use crate::codegen::cpu::multi_isa::{self, VariantObject};
+use crate::arena::BufferPlan;
+use crate::codegen::cpu::multi_isa::{self, VariantInput, VariantObject};
 use crate::emit::data_object::{self, Blob};
 use crate::emit::{Artefacts, archive, header, manifest};
 use crate::ir::Module;
@@ -108,9 +111,11 @@ fn weight_blobs(
     (blobs, sources, per_variant)
 }
 
-/// Compiles `m` (the C API module) for the multi-ISA `target`.
+/// Compiles `m` (the C API module, with its `buckets`) for the multi-ISA `target`.
 pub(super) fn compile(
     m: &Module,
+    buckets: &[(usize, Module)],
+    seq: Option<&crate::front::SeqAxis>,
     target: &Target,
     opts: &CompileOptions,
     progress: &Progress<'_>,
@@ -122,19 +127,47 @@ pub(super) fn compile(
         pass_records,
         instructions_before_fusion: before_fusion,
     } = super::optimize(m, opts)?;
-    let plans: Vec<_> = target
-        .variants
-        .iter()
-        .map(|t| super::plan_for_target(&optimized, plan.clone(), t, opts))
-        .collect();
+    // Each variant: the module under its prefix, planned for its CPU, with its buckets.
+    let mut inputs = Vec::new();
+    let mut declared = 1;
+    for t in &target.variants {
+        let (prefix, _) = multi_isa::prefix(&optimized.name, t)?;
+        let mut vm = optimized.clone();
+        vm.name = prefix;
+        let vplan = super::plan_for_target(&vm, plan.clone(), t, opts);
+        let (d, bucket_modules, batch) = super::plan_buckets(&vm, &vplan, buckets, seq, t, opts)?;
+        declared = d;
+        inputs.push(VariantInput {
+            target: t,
+            module: vm,
+            plan: vplan,
+            buckets: bucket_modules.into_iter().map(|(_, m, p)| (m, p)).collect(),
+            batch,
+        });
+    }
+    let plans: Vec<BufferPlan> = inputs.iter().map(|v| v.plan.clone()).collect();
     let largest = plans
         .iter()
         .max_by_key(|p| p.arena_size)
         .cloned()
         .unwrap_or(plan);
+    // The header's buckets: those of the variant whose dispatcher needs the largest arena, under
+    // the public names.
+    let public_batch = inputs
+        .iter()
+        .filter_map(|v| v.batch.as_ref().map(|bp| (v, bp)))
+        .max_by_key(|(_, bp)| bp.arena_size())
+        .map(|(v, bp)| {
+            let mut bp = bp.clone();
+            for b in &mut bp.buckets {
+                b.prefix = b.prefix.replacen(&v.module.name, &optimized.name, 1);
+            }
+            bp
+        });
     let original = m;
     let m = &optimized;
-    let multi = multi_isa::build(m, &plans, target, opts.codegen)?;
+    let multi = multi_isa::build(&m.name, &inputs, target, opts.codegen)?;
+    drop(inputs);
     progress.stage(&format!(
         "generated {} variants for {}",
         multi.variants.len(),
@@ -165,7 +198,19 @@ pub(super) fn compile(
     });
     let (archive, weights_object) = archive::write_archive_with(&[member], tail);
     let api = header_api(&m.name, &variants, target.arch);
-    let header = header::render(m, &largest, &target.name, obj.kernels.len(), &api);
+    let header = match &public_batch {
+        None => header::render(m, &largest, &target.name, obj.kernels.len(), &api),
+        Some(bp) => {
+            let mut whole = largest.clone();
+            whole.arena_size = bp.arena_size();
+            let buckets_api = match seq {
+                Some(s) => header::render_seq(m, bp, s),
+                None => header::render_batch(m, bp, declared),
+            };
+            let all = format!("{buckets_api}{api}");
+            header::render(m, &whole, &target.name, obj.kernels.len(), &all)
+        }
+    };
     let mut manifest = manifest::build(m, &largest, &target.name, &obj.kernels, before_fusion);
     manifest.isa_variants = Some(
         variants
@@ -185,7 +230,9 @@ pub(super) fn compile(
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
-        batch: None,
+        batch: public_batch
+            .filter(|_| seq.is_none())
+            .map(|bp| (bp, declared)),
         ptx: None,
         name: m.name.clone(),
         object: obj.object,
