@@ -27,7 +27,12 @@ fn simplenet() -> String {
 
 #[test]
 fn compiling_twice_gives_identical_bytes() {
-    for target in ["x86_64-avx512", "aarch64-neon", "x86_64-multi", "aarch64-multi"] {
+    for target in [
+        "x86_64-avx512",
+        "aarch64-neon",
+        "x86_64-multi",
+        "aarch64-multi",
+    ] {
         let (a, b) = (
             scratch(&format!("det-a-{target}")),
             scratch(&format!("det-b-{target}")),
@@ -69,7 +74,12 @@ fn libraries_are_freestanding_and_export_only_prefixed_symbols() {
         let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
             .unwrap()
             .module;
-        for target in ["x86_64-avx2", "aarch64-neon", "x86_64-multi", "aarch64-multi"] {
+        for target in [
+            "x86_64-avx2",
+            "aarch64-neon",
+            "x86_64-multi",
+            "aarch64-multi",
+        ] {
             let art = compile_model(
                 &m,
                 &Target::resolve(target).unwrap(),

@@ -198,8 +198,23 @@ pub(super) fn compile(
     });
     let (archive, weights_object) = archive::write_archive_with(&[member], tail);
     let api = header_api(&m.name, &variants, target.arch);
+    // The weights as the first (best) variant stores them, as the header's other fields describe
+    // it; the manifest's `isa_variants` has every variant's.
+    let weights_bytes = {
+        let scratch = plans[0].scratch.map_or(0, |(_, bytes)| bytes);
+        let packings =
+            crate::codegen::core::packing::Packings::for_cpu(m, &target.variants[0], scratch);
+        header::stored_weight_bytes(m, &packings)
+    };
     let header = match &public_batch {
-        None => header::render(m, &largest, &target.name, obj.kernels.len(), &api),
+        None => header::render(
+            m,
+            &largest,
+            &target.name,
+            obj.kernels.len(),
+            &api,
+            weights_bytes,
+        ),
         Some(bp) => {
             let mut whole = largest.clone();
             whole.arena_size = bp.arena_size();
@@ -208,10 +223,24 @@ pub(super) fn compile(
                 None => header::render_batch(m, bp, declared),
             };
             let all = format!("{buckets_api}{api}");
-            header::render(m, &whole, &target.name, obj.kernels.len(), &all)
+            header::render(
+                m,
+                &whole,
+                &target.name,
+                obj.kernels.len(),
+                &all,
+                weights_bytes,
+            )
         }
     };
-    let mut manifest = manifest::build(m, &largest, &target.name, &obj.kernels, before_fusion);
+    let mut manifest = manifest::build(
+        m,
+        &largest,
+        &target.name,
+        &obj.kernels,
+        before_fusion,
+        weights_bytes,
+    );
     manifest.isa_variants = Some(
         variants
             .iter()

@@ -181,7 +181,20 @@ pub fn run_compiled_with(
     tag: &str,
     opts: &CompileOptions,
 ) -> Vec<Literal> {
-    run_compiled_forced(m, t, inputs, tag, opts, &[None])
+    run_compiled_cflags(m, t, inputs, tag, opts, &[])
+}
+
+/// [`run_compiled_with`], the harness compiled and linked with the extra C flags `cflags` (the
+/// sanitizers: `-fsanitize=address,undefined`).
+pub fn run_compiled_cflags(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    cflags: &[&str],
+) -> Vec<Literal> {
+    run_harness(m, t, inputs, tag, opts, cflags, &[(None, None, false)])
         .remove(0)
         .1
         .unwrap_or_else(|e| panic!("{tag}: {e}"))
@@ -202,20 +215,34 @@ pub fn run_compiled_forced(
 ) -> Vec<(String, Result<Vec<Literal>, String>)> {
     let runs: Vec<(Option<&str>, Option<&str>, bool)> =
         forced.iter().map(|f| (*f, None, false)).collect();
-    run_compiled_emulated(m, t, inputs, tag, opts, &runs)
+    run_harness(m, t, inputs, tag, opts, &[], &runs)
 }
 
 /// [`run_compiled_forced`] where each run is (forced variant, CPU model for QEMU's `-cpu` or
 /// `None` for a native run, ISA only): `Some("Haswell")` runs an x86-64 harness under
 /// `qemu-x86_64` on an emulated AVX2-only CPU, `Some("cortex-a72")` an aarch64 one under
-/// `qemu-aarch64` on a CPU without dotprod; with ISA only the harness reports the variant and refusals and runs nothing
-/// (the outputs are then empty).
+/// `qemu-aarch64` on a CPU without dotprod; with ISA only the harness reports the variant and
+/// refusals and runs nothing (the outputs are then empty).
 pub fn run_compiled_emulated(
     m: &Module,
     t: &Target,
     inputs: &[Literal],
     tag: &str,
     opts: &CompileOptions,
+    runs: &[(Option<&str>, Option<&str>, bool)],
+) -> Vec<(String, Result<Vec<Literal>, String>)> {
+    run_harness(m, t, inputs, tag, opts, &[], runs)
+}
+
+/// Compiles `m` for `t`, links the guard-page harness (with `cflags`) once and runs it once per
+/// entry of `runs` ([`run_compiled_emulated`]).
+fn run_harness(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    cflags: &[&str],
     runs: &[(Option<&str>, Option<&str>, bool)],
 ) -> Vec<(String, Result<Vec<Literal>, String>)> {
     let dir = scratch(tag);
@@ -228,6 +255,7 @@ pub fn run_compiled_emulated(
     let multi = !t.variants.is_empty();
     let out = std::process::Command::new(&cc)
         .args(["-O1", "-std=c11", "-Wall", "-Werror"])
+        .args(cflags)
         .arg(format!("-DMODEL={}", art.name))
         .args(multi.then_some("-DMULTI_ISA"))
         .arg(&harness)
