@@ -32,7 +32,7 @@ fn header_api(name: &str, variants: &[VariantObject], arch: Arch) -> String {
             format!(
                 "once {name}_set_hwcap(getauxval(AT_HWCAP), getauxval(AT_HWCAP2)) has passed the\n \
                  * CPU's features (<sys/auxv.h>), the next call picks the first one they allow;\n \
-                 * until then the last (baseline) one runs."
+                 * until then the last (baseline) one runs and force_isa refuses the others."
             ),
             format!("void {name}_set_hwcap(uint64_t hwcap, uint64_t hwcap2);\n"),
         ),
