@@ -111,21 +111,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
             match &inst.op {
                 Op::Fusion { kind, computation } => cg.fused_body(k, *kind, computation),
-                Op::Reduce { kind, dimensions }
-                    if cg.reduce_in_registers(
+                Op::Reduce { .. } | Op::ReduceWindow { .. }
+                    if cg.reduction_in_registers(
                         k,
-                        *kind,
-                        dimensions,
-                        &inst.shape,
-                        operand_shape(0),
-                        0,
-                        &epilogue::RegEpilogue { steps: vec![] },
-                    ) => {}
-                Op::ReduceWindow { kind, window }
-                    if cg.pool_in_registers(
-                        k,
-                        *kind,
-                        window,
+                        &inst.op,
                         &inst.shape,
                         operand_shape(0),
                         0,
@@ -171,7 +160,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
             FusionKind::Input => {
-                if let Op::Reduce { kind, dimensions } = &root.op {
+                if matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
                     if let Some((chain, param)) =
                         epilogue::recognize_operand(comp, root.operands[0])
                     {
@@ -181,30 +170,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             .find(|i| i.op == Op::Parameter { index: param })
                             .map(|i| i.shape.clone())
                             .expect("the chain ends at a parameter");
-                        if self.reduce_in_registers(
-                            k,
-                            *kind,
-                            dimensions,
-                            &root.shape,
-                            &xs,
-                            param,
-                            &chain,
-                        ) {
-                            return;
-                        }
-                    }
-                }
-                if let Op::ReduceWindow { kind, window } = &root.op {
-                    if let Some((chain, param)) =
-                        epilogue::recognize_operand(comp, root.operands[0])
-                    {
-                        let xs = comp
-                            .instructions
-                            .iter()
-                            .find(|i| i.op == Op::Parameter { index: param })
-                            .map(|i| i.shape.clone())
-                            .expect("the chain ends at a parameter");
-                        if self.pool_in_registers(k, *kind, window, &root.shape, &xs, param, &chain)
+                        if self.reduction_in_registers(k, &root.op, &root.shape, &xs, param, &chain)
                         {
                             return;
                         }

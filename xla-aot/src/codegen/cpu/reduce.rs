@@ -25,7 +25,7 @@ use super::vector::{VecCol, vectors};
 use crate::codegen::core::ops::At;
 use crate::codegen::core::packing::Tiles;
 use crate::codegen::core::{Ix, Kernel};
-use crate::ir::{DType, ReduceKind, Shape, Window};
+use crate::ir::{DType, Op, ReduceKind, Shape, Window};
 use crate::limits::MAX_UNROLLED_REDUCE_VECTORS;
 use inkwell::values::{FloatValue, IntValue, PointerValue};
 
@@ -41,9 +41,32 @@ const VECTORS_PER_PASS: usize = 4;
 const MIN_POOL_CHANNELS: usize = 4;
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// `op` (a reduce or a reduce-window computing `out` from `chain(x)`, `x` the kernel's
+    /// argument `param` of shape `xs`) on the register path ([`Cg::reduce_in_registers`],
+    /// [`Cg::pool_in_registers`]), if it takes it; `false` leaves the kernel to the loop nest.
+    pub(super) fn reduction_in_registers(
+        &self,
+        k: &Kernel<'ctx>,
+        op: &Op,
+        out: &Shape,
+        xs: &Shape,
+        param: usize,
+        chain: &RegEpilogue,
+    ) -> bool {
+        match op {
+            Op::Reduce { kind, dimensions } => {
+                self.reduce_in_registers(k, *kind, dimensions, out, xs, param, chain)
+            }
+            Op::ReduceWindow { kind, window } => {
+                self.pool_in_registers(k, *kind, window, out, xs, param, chain)
+            }
+            _ => false,
+        }
+    }
+
     /// `out = reduce(kind, dims, chain(k.args[param]))`, `x` the argument's shape.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn reduce_in_registers(
+    fn reduce_in_registers(
         &self,
         k: &Kernel<'ctx>,
         kind: ReduceKind,
@@ -117,7 +140,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// taps in the padding skipped, as [`Cg::reduce_window`]'s loops combine them), and each output
     /// vector is stored once. Returns `false` (emitting nothing) when the shapes do not fit.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn pool_in_registers(
+    fn pool_in_registers(
         &self,
         k: &Kernel<'ctx>,
         kind: ReduceKind,
