@@ -64,6 +64,8 @@ pub struct CompileRequest {
     pub no_winograd: bool,
     /// Refuse a call whose arena another call is using (`CompileOptions::checks`).
     pub checks: bool,
+    /// The weights' ELF section (`CompileOptions::weights_section`).
+    pub weights_section: Option<String>,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -101,6 +103,7 @@ fn options(
         progress: true,
         no_winograd,
         checks,
+        weights_section: None,
     }
 }
 
@@ -126,12 +129,15 @@ pub fn compile(
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
     });
-    let opts = options(
-        &req.disabled_passes,
-        dump_to.is_some(),
-        req.no_winograd,
-        req.checks,
-    );
+    let opts = CompileOptions {
+        weights_section: req.weights_section.clone(),
+        ..options(
+            &req.disabled_passes,
+            dump_to.is_some(),
+            req.no_winograd,
+            req.checks,
+        )
+    };
     let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));

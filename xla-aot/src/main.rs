@@ -97,6 +97,10 @@ enum Command {
         /// more 64-byte arena slice and two atomic operations per call.
         #[arg(long)]
         checks: bool,
+        /// ELF section of the weights (default `.rodata.xla_aot.<name>` on microcontroller
+        /// targets, `.rodata` elsewhere), for a linker script that places them (docs/microcontrollers.md).
+        #[arg(long, value_name = "SECTION")]
+        weights_section: Option<String>,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -208,6 +212,7 @@ fn main() -> ExitCode {
             disabled_passes,
             no_winograd,
             checks,
+            weights_section,
             fixed,
         } => match driver::compile(
             &spec,
@@ -220,6 +225,7 @@ fn main() -> ExitCode {
                 inputs: fixed.overrides(),
                 no_winograd,
                 checks,
+                weights_section,
             },
         ) {
             Ok(files) => {

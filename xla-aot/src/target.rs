@@ -19,6 +19,17 @@ pub enum Arch {
     Aarch64,
     /// NVIDIA GPUs (`nvptx64-nvidia-cuda`): the device side of a CUDA target (`codegen/gpu/ptx.rs`).
     Nvptx64,
+    /// 32-bit Arm M-profile microcontrollers (`thumbv7em-none-eabihf`, `thumbv8.1m.main-none-eabihf`):
+    /// Thumb-2 code, EABI hard-float, bare metal (`docs/microcontrollers.md`).
+    Arm,
+}
+
+impl Arch {
+    /// Whether code for this family is bare metal (no OS, 32-bit pointers, static relocations,
+    /// weights placed in a named flash section).
+    pub fn is_microcontroller(self) -> bool {
+        self == Arch::Arm
+    }
 }
 
 /// A resolved target.
@@ -68,6 +79,10 @@ pub fn cuda_sm_number(sm: &str) -> Option<u32> {
 const DEFAULT_L1D_BYTES: u64 = 32 * 1024;
 const DEFAULT_L2_BYTES: u64 = 1024 * 1024;
 
+/// `vector_bits` of a target without a vector unit (Cortex-M4F/M7/M33): one f32 lane, so every
+/// micro-kernel is the scalar FPU path.
+pub const SCALAR_FPU_BITS: u32 = 32;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TargetFile {
@@ -99,6 +114,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("aarch64-a78", include_str!("../targets/aarch64-a78.yaml")),
     ("jetson-orin", include_str!("../targets/jetson-orin.yaml")),
     ("cuda-x86_64", include_str!("../targets/cuda-x86_64.yaml")),
+    ("cortex-m4f", include_str!("../targets/cortex-m4f.yaml")),
+    ("cortex-m7", include_str!("../targets/cortex-m7.yaml")),
+    ("cortex-m33", include_str!("../targets/cortex-m33.yaml")),
+    ("cortex-m55", include_str!("../targets/cortex-m55.yaml")),
     ("host", include_str!("../targets/host.yaml")),
 ];
 
@@ -167,18 +186,30 @@ impl Target {
 
     /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
     /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512`, with `avx2` →
-    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`.
+    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`;
+    /// `thumbv7em-none-eabihf` → `cortex-m7` with a double-precision FPU (`fp64`), otherwise
+    /// `cortex-m4f`; `thumbv8m.main-none-eabihf` → `cortex-m55` with `mve` (Rust has no
+    /// ARMv8.1-M target: M55 code is built for it with `-C target-cpu=cortex-m55`), otherwise
+    /// `cortex-m33`. The soft-float `eabi` triples are refused: the library uses the FPU.
     pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
         let has = |f: &str| features.split(',').any(|x| x.trim() == f);
+        let hard_float = triple.ends_with("-eabihf");
         let name = match triple.split('-').next().unwrap_or("") {
             "x86_64" if has("avx512f") => "x86_64-avx512",
             "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
             "x86_64" => "x86_64",
             "aarch64" => "aarch64-neon",
+            "thumbv7em" if hard_float && (has("fp64") || has("fp-armv8")) => "cortex-m7",
+            "thumbv7em" if hard_float => "cortex-m4f",
+            "thumbv8m.main" if hard_float && (has("mve") || has("mve.fp")) => "cortex-m55",
+            "thumbv8m.main" if hard_float => "cortex-m33",
             _ => {
                 return Err(TargetError::File {
                     path: triple.to_string(),
-                    reason: "xla-aot compiles for x86_64 and aarch64 Cargo targets; set Build::target(..) to override".into(),
+                    reason: "xla-aot compiles for x86_64, aarch64 and the hard-float Cortex-M \
+                             (thumbv7em-none-eabihf, thumbv8m.main-none-eabihf) Cargo targets; \
+                             set Build::target(..) to override"
+                        .into(),
                 });
             }
         };
@@ -241,9 +272,20 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
     let arch = match triple.split('-').next() {
         Some("x86_64") => Arch::X86_64,
         Some("aarch64") => Arch::Aarch64,
+        Some(t) if is_m_profile(t) => {
+            if !triple.ends_with("-none-eabihf") {
+                return Err(format!(
+                    "triple `{triple}`: microcontroller targets are bare metal with the hard-float \
+                     EABI; write `{t}-none-eabihf` ({origin})"
+                ));
+            }
+            Arch::Arm
+        }
         other => {
             return Err(format!(
-                "triple `{triple}` ({}) is not supported; CPU targets are x86_64 and aarch64",
+                "triple `{triple}` ({}) is not supported; CPU targets are x86_64, aarch64 and the \
+                 Cortex-M triples (thumbv7em-none-eabihf, thumbv8m.main-none-eabihf, \
+                 thumbv8.1m.main-none-eabihf)",
                 other.unwrap_or("")
             ));
         }
@@ -251,14 +293,17 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
     if !native {
         check_cpu_and_features(arch, &cpu, &features, origin)?;
     }
-    if ![128, 256, 512].contains(&vector_bits) {
+    if ![SCALAR_FPU_BITS, 128, 256, 512].contains(&vector_bits) {
         return Err(format!(
-            "vector_bits {vector_bits} must be 128, 256 or 512 ({origin})"
+            "vector_bits {vector_bits} must be 32 (a scalar FPU, no vector unit), 128, 256 or 512 \
+             ({origin})"
         ));
     }
-    // x86-64 has 16 vector registers until AVX-512 doubles them; aarch64 always has 32.
+    // x86-64 has 16 vector registers until AVX-512 doubles them; aarch64 always has 32; Helium
+    // has 8 q registers, a scalar M-profile FPU 32 s registers.
     let vector_registers = f.vector_registers.unwrap_or(match arch {
         Arch::X86_64 if vector_bits < 512 => 16,
+        Arch::Arm if vector_bits > SCALAR_FPU_BITS => 8,
         _ => 32,
     });
     if !(8..=64).contains(&vector_registers) {
@@ -267,6 +312,11 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         ));
     }
     if let Some(sm) = &f.cuda_sm {
+        if arch == Arch::Arm {
+            return Err(format!(
+                "cuda_sm: a microcontroller target has no CUDA host; remove `cuda_sm` ({origin})"
+            ));
+        }
         if cuda_sm_number(sm).is_none() {
             let known: Vec<String> = CUDA_SMS.iter().map(|n| format!("sm_{n}")).collect();
             return Err(format!(
@@ -288,6 +338,13 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
         cuda_sm: f.cuda_sm,
     })
+}
+
+/// Whether the first part of a triple names an Arm M-profile architecture (`thumbv7em`,
+/// `thumbv8m.main`, `thumbv8.1m.main`, ...).
+fn is_m_profile(arch: &str) -> bool {
+    arch.strip_prefix("thumbv")
+        .is_some_and(|v| v.ends_with('m') || v.contains("m."))
 }
 
 /// Features whose removal LLVM cannot honour for the triple (it aborts the process): x86-64 code
@@ -313,6 +370,11 @@ fn check_cpu_and_features(
             llvm_names::AARCH64_FEATURES,
             "aarch64",
         ),
+        Arch::Arm => (
+            llvm_names::ARM_M_CPUS,
+            llvm_names::ARM_FEATURES,
+            "thumbv7em",
+        ),
         Arch::Nvptx64 => return Ok(()),
     };
     if !cpus.contains(&cpu) {
@@ -325,6 +387,7 @@ fn check_cpu_and_features(
             cpus.iter()
                 .filter(|c| c.starts_with("x86-64")
                     || c.starts_with("cortex-a7")
+                    || c.starts_with("cortex-m")
                     || **c == "generic")
                 .copied()
                 .collect::<Vec<_>>()

@@ -25,7 +25,7 @@ pub fn compile(
     target: &Target,
     opts: Options,
 ) -> Result<CpuObject, CodegenError> {
-    compile_batched(hlo, plan, &[], None, target, opts)
+    compile_batched(hlo, plan, &[], None, target, opts, None)
 }
 
 /// [`compile`], with batch buckets: `variants` (the other buckets' modules, named
@@ -40,6 +40,7 @@ pub fn compile_batched(
     batch: Option<&cpu::BatchPlan>,
     target: &Target,
     opts: Options,
+    weights_section: Option<&str>,
 ) -> Result<CpuObject, CodegenError> {
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
@@ -79,7 +80,22 @@ pub fn compile_batched(
             .verify()
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     }
+    if let Some(section) = weights_section {
+        place_constants(&module, section);
+    }
     let mut object = core::object::finish(&module, &tm, kernels, exports, opts)?;
     object.external_weights = external;
     Ok(object)
+}
+
+/// Puts every constant the module defines (the weights kept in the module, and the kernels'
+/// constant tables) into `section`; the data object's weights go there too (`compile/`).
+fn place_constants(module: &inkwell::module::Module<'_>, section: &str) {
+    let mut g = module.get_first_global();
+    while let Some(global) = g {
+        if global.is_constant() && global.get_initializer().is_some() {
+            global.set_section(Some(section));
+        }
+        g = global.get_next_global();
+    }
 }

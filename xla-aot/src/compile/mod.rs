@@ -38,6 +38,9 @@ pub struct CompileOptions {
     /// `--checks`: the entry points also refuse a call whose arena another call is using
     /// (`codegen/core/canary.rs`; one more arena slice, two atomic operations per call).
     pub checks: bool,
+    /// `--weights-section`: the ELF section of the weights (`emit/sections.rs`; default
+    /// `.rodata.xla_aot.<name>` on microcontroller targets, `.rodata` elsewhere).
+    pub weights_section: Option<String>,
 }
 
 /// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
@@ -277,7 +280,21 @@ pub fn compile_model_buckets(
         None => buckets::batch_plan(m, &plan, declared, &variants),
     });
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
-    let obj = codegen::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
+    if let Some(s) = &opts.weights_section {
+        crate::emit::sections::check_section(s)
+            .map_err(|r| CompileError::Unsupported(format!("--weights-section: {r}")))?;
+    }
+    let section =
+        crate::emit::sections::weights_section(&m.name, target, opts.weights_section.as_deref());
+    let obj = codegen::compile_batched(
+        m,
+        &plan,
+        &refs,
+        batch_plan.as_ref(),
+        target,
+        opts.codegen,
+        section.as_deref(),
+    )?;
     progress.stage(&format!(
         "generated {} kernels for {}",
         obj.kernels.len(),
@@ -321,6 +338,7 @@ pub fn compile_model_buckets(
         });
     }
     // The large weights: a data object written last, straight into the archive.
+    let weights_section = section.as_deref().unwrap_or(data_object::DEFAULT_SECTION);
     let weights = obj.external_weights.as_ref().map(|w| {
         let blobs: Vec<Blob> = w
             .weights
@@ -335,10 +353,12 @@ pub fn compile_model_buckets(
     });
     let tail = weights.as_ref().map(|(w, blobs)| archive::Tail {
         name: WEIGHTS_MEMBER,
-        len: data_object::object_len(blobs),
+        len: data_object::object_len(target.arch, blobs, weights_section),
         symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
         write: Box::new(|out: &mut Vec<u8>| {
-            data_object::write_object(target.arch, blobs, out, |i, dst| w.fill(m, i, dst))
+            data_object::write_object(target.arch, blobs, weights_section, out, |i, dst| {
+                w.fill(m, i, dst)
+            })
         }),
     });
     let (archive, weights_object) = archive::write_archive_with(&members, tail);

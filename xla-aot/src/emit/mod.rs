@@ -16,6 +16,7 @@ pub mod dump;
 pub mod graphs;
 pub mod header;
 pub mod manifest;
+pub mod sections;
 
 use crate::arena::BufferPlan;
 use crate::codegen::gpu::ptx::PtxModule;

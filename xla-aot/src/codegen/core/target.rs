@@ -3,7 +3,7 @@
 //!
 //! Contract: every module, whichever backend built it, is optimised by [`optimize`] (LLVM's O3
 //! with loop and SLP vectorisation, without loop unrolling) for the machine [`target_machine`]
-//! makes (PIC, the target's CPU and features), so the same spec and target give the same bytes.
+//! makes (PIC, static relocations for a microcontroller; the target's CPU and features), so the same spec and target give the same bytes.
 //! Before it, math calls past a module-wide budget are made out of line (`math_budget.rs`), so
 //! LLVM's time stays linear in the model.
 
@@ -26,6 +26,7 @@ pub(crate) fn init_llvm() {
         LlvmTarget::initialize_x86(&cfg);
         LlvmTarget::initialize_aarch64(&cfg);
         LlvmTarget::initialize_nvptx(&cfg);
+        LlvmTarget::initialize_arm(&cfg);
     });
 }
 
@@ -60,7 +61,12 @@ pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
             &t.cpu,
             &t.features,
             OptimizationLevel::Aggressive,
-            RelocMode::PIC,
+            // Bare metal links at fixed addresses (code and weights in flash): no GOT.
+            if t.arch.is_microcontroller() {
+                RelocMode::Static
+            } else {
+                RelocMode::PIC
+            },
             CodeModel::Default,
         )
         .ok_or_else(|| err("no target machine".into()))
