@@ -84,10 +84,23 @@ pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError>
         .map_err(|e| CodegenError::Llvm(e.to_string()))
 }
 
-/// An empty LLVM module called `name` for the target machine `tm` (its triple and data layout).
+/// The build attribute a hard-float Arm object must carry so that linkers accept it next to
+/// `-mfloat-abi=hard` code: `Tag_ABI_VFP_args` (28) = 1, arguments in VFP registers. LLVM's C API
+/// leaves the target machine's float ABI at its default, which uses the hard-float convention
+/// of an `*-eabihf` triple but does not record it (GNU ld: "uses VFP register arguments, ... does
+/// not"); clang sets it through the option the C API lacks.
+const ARM_HARD_FLOAT_ATTRIBUTE: &str = ".eabi_attribute 28, 1";
+
+/// An empty LLVM module called `name` for the target machine `tm` (its triple and data layout;
+/// on a hard-float Arm triple, also the build attribute that says so).
 pub(crate) fn module_for<'ctx>(ctx: &'ctx Context, tm: &TargetMachine, name: &str) -> Module<'ctx> {
     let module = ctx.create_module(name);
-    module.set_triple(&tm.get_triple());
+    let triple = tm.get_triple();
+    module.set_triple(&triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let t = triple.as_str().to_string_lossy();
+    if t.starts_with("thumb") && t.ends_with("eabihf") {
+        module.set_inline_assembly(ARM_HARD_FLOAT_ATTRIBUTE);
+    }
     module
 }
