@@ -14,6 +14,7 @@ use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
 use crate::emit::data_object::{self, Blob};
+use crate::emit::footprint;
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
@@ -367,6 +368,19 @@ pub fn compile_model_buckets(
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
         .unwrap_or_default();
+    // A microcontroller library states its flash and RAM bytes (`emit/footprint.rs`).
+    let footprint = target.arch.is_microcontroller().then(|| {
+        let objects = std::iter::once(obj.object.as_slice())
+            .chain(weights_object.clone().map(|r| &archive[r]));
+        let arena = batch_plan
+            .as_ref()
+            .map_or(plan.arena_size, |bp| bp.arena_size());
+        footprint::Footprint::of(objects, weights_section, arena as u64)
+    });
+    let memory_header = footprint
+        .map(|f| f.header(&m.name.to_ascii_uppercase(), &target.name, weights_section))
+        .unwrap_or_default();
+    let cuda_header = cuda_header + &memory_header;
     let header = match &batch_plan {
         None => header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header),
         Some(bp) => {
@@ -376,11 +390,23 @@ pub fn compile_model_buckets(
                 Some(s) => header::render_seq(m, bp, s),
                 None => header::render_batch(m, bp, declared),
             };
-            header::render(m, &whole, &target.name, obj.kernels.len(), &api)
+            header::render(
+                m,
+                &whole,
+                &target.name,
+                obj.kernels.len(),
+                &(api + &memory_header),
+            )
         }
     };
     let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
+    manifest.memory = footprint.map(|f| manifest::Memory {
+        footprint: f,
+        flash: f.flash(),
+        ram: f.ram(),
+        weights_section: weights_section.to_string(),
+    });
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {

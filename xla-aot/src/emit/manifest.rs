@@ -67,6 +67,19 @@ pub struct Manifest {
     /// The GPU side of a CUDA target (absent for CPU targets).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda: Option<Cuda>,
+    /// A microcontroller library's flash and RAM bytes (`footprint.rs`; absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+}
+
+/// The manifest's `memory`: the footprint, its flash and RAM sums, and the weights' section.
+#[derive(Serialize)]
+pub struct Memory {
+    #[serde(flatten)]
+    pub footprint: super::footprint::Footprint,
+    pub flash: u64,
+    pub ram: u64,
+    pub weights_section: String,
 }
 
 /// The CUDA part of a library: its device arena and launches (`codegen/gpu/ptx.rs`).
@@ -178,5 +191,6 @@ pub fn build(
             })
             .collect(),
         cuda: None,
+        memory: None,
     }
 }

@@ -13,6 +13,7 @@ pub mod c_idents;
 pub mod cuda;
 pub mod data_object;
 pub mod dump;
+pub mod footprint;
 pub mod graphs;
 pub mod header;
 pub mod manifest;
