@@ -1,11 +1,12 @@
 //! Microcontroller targets (Cortex-M4F/M7/M33/M55): freestanding libraries with their weights in
 //! the named section and their flash/RAM figures in the header, Helium code for the M55, and
-//! simplenet and mlp run bare metal on QEMU's mps2-an386 (Cortex-M4) and mps3-an547 (Cortex-M55)
-//! through `examples/mcu-app`, compared with the interpreter.
+//! simplenet and mlp run bare metal on QEMU's mps2-an386 (Cortex-M4), mps3-an547 (Cortex-M55),
+//! mps2-an500 (Cortex-M7) and mps2-an505 (Cortex-M33) through `examples/mcu-app`, compared with
+//! the interpreter.
 //!
 //! The parts that need `arm-none-eabi-gcc` (with newlib) and `qemu-system-arm` print a SKIP line
-//! and pass when the tools are missing; `.ci/run` and `scripts/test.sh` install them
-//! (`apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm`).
+//! and pass when the tools are missing, unless `XLA_AOT_MCU=1` (set by `scripts/test.sh`, which
+//! installs them: `apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm`).
 
 mod common;
 
@@ -35,6 +36,8 @@ const QEMU_TIMEOUT_S: &str = "120";
 struct Board {
     target: &'static str,
     machine: &'static str,
+    /// The linker script of `examples/mcu-app` (without `.ld`).
+    script: &'static str,
     cpu_flags: &'static [&'static str],
 }
 
@@ -42,12 +45,26 @@ const BOARDS: &[Board] = &[
     Board {
         target: "cortex-m4f",
         machine: "mps2-an386",
+        script: "mps2-an386",
         cpu_flags: &["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16"],
     },
     Board {
         target: "cortex-m55",
         machine: "mps3-an547",
+        script: "mps3-an547",
         cpu_flags: &["-mcpu=cortex-m55"],
+    },
+    Board {
+        target: "cortex-m7",
+        machine: "mps2-an500",
+        script: "mps2-an386",
+        cpu_flags: &["-mcpu=cortex-m7", "-mfpu=fpv5-d16"],
+    },
+    Board {
+        target: "cortex-m33",
+        machine: "mps2-an505",
+        script: "mps2-an505",
+        cpu_flags: &["-mcpu=cortex-m33"],
     },
 ];
 
@@ -73,6 +90,12 @@ fn board_tools(test: &str) -> bool {
     if missing.is_empty() {
         return true;
     }
+    assert!(
+        std::env::var("XLA_AOT_MCU").as_deref() != Ok("1"),
+        "XLA_AOT_MCU=1 but {} missing (apt-get install -y gcc-arm-none-eabi \
+         libnewlib-arm-none-eabi qemu-system-arm)",
+        missing.join(" and ")
+    );
     eprintln!(
         "SKIP {test}: {} not installed (apt-get install -y gcc-arm-none-eabi \
          libnewlib-arm-none-eabi qemu-system-arm)",
@@ -146,7 +169,7 @@ fn build_app(m: &Module, board: &Board, dir: &Path) -> std::path::PathBuf {
             "-Werror",
         ])
         .args(["--specs=rdimon.specs", "-nostartfiles", "-T"])
-        .arg(app.join(format!("{}.ld", board.machine)))
+        .arg(app.join(format!("{}.ld", board.script)))
         .arg("-include")
         .arg(dir.join(format!("{name}.h")))
         .arg(format!("-DMODEL={name}"))
