@@ -66,6 +66,8 @@ pub struct CompileRequest {
     pub checks: bool,
     /// The weights' ELF section (`CompileOptions::weights_section`).
     pub weights_section: Option<String>,
+    /// `--optimize`: overrides the target's size-or-speed default.
+    pub optimize: Option<crate::target::Optimize>,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -122,7 +124,10 @@ pub fn compile(
     out_dir: &Path,
     req: &CompileRequest,
 ) -> Result<Vec<PathBuf>, DriverError> {
-    let target = crate::target::Target::resolve(target)?;
+    let mut target = crate::target::Target::resolve(target)?;
+    if let Some(o) = req.optimize {
+        target.optimize = o;
+    }
     check_passes(&req.disabled_passes)?;
     let model = load_spec_with(spec, &req.inputs)?;
     // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.

@@ -101,6 +101,9 @@ enum Command {
         /// targets, `.rodata` elsewhere), for a linker script that places them (docs/microcontrollers.md).
         #[arg(long, value_name = "SECTION")]
         weights_section: Option<String>,
+        /// `size` or `speed` first (default: size on microcontroller targets, speed elsewhere).
+        #[arg(long, value_parser = ["size", "speed"])]
+        optimize: Option<String>,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -213,6 +216,7 @@ fn main() -> ExitCode {
             no_winograd,
             checks,
             weights_section,
+            optimize,
             fixed,
         } => match driver::compile(
             &spec,
@@ -226,6 +230,9 @@ fn main() -> ExitCode {
                 no_winograd,
                 checks,
                 weights_section,
+                optimize: optimize
+                    .as_deref()
+                    .and_then(xla_aot::target::Optimize::parse),
             },
         ) {
             Ok(files) => {

@@ -60,6 +60,31 @@ pub struct Target {
     /// the CUDA launcher (`codegen/gpu/ptx.rs`, `codegen/gpu/cuda_host.rs`); the fields above describe
     /// the host CPU.
     pub cuda_sm: Option<String>,
+    /// Whether code size or speed comes first (`--optimize`; size on microcontroller targets).
+    pub optimize: Optimize,
+}
+
+/// What the code generator favours when the two disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimize {
+    /// Fastest code: unrolled tile variants, every loop specialised (the default on x86-64 and
+    /// aarch64).
+    Speed,
+    /// Smallest code: LLVM's `optsize` on every function, and one loop where the fast path
+    /// unrolls (the channel groups of a depthwise convolution); the default on microcontrollers.
+    Size,
+}
+
+impl Optimize {
+    /// `size` or `speed` (the `--optimize` values).
+    pub fn parse(s: &str) -> Option<Optimize> {
+        match s {
+            "size" => Some(Optimize::Size),
+            "speed" => Some(Optimize::Speed),
+            _ => None,
+        }
+    }
 }
 
 /// The GPU architectures a CUDA target may name: the SMs since Pascal that LLVM 14 emits
@@ -100,6 +125,8 @@ struct TargetFile {
     l2_bytes: Option<u64>,
     #[serde(default)]
     cuda_sm: Option<String>,
+    #[serde(default)]
+    optimize: Option<Optimize>,
 }
 
 /// The built-in target files, in listing order.
@@ -337,6 +364,11 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         l1d_bytes: f.l1d_bytes.unwrap_or(DEFAULT_L1D_BYTES).max(4096),
         l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
         cuda_sm: f.cuda_sm,
+        optimize: f.optimize.unwrap_or(if arch.is_microcontroller() {
+            Optimize::Size
+        } else {
+            Optimize::Speed
+        }),
     })
 }
 

@@ -31,8 +31,14 @@ pub(crate) fn init_llvm() {
 }
 
 /// The CPU and features of `t` on function `f` (not only on the target machine), so that any code
-/// generator of its module (the in-process JIT included) selects the same instructions.
+/// generator of its module (the in-process JIT included) selects the same instructions; and
+/// `optsize` when `t` puts size first (LLVM then unrolls nothing, inlines less and vectorises
+/// without runtime checks or scalar epilogues it would add for speed).
 pub(crate) fn target_attrs(ctx: &Context, f: FunctionValue<'_>, t: &Target) {
+    if t.optimize == crate::target::Optimize::Size {
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("optsize");
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+    }
     f.add_attribute(
         AttributeLoc::Function,
         ctx.create_string_attribute("target-cpu", &t.cpu),
