@@ -213,12 +213,24 @@ impl Target {
 
     /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
     /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512`, with `avx2` →
-    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`;
-    /// `thumbv7em-none-eabihf` → `cortex-m7` with a double-precision FPU (`fp64`), otherwise
-    /// `cortex-m4f`; `thumbv8m.main-none-eabihf` → `cortex-m55` with `mve` (Rust has no
-    /// ARMv8.1-M target: M55 code is built for it with `-C target-cpu=cortex-m55`), otherwise
-    /// `cortex-m33`. The soft-float `eabi` triples are refused: the library uses the FPU.
+    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`; the Cortex-M
+    /// triples as [`Target::for_cargo_cpu`] maps them without a `-C target-cpu`.
     pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
+        Target::for_cargo_cpu(triple, features, None)
+    }
+
+    /// [`Target::for_cargo`], with the `-C target-cpu` of the build if any (Rust reports no Arm
+    /// M-profile features to build scripts, so the CPU tells the cores of one triple apart):
+    /// `thumbv7em-none-eabihf` → `cortex-m7` with `target-cpu=cortex-m7` (or the `fp64`
+    /// feature), otherwise `cortex-m4f`; `thumbv8m.main-none-eabihf` → `cortex-m55` with
+    /// `target-cpu=cortex-m55` (or `mve`; Rust has no ARMv8.1-M target, M55 code is built for
+    /// this one), otherwise `cortex-m33`. The soft-float `eabi` triples are refused: the library
+    /// uses the FPU.
+    pub fn for_cargo_cpu(
+        triple: &str,
+        features: &str,
+        cpu: Option<&str>,
+    ) -> Result<Target, TargetError> {
         let has = |f: &str| features.split(',').any(|x| x.trim() == f);
         let hard_float = triple.ends_with("-eabihf");
         let name = match triple.split('-').next().unwrap_or("") {
@@ -226,9 +238,11 @@ impl Target {
             "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
             "x86_64" => "x86_64",
             "aarch64" => "aarch64-neon",
-            "thumbv7em" if hard_float && (has("fp64") || has("fp-armv8")) => "cortex-m7",
+            "thumbv7em" if hard_float && (cpu == Some("cortex-m7") || has("fp64")) => "cortex-m7",
             "thumbv7em" if hard_float => "cortex-m4f",
-            "thumbv8m.main" if hard_float && (has("mve") || has("mve.fp")) => "cortex-m55",
+            "thumbv8m.main" if hard_float && (cpu == Some("cortex-m55") || has("mve")) => {
+                "cortex-m55"
+            }
             "thumbv8m.main" if hard_float => "cortex-m33",
             _ => {
                 return Err(TargetError::File {

@@ -440,3 +440,44 @@ fn ds_cnn_fits_256k_flash_and_64k_ram_with_size_first_code() {
         }
     }
 }
+
+/// `examples/mcu-rust` (no_std, no_main, `include_model!`) built for `thumbv7em-none-eabihf` and
+/// run under QEMU: its output, in the file `XLA_AOT_MCU_RUST_OUTPUT` names, matches the
+/// interpreter. `.ci/run` writes it:
+/// `(cd examples/mcu-rust && cargo run -q --target thumbv7em-none-eabihf) > target/mcu-rust.out`
+/// (a cargo build inside this test would wait on the lock of the build running it).
+#[test]
+fn rust_no_std_example_matches_the_interpreter() {
+    let Ok(path) = std::env::var("XLA_AOT_MCU_RUST_OUTPUT") else {
+        eprintln!(
+            "SKIP rust_no_std_example_matches_the_interpreter: set XLA_AOT_MCU_RUST_OUTPUT to the \
+             output of `cargo run --target thumbv7em-none-eabihf` in examples/mcu-rust"
+        );
+        return;
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(text.lines().any(|l| l == "done"), "{text}");
+    for name in ["mlp", "ds_cnn"] {
+        let m = model(name);
+        let expected = evaluate(&m, &board_inputs(&m)).unwrap()[0]
+            .to_f32_vec()
+            .unwrap();
+        let prefix = format!("{name} out0:");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {text}"));
+        let got: Vec<f32> = line[prefix.len()..]
+            .split_whitespace()
+            .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
+            .collect();
+        assert_eq!(got.len(), expected.len());
+        let worst = got
+            .iter()
+            .zip(&expected)
+            .map(|(&a, &e)| (a as f64 - e as f64).abs() / (e.abs() as f64).max(1.0))
+            .fold(0.0f64, f64::max);
+        eprintln!("{name} in the Rust no_std example: worst error {worst:.2e}");
+        assert!(worst <= BOARD_TOLERANCE, "{name}: {worst:e}");
+    }
+}
