@@ -334,6 +334,13 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
     if !native {
         check_cpu_and_features(arch, &cpu, &features, origin)?;
     }
+    if arch == Arch::Arm && !ARM_FPU_CPUS.contains(&cpu.as_str()) {
+        return Err(format!(
+            "cpu `{cpu}` has no single-precision FPU; xla-aot's Cortex-M code needs one \
+             (cores: {}) ({origin})",
+            ARM_FPU_CPUS.join(", ")
+        ));
+    }
     if ![SCALAR_FPU_BITS, 128, 256, 512].contains(&vector_bits) {
         return Err(format!(
             "vector_bits {vector_bits} must be 32 (a scalar FPU, no vector unit), 128, 256 or 512 \
@@ -385,6 +392,16 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         }),
     })
 }
+
+/// The M-profile cores with a single-precision FPU (the code uses hardware f32 arithmetic and
+/// the hard-float calling convention; a soft-float core would need libgcc's `__aeabi_f*`).
+const ARM_FPU_CPUS: &[&str] = &[
+    "cortex-m4",
+    "cortex-m7",
+    "cortex-m33",
+    "cortex-m35p",
+    "cortex-m55",
+];
 
 /// Whether the first part of a triple names an Arm M-profile architecture (`thumbv7em`,
 /// `thumbv8m.main`, `thumbv8.1m.main`, ...).
@@ -462,4 +479,48 @@ fn check_cpu_and_features(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cortex_m_targets_resolve_and_bad_ones_say_why() {
+        for (name, arch_bits) in [
+            ("cortex-m4f", 32),
+            ("cortex-m7", 32),
+            ("cortex-m33", 32),
+            ("cortex-m55", 128),
+        ] {
+            let t = Target::resolve(name).unwrap();
+            assert_eq!((t.arch, t.vector_bits), (Arch::Arm, arch_bits));
+            assert_eq!(t.optimize, Optimize::Size);
+        }
+        assert_eq!(Target::resolve("x86_64").unwrap().optimize, Optimize::Speed);
+        let file = |triple: &str, cpu: &str| {
+            parse(
+                &format!(
+                    "name: t\ndescription: d\ntriple: {triple}\ncpu: {cpu}\nfeatures: \"\"\nvector_bits: 32\n"
+                ),
+                "t.yaml",
+            )
+        };
+        assert!(file("thumbv7em-none-eabihf", "cortex-m4").is_ok());
+        assert!(
+            file("thumbv7em-none-eabi", "cortex-m4")
+                .unwrap_err()
+                .contains("hard-float")
+        );
+        assert!(
+            file("thumbv6m-none-eabihf", "cortex-m0")
+                .unwrap_err()
+                .contains("no single-precision FPU")
+        );
+        assert!(
+            file("thumbv7em-none-eabihf", "cortex-a72")
+                .unwrap_err()
+                .contains("not a CPU")
+        );
+    }
 }
