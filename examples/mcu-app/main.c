@@ -9,7 +9,12 @@
  * Input element k of input i is ((k * 7 + i * 13) % 17 - 8) / 8, exact in f32, so a host can
  * compute the same inputs (xla-aot/tests/mcu.rs does, for the interpreter). Each output element
  * is printed as the 8 hex digits of its f32 bits, one output per line prefixed `out<i>:`; the
- * last line is `status <code>`. The library itself needs nothing from the C library: stdio is
+ * last line is `status <code>`.
+ *
+ * A library compiled with `--weights external` also needs -DWEIGHTS_BYTES=<NAME>_WEIGHTS_FILE_BYTES
+ * -DWEIGHTS_PATH='"/path/<name>.weights"': the blob is read into RAM over semihosting (a product
+ * keeps it in flash or external memory) and passed to <name>_set_weights; the program first
+ * shows that a run without weights and a blob with a wrong checksum are refused. The library itself needs nothing from the C library: stdio is
  * only for talking to you.
  */
 #include <stdint.h>
@@ -34,6 +39,28 @@ static _Alignas(ARENA_ALIGN) unsigned char arena[ARENA_SIZE > 0 ? ARENA_SIZE : 1
 #endif
 static _Alignas(16) float io[IO_FLOATS];
 
+#ifdef WEIGHTS_BYTES
+int CAT(MODEL, _set_weights)(const void *weights);
+static _Alignas(64) unsigned char weights[WEIGHTS_BYTES];
+
+/* Reads the blob and hands it to the library; returns 0 or the exit code. */
+static int load_weights(const void *const *inputs, void *const *outputs) {
+    printf("before set_weights: %d\n", CAT(MODEL, _run_ptrs)(arena, inputs, outputs));
+    FILE *f = fopen(WEIGHTS_PATH, "rb");
+    if (!f || fread(weights, 1, sizeof weights, f) != sizeof weights) {
+        printf("cannot read %u bytes from %s\n", (unsigned)sizeof weights, WEIGHTS_PATH);
+        return 4;
+    }
+    fclose(f);
+    weights[16] ^= 1; /* the checksum field */
+    printf("wrong checksum: %d\n", CAT(MODEL, _set_weights)(weights));
+    weights[16] ^= 1;
+    int s = CAT(MODEL, _set_weights)(weights);
+    printf("set_weights: %d\n", s);
+    return s == 0 ? 0 : 5;
+}
+#endif
+
 int main(void) {
     uint32_t total = 0;
     for (unsigned i = 0; i < N_IN; i++) total += in_sizes[i];
@@ -56,6 +83,10 @@ int main(void) {
         outputs[i] = p;
         p += out_sizes[i];
     }
+#ifdef WEIGHTS_BYTES
+    int loaded = load_weights(inputs, outputs);
+    if (loaded) return loaded;
+#endif
     int status = CAT(MODEL, _run_ptrs)(arena, inputs, outputs);
     for (unsigned i = 0; i < N_OUT; i++) {
         const float *o = outputs[i];

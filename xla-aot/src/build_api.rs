@@ -285,6 +285,7 @@ impl Build {
                 assembly: dump_to.is_some(),
                 ir: dump_to.is_some(),
                 grid: false,
+                weights_blob: false,
             },
             keep_stages: dump_to.is_some(),
             // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).

@@ -68,6 +68,8 @@ pub struct CompileRequest {
     pub weights_section: Option<String>,
     /// `--optimize`: overrides the target's size-or-speed default.
     pub optimize: Option<crate::target::Optimize>,
+    /// `--weights external`: the constants in `<name>.weights`, none in the library.
+    pub weights_external: bool,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -98,6 +100,7 @@ fn options(
             assembly: dumping,
             ir: dumping,
             grid: false,
+            weights_blob: false,
         },
         disabled_passes: disabled_passes.to_vec(),
         no_pipeline: false,
@@ -134,7 +137,7 @@ pub fn compile(
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
     });
-    let opts = CompileOptions {
+    let mut opts = CompileOptions {
         weights_section: req.weights_section.clone(),
         ..options(
             &req.disabled_passes,
@@ -143,6 +146,7 @@ pub fn compile(
             req.checks,
         )
     };
+    opts.codegen.weights_blob = req.weights_external;
     let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));

@@ -104,6 +104,10 @@ enum Command {
         /// `size` or `speed` first (default: size on microcontroller targets, speed elsewhere).
         #[arg(long, value_parser = ["size", "speed"])]
         optimize: Option<String>,
+        /// `external`: leave every weight out of the library and write `<name>.weights` (with a
+        /// checksum) for the caller to pass to `<name>_set_weights` (docs/microcontrollers.md).
+        #[arg(long, value_parser = ["embedded", "external"], default_value = "embedded")]
+        weights: String,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -217,6 +221,7 @@ fn main() -> ExitCode {
             checks,
             weights_section,
             optimize,
+            weights,
             fixed,
         } => match driver::compile(
             &spec,
@@ -233,6 +238,7 @@ fn main() -> ExitCode {
                 optimize: optimize
                     .as_deref()
                     .and_then(xla_aot::target::Optimize::parse),
+                weights_external: weights == "external",
             },
         ) {
             Ok(files) => {

@@ -128,15 +128,34 @@ fn board_inputs(m: &Module) -> Vec<Literal> {
         .collect()
 }
 
-/// Builds `examples/mcu-app` for `board` with the library of `m` compiled into `dir`; returns
+/// Builds `examples/mcu-app` for `board` with the library of `m` compiled into `dir` (with
+/// `external`, `--weights external`: the app reads `<name>.weights` over semihosting); returns
 /// the ELF path.
-fn build_app(m: &Module, board: &Board, optimize: Optimize, dir: &Path) -> std::path::PathBuf {
+fn build_app(
+    m: &Module,
+    board: &Board,
+    optimize: Optimize,
+    external: bool,
+    dir: &Path,
+) -> std::path::PathBuf {
     let mut t = Target::resolve(board.target).unwrap();
     t.optimize = optimize;
-    let art = compile_model(m, &t, &CompileOptions::default()).unwrap();
+    let mut opts = CompileOptions::default();
+    opts.codegen.weights_blob = external;
+    let art = compile_model(m, &t, &opts).unwrap();
     let name = &art.name;
     std::fs::write(dir.join(format!("lib{name}.a")), &art.archive).unwrap();
     std::fs::write(dir.join(format!("{name}.h")), &art.header).unwrap();
+    let mut weights_defines = Vec::new();
+    if let Some(blob) = &art.weights_blob {
+        let path = dir.join(format!("{name}.weights"));
+        std::fs::write(&path, blob).unwrap();
+        weights_defines.push(format!(
+            "-DWEIGHTS_BYTES={}_WEIGHTS_FILE_BYTES",
+            name.to_ascii_uppercase()
+        ));
+        weights_defines.push(format!("-DWEIGHTS_PATH=\"{}\"", path.display()));
+    }
     let sizes = |dims: Vec<Vec<usize>>| {
         let v: Vec<String> = dims
             .iter()
@@ -184,6 +203,7 @@ fn build_app(m: &Module, board: &Board, optimize: Optimize, dir: &Path) -> std::
         .arg(format!("-DIN_SIZES={ins}"))
         .arg(format!("-DOUT_SIZES={outs}"))
         .arg("-DIO_FLOATS=20000")
+        .args(&weights_defines)
         .arg(app.join("main.c"))
         .arg(app.join("start.c"))
         .arg(dir.join(format!("lib{name}.a")))
@@ -200,8 +220,9 @@ fn build_app(m: &Module, board: &Board, optimize: Optimize, dir: &Path) -> std::
     elf
 }
 
-/// Runs `elf` on `board` and parses its outputs (`out<i>: <hex f32 bits>...`, `status 0`).
-fn run_on_board(elf: &Path, board: &Board) -> Vec<Vec<f32>> {
+/// Runs `elf` on `board` and parses its outputs (`out<i>: <hex f32 bits>...`, `status 0`);
+/// also returns the whole output.
+fn run_on_board(elf: &Path, board: &Board) -> (Vec<Vec<f32>>, String) {
     let r = Command::new("timeout")
         .arg(QEMU_TIMEOUT_S)
         .args(["qemu-system-arm", "-M", board.machine])
@@ -219,7 +240,8 @@ fn run_on_board(elf: &Path, board: &Board) -> Vec<Vec<f32>> {
         text.chars().take(2000).collect::<String>(),
         String::from_utf8_lossy(&r.stderr)
     );
-    text.lines()
+    let outputs = text
+        .lines()
         .filter(|l| l.starts_with("out"))
         .map(|l| {
             l.split_whitespace()
@@ -227,7 +249,16 @@ fn run_on_board(elf: &Path, board: &Board) -> Vec<Vec<f32>> {
                 .map(|h| f32::from_bits(u32::from_str_radix(h, 16).unwrap()))
                 .collect()
         })
-        .collect()
+        .collect();
+    (outputs, text.into_owned())
+}
+
+/// The largest |a − e| / max(1, |e|).
+fn worst_error(a: &[f32], e: &[f32]) -> f64 {
+    a.iter()
+        .zip(e)
+        .map(|(&a, &e)| (a as f64 - e as f64).abs() / (e.abs() as f64).max(1.0))
+        .fold(0.0f64, f64::max)
 }
 
 #[test]
@@ -248,7 +279,7 @@ fn models_run_on_emulated_boards_and_match_the_interpreter() {
             .chain(BOARDS[speed_boards].iter().map(|b| (b, Optimize::Speed)));
         for (board, optimize) in runs {
             let dir = scratch(&format!("mcu-{name}-{}-{optimize:?}", board.machine));
-            let outputs = run_on_board(&build_app(&m, board, optimize, &dir), board);
+            let (outputs, _) = run_on_board(&build_app(&m, board, optimize, false, &dir), board);
             assert_eq!(outputs.len(), expected.len());
             for (i, (a, e)) in outputs.iter().zip(&expected).enumerate() {
                 let e = e.to_f32_vec().unwrap();
@@ -479,5 +510,65 @@ fn rust_no_std_example_matches_the_interpreter() {
             .fold(0.0f64, f64::max);
         eprintln!("{name} in the Rust no_std example: worst error {worst:.2e}");
         assert!(worst <= BOARD_TOLERANCE, "{name}: {worst:e}");
+    }
+}
+
+/// `--weights external`: the library holds no weights (its weights section keeps only the
+/// kernels' small constant tables) and needs nothing; the app reads `<name>.weights` into RAM,
+/// a run before `<name>_set_weights` and a blob with a wrong checksum are refused, and the
+/// outputs match the interpreter (DS-CNN on the M4F and M55 boards, mlp's 2.6 MB on the M4F's).
+#[test]
+fn external_weights_blob_runs_on_boards() {
+    let tools = board_tools("external_weights_blob_runs_on_boards");
+    for (name, boards) in [("ds_cnn", &BOARDS[..2]), ("mlp", &BOARDS[..1])] {
+        let m = model(name);
+        let mut opts = CompileOptions::default();
+        opts.codegen.weights_blob = true;
+        let art = compile_model(&m, &Target::resolve("cortex-m4f").unwrap(), &opts).unwrap();
+        assert!(art.weights_object.is_none(), "{name}: a weights object");
+        let blob = art.weights_blob.as_ref().unwrap();
+        let section = format!(".rodata.xla_aot.{name}");
+        let in_library: u64 = sections(&art.object)
+            .unwrap()
+            .iter()
+            .filter(|s| s.name == section)
+            .map(|s| s.size)
+            .sum();
+        eprintln!(
+            "{name} --weights external: blob {} B, left in the library {in_library} B",
+            blob.len()
+        );
+        assert!(
+            in_library < 1024,
+            "{name}: {in_library} bytes of constants left"
+        );
+        if !tools {
+            continue;
+        }
+        let expected = evaluate(&m, &board_inputs(&m)).unwrap();
+        for board in boards {
+            let dir = scratch(&format!("mcu-ext-{name}-{}", board.machine));
+            let elf = build_app(&m, board, Optimize::Size, true, &dir);
+            let (outputs, text) = run_on_board(&elf, board);
+            for want in [
+                "before set_weights: -1",
+                "wrong checksum: -3",
+                "set_weights: 0",
+            ] {
+                assert!(
+                    text.contains(want),
+                    "{name} on {}: no `{want}` in\n{text}",
+                    board.machine
+                );
+            }
+            let e = expected[0].to_f32_vec().unwrap();
+            let worst = worst_error(&outputs[0], &e);
+            eprintln!(
+                "{name} (external weights) on {}: worst error {worst:.2e}",
+                board.machine
+            );
+            assert!(worst <= BOARD_TOLERANCE);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }

@@ -45,13 +45,20 @@ pub fn compile_batched(
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
     // Large weights go into the library's data object (`core::weights`), except with batch
-    // buckets, whose modules share their identical weights through LLVM's constant merging.
-    let external_weights = !opts.grid && variants.is_empty();
-    let (module, mut kernels, external) = if opts.grid {
-        let (m, k) = gpu::build_host_module(&ctx, &tm, hlo, plan, target)?;
-        (m, k, None)
+    // buckets, whose modules share their identical weights through LLVM's constant merging;
+    // `--weights external` puts them all in the caller's blob (`core::weights_blob`).
+    let placement = if opts.weights_blob {
+        core::weights::Placement::Blob
+    } else if !opts.grid && variants.is_empty() {
+        core::weights::Placement::DataObject
     } else {
-        cpu::build_library_module(&ctx, &tm, hlo, plan, target, external_weights)?
+        core::weights::Placement::InModule
+    };
+    let (module, mut kernels, external, blob) = if opts.grid {
+        let (m, k) = gpu::build_host_module(&ctx, &tm, hlo, plan, target)?;
+        (m, k, None, None)
+    } else {
+        cpu::build_library_module(&ctx, &tm, hlo, plan, target, placement)?
     };
     let mut exports = vec![
         format!("{}_run", hlo.name),
@@ -85,6 +92,7 @@ pub fn compile_batched(
     }
     let mut object = core::object::finish(&module, &tm, kernels, exports, opts)?;
     object.external_weights = external;
+    object.weights_blob = blob;
     Ok(object)
 }
 

@@ -281,6 +281,13 @@ pub fn compile_model_buckets(
         None => buckets::batch_plan(m, &plan, declared, &variants),
     });
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
+    if opts.codegen.weights_blob && (target.cuda_sm.is_some() || !buckets.is_empty()) {
+        return Err(CompileError::Unsupported(
+            "--weights external: not with a CUDA target or batch buckets yet; compile with \
+             embedded weights (the default)"
+                .into(),
+        ));
+    }
     if let Some(s) = &opts.weights_section {
         crate::emit::sections::check_section(s)
             .map_err(|r| CompileError::Unsupported(format!("--weights-section: {r}")))?;
@@ -380,6 +387,12 @@ pub fn compile_model_buckets(
     let memory_header = footprint
         .map(|f| f.header(&m.name.to_ascii_uppercase(), &target.name, weights_section))
         .unwrap_or_default();
+    let blob_header = obj
+        .weights_blob
+        .as_ref()
+        .map(|b| header::render_weights_blob(m, b))
+        .unwrap_or_default();
+    let memory_header = memory_header + &blob_header;
     let cuda_header = cuda_header + &memory_header;
     let header = match &batch_plan {
         None => header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header),
@@ -428,6 +441,7 @@ pub fn compile_model_buckets(
         stages,
         pass_records,
         instructions_before_fusion: before_fusion,
+        weights_blob: obj.weights_blob,
         modules: opts
             .keep_stages
             .then(|| Box::new((original.clone(), optimized.clone()))),

@@ -61,12 +61,22 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 .unwrap()
                 .into_pointer_value()
         };
+        // `--weights external`: constants are offsets into the caller's blob.
+        let blob = self.blob.borrow();
+        let blob_base = blob.as_ref().map(|l| self.blob_base(l));
         let ptr_of = |v: InstId| -> PointerValue<'ctx> {
             let r = root(&self.plan.locs, v);
             let p = match self.plan.locs[r.index()] {
                 Loc::Input(k) => input(k),
                 Loc::Output(k) => output(k),
-                Loc::Constant => globals[r.index()].expect("constants have globals"),
+                Loc::Constant => match (globals[r.index()], &*blob, blob_base) {
+                    (Some(g), ..) => g,
+                    (None, Some(l), Some(base)) => {
+                        let off = l.offsets[r.index()].expect("constants are in the blob");
+                        self.gep(base, self.i64(off))
+                    }
+                    _ => unreachable!("constants have globals or blob offsets"),
+                },
                 Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
                 Loc::Alias(_) => unreachable!("root() follows aliases"),
             };
@@ -134,6 +144,21 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 .build_return(Some(&status(Status::MisalignedArena)))
                 .unwrap();
             self.b.position_at_end(ok2);
+            // `--weights external`: no run before `<name>_set_weights`.
+            if let Some(l) = &*blob {
+                let unset = self.ctx.append_basic_block(f, "no_weights");
+                let set = self.ctx.append_basic_block(f, "weights_set");
+                let base = self.blob_base(l);
+                let is_null = self.b.build_is_null(base, "").unwrap();
+                self.b
+                    .build_conditional_branch(is_null, unset, set)
+                    .unwrap();
+                self.b.position_at_end(unset);
+                self.b
+                    .build_return(Some(&status(Status::NullPointer)))
+                    .unwrap();
+                self.b.position_at_end(set);
+            }
         };
         let check_null = |f: FunctionValue<'ctx>, p: PointerValue<'ctx>| {
             let bad = self.ctx.append_basic_block(f, "null");

@@ -1,0 +1,174 @@
+//! `--weights external`: every constant of the model in one blob (`<name>.weights`) outside the
+//! library, which the caller keeps wherever it likes (flash, external memory, a file read into
+//! RAM) and hands to the library with `<name>_set_weights(blob)` before running.
+//!
+//! Contract: the blob is a [`HEADER`]-byte header, then each constant's stored bytes
+//! (`Packings::write_stored`) at the offsets [`offsets`] gives (64-byte aligned, in instruction
+//! order). The header holds [`MAGIC`], the blob's length (u64, little endian), the FNV-1a-64
+//! checksum of the bytes after the header, and the model's name (NUL padded). The library
+//! compiles in the length and checksum; `<name>_set_weights` returns `NULL_POINTER` for a null
+//! blob, `MISALIGNED_ARENA` for one not 64-byte aligned, `BAD_ARGUMENT` when the header's magic,
+//! length or checksum field differs from what was compiled in (a blob of another model or
+//! compile), `OK` otherwise; it does not hash the payload (a caller that needs integrity compares
+//! the checksum). Until weights are set, `<name>_run` returns `NULL_POINTER`.
+
+use super::emitter::{Backend, Emitter};
+use crate::arena::ARENA_ALIGN;
+use inkwell::AddressSpace;
+use inkwell::IntPredicate;
+use inkwell::module::Linkage;
+use inkwell::values::{GlobalValue, PointerValue};
+use runtime_min::Status;
+
+/// Bytes of the blob's header (one cache line: the first weight stays 64-byte aligned).
+pub const HEADER: usize = 64;
+/// The header's first 8 bytes.
+pub const MAGIC: [u8; 8] = *b"XLAAOTW\x01";
+
+/// Where each constant of `sizes` (stored bytes, in order) starts in the blob, and the blob's
+/// length.
+pub fn offsets(sizes: &[usize]) -> (Vec<usize>, usize) {
+    let mut at = Vec::with_capacity(sizes.len());
+    let mut end = HEADER;
+    for &s in sizes {
+        let o = end.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        at.push(o);
+        end = o + s;
+    }
+    (at, end)
+}
+
+/// FNV-1a, 64 bits.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The blob of model `name`: constant `i` (of `sizes` bytes) written by `fill(i, slot)`.
+pub fn write(name: &str, sizes: &[usize], mut fill: impl FnMut(usize, &mut [u8])) -> Vec<u8> {
+    let (at, len) = offsets(sizes);
+    let mut blob = vec![0u8; len];
+    for (i, (&o, &s)) in at.iter().zip(sizes).enumerate() {
+        fill(i, &mut blob[o..o + s]);
+    }
+    let sum = fnv1a64(&blob[HEADER..]);
+    blob[..8].copy_from_slice(&MAGIC);
+    blob[8..16].copy_from_slice(&(len as u64).to_le_bytes());
+    blob[16..24].copy_from_slice(&sum.to_le_bytes());
+    let n = name.len().min(HEADER - 24 - 1);
+    blob[24..24 + n].copy_from_slice(&name.as_bytes()[..n]);
+    blob
+}
+
+/// The weights of a module built with `--weights external`: the global holding the blob's
+/// address, each constant's offset in it (by instruction index), the blob's length and
+/// checksum, and the blob itself (what `<name>.weights` holds).
+#[derive(Debug)]
+pub struct BlobLayout<'ctx> {
+    pub base: GlobalValue<'ctx>,
+    pub offsets: Vec<Option<u64>>,
+    pub len: u64,
+    pub checksum: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    /// The internal global `<name>.weights` holding the blob's address (null until set).
+    pub(crate) fn blob_base_global(&self) -> GlobalValue<'ctx> {
+        let name = format!("{}.weights", self.hlo.name);
+        if let Some(g) = self.m.get_global(&name) {
+            return g;
+        }
+        let ty = self.i8p();
+        let g = self.m.add_global(ty, Some(AddressSpace::default()), &name);
+        g.set_initializer(&ty.const_null());
+        g.set_linkage(Linkage::Internal);
+        g
+    }
+
+    /// The blob's address, loaded where the builder is.
+    pub(crate) fn blob_base(&self, layout: &BlobLayout<'ctx>) -> PointerValue<'ctx> {
+        self.b
+            .build_load(layout.base.as_pointer_value(), "weights")
+            .unwrap()
+            .into_pointer_value()
+    }
+
+    /// The exported `int <name>_set_weights(const void *blob)`.
+    pub(crate) fn weights_setter(&self, layout: &BlobLayout<'ctx>) {
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let f = self.m.add_function(
+            &format!("{}_set_weights", self.hlo.name),
+            i32t.fn_type(&[self.i8p().into()], false),
+            Some(Linkage::External),
+        );
+        self.common_attrs(f);
+        let saved = self.b.get_insert_block();
+        self.b
+            .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        let blob = f.get_nth_param(0).unwrap().into_pointer_value();
+        let status = |s: Status| i32t.const_int(s.code() as i64 as u64, true);
+        let fail_if = |cond, s: Status| {
+            let bad = self.ctx.append_basic_block(f, "bad");
+            let ok = self.ctx.append_basic_block(f, "ok");
+            self.b.build_conditional_branch(cond, bad, ok).unwrap();
+            self.b.position_at_end(bad);
+            self.b.build_return(Some(&status(s))).unwrap();
+            self.b.position_at_end(ok);
+        };
+        fail_if(self.b.build_is_null(blob, "").unwrap(), Status::NullPointer);
+        fail_if(self.is_misaligned(blob), Status::MisalignedArena);
+        let word = |at: u64| {
+            let p = self.gep(blob, self.i64(at));
+            let p = self
+                .b
+                .build_pointer_cast(p, i64t.ptr_type(AddressSpace::default()), "")
+                .unwrap();
+            self.b.build_load(p, "").unwrap().into_int_value()
+        };
+        let expect = [
+            (0, u64::from_le_bytes(MAGIC)),
+            (8, layout.len),
+            (16, layout.checksum),
+        ];
+        for (at, want) in expect {
+            let differs = self
+                .b
+                .build_int_compare(IntPredicate::NE, word(at), self.i64(want), "")
+                .unwrap();
+            fail_if(differs, Status::BadArgument);
+        }
+        self.b
+            .build_store(layout.base.as_pointer_value(), blob)
+            .unwrap();
+        self.b.build_return(Some(&status(Status::Ok))).unwrap();
+        if let Some(bb) = saved {
+            self.b.position_at_end(bb);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_and_aligned_offsets() {
+        let (at, len) = offsets(&[3, 100]);
+        assert_eq!((at, len), (vec![64, 128], 228));
+        let blob = write("m", &[3, 100], |i, d| d.fill(i as u8 + 1));
+        assert_eq!(&blob[..8], b"XLAAOTW\x01");
+        assert_eq!(u64::from_le_bytes(blob[8..16].try_into().unwrap()), 228);
+        assert_eq!(
+            u64::from_le_bytes(blob[16..24].try_into().unwrap()),
+            fnv1a64(&blob[64..])
+        );
+        assert_eq!(&blob[24..26], b"m\0");
+        assert_eq!((blob[64], blob[127], blob[128]), (1, 0, 2));
+    }
+}
