@@ -2,7 +2,7 @@
 //! bindings (`runtime_min::include_model!`) on a bare Cortex-M: no std, no allocator, no runtime
 //! crate. The vector table, reset handler and semihosting output are the few lines below.
 //!
-//!     cargo run -p mcu-rust --target thumbv7em-none-eabihf     # runs under QEMU's mps2-an386
+//!     cd examples/mcu-rust && cargo run --target thumbv7em-none-eabihf   # QEMU mps2-an386 (.cargo/config.toml)
 //!
 //! Inputs follow `examples/mcu-app/main.c` (element k of input i is ((7k + 13i) mod 17 − 8) / 8);
 //! each output prints as `<model> out0: <f32 bits in hex>...`, then `done`. Built for the host,
@@ -73,7 +73,16 @@ mod bare {
             let block = [0x20026u32, code];
             semihost(0x20, block.as_ptr() as usize);
         }
-        loop {}
+        // Without a debugger or QEMU the call returns: wait for interrupts forever.
+        loop {
+            cortex_wfi();
+        }
+    }
+
+    /// Waits for an interrupt (`wfi`).
+    fn cortex_wfi() {
+        // SAFETY: `wfi` only suspends the core until an interrupt.
+        unsafe { core::arch::asm!("wfi") };
     }
 
     fn print(con: &mut Console, name: &str, out: &[f32]) {
@@ -153,7 +162,9 @@ mod bare {
     }
 
     unsafe extern "C" fn default_handler() {
-        loop {}
+        loop {
+            cortex_wfi();
+        }
     }
 
     /// One entry of the vector table.
