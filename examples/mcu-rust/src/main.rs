@@ -24,7 +24,7 @@ fn fill(x: &mut [f32]) {
 #[cfg(not(target_os = "none"))]
 fn main() {
     println!(
-        "mcu-rust is a bare-metal program: cargo run -p mcu-rust --target thumbv7em-none-eabihf"
+        "mcu-rust is a bare-metal program: cd examples/mcu-rust && cargo run --target thumbv7em-none-eabihf"
     );
 }
 
