@@ -453,6 +453,17 @@ fn ds_cnn_fits_256k_flash_and_64k_ram_with_size_first_code() {
             let json: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
             let mem = &json["memory"];
             let get = |k: &str| mem[k].as_u64().unwrap();
+            // Each kernel's code; the rest of .text is the entry points.
+            let kernels: Vec<u64> = json["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k["text_bytes"].as_u64().unwrap())
+                .collect();
+            let sum: u64 = kernels.iter().sum();
+            assert!(
+                kernels.iter().all(|&t| t > 0) && sum <= get("text") && sum * 10 > get("text") * 9
+            );
             (get("text"), get("flash"), get("ram"))
         };
         let (text, flash, ram) = figures(Optimize::Size);

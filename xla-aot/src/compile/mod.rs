@@ -414,6 +414,14 @@ pub fn compile_model_buckets(
     };
     let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
+    if footprint.is_some() {
+        let functions = footprint::functions(&obj.object).unwrap_or_default();
+        let names: Vec<&str> = manifest.kernels.iter().map(|k| k.name.as_str()).collect();
+        let text = footprint::kernel_text(&functions, &names);
+        for (k, t) in manifest.kernels.iter_mut().zip(text) {
+            k.text_bytes = Some(t);
+        }
+    }
     manifest.memory = footprint.map(|f| manifest::Memory {
         footprint: f,
         flash: f.flash(),

@@ -2,7 +2,8 @@
 //! states in its header and manifest (`docs/microcontrollers.md`).
 //!
 //! Contract: [`sections`] lists the sections of a relocatable ELF object (32- or 64-bit, little
-//! endian) with their sizes and flags, or `None` for bytes that are not one; [`Footprint::of`]
+//! endian) with their sizes and flags, or `None` for bytes that are not one; [`functions`] its
+//! function symbols with their sizes (what a kernel's code takes); [`Footprint::of`]
 //! sums the allocated sections the way `size` (Berkeley format) does: executable → `text`,
 //! other read-only → `rodata`, writable with contents → `data`, writable without (`NOBITS`) →
 //! `bss`; `weights` is the part of `rodata` in the weights section. Flash is text + rodata +
@@ -20,6 +21,10 @@ pub struct Section {
     pub ty: u32,
     /// `sh_flags`.
     pub flags: u64,
+    /// `sh_offset`, `sh_link` and `sh_entsize`.
+    pub offset: u64,
+    pub link: u32,
+    pub entsize: u64,
 }
 
 const SHF_WRITE: u64 = 1;
@@ -68,7 +73,8 @@ pub fn sections(elf: &[u8]) -> Option<Vec<Section>> {
             read_u16(elf, 0x32)?,
         )
     };
-    let header = |i: u16| -> Option<(u32, u32, u64, u64, u64)> {
+    // (name, type, flags, offset, size, link, entsize)
+    let header = |i: u16| -> Option<(u32, u32, u64, u64, u64, u32, u64)> {
         let at = usize::try_from(shoff).ok()? + usize::from(i) * usize::from(shentsize);
         let (w, off) = if elf64 { (8, 8) } else { (4, 8) };
         let name = read_u32(elf, at)?;
@@ -76,22 +82,79 @@ pub fn sections(elf: &[u8]) -> Option<Vec<Section>> {
         let flags = word(at + off)?;
         let offset = word(at + off + 2 * w)?;
         let size = word(at + off + 3 * w)?;
-        Some((name, ty, flags, offset, size))
+        let link = read_u32(elf, at + off + 4 * w)?;
+        let entsize = word(at + off + 4 * w + 8 + w)?;
+        Some((name, ty, flags, offset, size, link, entsize))
     };
-    let (_, _, _, str_off, str_len) = header(shstrndx)?;
+    let (_, _, _, str_off, str_len, _, _) = header(shstrndx)?;
     let strtab =
         elf.get(usize::try_from(str_off).ok()?..usize::try_from(str_off + str_len).ok()?)?;
     (0..shnum)
         .map(|i| {
-            let (name, ty, flags, _, size) = header(i)?;
-            let rest = strtab.get(name as usize..)?;
-            let end = rest.iter().position(|&b| b == 0)?;
+            let (name, ty, flags, offset, size, link, entsize) = header(i)?;
             Some(Section {
-                name: String::from_utf8_lossy(&rest[..end]).into_owned(),
+                name: c_string(strtab, name as usize)?,
                 size,
                 ty,
                 flags,
+                offset,
+                link,
+                entsize,
             })
+        })
+        .collect()
+}
+
+/// The NUL-terminated string at `at` of string table `table`.
+fn c_string(table: &[u8], at: usize) -> Option<String> {
+    let rest = table.get(at..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+const SHT_SYMTAB: u32 = 2;
+const STT_FUNC: u8 = 2;
+
+/// The function symbols of ELF object `elf` (local ones too) with their sizes in bytes.
+pub fn functions(elf: &[u8]) -> Option<Vec<(String, u64)>> {
+    let elf64 = *elf.get(4)? == 2;
+    let secs = sections(elf)?;
+    let mut out = Vec::new();
+    for symtab in secs.iter().filter(|s| s.ty == SHT_SYMTAB) {
+        let names = secs.get(symtab.link as usize)?;
+        let at = |o: u64| usize::try_from(o).ok();
+        let table = elf.get(at(names.offset)?..at(names.offset + names.size)?)?;
+        let entsize = usize::try_from(symtab.entsize).ok()?.max(1);
+        for k in 0..usize::try_from(symtab.size).ok()? / entsize {
+            let e = at(symtab.offset)? + k * entsize;
+            let (name, info, size) = if elf64 {
+                (read_u32(elf, e)?, *elf.get(e + 4)?, read_u64(elf, e + 16)?)
+            } else {
+                (
+                    read_u32(elf, e)?,
+                    *elf.get(e + 12)?,
+                    u64::from(read_u32(elf, e + 8)?),
+                )
+            };
+            if info & 0xf == STT_FUNC {
+                out.push((c_string(table, name as usize)?, size));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Bytes of code of each of `kernels` in the functions `functions` lists: the function named
+/// like the kernel and its helpers (`<kernel>.body`, `<kernel>.task`, ...).
+pub fn kernel_text(functions: &[(String, u64)], kernels: &[&str]) -> Vec<u64> {
+    kernels
+        .iter()
+        .map(|k| {
+            functions
+                .iter()
+                .filter(|(f, _)| f == k || f.strip_prefix(k).is_some_and(|r| r.starts_with('.')))
+                .map(|(_, s)| s)
+                .sum()
         })
         .collect()
 }

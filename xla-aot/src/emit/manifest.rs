@@ -38,6 +38,9 @@ pub struct Kernel {
     pub writes: usize,
     /// Floating-point operations per run (a multiply-add counts 2).
     pub flops: u64,
+    /// A microcontroller library: bytes of code of the kernel (`footprint.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -188,6 +191,7 @@ pub fn build(
                 weight_reads: k.weight_reads,
                 writes: k.writes,
                 flops: k.flops,
+                text_bytes: None,
             })
             .collect(),
         cuda: None,
