@@ -66,6 +66,8 @@ pub struct CompileRequest {
     pub checks: bool,
     /// The weights' ELF section (`CompileOptions::weights_section`).
     pub weights_section: Option<String>,
+    /// The code's ELF section (`CompileOptions::code_section`).
+    pub code_section: Option<String>,
     /// `--optimize`: overrides the target's size-or-speed default.
     pub optimize: Option<crate::target::Optimize>,
     /// `--weights external`: the constants in `<name>.weights`, none in the library.
@@ -109,6 +111,7 @@ fn options(
         no_winograd,
         checks,
         weights_section: None,
+        code_section: None,
     }
 }
 
@@ -139,6 +142,7 @@ pub fn compile(
     });
     let mut opts = CompileOptions {
         weights_section: req.weights_section.clone(),
+        code_section: req.code_section.clone(),
         ..options(
             &req.disabled_passes,
             dump_to.is_some(),

@@ -101,6 +101,10 @@ enum Command {
         /// targets, `.rodata` elsewhere), for a linker script that places them (docs/microcontrollers.md).
         #[arg(long, value_name = "SECTION")]
         weights_section: Option<String>,
+        /// ELF section of the code (default `.text`), e.g. `.itcm_text` for a linker script that
+        /// copies it to tightly coupled memory.
+        #[arg(long, value_name = "SECTION")]
+        code_section: Option<String>,
         /// `size` or `speed` first (default: size on microcontroller targets, speed elsewhere).
         #[arg(long, value_parser = ["size", "speed"])]
         optimize: Option<String>,
@@ -220,6 +224,7 @@ fn main() -> ExitCode {
             no_winograd,
             checks,
             weights_section,
+            code_section,
             optimize,
             weights,
             fixed,
@@ -235,6 +240,7 @@ fn main() -> ExitCode {
                 no_winograd,
                 checks,
                 weights_section,
+                code_section,
                 optimize: optimize
                     .as_deref()
                     .and_then(xla_aot::target::Optimize::parse),

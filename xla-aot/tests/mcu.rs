@@ -316,6 +316,7 @@ fn weights_sit_in_the_named_section_and_the_header_states_the_sizes() {
             for given in [None, Some(".flash_bank2.weights")] {
                 let opts = CompileOptions {
                     weights_section: given.map(String::from),
+                    code_section: given.map(|_| ".itcm_text".to_string()),
                     ..CompileOptions::default()
                 };
                 let art = compile_model(&m, &t, &opts).unwrap();
@@ -347,6 +348,17 @@ fn weights_sit_in_the_named_section_and_the_header_states_the_sizes() {
                         .unwrap()
                 };
                 assert_eq!(define("WEIGHTS_BYTES"), in_section);
+                if given.is_some() {
+                    // --code-section: all the code there.
+                    let code: u64 = sections(&art.object)
+                        .unwrap()
+                        .iter()
+                        .filter(|s| s.name == ".itcm_text")
+                        .map(|s| s.size)
+                        .sum();
+                    assert_eq!(code, define("TEXT_BYTES"), "{name} for {target}");
+                    assert!(art.header.contains("_CODE_SECTION \".itcm_text\""));
+                }
                 assert!(
                     art.header
                         .contains(&format!("_WEIGHTS_SECTION \"{section}\"")),

@@ -25,7 +25,7 @@ pub fn compile(
     target: &Target,
     opts: Options,
 ) -> Result<CpuObject, CodegenError> {
-    compile_batched(hlo, plan, &[], None, target, opts, None)
+    compile_batched(hlo, plan, &[], None, target, opts, Sections::default())
 }
 
 /// [`compile`], with batch buckets: `variants` (the other buckets' modules, named
@@ -40,7 +40,7 @@ pub fn compile_batched(
     batch: Option<&cpu::BatchPlan>,
     target: &Target,
     opts: Options,
-    weights_section: Option<&str>,
+    sections: Sections<'_>,
 ) -> Result<CpuObject, CodegenError> {
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
@@ -87,13 +87,34 @@ pub fn compile_batched(
             .verify()
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     }
-    if let Some(section) = weights_section {
+    if let Some(section) = sections.weights {
         place_constants(&module, section);
+    }
+    if let Some(section) = sections.code {
+        place_functions(&module, section);
     }
     let mut object = core::object::finish(&module, &tm, kernels, exports, opts)?;
     object.external_weights = external;
     object.weights_blob = blob;
     Ok(object)
+}
+
+/// The ELF sections a library's weights and code go into (`None`: `.rodata` and `.text`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sections<'s> {
+    pub weights: Option<&'s str>,
+    pub code: Option<&'s str>,
+}
+
+/// Puts every function the module defines into `section` (`--code-section`).
+fn place_functions(module: &inkwell::module::Module<'_>, section: &str) {
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        if func.count_basic_blocks() > 0 {
+            func.as_global_value().set_section(Some(section));
+        }
+        f = func.get_next_function();
+    }
 }
 
 /// Puts every constant the module defines (the weights kept in the module, and the kernels'

@@ -42,6 +42,8 @@ pub struct CompileOptions {
     /// `--weights-section`: the ELF section of the weights (`emit/sections.rs`; default
     /// `.rodata.xla_aot.<name>` on microcontroller targets, `.rodata` elsewhere).
     pub weights_section: Option<String>,
+    /// `--code-section`: the ELF section of the code (default `.text`).
+    pub code_section: Option<String>,
 }
 
 /// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
@@ -292,6 +294,10 @@ pub fn compile_model_buckets(
         crate::emit::sections::check_section(s)
             .map_err(|r| CompileError::Unsupported(format!("--weights-section: {r}")))?;
     }
+    if let Some(s) = &opts.code_section {
+        crate::emit::sections::check_section(s)
+            .map_err(|r| CompileError::Unsupported(format!("--code-section: {r}")))?;
+    }
     let section =
         crate::emit::sections::weights_section(&m.name, target, opts.weights_section.as_deref());
     let obj = codegen::compile_batched(
@@ -301,7 +307,10 @@ pub fn compile_model_buckets(
         batch_plan.as_ref(),
         target,
         opts.codegen,
-        section.as_deref(),
+        codegen::Sections {
+            weights: section.as_deref(),
+            code: opts.code_section.as_deref(),
+        },
     )?;
     progress.stage(&format!(
         "generated {} kernels for {}",
@@ -385,7 +394,14 @@ pub fn compile_model_buckets(
         footprint::Footprint::of(objects, weights_section, arena as u64)
     });
     let memory_header = footprint
-        .map(|f| f.header(&m.name.to_ascii_uppercase(), &target.name, weights_section))
+        .map(|f| {
+            f.header(
+                &m.name.to_ascii_uppercase(),
+                &target.name,
+                weights_section,
+                opts.code_section.as_deref().unwrap_or(".text"),
+            )
+        })
         .unwrap_or_default();
     let blob_header = obj
         .weights_blob

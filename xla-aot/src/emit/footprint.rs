@@ -219,7 +219,13 @@ impl Footprint {
     }
 
     /// The header's memory block for model `name` (upper-case macro prefix `upper`).
-    pub fn header(&self, upper: &str, target: &str, weights_section: &str) -> String {
+    pub fn header(
+        &self,
+        upper: &str,
+        target: &str,
+        weights_section: &str,
+        code_section: &str,
+    ) -> String {
         format!(
             "\n/* Memory ({target}): what this library puts in flash and in RAM, summed over its \
              objects\n \
@@ -228,6 +234,7 @@ impl Footprint {
              * add a few bytes of alignment between objects. The caller's inputs and outputs are \
              not counted. */\n\
              #define {upper}_TEXT_BYTES {text}\n\
+             #define {upper}_CODE_SECTION \"{code_section}\"\n\
              #define {upper}_RODATA_BYTES {rodata} /* of which weights: {upper}_WEIGHTS_BYTES */\n\
              #define {upper}_WEIGHTS_BYTES {weights}\n\
              #define {upper}_WEIGHTS_SECTION \"{weights_section}\"\n\
