@@ -312,7 +312,7 @@ fn main() -> ExitCode {
         Command::Targets => {
             for t in xla_aot::target::Target::builtins() {
                 println!(
-                    "{:<15} {:<26} {:<12} {}",
+                    "{:<15} {:<27} {:<12} {}",
                     t.name, t.triple, t.cpu, t.description
                 );
             }
