@@ -223,14 +223,19 @@ fn build_app(
 /// Runs `elf` on `board` and parses its outputs (`out<i>: <hex f32 bits>...`, `status 0`);
 /// also returns the whole output.
 fn run_on_board(elf: &Path, board: &Board) -> (Vec<Vec<f32>>, String) {
+    // QEMU's stdout into a file, not a pipe: QEMU makes its stdio non-blocking, and a pipe that
+    // fills while the test machine is busy loses semihosting output (seen: 1 026 of 16 384
+    // values missing).
+    let log = elf.with_extension("out");
     let r = Command::new("timeout")
         .arg(QEMU_TIMEOUT_S)
         .args(["qemu-system-arm", "-M", board.machine])
         .args(["-nographic", "-semihosting", "-kernel"])
         .arg(elf)
+        .stdout(std::fs::File::create(&log).unwrap())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&r.stdout);
+    let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         r.status.success() && text.contains("status 0"),
         "{} on {}: {:?}\n{}\n{}",
@@ -250,7 +255,7 @@ fn run_on_board(elf: &Path, board: &Board) -> (Vec<Vec<f32>>, String) {
                 .collect()
         })
         .collect();
-    (outputs, text.into_owned())
+    (outputs, text)
 }
 
 /// The largest |a − e| / max(1, |e|).
@@ -473,9 +478,12 @@ fn ds_cnn_fits_256k_flash_and_64k_ram_with_size_first_code() {
                 .map(|k| k["text_bytes"].as_u64().unwrap())
                 .collect();
             let sum: u64 = kernels.iter().sum();
-            assert!(
-                kernels.iter().all(|&t| t > 0) && sum <= get("text") && sum * 10 > get("text") * 9
-            );
+            assert!(sum <= get("text") && sum * 10 > get("text") * 9);
+            // Size first, kernels of one shape keep one body (`mergefunc`): the others have 0
+            // bytes of their own (the DS-CNN's last three depthwise and two of its pointwise
+            // kernels; the fourth pointwise one has the next layer's batch norm fused).
+            let shared = kernels.iter().filter(|&&t| t == 0).count();
+            assert_eq!(shared, if optimize == Optimize::Size { 5 } else { 0 });
             (get("text"), get("flash"), get("ram"))
         };
         let (text, flash, ram) = figures(Optimize::Size);

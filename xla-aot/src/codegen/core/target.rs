@@ -78,16 +78,39 @@ pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
         .ok_or_else(|| err("no target machine".into()))
 }
 
-/// Runs LLVM's O3 pipeline for the target machine.
+/// Runs LLVM's O3 pipeline for the target machine. A size-first module (its functions carry
+/// `optsize`, see [`target_attrs`]) first has its identical functions merged (`mergefunc`): kernels
+/// of the same shape, which read their weights through arguments until O3 propagates them, keep
+/// one body.
 pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
     super::math_budget::bound_inlined_math(module);
     let popts = PassBuilderOptions::create();
     popts.set_loop_vectorization(true);
     popts.set_loop_slp_vectorization(true);
     popts.set_loop_unrolling(false);
+    let pipeline = if size_first(module) {
+        "mergefunc,default<O3>"
+    } else {
+        "default<O3>"
+    };
     module
-        .run_passes("default<O3>", tm, popts)
+        .run_passes(pipeline, tm, popts)
         .map_err(|e| CodegenError::Llvm(e.to_string()))
+}
+
+/// Whether the module was generated size first: its first defined function has `optsize`.
+fn size_first(module: &Module) -> bool {
+    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("optsize");
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        if func.count_basic_blocks() > 0 {
+            return func
+                .get_enum_attribute(AttributeLoc::Function, kind)
+                .is_some();
+        }
+        f = func.get_next_function();
+    }
+    false
 }
 
 /// The build attribute a hard-float Arm object must carry so that linkers accept it next to
