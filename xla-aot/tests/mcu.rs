@@ -453,6 +453,28 @@ fn cortex_m55_code_has_helium_fma_and_m4f_scalar_fpu_code() {
         "M4F code should use the scalar FPU (s registers) and no q registers"
     );
     eprintln!("M55 simplenet: {q_fma} vfma.f32 on q registers");
+    // The object itself, disassembled by binutils for ARMv8.1-M (when installed).
+    if have("arm-none-eabi-objdump") {
+        let art = compile_model(
+            &m,
+            &Target::resolve("cortex-m55").unwrap(),
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        let dir = scratch("mcu-objdump");
+        let obj = dir.join("simplenet.o");
+        std::fs::write(&obj, &art.object).unwrap();
+        let out = Command::new("arm-none-eabi-objdump")
+            .args(["-d", "-m", "armv8.1-m.main"])
+            .arg(&obj)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let in_object = text.lines().filter(|l| l.contains("vfma.f32\tq")).count();
+        assert!(in_object > 0, "objdump finds no vfma.f32 on q registers");
+        eprintln!("M55 simplenet object: {in_object} vfma.f32 on q registers (objdump)");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// `--optimize size` keeps the DS-CNN within a 256 KiB flash and 64 KiB RAM part on the M4F and
