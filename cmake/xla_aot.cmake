@@ -6,7 +6,8 @@
 #
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
-#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD])
+#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD]
+#                   [PRECISION <f32|f16-weights|bf16-weights>])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
@@ -15,6 +16,8 @@
 #   --input-shape, --dim and --freeze; a frozen .npy file is a dependency of the build).
 #   NO_WINOGRAD keeps stride-1 3×3 convolutions direct (the CLI's --no-winograd: results then
 #   match the reference interpreter to rounding; see docs/performance.md).
+#   PRECISION stores the weights of dots and convolutions in half precision (the CLI's
+#   --precision; f32 arithmetic, half the weight bytes; see docs/precision.md).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -30,7 +33,7 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "NO_WINOGRAD" "SPEC;XLA_TARGET;NAME" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  cmake_parse_arguments(ARG "NO_WINOGRAD" "SPEC;XLA_TARGET;NAME;PRECISION" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
     message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
   endif()
@@ -96,6 +99,9 @@ function(xla_aot_add_model target)
   endforeach()
   if(ARG_NO_WINOGRAD)
     list(APPEND compile_args --no-winograd)
+  endif()
+  if(ARG_PRECISION)
+    list(APPEND compile_args --precision "${ARG_PRECISION}")
   endif()
   foreach(f IN LISTS ARG_FREEZE)
     # A .npy path is relative to the calling CMakeLists.txt, like SPEC.

@@ -57,6 +57,7 @@ pub struct Build {
     cargo_metadata: bool,
     inputs: InputOverrides,
     no_winograd: bool,
+    precision: Option<crate::ir::Precision>,
 }
 
 /// FNV-1a, 64-bit: a dependency-free content hash for the cache key. A collision would skip a
@@ -79,6 +80,7 @@ impl Build {
             cargo_metadata: true,
             inputs: InputOverrides::default(),
             no_winograd: false,
+            precision: None,
         }
     }
 
@@ -127,6 +129,14 @@ impl Build {
     /// `--no-winograd`; results then match the reference interpreter to rounding).
     pub fn no_winograd(&mut self, on: bool) -> &mut Build {
         self.no_winograd = on;
+        self
+    }
+
+    /// Stores the weights of dots and convolutions in `precision` (the CLI's `--precision`;
+    /// `ir::Precision::Bf16Weights` halves their bytes, see docs/precision.md), overriding the
+    /// spec's `precision:`.
+    pub fn precision(&mut self, precision: crate::ir::Precision) -> &mut Build {
+        self.precision = Some(precision);
         self
     }
 
@@ -246,6 +256,7 @@ impl Build {
         fnv1a(&mut key, name.as_bytes());
         fnv1a(&mut key, format!("{:?}", self.inputs).as_bytes());
         fnv1a(&mut key, &[self.no_winograd as u8]);
+        fnv1a(&mut key, format!("{:?}", self.precision).as_bytes());
         for f in inputs.iter().filter(|f| f.is_file()) {
             fnv1a(&mut key, f.to_string_lossy().as_bytes());
             let bytes = crate::util::io::read_bounded(
@@ -291,6 +302,7 @@ impl Build {
             // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).
             progress: std::env::var("XLA_AOT_VERBOSE").is_ok_and(|v| v == "1"),
             no_winograd: self.no_winograd,
+            precision: self.precision,
             ..CompileOptions::default()
         };
         let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;

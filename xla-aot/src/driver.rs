@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 mod compare;
-pub use compare::{COMPARE_ATOL, COMPARE_RTOL, Difference, compare};
+pub use compare::{COMPARE_ATOL, COMPARE_RTOL, Difference, compare, compare_within, tolerance};
 
 /// Errors of a command; all are user errors (exit code 1).
 #[derive(Debug, Error)]
@@ -62,6 +62,8 @@ pub struct CompileRequest {
     pub inputs: InputOverrides,
     /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
     pub no_winograd: bool,
+    /// The weights' precision (`CompileOptions::precision`).
+    pub precision: Option<crate::ir::Precision>,
     /// Refuse a call whose arena another call is using (`CompileOptions::checks`).
     pub checks: bool,
     /// The weights' ELF section (`CompileOptions::weights_section`).
@@ -95,6 +97,7 @@ fn options(
     disabled_passes: &[String],
     dumping: bool,
     no_winograd: bool,
+    precision: Option<crate::ir::Precision>,
     checks: bool,
 ) -> CompileOptions {
     CompileOptions {
@@ -112,6 +115,7 @@ fn options(
         checks,
         weights_section: None,
         code_section: None,
+        precision,
     }
 }
 
@@ -147,6 +151,7 @@ pub fn compile(
             &req.disabled_passes,
             dump_to.is_some(),
             req.no_winograd,
+            req.precision,
             req.checks,
         )
     };
@@ -366,6 +371,8 @@ pub struct RunRequest {
     pub inputs: InputOverrides,
     /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
     pub no_winograd: bool,
+    /// The weights' precision (`CompileOptions::precision`).
+    pub precision: Option<crate::ir::Precision>,
 }
 
 /// `xla-aot run`: evaluates the spec; the outputs are the compiled ones unless `Reference`. The
@@ -387,6 +394,7 @@ pub fn run(
             &req.disabled_passes,
             req.dump_to.is_some(),
             req.no_winograd,
+            req.precision,
             false,
         );
         let run = match &req.dump_to {
@@ -421,6 +429,13 @@ pub fn run(
         RunMode::Compare => {
             let reference = evaluate(&model.module, &lits)?;
             let compiled = compiled(&mut notes)?;
+            let precision = req.precision.unwrap_or(model.module.precision);
+            if precision != crate::ir::Precision::F32 {
+                notes.push(format!(
+                    "precision {precision}: compared with the f32 interpreter within {:e} of the largest magnitude (docs/precision.md)",
+                    tolerance(precision).0
+                ));
+            }
             for ((o, r), c) in model
                 .module
                 .entry
@@ -429,7 +444,7 @@ pub fn run(
                 .zip(&reference)
                 .zip(&compiled)
             {
-                let d = compare(c, r);
+                let d = compare_within(c, r, tolerance(precision));
                 if d.mismatches > 0 {
                     mismatched.push(o.name.clone());
                 }

@@ -92,6 +92,11 @@ enum Command {
         /// output, see docs/performance.md).
         #[arg(long)]
         no_winograd: bool,
+        /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
+        /// docs/precision.md). Overrides a spec's `precision:`.
+        #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
+        precision: Option<xla_aot::ir::Precision>,
         /// Also make the entry points refuse a call whose arena another call is using (two threads
         /// sharing one arena, a hook re-entering the model) with XLA_AOT_STATUS_ARENA_IN_USE: one
         /// more 64-byte arena slice and two atomic operations per call.
@@ -146,6 +151,11 @@ enum Command {
         /// output, see docs/performance.md).
         #[arg(long)]
         no_winograd: bool,
+        /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
+        /// docs/precision.md). Overrides a spec's `precision:`.
+        #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
+        precision: Option<xla_aot::ir::Precision>,
         /// Run on N threads, lent to the library through its parallel-for hook.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
         threads: u32,
@@ -168,7 +178,8 @@ enum Command {
         reference: bool,
         /// Run both and print the largest difference per output (the outputs written are the
         /// compiled ones); exits 1 when any element mismatches (NaN on one side only, or beyond
-        /// 1e-3 of the output's largest magnitude + 1e-3 relative).
+        /// 1e-3 of the output's largest magnitude + 1e-3 relative; with --precision, that
+        /// precision's bound against the f32 interpreter, see docs/precision.md).
         #[arg(long)]
         compare: bool,
         /// An input as NAME=FILE.npy (or INDEX=FILE.npy); inputs not given are seeded random.
@@ -196,6 +207,11 @@ enum Command {
         /// output, see docs/performance.md).
         #[arg(long)]
         no_winograd: bool,
+        /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
+        /// docs/precision.md). Overrides a spec's `precision:`.
+        #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
+        precision: Option<xla_aot::ir::Precision>,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -222,6 +238,7 @@ fn main() -> ExitCode {
             time_passes,
             disabled_passes,
             no_winograd,
+            precision,
             checks,
             weights_section,
             code_section,
@@ -238,6 +255,7 @@ fn main() -> ExitCode {
                 time_passes,
                 inputs: fixed.overrides(),
                 no_winograd,
+                precision,
                 checks,
                 weights_section,
                 code_section,
@@ -265,6 +283,7 @@ fn main() -> ExitCode {
             seed,
             disabled_passes,
             no_winograd,
+            precision,
             threads,
             dump_to,
         } => {
@@ -280,6 +299,7 @@ fn main() -> ExitCode {
                 runs,
                 disabled_passes,
                 no_winograd,
+                precision,
                 by_min: min,
                 fixed: fixed.overrides(),
                 threads: threads as usize,
@@ -348,6 +368,7 @@ fn main() -> ExitCode {
             dump_to,
             disabled_passes,
             no_winograd,
+            precision,
             fixed,
         } => {
             let mode = if reference {
@@ -365,6 +386,7 @@ fn main() -> ExitCode {
                 &driver::RunRequest {
                     disabled_passes,
                     no_winograd,
+                    precision,
                     dump_to,
                     inputs: fixed.overrides(),
                 },

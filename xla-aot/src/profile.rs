@@ -39,6 +39,8 @@ pub struct ProfileRequest {
     pub disabled_passes: Vec<String>,
     /// Keep 3×3 convolutions direct (`CompileOptions::no_winograd`).
     pub no_winograd: bool,
+    /// The weights' precision (`CompileOptions::precision`).
+    pub precision: Option<crate::ir::Precision>,
     /// Report each kernel's fastest run instead of its median (on a machine shared with other
     /// work, the minimum is what the kernel costs when nothing preempts it).
     pub by_min: bool,
@@ -113,6 +115,7 @@ pub fn profile(spec: &Path, req: &ProfileRequest) -> Result<ProfileReport, Drive
     let opts = crate::compile::CompileOptions {
         disabled_passes: req.disabled_passes.clone(),
         no_winograd: req.no_winograd,
+        precision: req.precision,
         ..crate::compile::CompileOptions::default()
     };
     let runs = req.runs.max(1);

@@ -257,6 +257,22 @@ impl Target {
         Target::resolve(name)
     }
 
+    /// Whether the target converts IEEE halves to f32 in hardware (x86-64 F16C: every AVX2 and
+    /// AVX-512 CPU; aarch64 `fcvtl`), so LLVM's `fpext half` needs no library call.
+    pub fn has_f16_convert(&self) -> bool {
+        match self.arch {
+            Arch::Aarch64 => true,
+            Arch::X86_64 => {
+                self.features.contains("+f16c")
+                    || matches!(self.cpu.as_str(), "x86-64-v3" | "x86-64-v4")
+            }
+            Arch::Nvptx64 => false,
+            // Cortex-M: FPv4/FPv5 have `vcvtb.f32.f16`, but the integer path is exact and needs
+            // no FPU feature check per core.
+            Arch::Arm => false,
+        }
+    }
+
     /// Whether code for this target runs on the machine xla-aot runs on.
     pub fn runs_here(&self) -> bool {
         let host = host_triple();

@@ -65,6 +65,22 @@ fn outputs_bindings_and_cache() {
     assert!(direct().compiled);
     assert!(!direct().compiled);
     assert!(build().compiled);
+    // So is a weight precision, and the header says which.
+    let half = || {
+        Build::new(src.join("model.yaml"))
+            .target("x86_64-avx2")
+            .precision(xla_aot::ir::Precision::Bf16Weights)
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile("net")
+            .unwrap()
+    };
+    assert!(half().compiled);
+    let cached = half();
+    assert!(!cached.compiled);
+    let h = std::fs::read_to_string(cached.dir.join("net.h")).unwrap();
+    assert!(h.contains("Precision bf16-weights"), "{h}");
+    assert!(build().compiled);
     // Another target is another key.
     let other = Build::new(src.join("model.yaml"))
         .target("aarch64-neon")

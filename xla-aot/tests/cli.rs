@@ -215,6 +215,97 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--precision` on `run --compare` compares with the f32 interpreter within the precision's bound,
+/// and says so; `compile` and a spec's `precision:` store the weights half size; a bad name is a
+/// usage error listing the precisions.
+#[test]
+fn precision_is_an_option_of_run_compile_and_the_spec() {
+    let ex = repo().join("examples/mlp");
+    let out = scratch("precision");
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--compare",
+        "--precision",
+        "bf16-weights",
+        "--output-dir",
+        &s(&out),
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("precision bf16-weights: compared with the f32 interpreter within 1e-2"),
+        "{stderr}"
+    );
+    let r = xla_aot(&["run", &s(&ex.join("model.yaml")), "--precision", "bf16"]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bf16-weights"), "{stderr}");
+    // The spec's key, positioned when wrong; the manifest and header say which precision.
+    let spec = std::fs::read_to_string(ex.join("model.yaml")).unwrap();
+    let dir = out.join("spec");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in std::fs::read_dir(&ex).unwrap() {
+        let p = f.unwrap().path();
+        if p.is_file() && p.extension().is_some_and(|e| e == "safetensors") {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(
+        dir.join("half.yaml"),
+        format!(
+            "{spec}precision: f16-weights
+"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("bad.yaml"),
+        format!(
+            "{spec}precision: fp8
+"
+        ),
+    )
+    .unwrap();
+    let lib = out.join("lib");
+    let r = xla_aot(&[
+        "compile",
+        &s(&dir.join("half.yaml")),
+        "--target",
+        "x86_64-avx2",
+        "--out-dir",
+        &s(&lib),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let manifest = std::fs::read_to_string(lib.join("mlp.json")).unwrap();
+    assert!(
+        manifest.contains("\"precision\": \"f16-weights\""),
+        "{manifest}"
+    );
+    let header = std::fs::read_to_string(lib.join("mlp.h")).unwrap();
+    assert!(header.contains("Precision f16-weights"), "{header}");
+    let r = xla_aot(&[
+        "compile",
+        &s(&dir.join("bad.yaml")),
+        "--target",
+        "x86_64-avx2",
+        "--out-dir",
+        &s(&lib),
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad.yaml:") && stderr.contains("unknown precision `fp8`"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// `run` compiles through the same path as `compile --target host`: the same dump files (final
 /// HLO, fusion decisions, buffer plan, LLVM IR, assembly), and `--compare` names the fused kernels.
 #[test]

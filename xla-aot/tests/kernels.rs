@@ -127,6 +127,67 @@ fn check_everywhere(m: &Module) {
     }
 }
 
+/// [`check_everywhere`] with half-precision weights: against the interpreter run on the module
+/// with its weights rounded (`compile::optimize`), within the usual tolerance.
+fn check_half_everywhere(m: &Module, p: xla_aot::ir::Precision) {
+    let opts = CompileOptions {
+        precision: Some(p),
+        ..common::default_options()
+    };
+    let ins = inputs(m, 7);
+    let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
+    let expected = evaluate(&rounded, &ins).unwrap();
+    for t in targets() {
+        let tag = format!("kernels-{}-{p}-{}", m.name, t.name);
+        let actual = common::run_compiled_with(m, &t, &ins, &tag, &opts);
+        for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+            if let Err(msg) = check_close(a, e) {
+                panic!("{tag} output {i}: {msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn half_weights_match_the_rounded_reference_on_every_target() {
+    use xla_aot::ir::Precision;
+    // GEMM panels (matrix-vector and partial tiles), grouped convolution panels (stored half), and
+    // a Winograd kernel (the transform of the rounded weights, kept f32).
+    let mut s = Spec::new("half_gemm", 51);
+    s.input("x", &[3, 300])
+        .weight("w", &[70, 300])
+        .weight("b", &[70])
+        .op("{name: d, op: dense, inputs: [x, w, b]}")
+        .op("{name: y, op: relu, inputs: [d]}")
+        .output("y");
+    let gemm = s.module();
+    let mut s = Spec::new("half_conv", 52);
+    s.input("x", &[1, 24, 9, 11])
+        .weight("w", &[48, 6, 3, 3])
+        .op("{name: y, op: conv2d, inputs: [x, w], groups: 4, padding: [1, 1, 1, 1]}")
+        .output("y");
+    let conv = s.module();
+    let mut s = Spec::new("half_wino", 53);
+    s.input("x", &[1, 20, 29, 29])
+        .weight("w0", &[20, 20, 1, 1])
+        .weight("w", &[40, 20, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: c, op: conv2d, inputs: [p, w], padding: [1, 1, 1, 1]}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: y, op: max_pool2d, inputs: [r], kernel_size: [2, 2]}")
+        .output("y");
+    let wino = s.module();
+    assert!(takes_winograd(
+        &wino,
+        &Target::resolve("x86_64-avx512").unwrap()
+    ));
+    for p in [Precision::Bf16Weights, Precision::F16Weights] {
+        check_half_everywhere(&gemm, p);
+        check_half_everywhere(&conv, p);
+        check_half_everywhere(&wino, p);
+    }
+}
+
 #[test]
 fn matrix_products_match_the_interpreter_on_every_target() {
     // M = 1 (matrix-vector: several panels per tile), N not a multiple of any panel width.

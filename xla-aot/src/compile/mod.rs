@@ -9,6 +9,7 @@
 //! check one and the same optimised module.
 
 mod buckets;
+pub mod weight_rounding;
 
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
@@ -44,6 +45,9 @@ pub struct CompileOptions {
     pub weights_section: Option<String>,
     /// `--code-section`: the ELF section of the code (default `.text`).
     pub code_section: Option<String>,
+    /// `--precision`: the weights' storage type (`ir/precision.rs`), overriding the module's own
+    /// (a spec's `precision:`); `None` keeps the module's.
+    pub precision: Option<crate::ir::Precision>,
 }
 
 /// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
@@ -109,6 +113,9 @@ pub enum CompileError {
     /// A feature the target cannot have yet.
     #[error("{0}")]
     Unsupported(String),
+    /// A weight the module's precision cannot hold.
+    #[error(transparent)]
+    Precision(#[from] weight_rounding::RoundingError),
 }
 
 /// A module after the optimisation pipeline, with its buffer plan and what the pipeline did.
@@ -159,6 +166,11 @@ pub fn optimize(m: &Module, opts: &CompileOptions) -> Result<Optimized, CompileE
                 }
             })?
     };
+    // The weights' precision applies to the weights the pipeline leaves (batch norms folded in).
+    if let Some(p) = opts.precision {
+        optimized.precision = p;
+    }
+    weight_rounding::round_weights(&mut optimized)?;
     let plan = plan(&optimized);
     Ok(Optimized {
         module: optimized,
@@ -226,6 +238,13 @@ pub fn compile_model_buckets(
     if !m.api.is_empty() && (!buckets.is_empty() || target.cuda_sm.is_some()) {
         return Err(CompileError::Unsupported(format!(
             "inputs passed as int64, uint32, int16, uint16, int8, uint8, float16 or bfloat16 are not supported with `batch_sizes`, `seq_buckets` or on CUDA targets yet ({}); export them as float32/int32, freeze them (--freeze), or compile for a CPU target",
+            target.name
+        )));
+    }
+    let precision = opts.precision.unwrap_or(m.precision);
+    if precision != crate::ir::Precision::F32 && target.cuda_sm.is_some() {
+        return Err(CompileError::Unsupported(format!(
+            "precision `{precision}` is implemented for CPU targets only ({} is a CUDA target); compile with precision f32",
             target.name
         )));
     }
@@ -384,6 +403,14 @@ pub fn compile_model_buckets(
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
         .unwrap_or_default();
+    // The weights as stored: half-precision ones where the CPU kernels read them packed.
+    let packings = if target.cuda_sm.is_some() {
+        crate::codegen::core::packing::Packings::none(m)
+    } else {
+        let scratch = plan.scratch.map_or(0, |(_, bytes)| bytes);
+        crate::codegen::core::packing::Packings::for_cpu(m, target, scratch)
+    };
+    let weights_bytes = header::stored_weight_bytes(m, &packings);
     // A microcontroller library states its flash and RAM bytes (`emit/footprint.rs`).
     let footprint = target.arch.is_microcontroller().then(|| {
         let objects = std::iter::once(obj.object.as_slice())
@@ -411,7 +438,14 @@ pub fn compile_model_buckets(
     let memory_header = memory_header + &blob_header;
     let cuda_header = cuda_header + &memory_header;
     let header = match &batch_plan {
-        None => header::render(m, &plan, &target.name, obj.kernels.len(), &cuda_header),
+        None => header::render(
+            m,
+            &plan,
+            &target.name,
+            obj.kernels.len(),
+            &cuda_header,
+            weights_bytes,
+        ),
         Some(bp) => {
             let mut whole = plan.clone();
             whole.arena_size = bp.arena_size();
@@ -425,10 +459,18 @@ pub fn compile_model_buckets(
                 &target.name,
                 obj.kernels.len(),
                 &(api + &memory_header),
+                weights_bytes,
             )
         }
     };
-    let mut manifest = manifest::build(m, &plan, &target.name, &obj.kernels, before_fusion);
+    let mut manifest = manifest::build(
+        m,
+        &plan,
+        &target.name,
+        &obj.kernels,
+        before_fusion,
+        weights_bytes,
+    );
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
     if footprint.is_some() {
         let functions = footprint::functions(&obj.object).unwrap_or_default();

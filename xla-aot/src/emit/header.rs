@@ -68,7 +68,27 @@ fn conversions(m: &Module) -> String {
     )
 }
 
-/// Total bytes of constants (weights) in the module.
+/// Bytes of constants (weights) as the library stores them, without packing's padding: a weight
+/// that `packings` stores in a half type (`ir/precision.rs`) counts 2 bytes per value.
+pub fn stored_weight_bytes(
+    m: &Module,
+    packings: &crate::codegen::core::packing::Packings,
+) -> usize {
+    m.entry
+        .instructions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, inst)| match &inst.op {
+            crate::ir::Op::Constant(l) => l.bytes().map(|b| {
+                let half = packings.half_of(crate::ir::InstId(i as u32)).is_some();
+                if half { b.len() / 2 } else { b.len() }
+            }),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Total bytes of constants (weights) in the module, in their IR types.
 pub fn weight_bytes(m: &Module) -> usize {
     m.entry
         .instructions
@@ -78,6 +98,17 @@ pub fn weight_bytes(m: &Module) -> usize {
             _ => None,
         })
         .sum()
+}
+
+/// What the header says about a weight precision other than f32 (`ir/precision.rs`).
+fn precision_note(m: &Module) -> String {
+    match m.precision.weight_dtype() {
+        None => String::new(),
+        Some(d) => format!(
+            "\n * Precision {}: dot and convolution weights are rounded to {d} (those read as packed\n * panels are stored 2 bytes per value); all arithmetic is f32.",
+            m.precision
+        ),
+    }
 }
 
 /// The CUDA section of the header of a CUDA target's library.
@@ -112,7 +143,14 @@ pub fn render_cuda(m: &Module, ptx: &crate::codegen::gpu::ptx::PtxModule) -> Str
 }
 
 /// Renders the header; `cuda` is the CUDA section ([`render_cuda`]) of a CUDA target, or empty.
-pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda: &str) -> String {
+pub fn render(
+    m: &Module,
+    plan: &BufferPlan,
+    target: &str,
+    kernels: usize,
+    cuda: &str,
+    weights_bytes: usize,
+) -> String {
     let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
     let mut macros = String::new();
@@ -169,7 +207,8 @@ pub fn render(m: &Module, plan: &BufferPlan, target: &str, kernels: usize, cuda:
         .replace("{{arena_align}}", &ARENA_ALIGN.to_string())
         .replace("{{arena_lower_bound}}", &plan.lower_bound.to_string())
         .replace("{{arena_efficiency}}", &format!("{efficiency:.3}"))
-        .replace("{{weights_bytes}}", &weight_bytes(m).to_string())
+        .replace("{{weights_bytes}}", &weights_bytes.to_string())
+        .replace("{{precision}}", &precision_note(m))
         .replace("{{kernels}}", &kernels.to_string())
         .replace("{{num_inputs}}", &c.parameters().len().to_string())
         .replace("{{num_outputs}}", &c.outputs.len().to_string())

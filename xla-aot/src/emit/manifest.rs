@@ -56,7 +56,10 @@ pub struct Manifest {
     pub arena_efficiency: f64,
     /// The buffer-placement strategy that gave the smallest arena.
     pub arena_strategy: String,
+    /// Bytes of weights as stored (half-precision weights count 2 bytes per value).
     pub weights_bytes: usize,
+    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights` or `bf16-weights`.
+    pub precision: String,
     pub hlo_instructions: usize,
     pub hlo_instructions_before_fusion: usize,
     pub kernel_count: usize,
@@ -133,6 +136,7 @@ pub fn build(
     target: &str,
     kernels: &[KernelInfo],
     before_fusion: usize,
+    weights_bytes: usize,
 ) -> Manifest {
     let c = &m.entry;
     let tensor = |name: &str, s: &crate::ir::Shape, api: Option<crate::ir::DType>| Tensor {
@@ -166,7 +170,8 @@ pub fn build(
             (plan.lower_bound as f64 / plan.arena_size as f64 * 1000.0).round() / 1000.0
         },
         arena_strategy: plan.strategy.to_string(),
-        weights_bytes: super::header::weight_bytes(m),
+        weights_bytes,
+        precision: m.precision.name().to_string(),
         hlo_instructions: c.instructions.len(),
         hlo_instructions_before_fusion: before_fusion,
         kernel_count: kernels.len(),

@@ -149,6 +149,7 @@ impl Builder {
                 outputs: self.outputs,
             },
             api: crate::ir::ApiTypes::default(),
+            precision: crate::ir::Precision::F32,
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The IR knows no input format, no pass and no backend. Files, one concept each:
 //! `shape` (dtype, dims, layout), `literal` (constant data), `npy` (literals as `.npy` files), `inst` (opcodes, attributes and the
-//! computations instructions form), `module`, `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
+//! computations instructions form), `module`, `precision` (the weights' storage type), `flops` (operation counts), `shape_inference` (typing rules), `builder`, `print`/`parse` (the text
 //! form), `verify` (invariants), `shuffle` (the channel shuffle pattern).
 
 pub mod api;
@@ -15,6 +15,7 @@ pub mod literal;
 pub mod module;
 pub mod npy;
 pub mod parse;
+pub mod precision;
 pub mod print;
 pub mod shape;
 pub mod shape_inference;
@@ -30,6 +31,7 @@ pub use inst::{Computation, Output};
 pub use literal::{Literal, LiteralData};
 pub use module::Module;
 pub use parse::{HloParseError, parse_module};
+pub use precision::Precision;
 pub use print::{PrintOptions, print_module, print_module_with};
 pub use shape::{DType, Layout, Shape};
 pub use verify::{VerifyError, verify};

@@ -18,4 +18,6 @@ pub struct Module {
     pub entry: Computation,
     /// The C API dtypes of inputs and outputs that differ from their IR dtypes (`api.rs`).
     pub api: ApiTypes,
+    /// In which type the weights of dots and convolutions are stored (`precision.rs`).
+    pub precision: super::Precision,
 }

@@ -349,6 +349,18 @@ pub fn parse_module(text: &str) -> PResult<Module> {
         ),
         None => (header, crate::ir::ApiTypes::default()),
     };
+    // `, precision=bf16-weights` follows the name when the weights are not f32.
+    let (header, precision) = match header.split_once(", precision=") {
+        Some((h, p)) => (
+            h,
+            crate::ir::Precision::parse(p.trim()).map_err(|message| HloParseError {
+                line: ln,
+                column: h.len() + 13,
+                message,
+            })?,
+        ),
+        None => (header, crate::ir::Precision::F32),
+    };
     let mut c = Cursor::new(header, ln);
     c.expect("HloModule")?;
     let name = c.word("a module name")?;
@@ -386,6 +398,7 @@ pub fn parse_module(text: &str) -> PResult<Module> {
                 name,
                 entry: comp,
                 api,
+                precision,
             });
         }
         computations.insert(comp.name.clone(), comp);

@@ -41,6 +41,9 @@ pub fn print_module(m: &Module) -> String {
 /// Prints a module with options.
 pub fn print_module_with(m: &Module, opts: &PrintOptions) -> String {
     let mut s = format!("HloModule {}", m.name);
+    if m.precision != crate::ir::Precision::F32 {
+        s.push_str(&format!(", precision={}", m.precision));
+    }
     if !m.api.is_empty() {
         let text = m
             .api

@@ -131,6 +131,7 @@ impl Pass for Schedule {
             name: m.name.clone(),
             entry: reorder(&m.entry, &order),
             api: m.api.clone(),
+            precision: m.precision,
         };
         if plan(&candidate).lower_bound < plan(m).lower_bound {
             *m = candidate;

@@ -185,6 +185,19 @@ pub fn run_compiled_with(
     tag: &str,
     opts: &CompileOptions,
 ) -> Vec<Literal> {
+    run_compiled_cflags(m, t, inputs, tag, opts, &[])
+}
+
+/// [`run_compiled_with`], the harness compiled and linked with the extra C flags `cflags` (the
+/// sanitizers: `-fsanitize=address,undefined`).
+pub fn run_compiled_cflags(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    cflags: &[&str],
+) -> Vec<Literal> {
     let dir = scratch(tag);
     let art = compile_model(m, t, opts).unwrap_or_else(|e| panic!("{tag}: {e}"));
     let lib = dir.join(format!("lib{}.a", art.name));
@@ -194,6 +207,7 @@ pub fn run_compiled_with(
     let harness = repo().join("xla-aot/tests/harness/harness.c");
     let out = std::process::Command::new(&cc)
         .args(["-O1", "-std=c11", "-Wall", "-Werror"])
+        .args(cflags)
         .arg(format!("-DMODEL={}", art.name))
         .arg(&harness)
         .arg(&lib)

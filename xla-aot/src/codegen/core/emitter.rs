@@ -168,6 +168,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         match d {
             DType::F32 => self.ctx.f32_type().into(),
             DType::I32 => self.ctx.i32_type().into(),
+            // Half weights stored packed (`core/packing.rs`); no other buffer has these types.
+            DType::F16 | DType::BF16 => self.ctx.i16_type().into(),
             _ => self.ctx.i8_type().into(), // pred (and reserved dtypes, rejected earlier)
         }
     }

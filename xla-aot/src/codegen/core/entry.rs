@@ -102,7 +102,17 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .unwrap()
                     .into(),
             ];
-            args.extend(operands.iter().map(|&o| BasicValueEnum::from(ptr_of(o))));
+            // Each operand as the kernel's parameter type (a half weight is an `i16*`).
+            args.extend(operands.iter().enumerate().map(|(j, &o)| {
+                let p = ptr_of(o);
+                let ty = f.get_nth_param(1 + j as u32).map(|q| q.get_type());
+                match ty {
+                    Some(inkwell::types::BasicTypeEnum::PointerType(t)) if t != p.get_type() => {
+                        BasicValueEnum::from(self.b.build_pointer_cast(p, t, "").unwrap())
+                    }
+                    _ => BasicValueEnum::from(p),
+                }
+            }));
             if *scratch {
                 let (off, _) = self
                     .plan

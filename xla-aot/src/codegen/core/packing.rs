@@ -8,14 +8,16 @@
 //! not depthwise ([`conv_packable`]), or a Winograd-transformed kernel (`winograd.rs`) for a
 //! stride-1 3×3 convolution `winograd::choose` accepts when the buffer plan reserved its scratch. The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
-//! its assigned layout ([`Packings::none`]). [`Packings::stored_bytes`] gives the bytes either
+//! its assigned layout ([`Packings::none`]). With a half weight precision (`ir/precision.rs`)
+//! GEMM and convolution panels are stored 2 bytes per value ([`Packings::half_of`]; Winograd
+//! kernels stay f32) and the kernels widen them as they load them (`cpu/vector.rs` `vload`). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
 use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
-use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Shape, Window};
+use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
 
 /// What [`packing_of`] decides with.
@@ -44,6 +46,9 @@ pub struct Packings {
     of: Vec<Option<Packing>>,
     /// The panels' tiles (`None`: nothing is packed).
     tiles: Option<Tiles>,
+    /// The module's weight precision: packed weights are stored in its half type, 2 bytes per
+    /// value (`ir/precision.rs`), when it has one.
+    precision: Precision,
 }
 
 impl Packings {
@@ -52,6 +57,7 @@ impl Packings {
         Packings {
             of: vec![None; hlo.entry.instructions.len()],
             tiles: None,
+            precision: Precision::F32,
         }
     }
 
@@ -74,6 +80,7 @@ impl Packings {
                 })
                 .collect(),
             tiles: Some(t),
+            precision: hlo.precision,
         }
     }
 
@@ -121,25 +128,71 @@ impl Packings {
     /// How many bytes constant `id` of shape `s` is stored as (packed panels are padded to
     /// whole panels).
     pub fn stored_len(&self, id: InstId, s: &Shape) -> usize {
+        let packed = self.packed_f32_len(id, s);
+        match (packed, self.half_of(id)) {
+            (Some(len), Some(_)) => len / 2,
+            (Some(len), None) => len,
+            (None, _) => s.size_bytes(),
+        }
+    }
+
+    /// The bytes of constant `id`'s packed panels in f32, if it is packed.
+    fn packed_f32_len(&self, id: InstId, s: &Shape) -> Option<usize> {
         match (&self.of[id.index()], &self.tiles) {
             (Some(Packing::Gemm(d)), Some(t)) => {
                 let (k, n) = gemm_kn(s, d);
-                n.div_ceil(t.nr()) * k * t.nr() * 4
+                Some(n.div_ceil(t.nr()) * k * t.nr() * 4)
             }
             (Some(Packing::Conv { groups }), Some(t)) => {
                 let nr = panel_width(s.dims[0] / groups, t);
                 let k = s.dims[1] * s.dims[2] * s.dims[3];
-                groups * (s.dims[0] / groups).div_ceil(nr) * k * nr * 4
+                Some(groups * (s.dims[0] / groups).div_ceil(nr) * k * nr * 4)
             }
-            (Some(Packing::Winograd(g)), Some(_)) => winograd::packed_len(g),
-            _ => s.size_bytes(),
+            (Some(Packing::Winograd(g)), Some(_)) => Some(winograd::packed_len(g)),
+            _ => None,
         }
+    }
+
+    /// The type constant `id` is stored in when a kernel reads it packed: the weight precision's
+    /// half type (F16 or BF16), or `None` for f32. A Winograd-transformed kernel stays f32: its
+    /// values are sums of the rounded weights, and rounding them again is amplified by the
+    /// output transform (a bf16 `F(4,3)` kernel measured 2.4% of the largest output off).
+    pub fn half_of(&self, id: InstId) -> Option<DType> {
+        match self.of[id.index()] {
+            Some(Packing::Gemm(_) | Packing::Conv { .. }) => self.precision.weight_dtype(),
+            _ => None,
+        }
+    }
+
+    /// The half type the dot or convolution computed by entry instruction `id` reads its packed
+    /// weight in, with the weight (an entry instruction); `None` when it reads f32.
+    pub fn reads_half(&self, hlo: &Hlo, id: InstId) -> Option<(InstId, DType)> {
+        let (_, _, rhs, _) = heavy_in(hlo, id)?;
+        Some((rhs, self.half_of(rhs)?))
     }
 
     /// [`Packings::stored_bytes`] into `out` (of [`Packings::stored_len`] bytes, zeroed: the
     /// padding of packed panels is not written): the object writer re-lays each weight straight
     /// into the object it writes, holding no second copy.
     pub fn write_stored(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
+        if let (Some(len), Some(_)) = (self.packed_f32_len(id, s), self.half_of(id)) {
+            // Half weights: packed in f32 (one weight's worth of scratch), then narrowed. The
+            // panels hold values rounded to the half type before (`compile/weight_rounding.rs`),
+            // so narrowing them is exact.
+            let mut f32s = vec![0u8; len];
+            self.write_packed_f32(id, bytes, s, &mut f32s);
+            for (o, b) in out.chunks_exact_mut(2).zip(f32s.chunks_exact(4)) {
+                let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                let h = self.precision.half_bits(v).unwrap_or(0);
+                o.copy_from_slice(&h.to_le_bytes());
+            }
+            return;
+        }
+        self.write_packed_f32(id, bytes, s, out)
+    }
+
+    /// [`Packings::write_stored`] with packed panels in f32.
+    fn write_packed_f32(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
         match (&self.of[id.index()], &self.tiles) {
             (Some(Packing::Gemm(d)), Some(t)) => pack_gemm_into(bytes, s, d, t.nr(), out),
             (Some(Packing::Conv { groups }), Some(t)) => {
@@ -153,7 +206,7 @@ impl Packings {
 
 /// The dot or convolution computed by entry instruction `id` (itself, or the heavy op of an
 /// output fusion): the op, the entry instructions feeding its two operands, its result shape.
-fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
+pub(crate) fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Shape)> {
     let inst = hlo.entry.inst(id);
     match &inst.op {
         Op::Dot(_) | Op::Convolution { .. } => Some((

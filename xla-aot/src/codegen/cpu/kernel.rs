@@ -80,6 +80,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             shared.push(false);
         }
         self.be.winograd.set(wino);
+        // A weight stored in a half type is passed as such (an `i16*`).
+        let half = self.be.packings.reads_half(self.hlo, id);
+        if let Some((w, d)) = half {
+            for (j, &o) in inst.operands.iter().enumerate() {
+                if o == w {
+                    ins[j] = d;
+                }
+            }
+        }
+        self.be.half_rhs.set(half.map(|(_, d)| d));
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         *self.be.scalar_consts.borrow_mut() = inst
             .operands

@@ -60,6 +60,9 @@ pub struct Cpu {
     packings: Packings,
     /// Whether the dot or convolution of the kernel being generated reads a packed rhs.
     packed_rhs: Cell<bool>,
+    /// The half type (F16 or BF16) that packed rhs is stored in, if not f32: its kernel
+    /// parameter is an `i16*` and `vector.rs`' `vload` widens what it loads through one.
+    half_rhs: Cell<Option<DType>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
     /// The register epilogue of the output fusion being generated (`epilogue.rs`).
@@ -87,6 +90,7 @@ impl Cpu {
         Cpu {
             packings: Packings::none(hlo),
             packed_rhs: Cell::new(false),
+            half_rhs: Cell::new(None),
             winograd: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),

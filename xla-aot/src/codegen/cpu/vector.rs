@@ -60,13 +60,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .expect("vector fmuladd")
     }
 
-    /// A `lanes`-wide load at `p + off` (element-aligned).
+    /// A `lanes`-wide load at `p + off` (element-aligned). Through an `i16*` (a half weight,
+    /// `Cpu::half_rhs`) it loads `lanes` halves and widens them to f32.
     pub(super) fn vload(
         &self,
         p: PointerValue<'ctx>,
         off: IntValue<'ctx>,
         lanes: u32,
     ) -> VectorValue<'ctx> {
+        if p.get_type().get_element_type().is_int_type() {
+            return self.vload_half(p, off, lanes);
+        }
         let vp = self
             .b
             .build_pointer_cast(
@@ -78,6 +82,73 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let v = self.b.build_load(vp, "").unwrap();
         v.as_instruction_value().unwrap().set_alignment(4).unwrap();
         v.into_vector_value()
+    }
+
+    /// `lanes` halves at `p + off` (`p` an `i16*`) widened to f32: bfloat16 by a shift into the
+    /// high half of each lane; IEEE half with `fpext` where the target converts in hardware
+    /// (`Target::has_f16_convert`), else with integer operations (exact for every half).
+    fn vload_half(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        let i16v = self.ctx.i16_type().vec_type(lanes);
+        let i32v = self.ctx.i32_type().vec_type(lanes);
+        let vp = self
+            .b
+            .build_pointer_cast(self.gep(p, off), i16v.ptr_type(AddressSpace::default()), "")
+            .unwrap();
+        let h = self.b.build_load(vp, "").unwrap();
+        h.as_instruction_value().unwrap().set_alignment(2).unwrap();
+        let h = h.into_vector_value();
+        let splat = |v: u64| {
+            let c = self.ctx.i32_type().const_int(v, false);
+            VectorType::const_vector(&vec![c; lanes as usize])
+        };
+        let b = &self.b;
+        let bits = match self.be.half_rhs.get() {
+            Some(DType::F16) if self.target.has_f16_convert() => {
+                let hv = b
+                    .build_bit_cast(h, self.ctx.f16_type().vec_type(lanes), "")
+                    .unwrap()
+                    .into_vector_value();
+                return b.build_float_ext(hv, self.vec_ty(lanes), "").unwrap();
+            }
+            Some(DType::F16) => {
+                // sign | (exponent + 112) << 23 | mantissa << 13 for normal halves; subnormals are
+                // their integer mantissa times 2^-24 (exact in f32); weights are finite.
+                let w = b.build_int_z_extend(h, i32v, "").unwrap();
+                let sign = b.build_and(w, splat(0x8000), "").unwrap();
+                let sign = b.build_left_shift(sign, splat(16), "").unwrap();
+                let em = b.build_and(w, splat(0x7fff), "").unwrap();
+                let shifted = b.build_left_shift(em, splat(13), "").unwrap();
+                let normal = b.build_int_add(shifted, splat(0x3800_0000), "").unwrap();
+                let sub = b
+                    .build_unsigned_int_to_float(em, self.vec_ty(lanes), "")
+                    .unwrap();
+                let scale = self.f32c(2f64.powi(-24));
+                let sub = b
+                    .build_float_mul(sub, self.splat(scale, lanes), "")
+                    .unwrap();
+                let sub = b.build_bit_cast(sub, i32v, "").unwrap().into_vector_value();
+                let is_sub = b
+                    .build_int_compare(IntPredicate::ULT, em, splat(0x400), "")
+                    .unwrap();
+                let v = b
+                    .build_select(is_sub, sub, normal, "")
+                    .unwrap()
+                    .into_vector_value();
+                b.build_or(v, sign, "").unwrap()
+            }
+            _ => {
+                let w = b.build_int_z_extend(h, i32v, "").unwrap();
+                b.build_left_shift(w, splat(16), "").unwrap()
+            }
+        };
+        b.build_bit_cast(bits, self.vec_ty(lanes), "")
+            .unwrap()
+            .into_vector_value()
     }
 
     /// A read prefetch of the line holding element `p + off` into every cache level. The

@@ -335,7 +335,11 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
     for (name, id) in outputs {
         b.output(&name, id);
     }
-    let module = b.finish();
+    let mut module = b.finish();
+    if let Some(p) = &raw.precision {
+        module.precision = crate::ir::Precision::parse(p)
+            .map_err(|m| at("precision", SpecErrorKind::Invalid(m)))?;
+    }
     verify(&module).map_err(|e| {
         SpecError::new(path, SpecErrorKind::Invalid(format!(
             "internal compiler error: the lowered module fails verification (please report this): {e}"

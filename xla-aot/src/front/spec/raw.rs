@@ -29,6 +29,9 @@ pub struct RawSpec {
     /// Sequence buckets: one compiled variant per length.
     #[serde(default)]
     pub seq_buckets: Option<RawSeqBuckets>,
+    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights`.
+    #[serde(default)]
+    pub precision: Option<String>,
 }
 
 /// `seq_buckets: {sizes, axis, inputs, outputs, mask}`.
@@ -60,6 +63,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "ops",
     "batch_sizes",
     "seq_buckets",
+    "precision",
 ];
 
 /// One entry of `inputs`.

@@ -212,6 +212,7 @@ impl<'m, 'b, 'w> Tr<'m, 'b, 'w> {
                 }],
             },
             api: Default::default(),
+            precision: Default::default(),
         };
         crate::interp::evaluate(&m, &[]).ok()?.pop()
     }

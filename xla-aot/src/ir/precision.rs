@@ -1,0 +1,143 @@
+//! A module's weight precision: in which type the weights of its dots and convolutions are
+//! stored (issue 18's `precision` option).
+//!
+//! Contract:
+//! - [`Precision::F32`] (the default) stores every weight as f32.
+//! - [`Precision::F16Weights`] and [`Precision::Bf16Weights`] round every f32 constant that is the
+//!   weight (rhs) operand of a dot or convolution to the half type (`round`, nearest even, as
+//!   `ir/half.rs` converts), after the optimisation pipeline has folded batch norms and constants
+//!   into them (`compile/weight_rounding.rs`). Nothing else changes: activations, biases, every
+//!   other constant and all arithmetic stay f32, and products accumulate in f32. So the reference
+//!   interpreter run on the rounded module computes exactly what the compiled code computes, up to
+//!   summation order, and the error against the f32 model is the weights' rounding alone.
+//! - Where a CPU kernel reads a weight packed in GEMM or convolution panels
+//!   (`codegen/core/packing.rs`) the library stores it in the half type, 2 bytes per value, and
+//!   widens it in registers; other weights (Winograd-transformed kernels, depthwise and batched
+//!   products) keep their rounded values in f32.
+//! - The text form names it on the module line (`HloModule m, precision=bf16-weights`) when it is
+//!   not f32.
+
+use super::DType;
+
+/// In which type the weights of dots and convolutions are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// Every weight in f32.
+    #[default]
+    F32,
+    /// Weights rounded to IEEE half precision (stored 2 bytes where a kernel reads them packed).
+    F16Weights,
+    /// Weights rounded to bfloat16 (stored 2 bytes where a kernel reads them packed).
+    Bf16Weights,
+}
+
+/// The names `--precision`, `Build::precision`, CMake's `PRECISION` and a spec's `precision:`
+/// accept, with what each means.
+pub const PRECISIONS: &[(&str, &str)] = &[
+    ("f32", "everything in f32 (the default)"),
+    (
+        "f16-weights",
+        "dot and convolution weights stored as IEEE half, f32 arithmetic",
+    ),
+    (
+        "bf16-weights",
+        "dot and convolution weights stored as bfloat16, f32 arithmetic",
+    ),
+];
+
+impl Precision {
+    /// The option's name (`bf16-weights`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16Weights => "f16-weights",
+            Precision::Bf16Weights => "bf16-weights",
+        }
+    }
+
+    /// The precision named `s`, or an error listing the names.
+    pub fn parse(s: &str) -> Result<Precision, String> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "f16-weights" => Ok(Precision::F16Weights),
+            "bf16-weights" => Ok(Precision::Bf16Weights),
+            "f16" | "bf16" => Err(format!(
+                "precision `{s}` (half-precision arithmetic) is not implemented yet; \
+                 `{s}-weights` stores the weights as {s} and computes in f32"
+            )),
+            _ => Err(format!(
+                "unknown precision `{s}`; expected one of: {}",
+                PRECISIONS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// The type weights are stored in where a kernel reads them packed (`None`: f32).
+    pub fn weight_dtype(self) -> Option<DType> {
+        match self {
+            Precision::F32 => None,
+            Precision::F16Weights => Some(DType::F16),
+            Precision::Bf16Weights => Some(DType::BF16),
+        }
+    }
+
+    /// `x` rounded to the weight type (nearest even) and widened back: what a weight of this
+    /// precision holds. Identity for f32.
+    pub fn round(self, x: f32) -> f32 {
+        use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+        match self {
+            Precision::F32 => x,
+            Precision::F16Weights => f16_to_f32(f32_to_f16(x)),
+            Precision::Bf16Weights => bf16_to_f32(f32_to_bf16(x)),
+        }
+    }
+
+    /// The 2-byte pattern of `x` in the weight type (`x` already rounded; f32 has none).
+    pub fn half_bits(self, x: f32) -> Option<u16> {
+        use super::half::{f32_to_bf16, f32_to_f16};
+        match self {
+            Precision::F32 => None,
+            Precision::F16Weights => Some(f32_to_f16(x)),
+            Precision::Bf16Weights => Some(f32_to_bf16(x)),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for (n, _) in PRECISIONS {
+            assert_eq!(Precision::parse(n).unwrap().name(), *n);
+        }
+        assert!(
+            Precision::parse("bf16")
+                .unwrap_err()
+                .contains("bf16-weights")
+        );
+        assert!(Precision::parse("fp8").unwrap_err().contains("f16-weights"));
+    }
+
+    #[test]
+    fn rounding_is_nearest_even() {
+        let p = Precision::Bf16Weights;
+        assert_eq!(p.round(1.0 + 2f32.powi(-8)), 1.0);
+        assert_eq!(p.round(1.0 + 3.0 * 2f32.powi(-8)), 1.0 + 2f32.powi(-6));
+        let h = Precision::F16Weights;
+        assert_eq!(h.round(1.0 + 2f32.powi(-11)), 1.0);
+        assert_eq!(h.round(0.1), 0.099975586);
+        assert_eq!(Precision::F32.round(0.1), 0.1);
+    }
+}
