@@ -467,3 +467,93 @@ fn a_wide_column_sum_is_not_unrolled() {
     let want = xla_aot::interp::evaluate(&m, &[x]).unwrap();
     assert_eq!(got[0].to_f32_vec(), want[0].to_f32_vec());
 }
+
+/// A spec with `n` outputs, alternately `x + x` and `relu(x)` of a 4-element input.
+fn many_outputs(n: usize) -> String {
+    let mut s = String::from("name: m\ninputs:\n  - {name: x, dtype: f32, shape: [4]}\noutputs: [");
+    s.push_str(
+        &(0..n)
+            .map(|i| format!("y{i}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    s.push_str("]\nops:\n");
+    for i in 0..n {
+        if i % 2 == 0 {
+            s.push_str(&format!("  - {{name: y{i}, op: add, inputs: [x, x]}}\n"));
+        } else {
+            s.push_str(&format!("  - {{name: y{i}, op: relu, inputs: [x]}}\n"));
+        }
+    }
+    s
+}
+
+#[test]
+fn many_outputs_take_the_array_entry_path_and_stay_correct() {
+    // 600 outputs: past LARGE_API_BUFFERS (pointer checks by loops over arrays, `run` calling
+    // `run_ptrs`) and KERNELS_PER_PART (the body in parts). 5000 outputs took 187 s in code per
+    // pointer and one body; the path is linear (docs/limits.md has the times).
+    let dir = common::scratch("limits-outputs");
+    let n = 600;
+    let m = spec_from_str(&dir.join("m.yaml"), &many_outputs(n))
+        .unwrap()
+        .module;
+    // From C (the guard-page harness takes at most 64 buffers): `run` with one parameter per
+    // buffer and `run_ptrs` with arrays; the results, a null output, an overlap.
+    let t = xla_aot::target::Target::resolve("x86_64").unwrap();
+    let art = xla_aot::compile::compile_model(&m, &t, &Default::default()).unwrap();
+    std::fs::write(dir.join("libm.a"), &art.archive).unwrap();
+    std::fs::write(dir.join("m.h"), &art.header).unwrap();
+    let outs: Vec<String> = (0..n).map(|i| format!("y[{i}]")).collect();
+    let call = |replace: &str| -> String {
+        let mut o = outs.clone();
+        if !replace.is_empty() {
+            o[n - 1] = replace.to_string();
+        }
+        format!("m_run(arena, x, {})", o.join(", "))
+    };
+    let c = format!(
+        "#include <stdio.h>\n#include \"m.h\"\nstatic _Alignas(64) unsigned char arena[M_ARENA_SIZE + 64];\n\
+         static float y[{n}][4];\nint main(void) {{\n  const float x[4] = {{-1.5f, 0.0f, 2.0f, 3.5f}};\n  \
+         int s = {};\n  if (s != 0) return 10;\n  for (int i = 0; i < {n}; i++)\n    \
+         for (int j = 0; j < 4; j++)\n      if (y[i][j] != (i % 2 ? (x[j] > 0 ? x[j] : 0) : x[j] + x[j])) return 11;\n  \
+         if ({} != XLA_AOT_STATUS_NULL_POINTER) return 12;\n  \
+         if ({} != XLA_AOT_STATUS_OVERLAP) return 13;\n  \
+         const void *ins[1] = {{x}};\n  void *outs[{n}];\n  \
+         for (int i = 0; i < {n}; i++) outs[i] = y[{n} - 1 - i];\n  \
+         if (m_run_ptrs(arena, ins, outs) != 0) return 14;\n  \
+         for (int j = 0; j < 4; j++) if (y[0][j] != (({n} - 1) % 2 ? (x[j] > 0 ? x[j] : 0) : x[j] + x[j])) return 15;\n  \
+         outs[7] = NULL;\n  if (m_run_ptrs(arena, ins, outs) != XLA_AOT_STATUS_NULL_POINTER) return 16;\n  \
+         outs[7] = (void *)x;\n  if (m_run_ptrs(arena, ins, outs) != XLA_AOT_STATUS_OVERLAP) return 17;\n  \
+         outs[7] = arena + 8;\n  if (M_ARENA_SIZE > 8 && m_run_ptrs(arena, ins, outs) != XLA_AOT_STATUS_OVERLAP) return 18;\n  \
+         puts(\"ok\");\n  return 0;\n}}\n",
+        call(""),
+        call("NULL"),
+        call("y[0]"),
+    );
+    std::fs::write(dir.join("main.c"), c).unwrap();
+    let rt = common::repo().join("runtime-min/include");
+    let out = Command::new("cc")
+        .args(["-std=c11", "-O1", "-Wall", "-Werror", "-I"])
+        .arg(&rt)
+        .arg("-I")
+        .arg(&dir)
+        .arg(dir.join("main.c"))
+        .arg(dir.join("libm.a"))
+        .arg("-o")
+        .arg(dir.join("app"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = Command::new(dir.join("app")).output().unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+}

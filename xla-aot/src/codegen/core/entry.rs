@@ -20,12 +20,55 @@ use super::profiler::ProfilerSite;
 use crate::arena::{Loc, root};
 use crate::ir::InstId;
 use inkwell::AddressSpace;
+use inkwell::attributes::AttributeLoc;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, StructType};
-use inkwell::values::{BasicValueEnum, FunctionValue, GlobalValue, PointerValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue, PointerValue,
+};
 use runtime_min::Status;
 
+/// Inputs plus outputs beyond which the entry points check the caller's pointers with loops over
+/// arrays instead of code per pointer, and `<name>_run` stores its parameters into arrays and
+/// calls `<name>_run_ptrs`. Code per pointer grew LLVM's compile time faster than linearly (2500
+/// outputs: 22 s, issue 19); below this count it is a few hundred instructions and saves a loop.
+const LARGE_API_BUFFERS: usize = 64;
+
+/// Kernels called by one function of the model's body: a longer body is cut into parts of this
+/// many (internal, not inlined). LLVM's jump threading and inliner grew faster than linearly in
+/// one body of thousands of calls, each between two tests of the profiler hook (2500 kernels:
+/// 9 s of O3). Our largest real models have about 300 kernels (densenet121).
+const KERNELS_PER_PART: usize = 256;
+
 impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
+    /// An array of `ps` in a stack slot of `f`'s entry block (one element at least).
+    fn pointer_table(
+        &self,
+        f: FunctionValue<'ctx>,
+        ps: &[PointerValue<'ctx>],
+    ) -> PointerValue<'ctx> {
+        let i8p = self.i8p();
+        let here = self.b.get_insert_block().unwrap();
+        let entry = f.get_first_basic_block().unwrap();
+        match entry.get_first_instruction() {
+            Some(i) => self.b.position_before(&i),
+            None => self.b.position_at_end(entry),
+        }
+        let ty = i8p.array_type(ps.len().max(1) as u32);
+        let slot = self.b.build_alloca(ty, "buffers").unwrap();
+        self.b.position_at_end(here);
+        let table = self
+            .b
+            .build_pointer_cast(slot, i8p.ptr_type(AddressSpace::default()), "")
+            .unwrap();
+        for (k, &p) in ps.iter().enumerate() {
+            self.b
+                .build_store(self.gep(table, self.i64(k as u64)), p)
+                .unwrap();
+        }
+        table
+    }
+
     /// The exported `<name>_run_ptrs` / `<name>_run` and the internal body they share.
     pub(crate) fn entry_points(
         &self,
@@ -39,93 +82,128 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let nout = c.outputs.len();
         let i8p = self.i8p();
         let i32t = self.ctx.i32_type();
-        // impl(arena, in0.., out0..)
-        let impl_args: Vec<BasicMetadataTypeEnum> =
-            (0..1 + nin + nout).map(|_| i8p.into()).collect();
+        // A model with many buffers checks them with loops over arrays (`LARGE_API_BUFFERS`),
+        // unless some are converted at the call (`boundary.rs`, code per converted buffer).
+        let large = nin + nout > LARGE_API_BUFFERS && self.plan.staging.is_empty();
+        // impl(arena, inputs, outputs): two arrays of buffer pointers, as `run_ptrs` takes them,
+        // rather than one parameter per buffer: a call with thousands of arguments made LLVM's
+        // instruction selection and register allocation quadratic (issue 19: 5000 outputs).
+        let i8pp = i8p.ptr_type(AddressSpace::default());
         let imp = self.m.add_function(
             &format!("{}_impl", self.hlo.name),
-            self.ctx.void_type().fn_type(&impl_args, false),
+            self.ctx
+                .void_type()
+                .fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
             Some(Linkage::Internal),
         );
         self.common_attrs(imp);
         self.b
             .position_at_end(self.ctx.append_basic_block(imp, "entry"));
-        let arena = imp.get_nth_param(0).unwrap().into_pointer_value();
-        let input = |k: usize| {
-            imp.get_nth_param(1 + k as u32)
-                .unwrap()
-                .into_pointer_value()
-        };
-        let output = |k: usize| {
-            imp.get_nth_param(1 + (nin + k) as u32)
-                .unwrap()
-                .into_pointer_value()
-        };
         // `--weights external`: constants are offsets into the caller's blob.
         let blob = self.blob.borrow();
-        let blob_base = blob.as_ref().map(|l| self.blob_base(l));
-        let ptr_of = |v: InstId| -> PointerValue<'ctx> {
-            let r = root(&self.plan.locs, v);
-            let p = match self.plan.locs[r.index()] {
-                Loc::Input(k) => input(k),
-                Loc::Output(k) => output(k),
-                Loc::Constant => match (globals[r.index()], &*blob, blob_base) {
-                    (Some(g), ..) => g,
-                    (None, Some(l), Some(base)) => {
-                        let off = l.offsets[r.index()].expect("constants are in the blob");
-                        self.gep(base, self.i64(off))
-                    }
-                    _ => unreachable!("constants have globals or blob offsets"),
-                },
-                Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
-                Loc::Alias(_) => unreachable!("root() follows aliases"),
-            };
-            let ty = self.ptr_type(c.inst(v).shape.dtype);
-            self.b.build_pointer_cast(p, ty, "").unwrap()
-        };
-        let prof = self.load_profiler(site.owner);
-        for (i, (f, operands, loc, elements, scratch)) in calls.iter().enumerate() {
-            let index = site.first + i as u32;
-            let out = match loc {
-                Loc::Output(k) => *k,
-                _ => usize::MAX,
-            };
-            let out_ptr = match loc {
-                Loc::Output(_) => output(out),
-                Loc::Arena(off) => self.gep(arena, self.i64(*off as u64)),
-                _ => unreachable!("kernels write to outputs or the arena"),
-            };
-            let out_ty = f.get_nth_param(0).unwrap().get_type().into_pointer_type();
-            let mut args: Vec<BasicValueEnum> = vec![
+        // The kernels' calls, in `fun` (the body, or one part of it), with its parameters.
+        let emit_calls = |fun: FunctionValue<'ctx>, range: std::ops::Range<usize>| {
+            let arena = fun.get_nth_param(0).unwrap().into_pointer_value();
+            let blob_base = blob.as_ref().map(|l| self.blob_base(l));
+            let slot = |table: u32, k: usize| {
+                let t = fun.get_nth_param(table).unwrap().into_pointer_value();
                 self.b
-                    .build_pointer_cast(out_ptr, out_ty, "")
+                    .build_load(self.gep(t, self.i64(k as u64)), "")
                     .unwrap()
-                    .into(),
-            ];
-            // Each operand as the kernel's parameter type (a half weight is an `i16*`).
-            args.extend(operands.iter().enumerate().map(|(j, &o)| {
-                let p = ptr_of(o);
-                let ty = f.get_nth_param(1 + j as u32).map(|q| q.get_type());
-                match ty {
-                    Some(inkwell::types::BasicTypeEnum::PointerType(t)) if t != p.get_type() => {
-                        BasicValueEnum::from(self.b.build_pointer_cast(p, t, "").unwrap())
+                    .into_pointer_value()
+            };
+            let input = |k: usize| slot(1, k);
+            let output = |k: usize| slot(2, k);
+            let ptr_of = |v: InstId| -> PointerValue<'ctx> {
+                let r = root(&self.plan.locs, v);
+                let p = match self.plan.locs[r.index()] {
+                    Loc::Input(k) => input(k),
+                    Loc::Output(k) => output(k),
+                    Loc::Constant => match (globals[r.index()], &*blob, blob_base) {
+                        (Some(g), ..) => g,
+                        (None, Some(l), Some(base)) => {
+                            let off = l.offsets[r.index()].expect("constants are in the blob");
+                            self.gep(base, self.i64(off))
+                        }
+                        _ => unreachable!("constants have globals or blob offsets"),
+                    },
+                    Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
+                    Loc::Alias(_) => unreachable!("root() follows aliases"),
+                };
+                let ty = self.ptr_type(c.inst(v).shape.dtype);
+                self.b.build_pointer_cast(p, ty, "").unwrap()
+            };
+            let prof = self.load_profiler(site.owner);
+            for (i, (f, operands, loc, elements, scratch)) in
+                calls.iter().enumerate().take(range.end).skip(range.start)
+            {
+                let index = site.first + i as u32;
+                let out = match loc {
+                    Loc::Output(k) => *k,
+                    _ => usize::MAX,
+                };
+                let out_ptr = match loc {
+                    Loc::Output(_) => output(out),
+                    Loc::Arena(off) => self.gep(arena, self.i64(*off as u64)),
+                    _ => unreachable!("kernels write to outputs or the arena"),
+                };
+                let out_ty = f.get_nth_param(0).unwrap().get_type().into_pointer_type();
+                let mut args: Vec<BasicValueEnum> = vec![
+                    self.b
+                        .build_pointer_cast(out_ptr, out_ty, "")
+                        .unwrap()
+                        .into(),
+                ];
+                // Each operand as the kernel's parameter type (a half weight is an `i16*`).
+                args.extend(operands.iter().enumerate().map(|(j, &o)| {
+                    let p = ptr_of(o);
+                    let ty = f.get_nth_param(1 + j as u32).map(|q| q.get_type());
+                    match ty {
+                        Some(inkwell::types::BasicTypeEnum::PointerType(t))
+                            if t != p.get_type() =>
+                        {
+                            BasicValueEnum::from(self.b.build_pointer_cast(p, t, "").unwrap())
+                        }
+                        _ => BasicValueEnum::from(p),
                     }
-                    _ => BasicValueEnum::from(p),
+                }));
+                if *scratch {
+                    let (off, _) = self
+                        .plan
+                        .scratch
+                        .expect("a kernel takes scratch the plan has");
+                    let p = self.gep(arena, self.i64(off as u64));
+                    let ty = self.ptr_type(crate::ir::DType::F32);
+                    args.push(self.b.build_pointer_cast(p, ty, "").unwrap().into());
                 }
-            }));
-            if *scratch {
-                let (off, _) = self
-                    .plan
-                    .scratch
-                    .expect("a kernel takes scratch the plan has");
-                let p = self.gep(arena, self.i64(off as u64));
-                let ty = self.ptr_type(crate::ir::DType::F32);
-                args.push(self.b.build_pointer_cast(p, ty, "").unwrap().into());
+                let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
+                self.report(&prof, index, 0);
+                B::invoke(self, *f, &a, *elements);
+                self.report(&prof, index, 1);
             }
-            let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-            self.report(&prof, index, 0);
-            B::invoke(self, *f, &a, *elements);
-            self.report(&prof, index, 1);
+        };
+        if calls.len() <= KERNELS_PER_PART {
+            emit_calls(imp, 0..calls.len());
+        } else {
+            // Parts of at most KERNELS_PER_PART kernels, called in order.
+            let params: Vec<BasicMetadataValueEnum> =
+                imp.get_param_iter().map(|p| p.into()).collect();
+            for (j, lo) in (0..calls.len()).step_by(KERNELS_PER_PART).enumerate() {
+                let part = self.m.add_function(
+                    &format!("{}_impl_part{j}", self.hlo.name),
+                    imp.get_type(),
+                    Some(Linkage::Internal),
+                );
+                self.common_attrs(part);
+                part.add_attribute(AttributeLoc::Function, self.attr("noinline"));
+                self.b.build_call(part, &params, "").unwrap();
+                let resume = self.b.get_insert_block().unwrap();
+                self.b
+                    .position_at_end(self.ctx.append_basic_block(part, "entry"));
+                emit_calls(part, lo..(lo + KERNELS_PER_PART).min(calls.len()));
+                self.b.build_return(None).unwrap();
+                self.b.position_at_end(resume);
+            }
         }
         self.b.build_return(None).unwrap();
 
@@ -170,10 +248,16 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 self.b.position_at_end(set);
             }
         };
-        let check_null = |f: FunctionValue<'ctx>, p: PointerValue<'ctx>| {
+        // Returns NULL_POINTER when any of `ps` is null: one branch on all the tests
+        // (`overlap.rs` `any_null`), not a chain of blocks across which every pointer stays live
+        // (register allocation was quadratic in it: 2500 outputs took 22 s, issue 19).
+        let check_null = |f: FunctionValue<'ctx>, ps: &[PointerValue<'ctx>]| {
+            if ps.is_empty() {
+                return;
+            }
+            let is_null = self.any_null(ps);
             let bad = self.ctx.append_basic_block(f, "null");
             let ok = self.ctx.append_basic_block(f, "ok");
-            let is_null = self.b.build_is_null(p, "").unwrap();
             self.b.build_conditional_branch(is_null, bad, ok).unwrap();
             self.b.position_at_end(bad);
             self.b
@@ -211,15 +295,21 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .unwrap();
                 self.b.position_at_end(go);
             }
-            let a: Vec<_> = args.iter().map(|&v| v.into()).collect();
-            self.b.build_call(imp, &a, "").unwrap();
+            let in_table = self.pointer_table(f, &args[1..1 + nin]);
+            let out_table = self.pointer_table(f, &args[1 + nin..]);
+            self.b
+                .build_call(
+                    imp,
+                    &[args[0].into(), in_table.into(), out_table.into()],
+                    "",
+                )
+                .unwrap();
             self.boundary_out(f, args[0], &outs);
             self.canary_release(canary);
             self.b.build_return(Some(&status(Status::Ok))).unwrap();
         };
 
         // int <name>_run_ptrs(void *arena, const void *const *inputs, void *const *outputs)
-        let i8pp = i8p.ptr_type(AddressSpace::default());
         let rp = self.m.add_function(
             &format!("{}_run_ptrs", self.hlo.name),
             i32t.fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
@@ -232,21 +322,51 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         check_arena(rp, arena);
         let ins = rp.get_nth_param(1).unwrap().into_pointer_value();
         let outs = rp.get_nth_param(2).unwrap().into_pointer_value();
-        check_null(rp, ins);
-        check_null(rp, outs);
-        let mut args: Vec<PointerValue> = vec![arena];
-        for (arr, n) in [(ins, nin), (outs, nout)] {
-            for k in 0..n {
-                let p = self
-                    .b
-                    .build_load(self.gep(arr, self.i64(k as u64)), "")
-                    .unwrap()
-                    .into_pointer_value();
-                check_null(rp, p);
-                args.push(p);
+        check_null(rp, &[ins, outs]);
+        if large {
+            // Loops over the caller's arrays: code of constant size, whatever the model's count
+            // of inputs and outputs.
+            let null_in = self.any_null_in(ins, nin);
+            let null_out = self.any_null_in(outs, nout);
+            let any = self.b.build_or(null_in, null_out, "").unwrap();
+            let bad = self.ctx.append_basic_block(rp, "null");
+            let ok = self.ctx.append_basic_block(rp, "ok");
+            self.b.build_conditional_branch(any, bad, ok).unwrap();
+            self.b.position_at_end(bad);
+            self.b
+                .build_return(Some(&status(Status::NullPointer)))
+                .unwrap();
+            self.b.position_at_end(ok);
+            let overlap = self.overlap_arrays(arena, ins, outs);
+            let reject = self.ctx.append_basic_block(rp, "overlap");
+            let go = self.ctx.append_basic_block(rp, "disjoint");
+            self.b
+                .build_conditional_branch(overlap, reject, go)
+                .unwrap();
+            self.b.position_at_end(reject);
+            self.b.build_return(Some(&status(Status::Overlap))).unwrap();
+            self.b.position_at_end(go);
+            let canary = self.canary_acquire(rp, arena);
+            self.b
+                .build_call(imp, &[arena.into(), ins.into(), outs.into()], "")
+                .unwrap();
+            self.canary_release(canary);
+            self.b.build_return(Some(&status(Status::Ok))).unwrap();
+        } else {
+            let mut args: Vec<PointerValue> = vec![arena];
+            for (arr, n) in [(ins, nin), (outs, nout)] {
+                for k in 0..n {
+                    let p = self
+                        .b
+                        .build_load(self.gep(arr, self.i64(k as u64)), "")
+                        .unwrap()
+                        .into_pointer_value();
+                    args.push(p);
+                }
             }
+            check_null(rp, &args[1..]);
+            call_converted(rp, &mut args);
         }
-        call_converted(rp, &mut args);
 
         // int <name>_run(void *arena, const T *in0, ..., T *out0, ...)
         let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into()];
@@ -265,6 +385,29 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.b
             .position_at_end(self.ctx.append_basic_block(run, "entry"));
         let arena = run.get_nth_param(0).unwrap().into_pointer_value();
+        if large {
+            // The parameters in two arrays, then `run_ptrs`: no code per buffer beyond a store.
+            let param = |k: usize| {
+                let p = run
+                    .get_nth_param(1 + k as u32)
+                    .unwrap()
+                    .into_pointer_value();
+                self.b.build_pointer_cast(p, i8p, "").unwrap()
+            };
+            let ins: Vec<_> = (0..nin).map(param).collect();
+            let outs: Vec<_> = (nin..nin + nout).map(param).collect();
+            let ins = self.pointer_table(run, &ins);
+            let outs = self.pointer_table(run, &outs);
+            let st = self
+                .b
+                .build_call(rp, &[arena.into(), ins.into(), outs.into()], "")
+                .unwrap()
+                .try_as_basic_value()
+                .basic()
+                .expect("run_ptrs returns a status");
+            self.b.build_return(Some(&st)).unwrap();
+            return;
+        }
         check_arena(run, arena);
         let mut args: Vec<PointerValue> = vec![arena];
         for k in 0..nin + nout {
@@ -272,9 +415,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 .get_nth_param(1 + k as u32)
                 .unwrap()
                 .into_pointer_value();
-            check_null(run, p);
             args.push(self.b.build_pointer_cast(p, i8p, "").unwrap());
         }
+        check_null(run, &args[1..]);
         call_converted(run, &mut args);
     }
 
