@@ -6,7 +6,7 @@
 #
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
-#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD]
+#                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD] [MULTI_ISA]
 #                   [PRECISION <f32|f16-weights|bf16-weights>])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
@@ -16,6 +16,10 @@
 #   --input-shape, --dim and --freeze; a frozen .npy file is a dependency of the build).
 #   NO_WINOGRAD keeps stride-1 3×3 convolutions direct (the CLI's --no-winograd: results then
 #   match the reference interpreter to rounding; see docs/performance.md).
+#   MULTI_ISA compiles for `x86_64-multi` instead: one library with AVX-512, AVX2 and SSE2 code
+#   that picks on its first call what the CPU runs (docs/codegen.md); or `aarch64-multi` when
+#   XLA_TARGET is an aarch64 target or, without XLA_TARGET, CMAKE_SYSTEM_PROCESSOR is aarch64
+#   (the app passes getauxval(AT_HWCAP) to <name>_set_hwcap).
 #   PRECISION stores the weights of dots and convolutions in half precision (the CLI's
 #   --precision; f32 arithmetic, half the weight bytes; see docs/precision.md).
 #
@@ -33,9 +37,18 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "NO_WINOGRAD" "SPEC;XLA_TARGET;NAME;PRECISION" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  cmake_parse_arguments(ARG "NO_WINOGRAD;MULTI_ISA" "SPEC;XLA_TARGET;NAME;PRECISION" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  if(ARG_MULTI_ISA)
+    if(ARG_XLA_TARGET MATCHES "^aarch64" OR (NOT ARG_XLA_TARGET AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64"))
+      set(ARG_XLA_TARGET aarch64-multi)
+    elseif(NOT ARG_XLA_TARGET OR ARG_XLA_TARGET MATCHES "^x86_64")
+      set(ARG_XLA_TARGET x86_64-multi)
+    else()
+      message(FATAL_ERROR "xla_aot_add_model(${target}): MULTI_ISA is for x86_64 and aarch64 targets (XLA_TARGET ${ARG_XLA_TARGET}); drop one of them")
+    endif()
+  endif()
   if(NOT ARG_SPEC OR NOT ARG_XLA_TARGET)
-    message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET are required")
+    message(FATAL_ERROR "xla_aot_add_model(${target}): SPEC and XLA_TARGET (or MULTI_ISA) are required")
   endif()
   get_filename_component(spec "${ARG_SPEC}" ABSOLUTE)
   if(NOT EXISTS "${spec}")

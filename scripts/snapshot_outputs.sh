@@ -13,7 +13,7 @@ cargo build -q --release -p xla-aot
 bin="$PWD/target/release/xla-aot"
 specs=(examples/simplenet/model.yaml examples/mlp/model.yaml examples/mobilenet_block/model.yaml
        examples/tiny_transformer/model.yaml examples/tiny_lm/model.yaml examples/rust-app/mlp_batched.yaml)
-targets=(x86_64 x86_64-avx2 x86_64-avx512 aarch64-neon jetson-orin)
+targets=(x86_64 x86_64-avx2 x86_64-avx512 x86_64-multi aarch64-neon aarch64-multi jetson-orin)
 rm -rf "$out"
 for spec in "${specs[@]}"; do
   name="$(basename "$(dirname "$spec")")_$(basename "$spec" .yaml)"

@@ -8,6 +8,9 @@
 #include "mlp.h"
 #include "simplenet.h"
 #include "xla_aot_runtime.h"
+#if defined(MLP_MULTI_ISA) && defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 namespace {
 
@@ -27,6 +30,10 @@ void summary(const char *name, const std::array<float, N> &v) {
 }  // namespace
 
 int main() {
+#if defined(MLP_MULTI_ISA) && defined(__aarch64__)
+    // aarch64-multi: the library cannot read the CPU's features itself.
+    mlp_set_hwcap(getauxval(AT_HWCAP), getauxval(AT_HWCAP2));
+#endif
     auto x = std::make_unique<std::array<float, SIMPLENET_INPUT_X_SIZE>>();
     for (std::size_t i = 0; i < x->size(); i++) (*x)[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
     auto y = std::make_unique<std::array<float, SIMPLENET_OUTPUT_Y_SIZE>>();
@@ -42,5 +49,8 @@ int main() {
     summary("mlp probs", probs);
     auto best = std::max_element(probs.begin(), probs.end()) - probs.begin();
     std::printf("mlp: class %td (p = %.4f)\n", best, probs[best]);
+#ifdef MLP_MULTI_ISA
+    std::printf("mlp: ran the %s variant\n", mlp_isa());
+#endif
     return 0;
 }

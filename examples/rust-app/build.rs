@@ -9,6 +9,13 @@ fn main() {
     // The same mlp with batch buckets (`batch_sizes`): `mlp_batched::run_batch`.
     xla_aot::Build::new("mlp_batched.yaml").compile("mlp_batched");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    // On x86-64, simplenet once more as one library for every x86-64 CPU (`x86_64-multi`: AVX-512,
+    // AVX2 and SSE2 code, chosen on the first call).
+    if arch == "x86_64" {
+        xla_aot::Build::new("../simplenet/model.yaml")
+            .multi_isa(true)
+            .compile("simplenet_multi");
+    }
     let gpu = if arch == "aarch64" {
         "jetson-orin"
     } else {

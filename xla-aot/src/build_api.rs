@@ -15,6 +15,10 @@
 //! | x86_64-* | avx2 + fma | `x86_64-avx2` |
 //! | x86_64-* | (neither) | `x86_64` (SSE2 baseline) |
 //! | aarch64-* | any | `aarch64-neon` |
+//!
+//! [`Build::multi_isa`] makes the default `x86_64-multi` instead (one library with AVX-512, AVX2
+//! and SSE2 code, chosen on the first call by the CPU it runs on), or `aarch64-multi` on aarch64
+//! (docs/codegen.md). An explicit [`Build::target`] wins over both.
 
 use crate::compile::CompileOptions;
 use crate::emit::write_artefacts;
@@ -57,6 +61,7 @@ pub struct Build {
     cargo_metadata: bool,
     inputs: InputOverrides,
     no_winograd: bool,
+    multi_isa: bool,
     precision: Option<crate::ir::Precision>,
 }
 
@@ -80,6 +85,7 @@ impl Build {
             cargo_metadata: true,
             inputs: InputOverrides::default(),
             no_winograd: false,
+            multi_isa: false,
             precision: None,
         }
     }
@@ -122,6 +128,17 @@ impl Build {
     /// Compiles for this xla-aot target (a name or a target file) instead of the Cargo target's.
     pub fn target(&mut self, target: &str) -> &mut Build {
         self.target = Some(target.to_string());
+        self
+    }
+
+    /// For an x86-64 Cargo target, compiles for `x86_64-multi` (AVX-512, AVX2 and SSE2 code in one
+    /// library, the entry points choosing on their first call) instead of the one ISA the Cargo
+    /// target features name: for a binary shipped to machines whose CPU is unknown at build time.
+    /// For aarch64, `aarch64-multi` (dotprod and baseline NEON; call `<name>::set_hwcap` with the
+    /// auxiliary vector's `AT_HWCAP` first). Other families are refused. [`Build::target`]
+    /// overrides this.
+    pub fn multi_isa(&mut self, on: bool) -> &mut Build {
+        self.multi_isa = on;
         self
     }
 
@@ -187,7 +204,11 @@ impl Build {
                 })?;
                 let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
                 let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-                Target::for_cargo_cpu(&triple, &features, target_cpu(&flags).as_deref())?
+                if self.multi_isa {
+                    Target::for_cargo_multi_isa(&triple)?
+                } else {
+                    Target::for_cargo_cpu(&triple, &features, target_cpu(&flags).as_deref())?
+                }
             }
         };
         let base = match &self.out_dir {
@@ -316,6 +337,7 @@ impl Build {
             &artefacts.plan,
             artefacts.ptx.as_ref(),
             artefacts.batch.as_ref(),
+            (!target.variants.is_empty()).then_some(target.arch),
         );
         std::fs::write(dir.join(format!("{name}.rs")), bindings).map_err(werr)?;
         if let Some(d) = &dump_to {

@@ -5,6 +5,7 @@
 //! binary needs no data files); `--target` also takes a path to such a YAML file. The `host` target
 //! is resolved by asking LLVM about the running CPU.
 
+pub mod isa;
 mod llvm_names;
 
 use inkwell::targets::TargetMachine;
@@ -62,6 +63,10 @@ pub struct Target {
     pub cuda_sm: Option<String>,
     /// Whether code size or speed comes first (`--optimize`; size on microcontroller targets).
     pub optimize: Optimize,
+    /// For a multi-ISA target (`x86_64-multi`): the built-in single-ISA targets compiled into the
+    /// one library, best first; the entry points run the first one the CPU can (`isa.rs`). The
+    /// fields above then describe the dispatcher's own code (baseline). Empty otherwise.
+    pub variants: Vec<Target>,
 }
 
 /// What the code generator favours when the two disagree.
@@ -127,6 +132,8 @@ struct TargetFile {
     cuda_sm: Option<String>,
     #[serde(default)]
     optimize: Option<Optimize>,
+    #[serde(default)]
+    variants: Vec<String>,
 }
 
 /// The built-in target files, in listing order.
@@ -137,8 +144,13 @@ const BUILTIN: &[(&str, &str)] = &[
         "x86_64-avx512",
         include_str!("../targets/x86_64-avx512.yaml"),
     ),
+    ("x86_64-multi", include_str!("../targets/x86_64-multi.yaml")),
     ("aarch64-neon", include_str!("../targets/aarch64-neon.yaml")),
     ("aarch64-a78", include_str!("../targets/aarch64-a78.yaml")),
+    (
+        "aarch64-multi",
+        include_str!("../targets/aarch64-multi.yaml"),
+    ),
     ("jetson-orin", include_str!("../targets/jetson-orin.yaml")),
     ("cuda-x86_64", include_str!("../targets/cuda-x86_64.yaml")),
     ("cortex-m4f", include_str!("../targets/cortex-m4f.yaml")),
@@ -257,6 +269,19 @@ impl Target {
         Target::resolve(name)
     }
 
+    /// The multi-ISA target for a Cargo build's `TARGET` (`xla_aot::Build::multi_isa`):
+    /// `x86_64-multi` for x86_64, `aarch64-multi` for aarch64.
+    pub fn for_cargo_multi_isa(triple: &str) -> Result<Target, TargetError> {
+        match triple.split('-').next().unwrap_or("") {
+            "x86_64" => Target::resolve("x86_64-multi"),
+            "aarch64" => Target::resolve("aarch64-multi"),
+            _ => Err(TargetError::File {
+                path: triple.to_string(),
+                reason: "Build::multi_isa(true): there is no multi-ISA target for this triple (only x86_64 and aarch64); drop multi_isa or set Build::target(..)".into(),
+            }),
+        }
+    }
+
     /// Whether the target converts IEEE halves to f32 in hardware (x86-64 F16C: every AVX2 and
     /// AVX-512 CPU; aarch64 `fcvtl`), so LLVM's `fpext half` needs no library call.
     pub fn has_f16_convert(&self) -> bool {
@@ -279,6 +304,10 @@ impl Target {
         let same_arch = host.split('-').next() == self.triple.split('-').next();
         if !same_arch {
             return false;
+        }
+        if !self.variants.is_empty() {
+            // The last variant is the fallback the dispatcher picks when nothing better runs.
+            return self.variants.iter().any(Target::runs_here);
         }
         let feats = TargetMachine::get_host_cpu_features().to_string();
         match self.cpu.as_str() {
@@ -406,6 +435,7 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         } else {
             Optimize::Speed
         }),
+        variants: isa::resolve_variants(&f.variants, arch, origin)?,
     })
 }
 

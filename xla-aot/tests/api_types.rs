@@ -286,7 +286,7 @@ fn header_manifest_and_bindings_follow_the_api_dtype() {
     assert_eq!(j["outputs"][2]["dtype"], "u8");
     // Staging: three inputs and three outputs of 4 elements, one 64-byte slice each.
     assert_eq!(art.plan.staging.len(), 6);
-    let b = xla_aot::emit::bindings::render(&m, &art.plan, None, None);
+    let b = xla_aot::emit::bindings::render(&m, &art.plan, None, None, None);
     assert!(b.contains("a: &[i64; A_LEN]"), "{b}");
     assert!(b.contains("d: &mut [u8; D_LEN]"), "{b}");
 }

@@ -25,7 +25,13 @@ fn run_batch_equals_items_run_alone_on_host_and_aarch64() {
         [1, 4, 16]
     );
     let harness = repo().join("xla-aot/tests/harness/batch_harness.c");
-    for target in ["x86_64-avx2", "aarch64-neon"] {
+    // x86_64-multi: the buckets and their dispatcher once per variant, behind the ISA dispatch.
+    for target in [
+        "x86_64-avx2",
+        "aarch64-neon",
+        "x86_64-multi",
+        "aarch64-multi",
+    ] {
         let t = Target::resolve(target).unwrap();
         if t.arch == xla_aot::target::Arch::X86_64 && !t.runs_here() {
             continue;

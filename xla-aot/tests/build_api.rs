@@ -139,6 +139,16 @@ fn cargo_targets_map_to_xla_aot_targets() {
     assert_eq!(cpu("thumbv8m.main-none-eabihf", "cortex-m55"), "cortex-m55");
     // Soft-float: the library uses the FPU.
     assert!(Target::for_cargo("thumbv7em-none-eabi", "").is_err());
+    // Build::multi_isa(true).
+    let multi = Target::for_cargo_multi_isa("x86_64-unknown-linux-gnu").unwrap();
+    assert_eq!(multi.name, "x86_64-multi");
+    assert_eq!(multi.variants.len(), 3);
+    let arm = Target::for_cargo_multi_isa("aarch64-unknown-linux-gnu").unwrap();
+    assert_eq!(arm.name, "aarch64-multi");
+    let err = Target::for_cargo_multi_isa("riscv64gc-unknown-linux-gnu")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only x86_64 and aarch64"), "{err}");
 }
 
 #[test]
@@ -163,4 +173,36 @@ fn an_imported_graph_is_part_of_the_cache_key() {
     text.push_str("\n// edited\n");
     std::fs::write(dir.join("g.hlo.txt"), text).unwrap();
     assert!(build().compiled);
+}
+
+#[test]
+fn multi_isa_bindings_have_isa_and_force_isa_and_on_aarch64_set_hwcap() {
+    let src = simplenet_copy("build-multi");
+    for (target, hwcap) in [("x86_64-multi", false), ("aarch64-multi", true)] {
+        let out = src.join(target);
+        Build::new(src.join("model.yaml"))
+            .target(target)
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile("net")
+            .unwrap();
+        let rs = std::fs::read_to_string(out.join("xla-aot/net/net.rs")).unwrap();
+        assert!(rs.contains("pub fn isa() -> &'static str"), "{rs}");
+        assert!(
+            rs.contains("pub fn force_isa(isa: Option<&core::ffi::CStr>)"),
+            "{rs}"
+        );
+        assert_eq!(
+            rs.contains("pub fn set_hwcap(hwcap: u64, hwcap2: u64)"),
+            hwcap,
+            "{rs}"
+        );
+        let h = std::fs::read_to_string(out.join("xla-aot/net/net.h")).unwrap();
+        assert!(h.contains("#define NET_MULTI_ISA 1"), "{h}");
+        assert_eq!(
+            h.contains("void net_set_hwcap(uint64_t hwcap, uint64_t hwcap2);"),
+            hwcap,
+            "{h}"
+        );
+    }
 }

@@ -66,6 +66,13 @@ fn cmake_app_builds_and_runs_on_host_and_aarch64() {
             "{name}: {out}"
         );
         assert!(out.contains("mlp: class 2"), "{name}: {out}");
+        // MULTI_ISA: under qemu-aarch64's default CPU (`max`, with dotprod) the dotprod variant.
+        let want = if name == "aarch64" {
+            "mlp: ran the dotprod variant"
+        } else {
+            "mlp: ran the "
+        };
+        assert!(out.contains(want), "{name}: {out}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,3 +121,190 @@ fn in_place_reuse_halves_the_arena_and_stays_correct() {
         check_close(a, e).unwrap();
     }
 }
+
+/// One `x86_64-multi` library per example, run with each variant forced through
+/// `<name>_force_isa` and once unforced: every variant this CPU can run matches the interpreter
+/// (and passes the harness's guard pages and two threads) and gives exactly the bytes of its
+/// single-ISA library; the unforced run picks the best one this CPU runs (its two threads
+/// racing through the first call's detection); a variant it cannot run is refused. The harness
+/// also checks that an unknown name is refused.
+#[test]
+fn multi_isa_libraries_match_the_interpreter_with_each_variant_forced() {
+    let t = Target::resolve("x86_64-multi").unwrap();
+    if !t.runs_here() {
+        eprintln!("note: not an x86-64 host; skipped");
+        return;
+    }
+    let isas: Vec<&str> = t
+        .variants
+        .iter()
+        .map(|v| xla_aot::target::isa::isa_of(v).unwrap().name)
+        .collect();
+    let best = t
+        .variants
+        .iter()
+        .zip(&isas)
+        .find(|(v, _)| v.runs_here())
+        .map(|(_, i)| *i)
+        .unwrap();
+    let mut forced: Vec<Option<&str>> = isas.iter().map(|i| Some(*i)).collect();
+    forced.push(None);
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        let runs = common::run_compiled_forced(
+            &m,
+            &t,
+            &inputs,
+            &format!("{ex}-multi"),
+            &common::default_options(),
+            &forced,
+        );
+        for ((want, v), (ran, result)) in forced
+            .iter()
+            .zip(t.variants.iter().map(Some).chain(std::iter::once(None)))
+            .zip(runs)
+        {
+            let runs_here = v.is_none_or(|v| v.runs_here());
+            let actual = match result {
+                Ok(a) => a,
+                Err(msg) => {
+                    assert!(
+                        !runs_here,
+                        "{ex}: {want:?} refused on a CPU that runs it: {msg}"
+                    );
+                    eprintln!("{ex}: {want:?} refused (this CPU cannot run it)");
+                    continue;
+                }
+            };
+            assert!(
+                runs_here,
+                "{ex}: {want:?} accepted on a CPU that cannot run it"
+            );
+            assert_eq!(ran, want.unwrap_or(best), "{ex}: the variant that ran");
+            for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                match check_close(a, e) {
+                    Ok(r) => eprintln!(
+                        "{ex}/{} on x86_64-multi ({ran}): worst {r:.3} of the tolerance",
+                        o.name
+                    ),
+                    Err(msg) => panic!("{ex}/{} on x86_64-multi ({ran}): {msg}", o.name),
+                }
+            }
+        }
+    }
+}
+
+/// The dispatch on CPUs this machine is not: each example's `x86_64-multi` library under
+/// `qemu-x86_64 -cpu Haswell` (AVX2, no AVX-512: QEMU does not emulate it) picks `avx2` and
+/// refuses `avx512`, and under `-cpu Nehalem` (SSE4.2, no AVX) picks `sse2`, refuses `avx2` and
+/// `avx512`, and matches the interpreter (guard pages and threads included). The AVX2 code is
+/// not run under QEMU 7.2: its emulated `vmaskmovps` reads the masked-off bytes too and faults on
+/// the harness's guard pages (real CPUs suppress those faults; without guard pages it computes
+/// the native results). Skipped without `qemu-x86_64`.
+#[test]
+fn multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512() {
+    let t = Target::resolve("x86_64-multi").unwrap();
+    let qemu = std::process::Command::new("qemu-x86_64")
+        .arg("--version")
+        .output();
+    if !t.runs_here() || qemu.is_err() {
+        eprintln!("note: no x86-64 host or no qemu-x86_64; skipped");
+        return;
+    }
+    // (forced variant, QEMU CPU model, the variant expected to run; None: refused)
+    let runs: &[(Option<&str>, &str, Option<&str>)] = &[
+        (None, "Haswell", Some("avx2")),
+        (Some("avx512"), "Haswell", None),
+        (None, "Nehalem", Some("sse2")),
+        (Some("avx2"), "Nehalem", None),
+        (Some("avx512"), "Nehalem", None),
+    ];
+    let plan: Vec<(Option<&str>, Option<&str>, bool)> = runs
+        .iter()
+        .map(|(f, cpu, _)| (*f, Some(*cpu), *cpu == "Haswell"))
+        .collect();
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        let results = common::run_compiled_emulated(
+            &m,
+            &t,
+            &inputs,
+            &format!("{ex}-multi-qemu"),
+            &common::default_options(),
+            &plan,
+        );
+        for ((forced, cpu, want), (ran, result)) in runs.iter().zip(results) {
+            match (want, result) {
+                (None, Err(_)) => {}
+                (None, Ok(_)) => panic!("{ex} on {cpu}: {forced:?} accepted, ran {ran}"),
+                (Some(_), Err(msg)) => panic!("{ex} on {cpu}: refused: {msg}"),
+                (Some(w), Ok(actual)) => {
+                    assert_eq!(ran, *w, "{ex} on {cpu}: the variant selected");
+                    for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                        if let Err(msg) = check_close(a, e) {
+                            panic!("{ex}/{} on {cpu} ({ran}): {msg}", o.name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `aarch64-multi` under `qemu-aarch64`: with `-cpu cortex-a72` (Armv8.0-A) the library picks
+/// `neon` and refuses `dotprod`; with `-cpu neoverse-n1` (Armv8.2-A with dotprod) it picks
+/// `dotprod`; each matches the interpreter. The harness passes `getauxval(AT_HWCAP)` first.
+#[test]
+fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
+    let t = Target::resolve("aarch64-multi").unwrap();
+    // (forced variant, QEMU CPU model, the variant expected to run; None: refused)
+    let runs: &[(Option<&str>, &str, Option<&str>)] = &[
+        (None, "cortex-a72", Some("neon")),
+        (Some("dotprod"), "cortex-a72", None),
+        (None, "neoverse-n1", Some("dotprod")),
+        (Some("neon"), "neoverse-n1", Some("neon")),
+    ];
+    let plan: Vec<(Option<&str>, Option<&str>, bool)> = runs
+        .iter()
+        .map(|(f, cpu, _)| (*f, Some(*cpu), false))
+        .collect();
+    for ex in EXAMPLES {
+        let dir = repo().join("examples").join(ex);
+        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
+        let inputs = common::case_inputs(&m, &dir.join("golden"));
+        let expected = evaluate(&m, &inputs).unwrap();
+        let results = common::run_compiled_emulated(
+            &m,
+            &t,
+            &inputs,
+            &format!("{ex}-aarch64-multi"),
+            &common::default_options(),
+            &plan,
+        );
+        for ((forced, cpu, want), (ran, result)) in runs.iter().zip(results) {
+            match (want, result) {
+                (None, Err(_)) => {}
+                (None, Ok(_)) => panic!("{ex} on {cpu}: {forced:?} accepted, ran {ran}"),
+                (Some(_), Err(msg)) => panic!("{ex} on {cpu}: refused: {msg}"),
+                (Some(w), Ok(actual)) => {
+                    assert_eq!(ran, *w, "{ex} on {cpu}: the variant selected");
+                    for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
+                        match check_close(a, e) {
+                            Ok(r) => eprintln!(
+                                "{ex}/{} on aarch64-multi ({ran}, {cpu}): worst {r:.3} of the tolerance",
+                                o.name
+                            ),
+                            Err(msg) => panic!("{ex}/{} on {cpu} ({ran}): {msg}", o.name),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -5,6 +5,8 @@ runtime_min::include_model!("simplenet");
 runtime_min::include_model!("mlp");
 runtime_min::include_model!("mlp_batched");
 runtime_min::include_model!("mobilenet_block");
+#[cfg(target_arch = "x86_64")]
+runtime_min::include_model!("simplenet_multi");
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
@@ -49,6 +51,35 @@ fn summary(name: &str, v: &[f32]) {
     );
 }
 
+/// simplenet as a multi-ISA library: each variant this CPU runs, forced, against the
+/// single-ISA library's `y`.
+#[cfg(target_arch = "x86_64")]
+fn multi_isa(
+    x: &[f32; simplenet::X_LEN],
+    y: &[f32; simplenet::Y_LEN],
+) -> Result<(), runtime_min::Status> {
+    let mut arena = Box::new(simplenet_multi::Arena::<{ simplenet_multi::ARENA_SIZE }>::new());
+    let mut ym = [0f32; simplenet_multi::Y_LEN];
+    println!("simplenet_multi: selected {}", simplenet_multi::isa());
+    for isa in [c"avx512", c"avx2", c"sse2"] {
+        if simplenet_multi::force_isa(Some(isa)).is_err() {
+            println!("simplenet_multi: {isa:?} refused (this CPU cannot run it)");
+            continue;
+        }
+        simplenet_multi::run(&mut arena, x, &mut ym)?;
+        let diff = y
+            .iter()
+            .zip(&ym)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        println!(
+            "simplenet_multi {}: max |y - single-ISA y| {diff:.1e}",
+            simplenet_multi::isa()
+        );
+    }
+    assert!(simplenet_multi::force_isa(Some(c"no-such-isa")).is_err());
+    simplenet_multi::force_isa(None)
+}
+
 fn main() -> Result<(), runtime_min::Status> {
     // simplenet: a deterministic test pattern in, the relu(bn(conv(x))) activations out.
     let mut x = [0f32; simplenet::X_LEN];
@@ -58,6 +89,8 @@ fn main() -> Result<(), runtime_min::Status> {
     let mut y = [0f32; simplenet::Y_LEN];
     let mut arena = Box::new(simplenet::Arena::<{ simplenet::ARENA_SIZE }>::new());
     simplenet::run(&mut arena, &x, &mut y)?;
+    #[cfg(target_arch = "x86_64")]
+    multi_isa(&x, &y)?;
     summary("simplenet y", &y);
 
     // mlp: a 784-pixel ramp in, ten class probabilities out.

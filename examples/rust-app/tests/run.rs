@@ -29,6 +29,13 @@ fn rust_app_runs_both_models() {
         text.contains("mobilenet_block probs (CPU): 10 values"),
         "{text}"
     );
+    if cfg!(target_arch = "x86_64") {
+        assert!(text.contains("simplenet_multi: selected "), "{text}");
+        assert!(
+            text.contains("simplenet_multi sse2: max |y - single-ISA y|"),
+            "{text}"
+        );
+    }
     // The CUDA bindings: without a driver (CI) init says so; with one the GPU run is compared.
     assert!(
         text.contains("mobilenet_block on the GPU: not used (NoCudaDriver: no CUDA driver")

@@ -44,21 +44,71 @@ pub fn compile_batched(
 ) -> Result<CpuObject, CodegenError> {
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
+    let lib = build_library(
+        &ctx,
+        &tm,
+        hlo,
+        plan,
+        variants,
+        batch,
+        target,
+        opts.grid,
+        opts.weights_blob,
+    )?;
+    if let Some(section) = sections.weights {
+        place_constants(&lib.module, section);
+    }
+    if let Some(section) = sections.code {
+        place_functions(&lib.module, section);
+    }
+    let mut object = core::object::finish(&lib.module, &tm, lib.kernels, lib.exports, opts)?;
+    object.external_weights = lib.external;
+    object.weights_blob = lib.blob;
+    Ok(object)
+}
+
+/// The LLVM module of a library before optimisation, with what [`compile_batched`] reports
+/// about it.
+pub(crate) struct Library<'ctx> {
+    pub module: inkwell::module::Module<'ctx>,
+    pub kernels: Vec<KernelInfo>,
+    /// Its exported entry points.
+    pub exports: Vec<String>,
+    /// The weights it declares external (`core/weights.rs`).
+    pub external: Option<core::weights::ExternalWeights>,
+    /// With `blob` (`--weights external`): every constant's bytes (`core/weights_blob.rs`).
+    pub blob: Option<Vec<u8>>,
+}
+
+/// [`compile_batched`]'s module, unoptimised (a multi-ISA library optimises each variant's
+/// module for its own CPU, `cpu/multi_isa.rs`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build_library<'ctx>(
+    ctx: &'ctx Context,
+    tm: &inkwell::targets::TargetMachine,
+    hlo: &Hlo,
+    plan: &BufferPlan,
+    variants: &[(&Hlo, &BufferPlan)],
+    batch: Option<&cpu::BatchPlan>,
+    target: &Target,
+    grid: bool,
+    blob: bool,
+) -> Result<Library<'ctx>, CodegenError> {
     // Large weights go into the library's data object (`core::weights`), except with batch
     // buckets, whose modules share their identical weights through LLVM's constant merging;
-    // `--weights external` puts them all in the caller's blob (`core::weights_blob`).
-    let placement = if opts.weights_blob {
+    // `--weights external` (`blob`) puts them all in the caller's blob (`core::weights_blob`).
+    let placement = if blob {
         core::weights::Placement::Blob
-    } else if !opts.grid && variants.is_empty() {
+    } else if !grid && variants.is_empty() {
         core::weights::Placement::DataObject
     } else {
         core::weights::Placement::InModule
     };
-    let (module, mut kernels, external, blob) = if opts.grid {
-        let (m, k) = gpu::build_host_module(&ctx, &tm, hlo, plan, target)?;
+    let (module, mut kernels, external, blob) = if grid {
+        let (m, k) = gpu::build_host_module(ctx, tm, hlo, plan, target)?;
         (m, k, None, None)
     } else {
-        cpu::build_library_module(&ctx, &tm, hlo, plan, target, placement)?
+        cpu::build_library_module(ctx, tm, hlo, plan, target, placement)?
     };
     let mut exports = vec![
         format!("{}_run", hlo.name),
@@ -71,32 +121,29 @@ pub fn compile_batched(
             owner: &hlo.name,
             first: kernels.len() as u32,
         };
-        kernels.extend(if opts.grid {
-            gpu::add_host_variant(&ctx, &module, v, vplan, target, site)?
+        kernels.extend(if grid {
+            gpu::add_host_variant(ctx, &module, v, vplan, target, site)?
         } else {
-            cpu::add_variant(&ctx, &module, v, vplan, target, site)?
+            cpu::add_variant(ctx, &module, v, vplan, target, site)?
         });
         exports.push(format!("{}_run", v.name));
         exports.push(format!("{}_run_ptrs", v.name));
     }
     if let Some(bp) = batch {
-        cpu::add_batch_dispatcher(&ctx, &module, hlo, plan, target, bp);
+        cpu::add_batch_dispatcher(ctx, &module, hlo, plan, target, bp);
         exports.push(format!("{}_{}", hlo.name, bp.entry));
         exports.push(format!("{}_{}_ptrs", hlo.name, bp.entry));
         module
             .verify()
             .map_err(|e| CodegenError::Llvm(e.to_string()))?;
     }
-    if let Some(section) = sections.weights {
-        place_constants(&module, section);
-    }
-    if let Some(section) = sections.code {
-        place_functions(&module, section);
-    }
-    let mut object = core::object::finish(&module, &tm, kernels, exports, opts)?;
-    object.external_weights = external;
-    object.weights_blob = blob;
-    Ok(object)
+    Ok(Library {
+        module,
+        kernels,
+        exports,
+        external,
+        blob,
+    })
 }
 
 /// The ELF sections a library's weights and code go into (`None`: `.rodata` and `.text`).

@@ -9,6 +9,7 @@
 //! check one and the same optimised module.
 
 mod buckets;
+mod multi;
 pub mod weight_rounding;
 
 use crate::arena::{BufferPlan, plan};
@@ -259,6 +260,19 @@ pub fn compile_model_buckets(
         name: &m.name,
         start: std::time::Instant::now(),
     };
+    if !target.variants.is_empty() {
+        if opts.codegen.weights_blob
+            || opts.weights_section.is_some()
+            || opts.code_section.is_some()
+        {
+            return Err(CompileError::Unsupported(format!(
+                "--weights external, --weights-section and --code-section are not supported for \
+                 the multi-ISA target {} yet; compile without them",
+                target.name
+            )));
+        }
+        return multi::compile(m, buckets, seq, target, opts, &progress);
+    }
     let Optimized {
         module: optimized,
         plan,
@@ -274,33 +288,7 @@ pub fn compile_model_buckets(
         m.entry.instructions.len(),
         plan.arena_size
     ));
-    // Batch buckets: every other bucket optimised and planned as `<name>_b<B>`.
-    let declared = match seq {
-        Some(s) => s.declared,
-        None => m
-            .entry
-            .parameters()
-            .first()
-            .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
-            .unwrap_or(1),
-    };
-    let letter = if seq.is_some() { 's' } else { 'b' };
-    let mut variants = Vec::new();
-    for (b, vm) in buckets.iter().filter(|(b, _)| *b != declared) {
-        let mut v = vm.clone();
-        v.name = format!("{}_{letter}{b}", m.name);
-        let quiet = CompileOptions {
-            keep_stages: false,
-            ..opts.clone()
-        };
-        let o = optimize(&v, &quiet)?;
-        let plan = plan_for_target(&o.module, o.plan, target, opts);
-        variants.push((*b, o.module, plan));
-    }
-    let batch_plan = (!buckets.is_empty()).then(|| match seq {
-        Some(s) => buckets::seq_plan(m, &plan, s, &variants),
-        None => buckets::batch_plan(m, &plan, declared, &variants),
-    });
+    let (declared, variants, batch_plan) = plan_buckets(m, &plan, buckets, seq, target, opts)?;
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
     if opts.codegen.weights_blob && (target.cuda_sm.is_some() || !buckets.is_empty()) {
         return Err(CompileError::Unsupported(
@@ -383,6 +371,7 @@ pub fn compile_model_buckets(
             .map(|(w, len)| Blob {
                 symbol: w.symbol.clone(),
                 len,
+                same_as: None,
             })
             .collect();
         (w, blobs)
@@ -512,6 +501,55 @@ pub fn compile_model_buckets(
             .keep_stages
             .then(|| Box::new((original.clone(), optimized.clone()))),
     })
+}
+
+/// The batch (`seq`: sequence) size `m`, the declared bucket, is compiled for.
+fn declared_bucket(m: &Module, seq: Option<&crate::front::SeqAxis>) -> usize {
+    match seq {
+        Some(s) => s.declared,
+        None => m
+            .entry
+            .parameters()
+            .first()
+            .and_then(|&p| m.entry.inst(p).shape.dims.first().copied())
+            .unwrap_or(1),
+    }
+}
+
+/// A bucket module, optimised and planned: (its batch or sequence size, module, plan).
+type PlannedBucket = (usize, Module, BufferPlan);
+
+/// Every bucket of `buckets` but the declared one optimised and planned for `target` as
+/// `<name>_b<B>` (`<name>_s<S>` with `seq`), `m` being the optimised declared bucket and `plan`
+/// its plan; and the dispatcher's plan over all of them (none without buckets). Returns the
+/// declared size too.
+fn plan_buckets(
+    m: &Module,
+    plan: &BufferPlan,
+    buckets: &[(usize, Module)],
+    seq: Option<&crate::front::SeqAxis>,
+    target: &Target,
+    opts: &CompileOptions,
+) -> Result<(usize, Vec<PlannedBucket>, Option<codegen::cpu::BatchPlan>), CompileError> {
+    let declared = declared_bucket(m, seq);
+    let letter = if seq.is_some() { 's' } else { 'b' };
+    let mut variants = Vec::new();
+    for (b, vm) in buckets.iter().filter(|(b, _)| *b != declared) {
+        let mut v = vm.clone();
+        v.name = format!("{}_{letter}{b}", m.name);
+        let quiet = CompileOptions {
+            keep_stages: false,
+            ..opts.clone()
+        };
+        let o = optimize(&v, &quiet)?;
+        let plan = plan_for_target(&o.module, o.plan, target, opts);
+        variants.push((*b, o.module, plan));
+    }
+    let batch_plan = (!buckets.is_empty()).then(|| match seq {
+        Some(s) => buckets::seq_plan(m, plan, s, &variants),
+        None => buckets::batch_plan(m, plan, declared, &variants),
+    });
+    Ok((declared, variants, batch_plan))
 }
 
 /// What [`run`] computed: the outputs and the kernels that computed them.

@@ -3,7 +3,8 @@
 //! Contract: a module named after the model with `ARENA_SIZE`, one `<TENSOR>_LEN` constant per
 //! input and output, and a safe `run(&mut Arena<ARENA_SIZE>, &[T; N]..., &mut [T; M]...)` returning
 //! `Result<(), Status>`; for a CUDA target also `<name>::cuda::Context` (init / run on the GPU /
-//! error_name, destroyed on drop). Deterministic.
+//! error_name, destroyed on drop); for a multi-ISA target also `<name>::isa()` and
+//! `<name>::force_isa()` (and on aarch64 `<name>::set_hwcap()`). Deterministic.
 
 use super::c_idents::c_idents;
 use crate::arena::BufferPlan;
@@ -12,6 +13,8 @@ use crate::ir::{DType, Module};
 const TEMPLATE: &str = include_str!("../../templates/bindings.rs.in");
 const CUDA_TEMPLATE: &str = include_str!("../../templates/bindings_cuda.rs.in");
 const BATCH_TEMPLATE: &str = include_str!("../../templates/bindings_batch.rs.in");
+const MULTI_ISA_TEMPLATE: &str = include_str!("../../templates/bindings_multi_isa.rs.in");
+const HWCAP_TEMPLATE: &str = include_str!("../../templates/bindings_multi_isa_hwcap.rs.in");
 
 fn rust_type(d: DType) -> &'static str {
     match d {
@@ -28,12 +31,15 @@ fn rust_type(d: DType) -> &'static str {
     }
 }
 
-/// Renders the bindings of `m`; `ptx`: the PTX module of a CUDA target (adds `<name>::cuda`).
+/// Renders the bindings of `m`; `ptx`: the PTX module of a CUDA target (adds `<name>::cuda`);
+/// `multi_isa`: the family of a multi-ISA library (adds `isa` and `force_isa`, and for aarch64
+/// `set_hwcap`).
 pub fn render(
     m: &Module,
     plan: &BufferPlan,
     ptx: Option<&crate::codegen::gpu::ptx::PtxModule>,
     batch: Option<&(crate::codegen::cpu::BatchPlan, usize)>,
+    multi_isa: Option<crate::target::Arch>,
 ) -> String {
     let c = &m.entry;
     let mut consts = String::new();
@@ -127,8 +133,19 @@ pub fn render(
         })
         .unwrap_or_default();
     let arena_size = batch.map_or(plan.arena_size, |(bp, _)| bp.arena_size());
+    let isa_api = match multi_isa {
+        None => String::new(),
+        Some(arch) => MULTI_ISA_TEMPLATE.replace(
+            "{{hwcap}}",
+            if arch == crate::target::Arch::Aarch64 {
+                HWCAP_TEMPLATE
+            } else {
+                ""
+            },
+        ),
+    };
     TEMPLATE
-        .replace("{{cuda}}", &format!("{cuda}{batch_api}"))
+        .replace("{{cuda}}", &format!("{cuda}{batch_api}{isa_api}"))
         .replace("{{name}}", &m.name)
         .replace("{{version}}", env!("CARGO_PKG_VERSION"))
         .replace("{{target}}", "see the manifest")

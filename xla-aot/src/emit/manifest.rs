@@ -76,6 +76,11 @@ pub struct Manifest {
     /// A microcontroller library's flash and RAM bytes (`footprint.rs`; absent elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// The variants of a multi-ISA library (`x86_64-multi`), best first; absent otherwise. The
+    /// fields above describe the first one (its kernels, the profiler's kernel indices when it
+    /// runs); the arena is the largest variant's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isa_variants: Option<Vec<IsaVariant>>,
 }
 
 /// The manifest's `memory`: the footprint, its flash and RAM sums, and the weights' section.
@@ -86,6 +91,23 @@ pub struct Memory {
     pub flash: u64,
     pub ram: u64,
     pub weights_section: String,
+}
+
+/// One variant of a multi-ISA library (`compile/multi.rs`).
+#[derive(Serialize)]
+pub struct IsaVariant {
+    /// What `<name>_isa()` returns when it runs, and `<name>_force_isa()` takes.
+    pub isa: String,
+    /// The single-ISA target it is compiled as.
+    pub target: String,
+    pub kernel_count: usize,
+    /// The arena this variant needs (the library's is the largest).
+    pub arena_size: usize,
+    /// Bytes of its large weights (`codegen/core/weights.rs`) as its kernels read them.
+    pub weight_bytes: usize,
+    /// Of those, the bytes stored for this variant alone: weights whose packed layout differs from
+    /// every earlier variant's (vector-width-dependent tiles). The rest are shared.
+    pub weight_bytes_added: usize,
 }
 
 /// The CUDA part of a library: its device arena and launches (`codegen/gpu/ptx.rs`).
@@ -201,5 +223,6 @@ pub fn build(
             .collect(),
         cuda: None,
         memory: None,
+        isa_variants: None,
     }
 }

@@ -198,6 +198,57 @@ pub fn run_compiled_cflags(
     opts: &CompileOptions,
     cflags: &[&str],
 ) -> Vec<Literal> {
+    run_harness(m, t, inputs, tag, opts, cflags, &[(None, None, false)])
+        .remove(0)
+        .1
+        .unwrap_or_else(|e| panic!("{tag}: {e}"))
+}
+
+/// [`run_compiled_with`] for a multi-ISA target (`x86_64-multi`): compiles and links once, then
+/// runs the harness once per entry of `forced` (`Some(isa)`: that variant forced through
+/// `<name>_force_isa`, `None`: the automatic choice). Returns per run the variant that ran (as
+/// `<name>_isa()` named it) and the outputs, or `Err` when the library refused the forced
+/// variant (this CPU cannot run it). Any other failure panics.
+pub fn run_compiled_forced(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    forced: &[Option<&str>],
+) -> Vec<(String, Result<Vec<Literal>, String>)> {
+    let runs: Vec<(Option<&str>, Option<&str>, bool)> =
+        forced.iter().map(|f| (*f, None, false)).collect();
+    run_harness(m, t, inputs, tag, opts, &[], &runs)
+}
+
+/// [`run_compiled_forced`] where each run is (forced variant, CPU model for QEMU's `-cpu` or
+/// `None` for a native run, ISA only): `Some("Haswell")` runs an x86-64 harness under
+/// `qemu-x86_64` on an emulated AVX2-only CPU, `Some("cortex-a72")` an aarch64 one under
+/// `qemu-aarch64` on a CPU without dotprod; with ISA only the harness reports the variant and
+/// refusals and runs nothing (the outputs are then empty).
+pub fn run_compiled_emulated(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    runs: &[(Option<&str>, Option<&str>, bool)],
+) -> Vec<(String, Result<Vec<Literal>, String>)> {
+    run_harness(m, t, inputs, tag, opts, &[], runs)
+}
+
+/// Compiles `m` for `t`, links the guard-page harness (with `cflags`) once and runs it once per
+/// entry of `runs` ([`run_compiled_emulated`]).
+fn run_harness(
+    m: &Module,
+    t: &Target,
+    inputs: &[Literal],
+    tag: &str,
+    opts: &CompileOptions,
+    cflags: &[&str],
+    runs: &[(Option<&str>, Option<&str>, bool)],
+) -> Vec<(String, Result<Vec<Literal>, String>)> {
     let dir = scratch(tag);
     let art = compile_model(m, t, opts).unwrap_or_else(|e| panic!("{tag}: {e}"));
     let lib = dir.join(format!("lib{}.a", art.name));
@@ -205,10 +256,12 @@ pub fn run_compiled_cflags(
     let (cc, runner) = toolchain(t);
     let exe = dir.join("harness");
     let harness = repo().join("xla-aot/tests/harness/harness.c");
+    let multi = !t.variants.is_empty();
     let out = std::process::Command::new(&cc)
         .args(["-O1", "-std=c11", "-Wall", "-Werror"])
         .args(cflags)
         .arg(format!("-DMODEL={}", art.name))
+        .args(multi.then_some("-DMULTI_ISA"))
         .arg(&harness)
         .arg(&lib)
         .args(["-lpthread", "-o"])
@@ -242,33 +295,66 @@ pub fn run_compiled_cflags(
         args.push(s.size_bytes().to_string());
         outs.push((p, s.clone()));
     }
-    let mut cmd = if runner.is_empty() {
-        std::process::Command::new(&exe)
-    } else {
-        let mut c = std::process::Command::new(&runner[0]);
-        c.args(&runner[1..]).arg(&exe);
-        c
-    };
-    let r = cmd
-        .args(&args)
-        .output()
-        .unwrap_or_else(|e| panic!("{tag}: cannot run the harness ({e})"));
-    assert!(
-        r.status.success(),
-        "{tag}: harness failed ({:?}):\n{}",
-        r.status,
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let result = outs
-        .into_iter()
-        .map(|(p, s)| Literal {
-            dtype: s.dtype,
-            dims: s.dims.clone(),
-            data: xla_aot::ir::LiteralData::Dense(std::fs::read(p).unwrap().into()),
-        })
-        .collect();
+    let mut results = Vec::new();
+    for (isa, cpu, isa_only) in runs {
+        let mut cmd = if let Some(cpu) = cpu {
+            let mut c = if runner.is_empty() {
+                std::process::Command::new("qemu-x86_64")
+            } else {
+                let mut c = std::process::Command::new(&runner[0]);
+                c.args(&runner[1..]);
+                c
+            };
+            c.args(["-cpu", cpu]).arg(&exe);
+            c
+        } else if runner.is_empty() {
+            std::process::Command::new(&exe)
+        } else {
+            let mut c = std::process::Command::new(&runner[0]);
+            c.args(&runner[1..]).arg(&exe);
+            c
+        };
+        if let Some(isa) = isa {
+            cmd.env("XLA_AOT_FORCE_ISA", isa);
+        }
+        if *isa_only {
+            cmd.env("XLA_AOT_ISA_ONLY", "1");
+        }
+        let r = cmd
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("{tag}: cannot run the harness ({e})"));
+        let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+        if isa.is_some() && r.status.code() == Some(4) {
+            results.push((String::new(), Err(stderr)));
+            continue;
+        }
+        assert!(
+            r.status.success(),
+            "{tag} ({isa:?} on {cpu:?}): harness failed ({:?}):\n{stderr}",
+            r.status,
+        );
+        let ran = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("isa: "))
+            .unwrap_or("")
+            .to_string();
+        if *isa_only {
+            results.push((ran, Ok(Vec::new())));
+            continue;
+        }
+        let result = outs
+            .iter()
+            .map(|(p, s)| Literal {
+                dtype: s.dtype,
+                dims: s.dims.clone(),
+                data: xla_aot::ir::LiteralData::Dense(std::fs::read(p).unwrap().into()),
+            })
+            .collect();
+        results.push((ran, Ok(result)));
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    result
+    results
 }
 
 /// Compares compiled outputs with the interpreter's: `|a - e| <= ATOL_OF_MAX·max|e| + RTOL·|e|`;

@@ -9,7 +9,15 @@
  *   - null arena, misaligned arena, null input/output arrays or entries give negative statuses;
  *   - an output overlapping an input, another output or the arena gives -6 (OVERLAP);
  *   - two threads with two arenas give bit-identical outputs.
- * Exit status: 0 on success, 2 on a usage or I/O error, 3 on a contract violation.
+ * Built with -DMULTI_ISA for a multi-ISA library (x86_64-multi; aarch64-multi, which is first
+ * given getauxval(AT_HWCAP) through <name>_set_hwcap): <name>_force_isa refuses an
+ * unknown name, and when XLA_AOT_FORCE_ISA is set that variant is forced first (exit status 4
+ * when the library refuses it: this CPU cannot run it) and must still be the selected one at the
+ * end, after the two threads; the selected variant is printed on stderr as `isa: NAME`. With
+ * XLA_AOT_ISA_ONLY set it stops after printing it, running nothing (for CPUs emulated by QEMU,
+ * whose AVX masked loads touch the masked-off bytes and so fault on the guard pages).
+ * Exit status: 0 on success, 2 on a usage or I/O error, 3 on a contract violation, 4 on a refused
+ * XLA_AOT_FORCE_ISA.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -25,6 +33,16 @@
 #define RUN_PTRS CAT(MODEL, _run_ptrs)
 
 int RUN_PTRS(void *arena, const void *const *inputs, void *const *outputs);
+#ifdef MULTI_ISA
+#define ISA CAT(MODEL, _isa)
+#define FORCE_ISA CAT(MODEL, _force_isa)
+const char *ISA(void);
+int FORCE_ISA(const char *isa);
+#ifdef __aarch64__
+#include <sys/auxv.h>
+void CAT(MODEL, _set_hwcap)(uint64_t hwcap, uint64_t hwcap2);
+#endif
+#endif
 
 #define MAX_TENSORS 64
 
@@ -59,6 +77,20 @@ int main(int argc, char **argv) {
     size_t arena_size = strtoull(argv[1], NULL, 10);
     int nin = atoi(argv[2]), nout = atoi(argv[3]);
     if (nin > MAX_TENSORS || nout > MAX_TENSORS || argc != 4 + 2 * (nin + nout)) { fprintf(stderr, "usage\n"); return 2; }
+#ifdef MULTI_ISA
+#ifdef __aarch64__
+    /* What a freestanding library cannot read itself. */
+    CAT(MODEL, _set_hwcap)(getauxval(AT_HWCAP), getauxval(AT_HWCAP2));
+#endif
+    EXPECT(FORCE_ISA("no-such-isa") == -3, "force_isa refuses an unknown name with -3");
+    EXPECT(FORCE_ISA("avx") == -3 && FORCE_ISA("avx2x") == -3, "force_isa compares whole names");
+    const char *want = getenv("XLA_AOT_FORCE_ISA");
+    if (want) {
+        if (FORCE_ISA(want) != 0) { fprintf(stderr, "force_isa(%s) refused\n", want); return 4; }
+        EXPECT(strcmp(ISA(), want) == 0, "isa() names the forced variant");
+    }
+    if (getenv("XLA_AOT_ISA_ONLY")) { fprintf(stderr, "isa: %s\n", ISA()); return 0; }
+#endif
     const void *inputs[MAX_TENSORS];
     void *outputs[MAX_TENSORS], *outputs2[MAX_TENSORS];
     size_t in_bytes[MAX_TENSORS], out_bytes[MAX_TENSORS];
@@ -123,6 +155,11 @@ int main(int argc, char **argv) {
     }
 
     /* Two threads, two arenas. */
+#ifdef MULTI_ISA
+    /* Unforced: back to no selection, so that the two threads race through the first call's
+     * detection. */
+    if (!want) EXPECT(FORCE_ISA(NULL) == 0, "force_isa(NULL) returns to the automatic choice");
+#endif
     struct job a = {arena, inputs, outputs, -100}, b = {arena2, inputs, outputs2, -100};
     pthread_t ta, tb;
     if (pthread_create(&ta, NULL, run_job, &a) || pthread_create(&tb, NULL, run_job, &b)) { perror("pthread"); return 2; }
@@ -132,6 +169,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nout; i++) {
         EXPECT(memcmp(outputs[i], outputs2[i], out_bytes[i]) == 0, "two threads give identical outputs");
     }
+#ifdef MULTI_ISA
+    if (want) EXPECT(strcmp(ISA(), want) == 0, "the forced variant stays selected");
+    fprintf(stderr, "isa: %s\n", ISA());
+#endif
     for (int i = 0; i < nout; i++) {
         FILE *f = fopen(argv[4 + 2 * (nin + i)], "wb");
         if (!f || fwrite(outputs[i], 1, out_bytes[i], f) != out_bytes[i]) { fprintf(stderr, "cannot write\n"); return 2; }

@@ -56,6 +56,29 @@ pub fn finish(
     exports: Vec<String>,
     opts: Options,
 ) -> Result<CpuObject, CodegenError> {
+    finish_with(module, tm, kernels, exports, opts, true)
+}
+
+/// [`finish`] for a module whose parts were each optimised already (a multi-ISA library's
+/// variants, each for its own CPU): written as it is.
+pub fn write_optimized(
+    module: &Module,
+    tm: &TargetMachine,
+    kernels: Vec<KernelInfo>,
+    exports: Vec<String>,
+    opts: Options,
+) -> Result<CpuObject, CodegenError> {
+    finish_with(module, tm, kernels, exports, opts, false)
+}
+
+fn finish_with(
+    module: &Module,
+    tm: &TargetMachine,
+    kernels: Vec<KernelInfo>,
+    exports: Vec<String>,
+    opts: Options,
+    run_o3: bool,
+) -> Result<CpuObject, CodegenError> {
     let before = opts.ir.then(|| module.print_to_string().to_string());
     let kernel_text = |m: &Module| -> Vec<String> {
         kernels
@@ -72,7 +95,9 @@ pub fn finish(
     } else {
         Vec::new()
     };
-    optimize(module, tm)?;
+    if run_o3 {
+        optimize(module, tm)?;
+    }
     let after = opts.ir.then(|| module.print_to_string().to_string());
     let kernel_ir = if opts.ir {
         kernels

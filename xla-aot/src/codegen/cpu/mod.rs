@@ -18,7 +18,8 @@
 //! The backend is the state type [`Cpu`] of the shared emitter (`Cg` below) and the methods this
 //! folder adds to it: kernel choice (`kernel.rs`), micro-kernels and their epilogues (`gemm.rs`,
 //! `conv.rs`, `epilogue.rs`, `vector.rs`), reductions (`reduce.rs`), the parallel-for hook
-//! (`parallel.rs`), the bucket dispatcher (`batch.rs`), the in-process JIT (`jit.rs`) with its
+//! (`parallel.rs`), the bucket dispatcher (`batch.rs`), the run-time ISA dispatcher of a
+//! multi-ISA library (`isa_dispatch.rs`), the in-process JIT (`jit.rs`) with its
 //! thread pool (`pool.rs`) and the
 //! FMA peak it measures (`peak.rs`); `stage.rs` copies NHWC input channels-major for `conv.rs`.
 
@@ -26,9 +27,11 @@ pub mod batch;
 mod conv;
 mod epilogue;
 mod gemm;
+pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
 mod loops;
+pub mod multi_isa;
 mod parallel;
 pub mod peak;
 pub mod pool;
