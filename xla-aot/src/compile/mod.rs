@@ -213,6 +213,37 @@ pub fn c_api_module<'m>(m: &'m Module, target: &Target) -> std::borrow::Cow<'m, 
     }
 }
 
+/// The library's header: with buckets (`batch`: their plan, the sequence axis if they are
+/// sequence buckets, the declared batch) their API and the arena of the largest, then `tail`
+/// (the CUDA or multi-ISA API).
+pub(super) fn library_header(
+    m: &Module,
+    plan: &BufferPlan,
+    target: &str,
+    kernels: usize,
+    batch: (
+        Option<&crate::codegen::cpu::BatchPlan>,
+        Option<&crate::front::SeqAxis>,
+        usize,
+    ),
+    tail: &str,
+    weights_bytes: usize,
+) -> String {
+    match batch {
+        (None, _, _) => header::render(m, plan, target, kernels, tail, weights_bytes),
+        (Some(bp), seq, declared) => {
+            let mut whole = plan.clone();
+            whole.arena_size = bp.arena_size();
+            let api = match seq {
+                Some(s) => header::render_seq(m, bp, s),
+                None => header::render_batch(m, bp, declared),
+            };
+            let api = format!("{api}{tail}");
+            header::render(m, &whole, target, kernels, &api, weights_bytes)
+        }
+    }
+}
+
 /// Optimises and compiles a verified module for a target.
 pub fn compile_model(
     m: &Module,
@@ -426,32 +457,15 @@ pub fn compile_model_buckets(
         .unwrap_or_default();
     let memory_header = memory_header + &blob_header;
     let cuda_header = cuda_header + &memory_header;
-    let header = match &batch_plan {
-        None => header::render(
-            m,
-            &plan,
-            &target.name,
-            obj.kernels.len(),
-            &cuda_header,
-            weights_bytes,
-        ),
-        Some(bp) => {
-            let mut whole = plan.clone();
-            whole.arena_size = bp.arena_size();
-            let api = match seq {
-                Some(s) => header::render_seq(m, bp, s),
-                None => header::render_batch(m, bp, declared),
-            };
-            header::render(
-                m,
-                &whole,
-                &target.name,
-                obj.kernels.len(),
-                &(api + &memory_header),
-                weights_bytes,
-            )
-        }
-    };
+    let header = library_header(
+        m,
+        &plan,
+        &target.name,
+        obj.kernels.len(),
+        (batch_plan.as_ref(), seq, declared),
+        &cuda_header,
+        weights_bytes,
+    );
     let mut manifest = manifest::build(
         m,
         &plan,

@@ -207,33 +207,15 @@ pub(super) fn compile(
             crate::codegen::core::packing::Packings::for_cpu(m, &target.variants[0], scratch);
         header::stored_weight_bytes(m, &packings)
     };
-    let header = match &public_batch {
-        None => header::render(
-            m,
-            &largest,
-            &target.name,
-            obj.kernels.len(),
-            &api,
-            weights_bytes,
-        ),
-        Some(bp) => {
-            let mut whole = largest.clone();
-            whole.arena_size = bp.arena_size();
-            let buckets_api = match seq {
-                Some(s) => header::render_seq(m, bp, s),
-                None => header::render_batch(m, bp, declared),
-            };
-            let all = format!("{buckets_api}{api}");
-            header::render(
-                m,
-                &whole,
-                &target.name,
-                obj.kernels.len(),
-                &all,
-                weights_bytes,
-            )
-        }
-    };
+    let header = super::library_header(
+        m,
+        &largest,
+        &target.name,
+        obj.kernels.len(),
+        (public_batch.as_ref(), seq, declared),
+        &api,
+        weights_bytes,
+    );
     let mut manifest = manifest::build(
         m,
         &largest,

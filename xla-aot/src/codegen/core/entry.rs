@@ -24,7 +24,7 @@ use inkwell::attributes::AttributeLoc;
 use inkwell::module::Linkage;
 use inkwell::types::{BasicMetadataTypeEnum, StructType};
 use inkwell::values::{
-    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue, PointerValue,
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue, IntValue, PointerValue,
 };
 use runtime_min::Status;
 
@@ -208,62 +208,36 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.b.build_return(None).unwrap();
 
         let status = |s: Status| i32t.const_int(s.code() as i64 as u64, true);
+        // `return s` when `cond` holds (blocks `names`: the return, the way on).
+        let return_if =
+            |f: FunctionValue<'ctx>, cond: IntValue<'ctx>, s: Status, names: (&str, &str)| {
+                let reject = self.ctx.append_basic_block(f, names.0);
+                let go = self.ctx.append_basic_block(f, names.1);
+                self.b.build_conditional_branch(cond, reject, go).unwrap();
+                self.b.position_at_end(reject);
+                self.b.build_return(Some(&status(s))).unwrap();
+                self.b.position_at_end(go);
+            };
         // Checks shared by both entry points: a null pointer or a misaligned arena is a status.
         let check_arena = |f: FunctionValue<'ctx>, arena: PointerValue<'ctx>| {
-            let bad_null = self.ctx.append_basic_block(f, "null");
-            let bad_align = self.ctx.append_basic_block(f, "misaligned");
-            let ok = self.ctx.append_basic_block(f, "arena_ok");
-            let ok2 = self.ctx.append_basic_block(f, "aligned");
             let is_null = self.b.build_is_null(arena, "").unwrap();
-            self.b
-                .build_conditional_branch(is_null, bad_null, ok)
-                .unwrap();
-            self.b.position_at_end(bad_null);
-            self.b
-                .build_return(Some(&status(Status::NullPointer)))
-                .unwrap();
-            self.b.position_at_end(ok);
+            return_if(f, is_null, Status::NullPointer, ("null", "arena_ok"));
             let mis = self.is_misaligned(arena);
-            self.b
-                .build_conditional_branch(mis, bad_align, ok2)
-                .unwrap();
-            self.b.position_at_end(bad_align);
-            self.b
-                .build_return(Some(&status(Status::MisalignedArena)))
-                .unwrap();
-            self.b.position_at_end(ok2);
+            return_if(f, mis, Status::MisalignedArena, ("misaligned", "aligned"));
             // `--weights external`: no run before `<name>_set_weights`.
             if let Some(l) = &*blob {
-                let unset = self.ctx.append_basic_block(f, "no_weights");
-                let set = self.ctx.append_basic_block(f, "weights_set");
                 let base = self.blob_base(l);
-                let is_null = self.b.build_is_null(base, "").unwrap();
-                self.b
-                    .build_conditional_branch(is_null, unset, set)
-                    .unwrap();
-                self.b.position_at_end(unset);
-                self.b
-                    .build_return(Some(&status(Status::NullPointer)))
-                    .unwrap();
-                self.b.position_at_end(set);
+                let unset = self.b.build_is_null(base, "").unwrap();
+                return_if(f, unset, Status::NullPointer, ("no_weights", "weights_set"));
             }
         };
         // Returns NULL_POINTER when any of `ps` is null: one branch on all the tests
         // (`overlap.rs` `any_null`), not a chain of blocks across which every pointer stays live
         // (register allocation was quadratic in it: 2500 outputs took 22 s, issue 19).
         let check_null = |f: FunctionValue<'ctx>, ps: &[PointerValue<'ctx>]| {
-            if ps.is_empty() {
-                return;
+            if !ps.is_empty() {
+                return_if(f, self.any_null(ps), Status::NullPointer, ("null", "ok"));
             }
-            let is_null = self.any_null(ps);
-            let bad = self.ctx.append_basic_block(f, "null");
-            let ok = self.ctx.append_basic_block(f, "ok");
-            self.b.build_conditional_branch(is_null, bad, ok).unwrap();
-            self.b.position_at_end(bad);
-            self.b
-                .build_return(Some(&status(Status::NullPointer)))
-                .unwrap();
-            self.b.position_at_end(ok);
         };
 
         // The model's call between the dtype conversions of the C API (`boundary.rs`): an int64
@@ -272,14 +246,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             // An output sharing bytes with an input, another output or the arena (`overlap.rs`).
             if nout > 0 {
                 let overlap = self.overlap_check(args);
-                let reject = self.ctx.append_basic_block(f, "overlap");
-                let go = self.ctx.append_basic_block(f, "disjoint");
-                self.b
-                    .build_conditional_branch(overlap, reject, go)
-                    .unwrap();
-                self.b.position_at_end(reject);
-                self.b.build_return(Some(&status(Status::Overlap))).unwrap();
-                self.b.position_at_end(go);
+                return_if(f, overlap, Status::Overlap, ("overlap", "disjoint"));
             }
             // `--checks`: the arena's in-use word (`canary.rs`), released on every later return.
             let canary = self.canary_acquire(f, args[0]);
@@ -329,23 +296,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             let null_in = self.any_null_in(ins, nin);
             let null_out = self.any_null_in(outs, nout);
             let any = self.b.build_or(null_in, null_out, "").unwrap();
-            let bad = self.ctx.append_basic_block(rp, "null");
-            let ok = self.ctx.append_basic_block(rp, "ok");
-            self.b.build_conditional_branch(any, bad, ok).unwrap();
-            self.b.position_at_end(bad);
-            self.b
-                .build_return(Some(&status(Status::NullPointer)))
-                .unwrap();
-            self.b.position_at_end(ok);
+            return_if(rp, any, Status::NullPointer, ("null", "ok"));
             let overlap = self.overlap_arrays(arena, ins, outs);
-            let reject = self.ctx.append_basic_block(rp, "overlap");
-            let go = self.ctx.append_basic_block(rp, "disjoint");
-            self.b
-                .build_conditional_branch(overlap, reject, go)
-                .unwrap();
-            self.b.position_at_end(reject);
-            self.b.build_return(Some(&status(Status::Overlap))).unwrap();
-            self.b.position_at_end(go);
+            return_if(rp, overlap, Status::Overlap, ("overlap", "disjoint"));
             let canary = self.canary_acquire(rp, arena);
             self.b
                 .build_call(imp, &[arena.into(), ins.into(), outs.into()], "")
