@@ -7,15 +7,17 @@
 # Needs only what the main job needs (a Rust toolchain, LLVM 14, a C compiler, python3). It
 # installs, once:
 #   - apt packages: the aarch64 cross compiler and qemu-user (compiled code for aarch64 runs under
-#     qemu-aarch64), make (the C example), cmake (the CMake example); as root, or through sudo;
+#     qemu-aarch64), make (the C example), cmake (the CMake example), the bare-metal Arm tools
+#     (gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm: tests/mcu.rs runs models on
+#     emulated Cortex-M boards); as root, or through sudo;
 #   - a virtual environment `.venv` with numpy (golden data), ptxas from NVIDIA's
 #     `nvidia-cuda-nvcc-cu12` wheel (the PTX backend's output is checked by ptxas; no GPU needed)
 #     onnx (the ONNX backend node tests, written to target/onnx-node) and onnxruntime (the
 #     reference outputs of onnx's nine light models, written to target/onnx-light);
 # and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR, XLA_AOT_ONNX_LIGHT_DIR,
 # XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py), XLA_AOT_ONNX_CONTRIB_DIR
-# (scripts/onnx_contrib.py) and XLA_AOT_ONNX_QUANT_DIR (scripts/onnx_quantized.py), which make
-# those tests mandatory.
+# (scripts/onnx_contrib.py), XLA_AOT_ONNX_QUANT_DIR (scripts/onnx_quantized.py) and
+# XLA_AOT_MCU=1 (the Cortex-M board runs), which make those tests mandatory.
 # `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
 # tools are missing then fail and say which tool).
 set -euo pipefail
@@ -39,6 +41,9 @@ install_apt() {
   command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
   command -v make >/dev/null || need+=(make)
   command -v cmake >/dev/null || need+=(cmake)
+  command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi)
+  [ -e /usr/lib/arm-none-eabi/newlib/librdimon.a ] || need+=(libnewlib-arm-none-eabi)
+  command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
   [ ${#need[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -131,6 +136,12 @@ if [ -x .venv/bin/python ]; then
     fi
     export XLA_AOT_ONNX_QUANT_DIR="${XLA_AOT_ONNX_QUANT_DIR:-$PWD/$quant}"
   fi
+fi
+
+# The Cortex-M board runs (tests/mcu.rs) skip without their tools unless this says they were
+# installed above.
+if [ "${XLA_AOT_TEST_NO_INSTALL:-0}" != 1 ]; then
+  export XLA_AOT_MCU="${XLA_AOT_MCU:-1}"
 fi
 
 if [ $# -eq 0 ]; then

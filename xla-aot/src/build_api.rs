@@ -203,10 +203,11 @@ impl Build {
                     )
                 })?;
                 let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+                let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
                 if self.multi_isa {
                     Target::for_cargo_multi_isa(&triple)?
                 } else {
-                    Target::for_cargo(&triple, &features)?
+                    Target::for_cargo_cpu(&triple, &features, target_cpu(&flags).as_deref())?
                 }
             }
         };
@@ -316,6 +317,7 @@ impl Build {
                 assembly: dump_to.is_some(),
                 ir: dump_to.is_some(),
                 grid: false,
+                weights_blob: false,
             },
             keep_stages: dump_to.is_some(),
             // Build scripts stay quiet unless asked (Cargo shows their stderr only on failure).
@@ -356,5 +358,38 @@ impl Build {
             dir,
             compiled: true,
         })
+    }
+}
+
+/// The `-C target-cpu=..` of `CARGO_ENCODED_RUSTFLAGS` (flags separated by 0x1f), if any.
+fn target_cpu(encoded: &str) -> Option<String> {
+    let flags: Vec<&str> = encoded.split('\x1f').collect();
+    let mut cpu = None;
+    for (i, f) in flags.iter().enumerate() {
+        let value = match f.strip_prefix("-C") {
+            Some("") => flags.get(i + 1).copied().unwrap_or(""),
+            Some(v) => v,
+            None => continue,
+        };
+        if let Some(c) = value.strip_prefix("target-cpu=") {
+            cpu = Some(c.to_string());
+        }
+    }
+    cpu
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn target_cpu_from_encoded_rustflags() {
+        assert_eq!(
+            super::target_cpu("-C\x1ftarget-cpu=cortex-m55\x1f-Copt-level=s").as_deref(),
+            Some("cortex-m55")
+        );
+        assert_eq!(
+            super::target_cpu("-Ctarget-cpu=cortex-m7").as_deref(),
+            Some("cortex-m7")
+        );
+        assert_eq!(super::target_cpu(""), None);
     }
 }

@@ -66,6 +66,14 @@ pub struct CompileRequest {
     pub precision: Option<crate::ir::Precision>,
     /// Refuse a call whose arena another call is using (`CompileOptions::checks`).
     pub checks: bool,
+    /// The weights' ELF section (`CompileOptions::weights_section`).
+    pub weights_section: Option<String>,
+    /// The code's ELF section (`CompileOptions::code_section`).
+    pub code_section: Option<String>,
+    /// `--optimize`: overrides the target's size-or-speed default.
+    pub optimize: Option<crate::target::Optimize>,
+    /// `--weights external`: the constants in `<name>.weights`, none in the library.
+    pub weights_external: bool,
 }
 
 /// Checks `--disable-pass` names against the pipeline's passes.
@@ -97,6 +105,7 @@ fn options(
             assembly: dumping,
             ir: dumping,
             grid: false,
+            weights_blob: false,
         },
         disabled_passes: disabled_passes.to_vec(),
         no_pipeline: false,
@@ -104,6 +113,8 @@ fn options(
         progress: true,
         no_winograd,
         checks,
+        weights_section: None,
+        code_section: None,
         precision,
     }
 }
@@ -123,20 +134,28 @@ pub fn compile(
     out_dir: &Path,
     req: &CompileRequest,
 ) -> Result<Vec<PathBuf>, DriverError> {
-    let target = crate::target::Target::resolve(target)?;
+    let mut target = crate::target::Target::resolve(target)?;
+    if let Some(o) = req.optimize {
+        target.optimize = o;
+    }
     check_passes(&req.disabled_passes)?;
     let model = load_spec_with(spec, &req.inputs)?;
     // XLA_AOT_DUMP_TO=DIR: the build-time analogue of XLA_FLAGS=--xla_dump_to.
     let dump_to = req.dump_to.clone().or_else(|| {
         std::env::var_os("XLA_AOT_DUMP_TO").map(|d| PathBuf::from(d).join(&model.module.name))
     });
-    let opts = options(
-        &req.disabled_passes,
-        dump_to.is_some(),
-        req.no_winograd,
-        req.precision,
-        req.checks,
-    );
+    let mut opts = CompileOptions {
+        weights_section: req.weights_section.clone(),
+        code_section: req.code_section.clone(),
+        ..options(
+            &req.disabled_passes,
+            dump_to.is_some(),
+            req.no_winograd,
+            req.precision,
+            req.checks,
+        )
+    };
+    opts.codegen.weights_blob = req.weights_external;
     let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
     if req.time_passes {
         eprint!("{}", crate::passes::timing_report(&artefacts.pass_records));

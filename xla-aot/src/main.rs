@@ -102,6 +102,21 @@ enum Command {
         /// more 64-byte arena slice and two atomic operations per call.
         #[arg(long)]
         checks: bool,
+        /// ELF section of the weights (default `.rodata.xla_aot.<name>` on microcontroller
+        /// targets, `.rodata` elsewhere), for a linker script that places them (docs/microcontrollers.md).
+        #[arg(long, value_name = "SECTION")]
+        weights_section: Option<String>,
+        /// ELF section of the code (default `.text`), e.g. `.itcm_text` for a linker script that
+        /// copies it to tightly coupled memory.
+        #[arg(long, value_name = "SECTION")]
+        code_section: Option<String>,
+        /// `size` or `speed` first (default: size on microcontroller targets, speed elsewhere).
+        #[arg(long, value_parser = ["size", "speed"])]
+        optimize: Option<String>,
+        /// `external`: leave every weight out of the library and write `<name>.weights` (with a
+        /// checksum) for the caller to pass to `<name>_set_weights` (docs/microcontrollers.md).
+        #[arg(long, value_parser = ["embedded", "external"], default_value = "embedded")]
+        weights: String,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -225,6 +240,10 @@ fn main() -> ExitCode {
             no_winograd,
             precision,
             checks,
+            weights_section,
+            code_section,
+            optimize,
+            weights,
             fixed,
         } => match driver::compile(
             &spec,
@@ -238,6 +257,12 @@ fn main() -> ExitCode {
                 no_winograd,
                 precision,
                 checks,
+                weights_section,
+                code_section,
+                optimize: optimize
+                    .as_deref()
+                    .and_then(xla_aot::target::Optimize::parse),
+                weights_external: weights == "external",
             },
         ) {
             Ok(files) => {
@@ -307,7 +332,7 @@ fn main() -> ExitCode {
         Command::Targets => {
             for t in xla_aot::target::Target::builtins() {
                 println!(
-                    "{:<15} {:<26} {:<12} {}",
+                    "{:<15} {:<27} {:<12} {}",
                     t.name, t.triple, t.cpu, t.description
                 );
             }

@@ -20,6 +20,17 @@ pub enum Arch {
     Aarch64,
     /// NVIDIA GPUs (`nvptx64-nvidia-cuda`): the device side of a CUDA target (`codegen/gpu/ptx.rs`).
     Nvptx64,
+    /// 32-bit Arm M-profile microcontrollers (`thumbv7em-none-eabihf`, `thumbv8.1m.main-none-eabihf`):
+    /// Thumb-2 code, EABI hard-float, bare metal (`docs/microcontrollers.md`).
+    Arm,
+}
+
+impl Arch {
+    /// Whether code for this family is bare metal (no OS, 32-bit pointers, static relocations,
+    /// weights placed in a named flash section).
+    pub fn is_microcontroller(self) -> bool {
+        self == Arch::Arm
+    }
 }
 
 /// A resolved target.
@@ -50,10 +61,35 @@ pub struct Target {
     /// the CUDA launcher (`codegen/gpu/ptx.rs`, `codegen/gpu/cuda_host.rs`); the fields above describe
     /// the host CPU.
     pub cuda_sm: Option<String>,
+    /// Whether code size or speed comes first (`--optimize`; size on microcontroller targets).
+    pub optimize: Optimize,
     /// For a multi-ISA target (`x86_64-multi`): the built-in single-ISA targets compiled into the
     /// one library, best first; the entry points run the first one the CPU can (`isa.rs`). The
     /// fields above then describe the dispatcher's own code (baseline). Empty otherwise.
     pub variants: Vec<Target>,
+}
+
+/// What the code generator favours when the two disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimize {
+    /// Fastest code: unrolled tile variants, every loop specialised (the default on x86-64 and
+    /// aarch64).
+    Speed,
+    /// Smallest code: LLVM's `optsize` on every function, and one loop where the fast path
+    /// unrolls (the channel groups of a depthwise convolution); the default on microcontrollers.
+    Size,
+}
+
+impl Optimize {
+    /// `size` or `speed` (the `--optimize` values).
+    pub fn parse(s: &str) -> Option<Optimize> {
+        match s {
+            "size" => Some(Optimize::Size),
+            "speed" => Some(Optimize::Speed),
+            _ => None,
+        }
+    }
 }
 
 /// The GPU architectures a CUDA target may name: the SMs since Pascal that LLVM 14 emits
@@ -73,6 +109,10 @@ pub fn cuda_sm_number(sm: &str) -> Option<u32> {
 const DEFAULT_L1D_BYTES: u64 = 32 * 1024;
 const DEFAULT_L2_BYTES: u64 = 1024 * 1024;
 
+/// `vector_bits` of a target without a vector unit (Cortex-M4F/M7/M33): one f32 lane, so every
+/// micro-kernel is the scalar FPU path.
+pub const SCALAR_FPU_BITS: u32 = 32;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TargetFile {
@@ -90,6 +130,8 @@ struct TargetFile {
     l2_bytes: Option<u64>,
     #[serde(default)]
     cuda_sm: Option<String>,
+    #[serde(default)]
+    optimize: Option<Optimize>,
     #[serde(default)]
     variants: Vec<String>,
 }
@@ -111,6 +153,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
     ("jetson-orin", include_str!("../targets/jetson-orin.yaml")),
     ("cuda-x86_64", include_str!("../targets/cuda-x86_64.yaml")),
+    ("cortex-m4f", include_str!("../targets/cortex-m4f.yaml")),
+    ("cortex-m7", include_str!("../targets/cortex-m7.yaml")),
+    ("cortex-m33", include_str!("../targets/cortex-m33.yaml")),
+    ("cortex-m55", include_str!("../targets/cortex-m55.yaml")),
     ("host", include_str!("../targets/host.yaml")),
 ];
 
@@ -179,18 +225,44 @@ impl Target {
 
     /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
     /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512`, with `avx2` →
-    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`.
+    /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`; the Cortex-M
+    /// triples as [`Target::for_cargo_cpu`] maps them without a `-C target-cpu`.
     pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
+        Target::for_cargo_cpu(triple, features, None)
+    }
+
+    /// [`Target::for_cargo`], with the `-C target-cpu` of the build if any (Rust reports no Arm
+    /// M-profile features to build scripts, so the CPU tells the cores of one triple apart):
+    /// `thumbv7em-none-eabihf` → `cortex-m7` with `target-cpu=cortex-m7` (or the `fp64`
+    /// feature), otherwise `cortex-m4f`; `thumbv8m.main-none-eabihf` → `cortex-m55` with
+    /// `target-cpu=cortex-m55` (or `mve`; Rust has no ARMv8.1-M target, M55 code is built for
+    /// this one), otherwise `cortex-m33`. The soft-float `eabi` triples are refused: the library
+    /// uses the FPU.
+    pub fn for_cargo_cpu(
+        triple: &str,
+        features: &str,
+        cpu: Option<&str>,
+    ) -> Result<Target, TargetError> {
         let has = |f: &str| features.split(',').any(|x| x.trim() == f);
+        let hard_float = triple.ends_with("-eabihf");
         let name = match triple.split('-').next().unwrap_or("") {
             "x86_64" if has("avx512f") => "x86_64-avx512",
             "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
             "x86_64" => "x86_64",
             "aarch64" => "aarch64-neon",
+            "thumbv7em" if hard_float && (cpu == Some("cortex-m7") || has("fp64")) => "cortex-m7",
+            "thumbv7em" if hard_float => "cortex-m4f",
+            "thumbv8m.main" if hard_float && (cpu == Some("cortex-m55") || has("mve")) => {
+                "cortex-m55"
+            }
+            "thumbv8m.main" if hard_float => "cortex-m33",
             _ => {
                 return Err(TargetError::File {
                     path: triple.to_string(),
-                    reason: "xla-aot compiles for x86_64 and aarch64 Cargo targets; set Build::target(..) to override".into(),
+                    reason: "xla-aot compiles for x86_64, aarch64 and the hard-float Cortex-M \
+                             (thumbv7em-none-eabihf, thumbv8m.main-none-eabihf) Cargo targets; \
+                             set Build::target(..) to override"
+                        .into(),
                 });
             }
         };
@@ -220,6 +292,9 @@ impl Target {
                     || matches!(self.cpu.as_str(), "x86-64-v3" | "x86-64-v4")
             }
             Arch::Nvptx64 => false,
+            // Cortex-M: FPv4/FPv5 have `vcvtb.f32.f16`, but the integer path is exact and needs
+            // no FPU feature check per core.
+            Arch::Arm => false,
         }
     }
 
@@ -283,9 +358,20 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
     let arch = match triple.split('-').next() {
         Some("x86_64") => Arch::X86_64,
         Some("aarch64") => Arch::Aarch64,
+        Some(t) if is_m_profile(t) => {
+            if !triple.ends_with("-none-eabihf") {
+                return Err(format!(
+                    "triple `{triple}`: microcontroller targets are bare metal with the hard-float \
+                     EABI; write `{t}-none-eabihf` ({origin})"
+                ));
+            }
+            Arch::Arm
+        }
         other => {
             return Err(format!(
-                "triple `{triple}` ({}) is not supported; CPU targets are x86_64 and aarch64",
+                "triple `{triple}` ({}) is not supported; CPU targets are x86_64, aarch64 and the \
+                 Cortex-M triples (thumbv7em-none-eabihf, thumbv8m.main-none-eabihf, \
+                 thumbv8.1m.main-none-eabihf)",
                 other.unwrap_or("")
             ));
         }
@@ -293,14 +379,24 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
     if !native {
         check_cpu_and_features(arch, &cpu, &features, origin)?;
     }
-    if ![128, 256, 512].contains(&vector_bits) {
+    if arch == Arch::Arm && !ARM_FPU_CPUS.contains(&cpu.as_str()) {
         return Err(format!(
-            "vector_bits {vector_bits} must be 128, 256 or 512 ({origin})"
+            "cpu `{cpu}` has no single-precision FPU; xla-aot's Cortex-M code needs one \
+             (cores: {}) ({origin})",
+            ARM_FPU_CPUS.join(", ")
         ));
     }
-    // x86-64 has 16 vector registers until AVX-512 doubles them; aarch64 always has 32.
+    if ![SCALAR_FPU_BITS, 128, 256, 512].contains(&vector_bits) {
+        return Err(format!(
+            "vector_bits {vector_bits} must be 32 (a scalar FPU, no vector unit), 128, 256 or 512 \
+             ({origin})"
+        ));
+    }
+    // x86-64 has 16 vector registers until AVX-512 doubles them; aarch64 always has 32; Helium
+    // has 8 q registers, a scalar M-profile FPU 32 s registers.
     let vector_registers = f.vector_registers.unwrap_or(match arch {
         Arch::X86_64 if vector_bits < 512 => 16,
+        Arch::Arm if vector_bits > SCALAR_FPU_BITS => 8,
         _ => 32,
     });
     if !(8..=64).contains(&vector_registers) {
@@ -309,6 +405,11 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         ));
     }
     if let Some(sm) = &f.cuda_sm {
+        if arch == Arch::Arm {
+            return Err(format!(
+                "cuda_sm: a microcontroller target has no CUDA host; remove `cuda_sm` ({origin})"
+            ));
+        }
         if cuda_sm_number(sm).is_none() {
             let known: Vec<String> = CUDA_SMS.iter().map(|n| format!("sm_{n}")).collect();
             return Err(format!(
@@ -329,8 +430,30 @@ fn parse(text: &str, origin: &str) -> Result<Target, String> {
         l1d_bytes: f.l1d_bytes.unwrap_or(DEFAULT_L1D_BYTES).max(4096),
         l2_bytes: f.l2_bytes.unwrap_or(DEFAULT_L2_BYTES).max(65536),
         cuda_sm: f.cuda_sm,
+        optimize: f.optimize.unwrap_or(if arch.is_microcontroller() {
+            Optimize::Size
+        } else {
+            Optimize::Speed
+        }),
         variants: isa::resolve_variants(&f.variants, arch, origin)?,
     })
+}
+
+/// The M-profile cores with a single-precision FPU (the code uses hardware f32 arithmetic and
+/// the hard-float calling convention; a soft-float core would need libgcc's `__aeabi_f*`).
+const ARM_FPU_CPUS: &[&str] = &[
+    "cortex-m4",
+    "cortex-m7",
+    "cortex-m33",
+    "cortex-m35p",
+    "cortex-m55",
+];
+
+/// Whether the first part of a triple names an Arm M-profile architecture (`thumbv7em`,
+/// `thumbv8m.main`, `thumbv8.1m.main`, ...).
+fn is_m_profile(arch: &str) -> bool {
+    arch.strip_prefix("thumbv")
+        .is_some_and(|v| v.ends_with('m') || v.contains("m."))
 }
 
 /// Features whose removal LLVM cannot honour for the triple (it aborts the process): x86-64 code
@@ -356,6 +479,11 @@ fn check_cpu_and_features(
             llvm_names::AARCH64_FEATURES,
             "aarch64",
         ),
+        Arch::Arm => (
+            llvm_names::ARM_M_CPUS,
+            llvm_names::ARM_FEATURES,
+            "thumbv7em",
+        ),
         Arch::Nvptx64 => return Ok(()),
     };
     if !cpus.contains(&cpu) {
@@ -368,6 +496,7 @@ fn check_cpu_and_features(
             cpus.iter()
                 .filter(|c| c.starts_with("x86-64")
                     || c.starts_with("cortex-a7")
+                    || c.starts_with("cortex-m")
                     || **c == "generic")
                 .copied()
                 .collect::<Vec<_>>()
@@ -396,4 +525,48 @@ fn check_cpu_and_features(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cortex_m_targets_resolve_and_bad_ones_say_why() {
+        for (name, arch_bits) in [
+            ("cortex-m4f", 32),
+            ("cortex-m7", 32),
+            ("cortex-m33", 32),
+            ("cortex-m55", 128),
+        ] {
+            let t = Target::resolve(name).unwrap();
+            assert_eq!((t.arch, t.vector_bits), (Arch::Arm, arch_bits));
+            assert_eq!(t.optimize, Optimize::Size);
+        }
+        assert_eq!(Target::resolve("x86_64").unwrap().optimize, Optimize::Speed);
+        let file = |triple: &str, cpu: &str| {
+            parse(
+                &format!(
+                    "name: t\ndescription: d\ntriple: {triple}\ncpu: {cpu}\nfeatures: \"\"\nvector_bits: 32\n"
+                ),
+                "t.yaml",
+            )
+        };
+        assert!(file("thumbv7em-none-eabihf", "cortex-m4").is_ok());
+        assert!(
+            file("thumbv7em-none-eabi", "cortex-m4")
+                .unwrap_err()
+                .contains("hard-float")
+        );
+        assert!(
+            file("thumbv6m-none-eabihf", "cortex-m0")
+                .unwrap_err()
+                .contains("no single-precision FPU")
+        );
+        assert!(
+            file("thumbv7em-none-eabihf", "cortex-a72")
+                .unwrap_err()
+                .contains("not a CPU")
+        );
+    }
 }

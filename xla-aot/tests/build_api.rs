@@ -132,6 +132,13 @@ fn cargo_targets_map_to_xla_aot_targets() {
     );
     assert_eq!(name("aarch64-unknown-linux-gnu", "neon"), "aarch64-neon");
     assert!(Target::for_cargo("riscv64gc-unknown-linux-gnu", "").is_err());
+    assert_eq!(name("thumbv7em-none-eabihf", ""), "cortex-m4f");
+    assert_eq!(name("thumbv8m.main-none-eabihf", ""), "cortex-m33");
+    let cpu = |t: &str, c: &str| Target::for_cargo_cpu(t, "", Some(c)).unwrap().name;
+    assert_eq!(cpu("thumbv7em-none-eabihf", "cortex-m7"), "cortex-m7");
+    assert_eq!(cpu("thumbv8m.main-none-eabihf", "cortex-m55"), "cortex-m55");
+    // Soft-float: the library uses the FPU.
+    assert!(Target::for_cargo("thumbv7em-none-eabi", "").is_err());
     // Build::multi_isa(true).
     let multi = Target::for_cargo_multi_isa("x86_64-unknown-linux-gnu").unwrap();
     assert_eq!(multi.name, "x86_64-multi");

@@ -259,6 +259,10 @@ fn targets_command_lists_every_builtin() {
         "x86_64-avx512",
         "aarch64-neon",
         "aarch64-a78",
+        "cortex-m4f",
+        "cortex-m7",
+        "cortex-m33",
+        "cortex-m55",
         "host",
     ] {
         assert!(

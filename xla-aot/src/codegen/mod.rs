@@ -25,7 +25,7 @@ pub fn compile(
     target: &Target,
     opts: Options,
 ) -> Result<CpuObject, CodegenError> {
-    compile_batched(hlo, plan, &[], None, target, opts)
+    compile_batched(hlo, plan, &[], None, target, opts, Sections::default())
 }
 
 /// [`compile`], with batch buckets: `variants` (the other buckets' modules, named
@@ -40,12 +40,30 @@ pub fn compile_batched(
     batch: Option<&cpu::BatchPlan>,
     target: &Target,
     opts: Options,
+    sections: Sections<'_>,
 ) -> Result<CpuObject, CodegenError> {
     let tm = core::target_machine(target)?;
     let ctx = Context::create();
-    let lib = build_library(&ctx, &tm, hlo, plan, variants, batch, target, opts.grid)?;
+    let lib = build_library(
+        &ctx,
+        &tm,
+        hlo,
+        plan,
+        variants,
+        batch,
+        target,
+        opts.grid,
+        opts.weights_blob,
+    )?;
+    if let Some(section) = sections.weights {
+        place_constants(&lib.module, section);
+    }
+    if let Some(section) = sections.code {
+        place_functions(&lib.module, section);
+    }
     let mut object = core::object::finish(&lib.module, &tm, lib.kernels, lib.exports, opts)?;
     object.external_weights = lib.external;
+    object.weights_blob = lib.blob;
     Ok(object)
 }
 
@@ -58,6 +76,8 @@ pub(crate) struct Library<'ctx> {
     pub exports: Vec<String>,
     /// The weights it declares external (`core/weights.rs`).
     pub external: Option<core::weights::ExternalWeights>,
+    /// With `blob` (`--weights external`): every constant's bytes (`core/weights_blob.rs`).
+    pub blob: Option<Vec<u8>>,
 }
 
 /// [`compile_batched`]'s module, unoptimised (a multi-ISA library optimises each variant's
@@ -72,15 +92,23 @@ pub(crate) fn build_library<'ctx>(
     batch: Option<&cpu::BatchPlan>,
     target: &Target,
     grid: bool,
+    blob: bool,
 ) -> Result<Library<'ctx>, CodegenError> {
     // Large weights go into the library's data object (`core::weights`), except with batch
-    // buckets, whose modules share their identical weights through LLVM's constant merging.
-    let external_weights = !grid && variants.is_empty();
-    let (module, mut kernels, external) = if grid {
-        let (m, k) = gpu::build_host_module(ctx, tm, hlo, plan, target)?;
-        (m, k, None)
+    // buckets, whose modules share their identical weights through LLVM's constant merging;
+    // `--weights external` (`blob`) puts them all in the caller's blob (`core::weights_blob`).
+    let placement = if blob {
+        core::weights::Placement::Blob
+    } else if !grid && variants.is_empty() {
+        core::weights::Placement::DataObject
     } else {
-        cpu::build_library_module(ctx, tm, hlo, plan, target, external_weights)?
+        core::weights::Placement::InModule
+    };
+    let (module, mut kernels, external, blob) = if grid {
+        let (m, k) = gpu::build_host_module(ctx, tm, hlo, plan, target)?;
+        (m, k, None, None)
+    } else {
+        cpu::build_library_module(ctx, tm, hlo, plan, target, placement)?
     };
     let mut exports = vec![
         format!("{}_run", hlo.name),
@@ -114,5 +142,36 @@ pub(crate) fn build_library<'ctx>(
         kernels,
         exports,
         external,
+        blob,
     })
+}
+
+/// The ELF sections a library's weights and code go into (`None`: `.rodata` and `.text`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sections<'s> {
+    pub weights: Option<&'s str>,
+    pub code: Option<&'s str>,
+}
+
+/// Puts every function the module defines into `section` (`--code-section`).
+fn place_functions(module: &inkwell::module::Module<'_>, section: &str) {
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        if func.count_basic_blocks() > 0 {
+            func.as_global_value().set_section(Some(section));
+        }
+        f = func.get_next_function();
+    }
+}
+
+/// Puts every constant the module defines (the weights kept in the module, and the kernels'
+/// constant tables) into `section`; the data object's weights go there too (`compile/`).
+fn place_constants(module: &inkwell::module::Module<'_>, section: &str) {
+    let mut g = module.get_first_global();
+    while let Some(global) = g {
+        if global.is_constant() && global.get_initializer().is_some() {
+            global.set_section(Some(section));
+        }
+        g = global.get_next_global();
+    }
 }

@@ -16,6 +16,7 @@ use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
 use crate::emit::data_object::{self, Blob};
+use crate::emit::footprint;
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
@@ -40,6 +41,11 @@ pub struct CompileOptions {
     /// `--checks`: the entry points also refuse a call whose arena another call is using
     /// (`codegen/core/canary.rs`; one more arena slice, two atomic operations per call).
     pub checks: bool,
+    /// `--weights-section`: the ELF section of the weights (`emit/sections.rs`; default
+    /// `.rodata.xla_aot.<name>` on microcontroller targets, `.rodata` elsewhere).
+    pub weights_section: Option<String>,
+    /// `--code-section`: the ELF section of the code (default `.text`).
+    pub code_section: Option<String>,
     /// `--precision`: the weights' storage type (`ir/precision.rs`), overriding the module's own
     /// (a spec's `precision:`); `None` keeps the module's.
     pub precision: Option<crate::ir::Precision>,
@@ -286,6 +292,16 @@ pub fn compile_model_buckets(
         start: std::time::Instant::now(),
     };
     if !target.variants.is_empty() {
+        if opts.codegen.weights_blob
+            || opts.weights_section.is_some()
+            || opts.code_section.is_some()
+        {
+            return Err(CompileError::Unsupported(format!(
+                "--weights external, --weights-section and --code-section are not supported for \
+                 the multi-ISA target {} yet; compile without them",
+                target.name
+            )));
+        }
         return multi::compile(m, buckets, seq, target, opts, &progress);
     }
     let Optimized {
@@ -305,7 +321,35 @@ pub fn compile_model_buckets(
     ));
     let (declared, variants, batch_plan) = plan_buckets(m, &plan, buckets, seq, target, opts)?;
     let refs: Vec<(&Module, &BufferPlan)> = variants.iter().map(|(_, v, p)| (v, p)).collect();
-    let obj = codegen::compile_batched(m, &plan, &refs, batch_plan.as_ref(), target, opts.codegen)?;
+    if opts.codegen.weights_blob && (target.cuda_sm.is_some() || !buckets.is_empty()) {
+        return Err(CompileError::Unsupported(
+            "--weights external: not with a CUDA target or batch buckets yet; compile with \
+             embedded weights (the default)"
+                .into(),
+        ));
+    }
+    if let Some(s) = &opts.weights_section {
+        crate::emit::sections::check_section(s)
+            .map_err(|r| CompileError::Unsupported(format!("--weights-section: {r}")))?;
+    }
+    if let Some(s) = &opts.code_section {
+        crate::emit::sections::check_section(s)
+            .map_err(|r| CompileError::Unsupported(format!("--code-section: {r}")))?;
+    }
+    let section =
+        crate::emit::sections::weights_section(&m.name, target, opts.weights_section.as_deref());
+    let obj = codegen::compile_batched(
+        m,
+        &plan,
+        &refs,
+        batch_plan.as_ref(),
+        target,
+        opts.codegen,
+        codegen::Sections {
+            weights: section.as_deref(),
+            code: opts.code_section.as_deref(),
+        },
+    )?;
     progress.stage(&format!(
         "generated {} kernels for {}",
         obj.kernels.len(),
@@ -349,6 +393,7 @@ pub fn compile_model_buckets(
         });
     }
     // The large weights: a data object written last, straight into the archive.
+    let weights_section = section.as_deref().unwrap_or(data_object::DEFAULT_SECTION);
     let weights = obj.external_weights.as_ref().map(|w| {
         let blobs: Vec<Blob> = w
             .weights
@@ -364,10 +409,12 @@ pub fn compile_model_buckets(
     });
     let tail = weights.as_ref().map(|(w, blobs)| archive::Tail {
         name: WEIGHTS_MEMBER,
-        len: data_object::object_len(blobs),
+        len: data_object::object_len(target.arch, blobs, weights_section),
         symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
         write: Box::new(|out: &mut Vec<u8>| {
-            data_object::write_object(target.arch, blobs, out, |i, dst| w.fill(m, i, dst))
+            data_object::write_object(target.arch, blobs, weights_section, out, |i, dst| {
+                w.fill(m, i, dst)
+            })
         }),
     });
     let (archive, weights_object) = archive::write_archive_with(&members, tail);
@@ -384,6 +431,32 @@ pub fn compile_model_buckets(
         crate::codegen::core::packing::Packings::for_cpu(m, target, scratch)
     };
     let weights_bytes = header::stored_weight_bytes(m, &packings);
+    // A microcontroller library states its flash and RAM bytes (`emit/footprint.rs`).
+    let footprint = target.arch.is_microcontroller().then(|| {
+        let objects = std::iter::once(obj.object.as_slice())
+            .chain(weights_object.clone().map(|r| &archive[r]));
+        let arena = batch_plan
+            .as_ref()
+            .map_or(plan.arena_size, |bp| bp.arena_size());
+        footprint::Footprint::of(objects, weights_section, arena as u64)
+    });
+    let memory_header = footprint
+        .map(|f| {
+            f.header(
+                &m.name.to_ascii_uppercase(),
+                &target.name,
+                weights_section,
+                opts.code_section.as_deref().unwrap_or(".text"),
+            )
+        })
+        .unwrap_or_default();
+    let blob_header = obj
+        .weights_blob
+        .as_ref()
+        .map(|b| header::render_weights_blob(m, b))
+        .unwrap_or_default();
+    let memory_header = memory_header + &blob_header;
+    let cuda_header = cuda_header + &memory_header;
     let header = library_header(
         m,
         &plan,
@@ -402,6 +475,20 @@ pub fn compile_model_buckets(
         weights_bytes,
     );
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
+    if footprint.is_some() {
+        let functions = footprint::functions(&obj.object).unwrap_or_default();
+        let names: Vec<&str> = manifest.kernels.iter().map(|k| k.name.as_str()).collect();
+        let text = footprint::kernel_text(&functions, &names);
+        for (k, t) in manifest.kernels.iter_mut().zip(text) {
+            k.text_bytes = Some(t);
+        }
+    }
+    manifest.memory = footprint.map(|f| manifest::Memory {
+        footprint: f,
+        flash: f.flash(),
+        ram: f.ram(),
+        weights_section: weights_section.to_string(),
+    });
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');
     Ok(Artefacts {
@@ -423,6 +510,7 @@ pub fn compile_model_buckets(
         stages,
         pass_records,
         instructions_before_fusion: before_fusion,
+        weights_blob: obj.weights_blob,
         modules: opts
             .keep_stages
             .then(|| Box::new((original.clone(), optimized.clone()))),

@@ -183,10 +183,11 @@ pub(super) fn compile(
     };
     let tail = (!blobs.is_empty()).then(|| archive::Tail {
         name: WEIGHTS_MEMBER,
-        len: data_object::object_len(&blobs),
+        len: data_object::object_len(target.arch, &blobs, data_object::DEFAULT_SECTION),
         symbols: blobs.iter().map(|b| b.symbol.clone()).collect(),
         write: Box::new(|out: &mut Vec<u8>| {
-            data_object::write_object(target.arch, &blobs, out, |i, dst| {
+            let section = data_object::DEFAULT_SECTION;
+            data_object::write_object(target.arch, &blobs, section, out, |i, dst| {
                 let (v, w) = sources[i];
                 variants[v]
                     .external
@@ -259,6 +260,7 @@ pub(super) fn compile(
         stages,
         pass_records,
         instructions_before_fusion: before_fusion,
+        weights_blob: None,
         modules: opts
             .keep_stages
             .then(|| Box::new((original.clone(), optimized.clone()))),

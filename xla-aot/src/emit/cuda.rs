@@ -29,7 +29,7 @@ pub fn data_object(name: &str, ptx: &PtxModule, arch: Arch) -> Vec<u8> {
     let architecture = match arch {
         Arch::X86_64 => Architecture::X86_64,
         Arch::Aarch64 => Architecture::Aarch64,
-        Arch::Nvptx64 => unreachable!("the host of a CUDA target is a CPU"),
+        Arch::Nvptx64 | Arch::Arm => unreachable!("the host of a CUDA target is x86_64 or aarch64"),
     };
     let mut obj = Object::new(BinaryFormat::Elf, architecture, Endianness::Little);
     let rodata = obj.section_id(StandardSection::ReadOnlyData);

@@ -3,8 +3,9 @@
 //! `codegen/core/weights.rs`) go into the library this way instead of through LLVM constants.
 //!
 //! Contract: [`object_len`] is the exact size [`write_object`] appends, so an archive can write
-//! the member header first and the object after it with no second copy. The object holds one
-//! `.rodata` section (blob `i` at a multiple of [`BLOB_ALIGN`]), one global hidden `STT_OBJECT`
+//! the member header first and the object after it with no second copy. The object (ELF64, or
+//! ELF32 with the hard-float EABI flags for Cortex-M) holds one read-only section, `.rodata` or
+//! the name given (blob `i` at a multiple of [`BLOB_ALIGN`]), one global hidden `STT_OBJECT`
 //! symbol per blob, and an empty `.note.GNU-stack` (no executable stack asked for). `fill(i,
 //! out)` writes blob `i` into its zeroed slot; nothing else is buffered. Deterministic: the same
 //! blobs and bytes give the same object.
@@ -28,23 +29,69 @@ pub struct Blob {
     pub same_as: Option<usize>,
 }
 
-const EHDR: usize = 64;
-const SHDR: usize = 64;
-const SYM: usize = 24;
-/// Section names, NUL-separated, and each one's offset in that table.
-const SHSTRTAB: &[u8] = b"\0.rodata\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0";
-const NAME_RODATA: u32 = 1;
-const NAME_NOTE: u32 = 9;
-const NAME_SYMTAB: u32 = 25;
-const NAME_STRTAB: u32 = 33;
-const NAME_SHSTRTAB: u32 = 41;
-/// Section indices: null, .rodata, .note.GNU-stack, .symtab, .strtab, .shstrtab.
+/// The ELF class of a target: 64-bit for x86-64 and aarch64, 32-bit for Cortex-M.
+#[derive(Debug, Clone, Copy)]
+struct Class {
+    elf64: bool,
+}
+
+impl Class {
+    fn of(arch: Arch) -> Class {
+        Class {
+            elf64: arch != Arch::Arm,
+        }
+    }
+    fn ehdr(self) -> usize {
+        if self.elf64 { 64 } else { 52 }
+    }
+    fn shdr(self) -> usize {
+        if self.elf64 { 64 } else { 40 }
+    }
+    fn sym(self) -> usize {
+        if self.elf64 { 24 } else { 16 }
+    }
+    /// An address-sized field (`Elf64_Addr`/`Elf64_Off`/`Elf64_Xword` or their 32-bit forms).
+    fn word(self, out: &mut Vec<u8>, v: u64) {
+        if self.elf64 {
+            out.extend(v.to_le_bytes());
+        } else {
+            out.extend((v as u32).to_le_bytes());
+        }
+    }
+}
+
+/// The default name of the weights' section: `.rodata`, which every linker script places with
+/// the read-only data. Microcontroller builds name their own (`.rodata.xla_aot.<model>`, see
+/// `docs/microcontrollers.md`).
+pub const DEFAULT_SECTION: &str = ".rodata";
+
+/// Section names after the weights' own, NUL-separated.
+const SHSTRTAB_TAIL: &[u8] = b".note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0";
+/// Section indices: null, weights, .note.GNU-stack, .symtab, .strtab, .shstrtab.
 const SECTIONS: usize = 6;
 const RODATA: u16 = 1;
 
+/// The section-name table for a weights section called `section`, and the offsets of the
+/// names in it (weights, note, symtab, strtab, shstrtab).
+fn shstrtab(section: &str) -> (Vec<u8>, [u32; 5]) {
+    let mut t = vec![0u8];
+    t.extend(section.as_bytes());
+    t.push(0);
+    let note = t.len() as u32;
+    t.extend(SHSTRTAB_TAIL);
+    let names = [
+        1,
+        note,
+        note + 16,      // after ".note.GNU-stack\0"
+        note + 16 + 8,  // after ".symtab\0"
+        note + 16 + 16, // after ".strtab\0"
+    ];
+    (t, names)
+}
+
 /// Where everything goes.
 struct Layout {
-    /// Offset of each blob in `.rodata`.
+    /// Offset of each blob in the weights section.
     at: Vec<usize>,
     rodata: usize,
     rodata_len: usize,
@@ -52,6 +99,7 @@ struct Layout {
     strtab: usize,
     strtab_len: usize,
     shstrtab: usize,
+    shstrtab_len: usize,
     shdrs: usize,
 }
 
@@ -59,7 +107,7 @@ fn align(n: usize, a: usize) -> usize {
     n.div_ceil(a) * a
 }
 
-fn layout(blobs: &[Blob]) -> Layout {
+fn layout(c: Class, blobs: &[Blob], section: &str) -> Layout {
     let mut at = Vec::with_capacity(blobs.len());
     let mut end = 0;
     for b in blobs {
@@ -71,12 +119,13 @@ fn layout(blobs: &[Blob]) -> Layout {
         at.push(o);
         end = o + b.len;
     }
-    let rodata = align(EHDR, BLOB_ALIGN);
+    let rodata = align(c.ehdr(), BLOB_ALIGN);
     let symtab = align(rodata + end, 8);
-    let strtab = symtab + SYM * (blobs.len() + 1);
+    let strtab = symtab + c.sym() * (blobs.len() + 1);
     let strtab_len = 1 + blobs.iter().map(|b| b.symbol.len() + 1).sum::<usize>();
     let shstrtab = strtab + strtab_len;
-    let shdrs = align(shstrtab + SHSTRTAB.len(), 8);
+    let shstrtab_len = section.len() + 2 + SHSTRTAB_TAIL.len();
+    let shdrs = align(shstrtab + shstrtab_len, 8);
     Layout {
         at,
         rodata,
@@ -85,20 +134,32 @@ fn layout(blobs: &[Blob]) -> Layout {
         strtab,
         strtab_len,
         shstrtab,
+        shstrtab_len,
         shdrs,
     }
 }
 
-/// The size of the object [`write_object`] writes for `blobs`.
-pub fn object_len(blobs: &[Blob]) -> usize {
-    layout(blobs).shdrs + SHDR * SECTIONS
+/// The size of the object [`write_object`] writes for `blobs` in section `section`.
+pub fn object_len(arch: Arch, blobs: &[Blob], section: &str) -> usize {
+    let c = Class::of(arch);
+    layout(c, blobs, section).shdrs + c.shdr() * SECTIONS
 }
 
 fn machine(arch: Arch) -> u16 {
     match arch {
         Arch::X86_64 => 62,   // EM_X86_64
         Arch::Aarch64 => 183, // EM_AARCH64
+        Arch::Arm => 40,      // EM_ARM
         Arch::Nvptx64 => unreachable!("data objects are for the host CPU"),
+    }
+}
+
+/// `e_flags`: for Arm, EABI version 5 with the hard-float ABI (`EF_ARM_EABI_VER5 |
+/// EF_ARM_ABI_FLOAT_HARD`, what LLVM writes for `*-eabihf`), so a linker mixes it with the code.
+fn flags(arch: Arch) -> u32 {
+    match arch {
+        Arch::Arm => 0x0500_0400,
+        _ => 0,
     }
 }
 
@@ -114,47 +175,61 @@ struct Shdr {
     entsize: u64,
 }
 
-fn push_shdr(out: &mut Vec<u8>, s: &Shdr) {
+fn push_shdr(c: Class, out: &mut Vec<u8>, s: &Shdr) {
     out.extend(s.name.to_le_bytes());
     out.extend(s.ty.to_le_bytes());
-    out.extend(s.flags.to_le_bytes());
-    out.extend(0u64.to_le_bytes()); // sh_addr
-    out.extend((s.offset as u64).to_le_bytes());
-    out.extend((s.size as u64).to_le_bytes());
+    c.word(out, s.flags);
+    c.word(out, 0); // sh_addr
+    c.word(out, s.offset as u64);
+    c.word(out, s.size as u64);
     out.extend(s.link.to_le_bytes());
     out.extend(s.info.to_le_bytes());
-    out.extend(s.align.to_le_bytes());
-    out.extend(s.entsize.to_le_bytes());
+    c.word(out, s.align);
+    c.word(out, s.entsize);
 }
 
-/// Appends to `out` the object (for a host of `arch`) defining `blobs`, each filled by `fill`.
+/// Appends to `out` the object (for a host of `arch`) defining `blobs` in section `section`, each
+/// filled by `fill`.
 pub fn write_object(
     arch: Arch,
     blobs: &[Blob],
+    section: &str,
     out: &mut Vec<u8>,
     mut fill: impl FnMut(usize, &mut [u8]),
 ) {
-    let l = layout(blobs);
+    let c = Class::of(arch);
+    let l = layout(c, blobs, section);
+    let (
+        names,
+        [
+            name_rodata,
+            name_note,
+            name_symtab,
+            name_strtab,
+            name_shstrtab,
+        ],
+    ) = shstrtab(section);
     let base = out.len();
     // ELF header.
     out.extend(b"\x7fELF");
-    out.extend([2, 1, 1, 0]); // 64-bit, little endian, version 1, System V ABI
+    // 64- or 32-bit, little endian, version 1, System V ABI.
+    out.extend([if c.elf64 { 2 } else { 1 }, 1, 1, 0]);
     out.extend([0u8; 8]);
     out.extend(1u16.to_le_bytes()); // ET_REL
     out.extend(machine(arch).to_le_bytes());
     out.extend(1u32.to_le_bytes()); // EV_CURRENT
-    out.extend(0u64.to_le_bytes()); // e_entry
-    out.extend(0u64.to_le_bytes()); // e_phoff
-    out.extend((l.shdrs as u64).to_le_bytes());
-    out.extend(0u32.to_le_bytes()); // e_flags
-    out.extend((EHDR as u16).to_le_bytes());
+    c.word(out, 0); // e_entry
+    c.word(out, 0); // e_phoff
+    c.word(out, l.shdrs as u64);
+    out.extend(flags(arch).to_le_bytes());
+    out.extend((c.ehdr() as u16).to_le_bytes());
     out.extend(0u16.to_le_bytes()); // e_phentsize
     out.extend(0u16.to_le_bytes()); // e_phnum
-    out.extend((SHDR as u16).to_le_bytes());
+    out.extend((c.shdr() as u16).to_le_bytes());
     out.extend((SECTIONS as u16).to_le_bytes());
     out.extend(5u16.to_le_bytes()); // e_shstrndx
-    debug_assert_eq!(out.len() - base, EHDR);
-    // .rodata: the blobs, each written in place.
+    debug_assert_eq!(out.len() - base, c.ehdr());
+    // The weights section: the blobs, each written in place.
     out.resize(base + l.rodata + l.rodata_len, 0);
     for (i, b) in blobs
         .iter()
@@ -166,15 +241,24 @@ pub fn write_object(
     }
     // .symtab: the null symbol, then one global hidden object per blob.
     out.resize(base + l.symtab, 0);
-    out.extend([0u8; SYM]);
+    out.resize(out.len() + c.sym(), 0);
     let mut name = 1u32;
     for (i, b) in blobs.iter().enumerate() {
         out.extend(name.to_le_bytes());
-        out.push(0x11); // STB_GLOBAL << 4 | STT_OBJECT
-        out.push(2); // STV_HIDDEN
-        out.extend(RODATA.to_le_bytes());
-        out.extend((l.at[i] as u64).to_le_bytes());
-        out.extend((b.len as u64).to_le_bytes());
+        let (info, other) = (0x11u8, 2u8); // STB_GLOBAL << 4 | STT_OBJECT, STV_HIDDEN
+        if c.elf64 {
+            out.push(info);
+            out.push(other);
+            out.extend(RODATA.to_le_bytes());
+            out.extend((l.at[i] as u64).to_le_bytes());
+            out.extend((b.len as u64).to_le_bytes());
+        } else {
+            out.extend((l.at[i] as u32).to_le_bytes());
+            out.extend((b.len as u32).to_le_bytes());
+            out.push(info);
+            out.push(other);
+            out.extend(RODATA.to_le_bytes());
+        }
         name += b.symbol.len() as u32 + 1;
     }
     // .strtab, .shstrtab.
@@ -183,10 +267,11 @@ pub fn write_object(
         out.extend(b.symbol.as_bytes());
         out.push(0);
     }
-    out.extend(SHSTRTAB);
+    debug_assert_eq!(names.len(), l.shstrtab_len);
+    out.extend(&names);
     out.resize(base + l.shdrs, 0);
     // Section headers.
-    out.extend([0u8; SHDR]);
+    out.resize(out.len() + c.shdr(), 0);
     let progbits = |name, flags, offset, size, align| Shdr {
         name,
         ty: 1, // SHT_PROGBITS
@@ -199,22 +284,24 @@ pub fn write_object(
         entsize: 0,
     };
     push_shdr(
+        c,
         out,
-        &progbits(NAME_RODATA, 2, l.rodata, l.rodata_len, BLOB_ALIGN as u64), // SHF_ALLOC
+        &progbits(name_rodata, 2, l.rodata, l.rodata_len, BLOB_ALIGN as u64), // SHF_ALLOC
     );
-    push_shdr(out, &progbits(NAME_NOTE, 0, l.symtab, 0, 1));
+    push_shdr(c, out, &progbits(name_note, 0, l.symtab, 0, 1));
     push_shdr(
+        c,
         out,
         &Shdr {
-            name: NAME_SYMTAB,
+            name: name_symtab,
             ty: 2, // SHT_SYMTAB
             flags: 0,
             offset: l.symtab,
-            size: SYM * (blobs.len() + 1),
+            size: c.sym() * (blobs.len() + 1),
             link: 4, // .strtab
             info: 1, // the first global symbol
-            align: 8,
-            entsize: SYM as u64,
+            align: if c.elf64 { 8 } else { 4 },
+            entsize: c.sym() as u64,
         },
     );
     let strtab = |name, offset, size| Shdr {
@@ -228,9 +315,9 @@ pub fn write_object(
         align: 1,
         entsize: 0,
     };
-    push_shdr(out, &strtab(NAME_STRTAB, l.strtab, l.strtab_len));
-    push_shdr(out, &strtab(NAME_SHSTRTAB, l.shstrtab, SHSTRTAB.len()));
-    debug_assert_eq!(out.len() - base, object_len(blobs));
+    push_shdr(c, out, &strtab(name_strtab, l.strtab, l.strtab_len));
+    push_shdr(c, out, &strtab(name_shstrtab, l.shstrtab, l.shstrtab_len));
+    debug_assert_eq!(out.len() - base, object_len(arch, blobs, section));
 }
 
 #[cfg(test)]
@@ -251,17 +338,32 @@ mod tests {
                 same_as: None,
             },
         ];
-        let mut out = vec![7u8; 5];
-        write_object(Arch::X86_64, &blobs, &mut out, |i, d| d.fill(i as u8 + 1));
-        assert_eq!(out.len() - 5, object_len(&blobs));
-        let o = &out[5..];
-        assert_eq!(&o[..4], b"\x7fELF");
-        assert_eq!(&o[64..67], &[1, 1, 1]);
-        assert_eq!(o[64 + 64], 2);
-        assert_eq!(&SHSTRTAB[NAME_SHSTRTAB as usize..], b".shstrtab\0");
+        for arch in [Arch::X86_64, Arch::Arm] {
+            let mut out = vec![7u8; 5];
+            write_object(arch, &blobs, DEFAULT_SECTION, &mut out, |i, d| {
+                d.fill(i as u8 + 1)
+            });
+            assert_eq!(out.len() - 5, object_len(arch, &blobs, DEFAULT_SECTION));
+            let o = &out[5..];
+            assert_eq!(&o[..4], b"\x7fELF");
+            assert_eq!(o[4], if arch == Arch::Arm { 1 } else { 2 });
+            assert_eq!(&o[64..67], &[1, 1, 1]);
+            assert_eq!(o[64 + 64], 2);
+        }
+        let (t, [w, note, symtab, strtab, shstrtab]) = shstrtab(".rodata.xla_aot.m");
+        let at = |o: u32| {
+            let rest = &t[o as usize..];
+            std::str::from_utf8(&rest[..rest.iter().position(|&b| b == 0).unwrap()]).unwrap()
+        };
         assert_eq!(
-            &SHSTRTAB[NAME_NOTE as usize..NAME_SYMTAB as usize],
-            b".note.GNU-stack\0"
+            [at(w), at(note), at(symtab), at(strtab), at(shstrtab)],
+            [
+                ".rodata.xla_aot.m",
+                ".note.GNU-stack",
+                ".symtab",
+                ".strtab",
+                ".shstrtab"
+            ]
         );
     }
 
@@ -274,11 +376,18 @@ mod tests {
         };
         let one = vec![blob("a", None)];
         let two = vec![blob("a", None), blob("b", Some(0))];
-        let l = layout(&two);
+        let c = Class::of(Arch::X86_64);
+        let l = layout(c, &two, DEFAULT_SECTION);
         assert_eq!(l.at, [0, 0]);
-        assert_eq!(l.rodata_len, layout(&one).rodata_len);
+        assert_eq!(l.rodata_len, layout(c, &one, DEFAULT_SECTION).rodata_len);
         let mut filled = Vec::new();
-        write_object(Arch::X86_64, &two, &mut Vec::new(), |i, _| filled.push(i));
+        write_object(
+            Arch::X86_64,
+            &two,
+            DEFAULT_SECTION,
+            &mut Vec::new(),
+            |i, _| filled.push(i),
+        );
         assert_eq!(filled, [0]);
     }
 }

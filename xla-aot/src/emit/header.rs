@@ -222,6 +222,34 @@ pub fn render(
         .replace("{{cuda_api}}", cuda)
 }
 
+/// The `--weights external` part of the header: the blob's file, size and checksum, and
+/// `<name>_set_weights` (`codegen/core/weights_blob.rs`).
+pub fn render_weights_blob(m: &Module, blob: &[u8]) -> String {
+    let upper = m.name.to_ascii_uppercase();
+    let name = &m.name;
+    let sum = u64::from_le_bytes(blob[16..24].try_into().expect("a blob has its header"));
+    format!(
+        "\n/* Weights (--weights external): none is in the library. {name}.weights holds them all \
+         ({upper}_WEIGHTS_FILE_BYTES\n \
+         * bytes: a 64-byte header with the length and the FNV-1a-64 checksum of the rest, then the \
+         weights). Keep it\n \
+         * anywhere the CPU can read (flash, external memory, RAM), 64-byte aligned, and pass it \
+         to\n \
+         * {name}_set_weights before the first run: it returns XLA_AOT_STATUS_BAD_ARGUMENT for a \
+         blob of another\n \
+         * model or compile (its length or checksum field differs), XLA_AOT_STATUS_MISALIGNED_ARENA \
+         for a misaligned\n \
+         * one. Until then {name}_run returns XLA_AOT_STATUS_NULL_POINTER. The blob must stay in \
+         place while the\n \
+         * model runs. */\n\
+         #define {upper}_WEIGHTS_FILE \"{name}.weights\"\n\
+         #define {upper}_WEIGHTS_FILE_BYTES {len}\n\
+         #define {upper}_WEIGHTS_CHECKSUM 0x{sum:016x}ull\n\
+         int {name}_set_weights(const void *weights);\n",
+        len = blob.len(),
+    )
+}
+
 /// The batch-bucket part of the header (`batch_sizes`): the bucket macros, `<name>_run_batch`
 /// and each other bucket's entry points. Shapes elsewhere in the header are the declared batch's.
 pub fn render_batch(m: &Module, bp: &crate::codegen::cpu::BatchPlan, declared: usize) -> String {

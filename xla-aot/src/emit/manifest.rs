@@ -38,6 +38,9 @@ pub struct Kernel {
     pub writes: usize,
     /// Floating-point operations per run (a multiply-add counts 2).
     pub flops: u64,
+    /// A microcontroller library: bytes of code of the kernel (`footprint.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -70,11 +73,24 @@ pub struct Manifest {
     /// The GPU side of a CUDA target (absent for CPU targets).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda: Option<Cuda>,
+    /// A microcontroller library's flash and RAM bytes (`footprint.rs`; absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// The variants of a multi-ISA library (`x86_64-multi`), best first; absent otherwise. The
     /// fields above describe the first one (its kernels, the profiler's kernel indices when it
     /// runs); the arena is the largest variant's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isa_variants: Option<Vec<IsaVariant>>,
+}
+
+/// The manifest's `memory`: the footprint, its flash and RAM sums, and the weights' section.
+#[derive(Serialize)]
+pub struct Memory {
+    #[serde(flatten)]
+    pub footprint: super::footprint::Footprint,
+    pub flash: u64,
+    pub ram: u64,
+    pub weights_section: String,
 }
 
 /// One variant of a multi-ISA library (`compile/multi.rs`).
@@ -202,9 +218,11 @@ pub fn build(
                 weight_reads: k.weight_reads,
                 writes: k.writes,
                 flops: k.flops,
+                text_bytes: None,
             })
             .collect(),
         cuda: None,
+        memory: None,
         isa_variants: None,
     }
 }

@@ -13,9 +13,11 @@ pub mod c_idents;
 pub mod cuda;
 pub mod data_object;
 pub mod dump;
+pub mod footprint;
 pub mod graphs;
 pub mod header;
 pub mod manifest;
+pub mod sections;
 
 use crate::arena::BufferPlan;
 use crate::codegen::gpu::ptx::PtxModule;
@@ -62,6 +64,9 @@ pub struct Artefacts {
     pub ptx: Option<PtxModule>,
     /// With batch buckets: the dispatcher's plan and the declared batch (bindings, tests).
     pub batch: Option<(cpu::BatchPlan, usize)>,
+    /// With `--weights external`: `<name>.weights`, the blob of every constant
+    /// (`codegen/core/weights_blob.rs`).
+    pub weights_blob: Option<Vec<u8>>,
 }
 
 /// Writes the artefacts into `dir` (created if needed); returns the paths written. On any error
@@ -85,6 +90,9 @@ pub fn write_artefacts(a: &Artefacts, dir: &Path) -> std::io::Result<Vec<PathBuf
     }
     if let Some(p) = &a.ptx {
         files.push((format!("{}.ptx", a.name), p.ptx.as_bytes()));
+    }
+    if let Some(b) = &a.weights_blob {
+        files.push((format!("{}.weights", a.name), b));
     }
     if let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).is_dir()) {
         return Err(std::io::Error::other(format!(

@@ -164,7 +164,7 @@ pub fn levels(arch: Arch) -> &'static [Isa] {
     match arch {
         Arch::X86_64 => X86_64_ISAS,
         Arch::Aarch64 => AARCH64_ISAS,
-        Arch::Nvptx64 => &[],
+        Arch::Nvptx64 | Arch::Arm => &[],
     }
 }
 

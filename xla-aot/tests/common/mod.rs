@@ -147,6 +147,10 @@ pub fn toolchain(t: &Target) -> (String, Vec<String>) {
             ],
         ),
         Arch::Nvptx64 => panic!("{}: PTX has no host toolchain; see tests/ptx.rs", t.name),
+        Arch::Arm => panic!(
+            "{}: bare metal, run on emulated boards; see tests/mcu.rs",
+            t.name
+        ),
     }
 }
 

@@ -105,6 +105,9 @@ pub struct Emitter<'a, 'ctx, B> {
     /// Whether the body being generated splits its outermost loop between tasks
     /// (`outer_split.rs`).
     pub(crate) outer_split: SplitState<'ctx>,
+    /// With `--weights external`: where each constant sits in the caller's blob
+    /// (`weights_blob.rs`), set by `constant_globals`.
+    pub(crate) blob: RefCell<Option<super::weights_blob::BlobLayout<'ctx>>>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }
@@ -146,6 +149,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             fabs: math::fabs(ctx, m),
             concat_pins: RefCell::new(Vec::new()),
             outer_split: SplitState::new(),
+            blob: RefCell::new(None),
             be,
         }
     }

@@ -99,9 +99,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.common_attrs(imp);
         self.b
             .position_at_end(self.ctx.append_basic_block(imp, "entry"));
+        // `--weights external`: constants are offsets into the caller's blob.
+        let blob = self.blob.borrow();
         // The kernels' calls, in `fun` (the body, or one part of it), with its parameters.
         let emit_calls = |fun: FunctionValue<'ctx>, range: std::ops::Range<usize>| {
             let arena = fun.get_nth_param(0).unwrap().into_pointer_value();
+            let blob_base = blob.as_ref().map(|l| self.blob_base(l));
             let slot = |table: u32, k: usize| {
                 let t = fun.get_nth_param(table).unwrap().into_pointer_value();
                 self.b
@@ -116,7 +119,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 let p = match self.plan.locs[r.index()] {
                     Loc::Input(k) => input(k),
                     Loc::Output(k) => output(k),
-                    Loc::Constant => globals[r.index()].expect("constants have globals"),
+                    Loc::Constant => match (globals[r.index()], &*blob, blob_base) {
+                        (Some(g), ..) => g,
+                        (None, Some(l), Some(base)) => {
+                            let off = l.offsets[r.index()].expect("constants are in the blob");
+                            self.gep(base, self.i64(off))
+                        }
+                        _ => unreachable!("constants have globals or blob offsets"),
+                    },
                     Loc::Arena(off) => self.gep(arena, self.i64(off as u64)),
                     Loc::Alias(_) => unreachable!("root() follows aliases"),
                 };
@@ -214,6 +224,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             return_if(f, is_null, Status::NullPointer, ("null", "arena_ok"));
             let mis = self.is_misaligned(arena);
             return_if(f, mis, Status::MisalignedArena, ("misaligned", "aligned"));
+            // `--weights external`: no run before `<name>_set_weights`.
+            if let Some(l) = &*blob {
+                let base = self.blob_base(l);
+                let unset = self.b.build_is_null(base, "").unwrap();
+                return_if(f, unset, Status::NullPointer, ("no_weights", "weights_set"));
+            }
         };
         // Returns NULL_POINTER when any of `ps` is null: one branch on all the tests
         // (`overlap.rs` `any_null`), not a chain of blocks across which every pointer stays live

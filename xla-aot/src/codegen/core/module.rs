@@ -10,7 +10,8 @@
 use super::emitter::{Backend, Emitter};
 use super::layout::is_row_major;
 use super::packing::Packings;
-use super::weights::{self, EXTERNAL_FROM, ExternalWeight};
+use super::weights::{self, EXTERNAL_FROM, ExternalWeight, Placement};
+use super::weights_blob::{self, BlobLayout};
 use super::{CodegenError, KernelInfo};
 use crate::arena::{ARENA_ALIGN, Loc};
 use crate::ir::{Computation, InstId, Op};
@@ -72,18 +73,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     }
 
     /// Weights and constants: private read-only globals (raw bytes, cache-line aligned), each
-    /// holding the bytes `packings` says it is stored as. With `external`, the large ones
-    /// (`weights::EXTERNAL_FROM`) are declared `external hidden` instead, for the library's data
-    /// object to define; they are returned in order.
+    /// holding the bytes `packings` says it is stored as. With [`Placement::DataObject`], the
+    /// large ones (`weights::EXTERNAL_FROM`) are declared `external hidden` instead, for the
+    /// library's data object to define; they are returned in order. With [`Placement::Blob`],
+    /// none is a global: all are written into the blob `self.blob` describes
+    /// (`weights_blob.rs`), where the entry points find them.
     #[allow(clippy::type_complexity)]
     pub(crate) fn constant_globals(
         &self,
         packings: &Packings,
-        external: bool,
+        placement: Placement,
     ) -> Result<(Vec<Option<PointerValue<'ctx>>>, Vec<ExternalWeight>), CodegenError> {
         let c = &self.hlo.entry;
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
         let mut outside = Vec::new();
+        if placement == Placement::Blob {
+            self.blob_constants(packings)?;
+            return Ok((globals, outside));
+        }
+        let external = placement == Placement::DataObject;
         for (i, inst) in c.instructions.iter().enumerate() {
             if let Op::Constant(lit) = &inst.op {
                 let Some(bytes) = lit.bytes() else {
@@ -135,6 +143,43 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             }
         }
         Ok((globals, outside))
+    }
+
+    /// [`Placement::Blob`]: every constant's stored bytes into the blob, and `self.blob` set.
+    fn blob_constants(&self, packings: &Packings) -> Result<(), CodegenError> {
+        let c = &self.hlo.entry;
+        let mut consts = Vec::new();
+        for (i, inst) in c.instructions.iter().enumerate() {
+            if let Op::Constant(lit) = &inst.op {
+                let Some(bytes) = lit.bytes() else {
+                    return Err(CodegenError::Unsupported {
+                        inst: inst.name.clone(),
+                        reason: "the constant's data was elided in the HLO text".into(),
+                    });
+                };
+                let id = InstId(i as u32);
+                consts.push((id, bytes, packings.stored_len(id, &inst.shape)));
+            }
+        }
+        let sizes: Vec<usize> = consts.iter().map(|k| k.2).collect();
+        let (at, _) = weights_blob::offsets(&sizes);
+        let bytes = weights_blob::write(&self.hlo.name, &sizes, |k, out| {
+            let (id, data, _) = consts[k];
+            packings.write_stored(id, data, &c.inst(id).shape, out)
+        });
+        let mut offsets = vec![None; c.instructions.len()];
+        for ((id, ..), o) in consts.iter().zip(at) {
+            offsets[id.index()] = Some(o as u64);
+        }
+        let checksum = weights_blob::fnv1a64(&bytes[weights_blob::HEADER..]);
+        *self.blob.borrow_mut() = Some(BlobLayout {
+            base: self.blob_base_global(),
+            offsets,
+            len: bytes.len() as u64,
+            checksum,
+            bytes,
+        });
+        Ok(())
     }
 
     /// Every kernel in execution order: their manifest entries and their calls.

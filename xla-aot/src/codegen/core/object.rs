@@ -29,6 +29,8 @@ pub struct CpuObject {
     /// The weights `object` declares external (`weights.rs`), if any: the library's data object
     /// defines them.
     pub external_weights: Option<super::weights::ExternalWeights>,
+    /// With `--weights external`: the blob `<name>.weights` (`weights_blob.rs`).
+    pub weights_blob: Option<Vec<u8>>,
 }
 
 /// What to produce besides the object.
@@ -41,6 +43,9 @@ pub struct Options {
     /// Kernels in the per-element (grid) form of the GPU backend, each run over its whole grid by
     /// the entry points: the host emulation of the PTX kernels (`gpu/`), not the CPU backend.
     pub grid: bool,
+    /// `--weights external`: every constant in a blob the caller passes to `<name>_set_weights`
+    /// (`weights_blob.rs`), none in the library.
+    pub weights_blob: bool,
 }
 
 /// Optimises `module` for `tm` and writes it: the object of `kernels` exporting `exports`.
@@ -125,5 +130,6 @@ fn finish_with(
         ir: before.zip(after),
         kernel_ir,
         external_weights: None,
+        weights_blob: None,
     })
 }

@@ -3,7 +3,7 @@
 //!
 //! Contract: every module, whichever backend built it, is optimised by [`optimize`] (LLVM's O3
 //! with loop and SLP vectorisation, without loop unrolling) for the machine [`target_machine`]
-//! makes (PIC, the target's CPU and features), so the same spec and target give the same bytes.
+//! makes (PIC, static relocations for a microcontroller; the target's CPU and features), so the same spec and target give the same bytes.
 //! Before it, math calls past a module-wide budget are made out of line (`math_budget.rs`), so
 //! LLVM's time stays linear in the model.
 
@@ -26,12 +26,19 @@ pub(crate) fn init_llvm() {
         LlvmTarget::initialize_x86(&cfg);
         LlvmTarget::initialize_aarch64(&cfg);
         LlvmTarget::initialize_nvptx(&cfg);
+        LlvmTarget::initialize_arm(&cfg);
     });
 }
 
 /// The CPU and features of `t` on function `f` (not only on the target machine), so that any code
-/// generator of its module (the in-process JIT included) selects the same instructions.
+/// generator of its module (the in-process JIT included) selects the same instructions; and
+/// `optsize` when `t` puts size first (LLVM then unrolls nothing, inlines less and vectorises
+/// without runtime checks or scalar epilogues it would add for speed).
 pub(crate) fn target_attrs(ctx: &Context, f: FunctionValue<'_>, t: &Target) {
+    if t.optimize == crate::target::Optimize::Size {
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("optsize");
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+    }
     f.add_attribute(
         AttributeLoc::Function,
         ctx.create_string_attribute("target-cpu", &t.cpu),
@@ -60,28 +67,69 @@ pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
             &t.cpu,
             &t.features,
             OptimizationLevel::Aggressive,
-            RelocMode::PIC,
+            // Bare metal links at fixed addresses (code and weights in flash): no GOT.
+            if t.arch.is_microcontroller() {
+                RelocMode::Static
+            } else {
+                RelocMode::PIC
+            },
             CodeModel::Default,
         )
         .ok_or_else(|| err("no target machine".into()))
 }
 
-/// Runs LLVM's O3 pipeline for the target machine.
+/// Runs LLVM's O3 pipeline for the target machine. A size-first module (its functions carry
+/// `optsize`, see [`target_attrs`]) first has its identical functions merged (`mergefunc`): kernels
+/// of the same shape, which read their weights through arguments until O3 propagates them, keep
+/// one body.
 pub fn optimize(module: &Module, tm: &TargetMachine) -> Result<(), CodegenError> {
     super::math_budget::bound_inlined_math(module);
     let popts = PassBuilderOptions::create();
     popts.set_loop_vectorization(true);
     popts.set_loop_slp_vectorization(true);
     popts.set_loop_unrolling(false);
+    let pipeline = if size_first(module) {
+        "mergefunc,default<O3>"
+    } else {
+        "default<O3>"
+    };
     module
-        .run_passes("default<O3>", tm, popts)
+        .run_passes(pipeline, tm, popts)
         .map_err(|e| CodegenError::Llvm(e.to_string()))
 }
 
-/// An empty LLVM module called `name` for the target machine `tm` (its triple and data layout).
+/// Whether the module was generated size first: its first defined function has `optsize`.
+fn size_first(module: &Module) -> bool {
+    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("optsize");
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        if func.count_basic_blocks() > 0 {
+            return func
+                .get_enum_attribute(AttributeLoc::Function, kind)
+                .is_some();
+        }
+        f = func.get_next_function();
+    }
+    false
+}
+
+/// The build attribute a hard-float Arm object must carry so that linkers accept it next to
+/// `-mfloat-abi=hard` code: `Tag_ABI_VFP_args` (28) = 1, arguments in VFP registers. LLVM's C API
+/// leaves the target machine's float ABI at its default, which uses the hard-float convention
+/// of an `*-eabihf` triple but does not record it (GNU ld: "uses VFP register arguments, ... does
+/// not"); clang sets it through the option the C API lacks.
+const ARM_HARD_FLOAT_ATTRIBUTE: &str = ".eabi_attribute 28, 1";
+
+/// An empty LLVM module called `name` for the target machine `tm` (its triple and data layout;
+/// on a hard-float Arm triple, also the build attribute that says so).
 pub(crate) fn module_for<'ctx>(ctx: &'ctx Context, tm: &TargetMachine, name: &str) -> Module<'ctx> {
     let module = ctx.create_module(name);
-    module.set_triple(&tm.get_triple());
+    let triple = tm.get_triple();
+    module.set_triple(&triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let t = triple.as_str().to_string_lossy();
+    if t.starts_with("thumb") && t.ends_with("eabihf") {
+        module.set_inline_assembly(ARM_HARD_FLOAT_ATTRIBUTE);
+    }
     module
 }

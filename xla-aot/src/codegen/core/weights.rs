@@ -17,6 +17,18 @@ use crate::ir::{InstId, Module as Hlo, Op};
 /// fold them).
 pub const EXTERNAL_FROM: usize = 64 * 1024;
 
+/// Where a module's constants live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Every constant is a private global of the module (the JIT, the GPU's host emulation,
+    /// batch buckets).
+    InModule,
+    /// The large ones ([`EXTERNAL_FROM`]) in the library's data object, the rest in the module.
+    DataObject,
+    /// All of them in the blob the caller passes to `<name>_set_weights` (`weights_blob.rs`).
+    Blob,
+}
+
 /// One external weight: the constant and the hidden symbol that holds its stored bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalWeight {

@@ -34,12 +34,16 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
 use crate::codegen::core::packing::{Tiles, conv_staged, panel_width};
 use crate::ir::{DType, Shape, Window};
+use crate::target::Optimize;
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 
 /// Pixels per depthwise tile: enough independent chains (with 2 channel vectors) to cover FMA
 /// latency × pipes (see `gemm.rs`' `MIN_CHAINS`).
 const DW_PIXELS: usize = 4;
+
+/// Channel vectors per depthwise group: with [`DW_PIXELS`] pixels, 8 independent chains.
+const DW_GROUP: usize = 2;
 
 /// Most pixel rows in one [`ConvPath::PixelsByChannels`] tile: rows of one tile share a base
 /// address (constant offsets), so the register file, not address registers, is the limit.
@@ -1027,8 +1031,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ru = cg.row_unit(u, oh_count, tiles_per_row);
             let tile_body = |cg: &Self, rows: usize, checked: bool| {
                 let ow0 = cg.mul(ru.tile, mr as u64);
-                // Channel vectors in groups of 2 (2 × rows chains).
-                for group in cols.chunks(2) {
+                // One group of channel vectors (2 × rows chains), its channels `shift` further on.
+                let group_body = |cg: &Self, group: &[VecCol], shift: IntValue<'ctx>| {
+                    let col = |cg: &Self, v: &VecCol| cg.add(shift, cg.i64(v.col as u64));
                     let acc = cg.acc_slots(f, rows, group);
                     for y in 0..kh {
                         let (row_ok, ih) = cg.in_pos(
@@ -1044,10 +1049,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             let wv: Vec<VectorValue<'ctx>> = group
                                 .iter()
                                 .map(|v| {
-                                    let off = cg.i64(
-                                        v.col as u64 * wst[0]
-                                            + y as u64 * wst[2]
-                                            + xw as u64 * wst[3],
+                                    let off = cg.add(
+                                        cg.mul(col(cg, v), wst[0]),
+                                        cg.i64(y as u64 * wst[2] + xw as u64 * wst[3]),
                                     );
                                     cg.gather(w, off, wst[0], v.lanes)
                                 })
@@ -1070,11 +1074,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 );
                                 let mut taps = |cg: &Self| {
                                     for (j, v) in group.iter().enumerate() {
-                                        let xv = cg.vload(
-                                            x,
-                                            cg.add(base, cg.i64(v.col as u64)),
-                                            v.lanes,
-                                        );
+                                        let xv = cg.vload(x, cg.add(base, col(cg, v)), v.lanes);
                                         cg.fma_into(row[j], xv, wv[j]);
                                     }
                                 };
@@ -1094,6 +1094,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         );
                         for (v, slot) in group.iter().zip(row) {
                             let mut val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                            let ch = col(cg, v);
                             if let Some(e) = epi {
                                 let role = |d: usize| match d {
                                     0 => TilePos::At(ru.n),
@@ -1101,12 +1102,37 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     2 => TilePos::At(ru.oh),
                                     _ => TilePos::Row,
                                 };
-                                let ch = cg.i64(v.col as u64);
                                 val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                             }
-                            cg.store_lanes(out, cg.add(pix, cg.i64(v.col as u64)), val, v.store);
+                            cg.store_lanes(out, cg.add(pix, ch), val, v.store);
                         }
                     }
+                };
+                // Size first: the leading groups of whole vectors are one loop over channels
+                // (the speed path unrolls every group: 32 of them for 64 channels on a scalar
+                // FPU, 50 KB of Thumb-2 code per 3×3 kernel).
+                let groups: Vec<&[VecCol]> = cols.chunks(DW_GROUP).collect();
+                let looped = if self.target.optimize == Optimize::Size {
+                    groups
+                        .iter()
+                        .take_while(|g| {
+                            g.len() == DW_GROUP
+                                && g.iter().all(|v| v.lanes == t.lanes && v.store == t.lanes)
+                        })
+                        .count()
+                } else {
+                    0
+                };
+                let mut rest = &groups[..];
+                if looped >= 2 {
+                    let step = (DW_GROUP * t.lanes as usize) as u64;
+                    cg.for_loop(looped, &mut |cg, g| {
+                        group_body(cg, groups[0], cg.mul(g, step))
+                    });
+                    rest = &groups[looped..];
+                }
+                for group in rest {
+                    group_body(cg, group, cg.i64(0));
                 }
             };
             let tile = |cg: &Self, rows: usize| {

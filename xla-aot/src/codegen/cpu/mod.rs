@@ -45,7 +45,7 @@ use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::packing::Packings;
 pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::target::module_for;
-use crate::codegen::core::weights::{ExternalWeight, ExternalWeights};
+use crate::codegen::core::weights::{ExternalWeight, ExternalWeights, Placement};
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
@@ -81,8 +81,9 @@ pub struct Cpu {
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
     /// batch's module).
     hook_owner: String,
-    /// Declare large weights external (`core::weights`): a library built ahead of time.
-    external_weights: bool,
+    /// Where the constants go (`core::weights`): the data object or the caller's blob in a
+    /// library built ahead of time.
+    placement: Placement,
     /// The weights declared external, in order.
     external: Vec<ExternalWeight>,
 }
@@ -99,7 +100,7 @@ impl Cpu {
             pool_runs: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
             hook_owner: hook_owner.to_string(),
-            external_weights: false,
+            placement: Placement::InModule,
             external: Vec::new(),
         }
     }
@@ -153,12 +154,15 @@ pub fn build_module<'ctx>(
     plan: &BufferPlan,
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
-    let (module, kernels, _) = build_library_module(ctx, tm, hlo, plan, target, false)?;
+    let (module, kernels, ..) =
+        build_library_module(ctx, tm, hlo, plan, target, Placement::InModule)?;
     Ok((module, kernels))
 }
 
-/// [`build_module`]; with `external_weights`, the large weights are declared external
-/// (`core::weights`) and returned (if any), for the library's data object to define.
+/// [`build_module`] with the constants placed by `placement`: with [`Placement::DataObject`] the
+/// large weights are declared external (`core::weights`) and returned (if any), for the
+/// library's data object to define; with [`Placement::Blob`] the blob is returned
+/// (`core::weights_blob`).
 #[allow(clippy::type_complexity)]
 pub fn build_library_module<'ctx>(
     ctx: &'ctx Context,
@@ -166,11 +170,19 @@ pub fn build_library_module<'ctx>(
     hlo: &Hlo,
     plan: &BufferPlan,
     target: &Target,
-    external_weights: bool,
-) -> Result<(Module<'ctx>, Vec<KernelInfo>, Option<ExternalWeights>), CodegenError> {
+    placement: Placement,
+) -> Result<
+    (
+        Module<'ctx>,
+        Vec<KernelInfo>,
+        Option<ExternalWeights>,
+        Option<Vec<u8>>,
+    ),
+    CodegenError,
+> {
     let module = module_for(ctx, tm, &hlo.name);
     let mut be = Cpu::new(hlo, &hlo.name);
-    be.external_weights = external_weights;
+    be.placement = placement;
     let mut cg = Cg::new(ctx, &module, hlo, plan, target, be);
     let site = ProfilerSite {
         owner: &hlo.name,
@@ -182,10 +194,11 @@ pub fn build_library_module<'ctx>(
         packings: cg.be.packings.clone(),
         weights,
     });
+    let blob = cg.blob.take().map(|l| l.bytes);
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    Ok((module, kernels, external))
+    Ok((module, kernels, external, blob))
 }
 
 /// Adds batch variant `v` (a module named `<name>_b<B>`, planned by `plan`) to `module`: its
@@ -228,14 +241,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.check_module()?;
         let scratch = self.plan.scratch.map_or(0, |(_, bytes)| bytes);
         self.be.packings = Packings::for_cpu(self.hlo, self.target, scratch);
-        let (globals, external) =
-            self.constant_globals(&self.be.packings, self.be.external_weights)?;
+        let (globals, external) = self.constant_globals(&self.be.packings, self.be.placement)?;
         self.be.external = external;
         let (kernels, calls) = self.kernels()?;
         self.entry_points(&globals, &calls, site);
         if own_setter {
             self.parallel_setter();
             self.profiler_setter();
+        }
+        if let Some(l) = &*self.blob.borrow() {
+            self.weights_setter(l);
         }
         Ok(kernels)
     }

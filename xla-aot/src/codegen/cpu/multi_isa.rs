@@ -94,6 +94,7 @@ pub fn build(
             vi.batch.as_ref(),
             t,
             false,
+            false,
         )?;
         optimize(&lib.module, &vtm)?;
         for f in lib.module.get_functions() {

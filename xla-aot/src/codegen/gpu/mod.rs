@@ -208,7 +208,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let globals = if self.be.on_device() {
             vec![None; self.hlo.entry.instructions.len()]
         } else {
-            self.constant_globals(&Packings::none(self.hlo), false)?.0
+            self.constant_globals(
+                &Packings::none(self.hlo),
+                crate::codegen::core::weights::Placement::InModule,
+            )?
+            .0
         };
         let (kernels, calls) = self.kernels()?;
         self.be.gid.set(None);

@@ -114,6 +114,7 @@ fn device_target(sm: u32) -> Target {
         l1d_bytes: 128 * 1024,
         l2_bytes: 4 * 1024 * 1024,
         cuda_sm: None,
+        optimize: crate::target::Optimize::Speed,
         variants: Vec::new(),
     }
 }

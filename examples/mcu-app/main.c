@@ -1,0 +1,103 @@
+/*
+ * Runs one model compiled by xla-aot for a Cortex-M target on a bare-metal board (or QEMU's
+ * mps2-an386 / mps3-an547) and prints its outputs over semihosting.
+ *
+ * The model is chosen at build time (see Makefile and README.md):
+ *   -include <name>.h -DMODEL=<name> -DARENA_SIZE=<NAME>_ARENA_SIZE -DARENA_ALIGN=<NAME>_ARENA_ALIGN
+ *   -DIN_SIZES={n0,n1,...} -DOUT_SIZES={m0,...}   (element counts of the f32 inputs and outputs)
+ *
+ * Input element k of input i is ((k * 7 + i * 13) % 17 - 8) / 8, exact in f32, so a host can
+ * compute the same inputs (xla-aot/tests/mcu.rs does, for the interpreter). Each output element
+ * is printed as the 8 hex digits of its f32 bits, one output per line prefixed `out<i>:`; the
+ * last line is `status <code>`.
+ *
+ * A library compiled with `--weights external` also needs -DWEIGHTS_BYTES=<NAME>_WEIGHTS_FILE_BYTES
+ * -DWEIGHTS_PATH='"/path/<name>.weights"': the blob is read into RAM over semihosting (a product
+ * keeps it in flash or external memory) and passed to <name>_set_weights; the program first
+ * shows that a run without weights and a blob with a wrong checksum are refused. The library itself needs nothing from the C library: stdio is
+ * only for talking to you.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+
+int CAT(MODEL, _run_ptrs)(void *arena, const void *const *inputs, void *const *outputs);
+
+static const uint32_t in_sizes[] = IN_SIZES;
+static const uint32_t out_sizes[] = OUT_SIZES;
+#define N_IN (sizeof in_sizes / sizeof in_sizes[0])
+#define N_OUT (sizeof out_sizes / sizeof out_sizes[0])
+
+/* The one arena, in SRAM (.bss): static, aligned, sized at compile time. No malloc anywhere. */
+static _Alignas(ARENA_ALIGN) unsigned char arena[ARENA_SIZE > 0 ? ARENA_SIZE : 1];
+/* Inputs and outputs, also in SRAM; sized by the largest (IO_FLOATS, default 16384). */
+#ifndef IO_FLOATS
+#define IO_FLOATS 16384
+#endif
+static _Alignas(16) float io[IO_FLOATS];
+
+#ifdef WEIGHTS_BYTES
+int CAT(MODEL, _set_weights)(const void *weights);
+static _Alignas(64) unsigned char weights[WEIGHTS_BYTES];
+
+/* Reads the blob and hands it to the library; returns 0 or the exit code. */
+static int load_weights(const void *const *inputs, void *const *outputs) {
+    printf("before set_weights: %d\n", CAT(MODEL, _run_ptrs)(arena, inputs, outputs));
+    FILE *f = fopen(WEIGHTS_PATH, "rb");
+    if (!f || fread(weights, 1, sizeof weights, f) != sizeof weights) {
+        printf("cannot read %u bytes from %s\n", (unsigned)sizeof weights, WEIGHTS_PATH);
+        return 4;
+    }
+    fclose(f);
+    weights[16] ^= 1; /* the checksum field */
+    printf("wrong checksum: %d\n", CAT(MODEL, _set_weights)(weights));
+    weights[16] ^= 1;
+    int s = CAT(MODEL, _set_weights)(weights);
+    printf("set_weights: %d\n", s);
+    return s == 0 ? 0 : 5;
+}
+#endif
+
+int main(void) {
+    uint32_t total = 0;
+    for (unsigned i = 0; i < N_IN; i++) total += in_sizes[i];
+    for (unsigned i = 0; i < N_OUT; i++) total += out_sizes[i];
+    if (total > IO_FLOATS) {
+        printf("inputs and outputs need %lu floats; build with -DIO_FLOATS=%lu\n",
+               (unsigned long)total, (unsigned long)total);
+        return 3;
+    }
+    const void *inputs[N_IN];
+    void *outputs[N_OUT];
+    float *p = io;
+    for (unsigned i = 0; i < N_IN; i++) {
+        for (uint32_t k = 0; k < in_sizes[i]; k++)
+            p[k] = (float)((int)((k * 7u + i * 13u) % 17u) - 8) / 8.0f;
+        inputs[i] = p;
+        p += in_sizes[i];
+    }
+    for (unsigned i = 0; i < N_OUT; i++) {
+        outputs[i] = p;
+        p += out_sizes[i];
+    }
+#ifdef WEIGHTS_BYTES
+    int loaded = load_weights(inputs, outputs);
+    if (loaded) return loaded;
+#endif
+    int status = CAT(MODEL, _run_ptrs)(arena, inputs, outputs);
+    for (unsigned i = 0; i < N_OUT; i++) {
+        const float *o = outputs[i];
+        printf("out%u:", i);
+        for (uint32_t k = 0; k < out_sizes[i]; k++) {
+            uint32_t bits;
+            memcpy(&bits, &o[k], 4);
+            printf(" %08lx", (unsigned long)bits);
+        }
+        printf("\n");
+    }
+    printf("status %d\n", status);
+    return status == 0 ? 0 : 2;
+}
