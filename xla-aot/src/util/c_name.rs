@@ -12,43 +12,18 @@
 /// mangle very long identifiers.
 pub const MAX_MODEL_NAME_LEN: usize = 64;
 
-/// C keywords and names a parameter may not take.
-const RESERVED: &[&str] = &[
+/// The keywords of C89/C11 without an underscore: neither a parameter nor a model may take one.
+const C_KEYWORDS: &[&str] = &[
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while",
+];
+
+/// Names a parameter may not take besides [`C_KEYWORDS`]: the entry points' own `arena`, and the
+/// words C23 and C++ reserve that a header included from C++ would break on.
+const PARAMETER_RESERVED: &[&str] = &[
     "arena",
-    "auto",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
     "bool",
     "true",
     "false",
@@ -61,45 +36,10 @@ const RESERVED: &[&str] = &[
     "operator",
 ];
 
-/// Keywords of C (C11 and C23), which a model name may not be (it names the header and prefixes
-/// every symbol and macro). Rust keywords are not refused: only the optional Rust bindings
-/// (`pub mod <name>`) would need them avoided.
-const KEYWORDS: &[&str] = &[
-    // C11
-    "auto",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
+/// Keywords of C (C11 and C23) besides [`C_KEYWORDS`], which a model name may not be either (it
+/// names the header and prefixes every symbol and macro). Rust keywords are not refused: only the
+/// optional Rust bindings (`pub mod <name>`) would need them avoided.
+const MODEL_KEYWORDS: &[&str] = &[
     "_Alignas",
     "_Alignof",
     "_Atomic",
@@ -110,7 +50,6 @@ const KEYWORDS: &[&str] = &[
     "_Noreturn",
     "_Static_assert",
     "_Thread_local",
-    // C23
     "alignas",
     "alignof",
     "bool",
@@ -174,7 +113,7 @@ pub const RESERVED_MODEL_SUFFIX: &str = "_model";
 
 /// Why `name` cannot name a model though it is a C identifier, or `None` when it can.
 pub fn reserved_model_name(name: &str) -> Option<String> {
-    if KEYWORDS.contains(&name) {
+    if C_KEYWORDS.contains(&name) || MODEL_KEYWORDS.contains(&name) {
         return Some(format!("`{name}` is a C keyword"));
     }
     if let Some(h) = STANDARD_HEADERS
@@ -254,7 +193,7 @@ pub fn c_name(name: &str) -> String {
     if !s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         s.insert(0, '_');
     }
-    if RESERVED.contains(&s.as_str()) {
+    if C_KEYWORDS.contains(&s.as_str()) || PARAMETER_RESERVED.contains(&s.as_str()) {
         s.push('_');
     }
     s
