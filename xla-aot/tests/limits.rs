@@ -5,14 +5,15 @@
 
 mod common;
 
+use common::onnx_proto::{node, value};
+
 use prost::Message;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use xla_aot::front::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
-    type_proto,
+    AttributeProto, GraphProto, ModelProto, OperatorSetIdProto, TensorProto, attribute_type,
+    data_type,
 };
 use xla_aot::front::{Format, load_file, spec_from_str};
 use xla_aot::ir::{Literal, Op};
@@ -132,35 +133,6 @@ ENTRY %main (x: f32[1]) -> f32[1] {
         ],
         0,
     );
-}
-
-fn value(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                        })
-                        .collect(),
-                }),
-            })),
-        }),
-    }
-}
-
-fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        name: name.into(),
-        op_type: op.into(),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
 }
 
 /// `y = x + ReduceMax(ConstantOfShape(shape, value 0.5))`, `shape` an initializer.

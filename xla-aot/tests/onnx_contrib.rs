@@ -24,6 +24,8 @@
 
 mod common;
 
+use common::onnx_proto::value as vi;
+
 use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 use xla_aot::ir::Literal;
@@ -93,31 +95,9 @@ fn run(dir: &Path, name: &str) -> Result<f64, String> {
 #[test]
 fn contrib_einsum_loop_and_pool_models_match_onnxruntime() {
     let Some(root) = data_dir() else { return };
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(
-        names.len(),
-        CASES,
-        "{} holds {} cases; scripts/onnx_contrib.py writes {CASES}",
-        root.display(),
-        names.len()
-    );
-    let mut failed = Vec::new();
-    for name in &names {
-        match run(&root.join(name), name) {
-            Ok(rel) => println!("ok    {name}: max error {rel:.2e} of max |y|"),
-            Err(e) => {
-                println!("FAIL  {name}: {e}");
-                failed.push(name.clone());
-            }
-        }
-    }
-    assert!(failed.is_empty(), "failing: {}", failed.join(", "));
+    common::run_cases(&root, CASES, |dir, name| {
+        run(dir, name).map(|rel| format!("max error {rel:.2e} of max |y|"))
+    });
 }
 
 /// The attention models in grid form (each GPU kernel body run over its grid on the host, as
@@ -159,29 +139,8 @@ fn attention_models_match_onnxruntime_in_grid_form() {
 
 use prost::Message;
 use xla_aot::front::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
-    TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
 };
-
-/// A tensor value of element type `elem` (1 float, 6 int32) and dims `dims`.
-fn vi(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                        })
-                        .collect(),
-                }),
-            })),
-        }),
-    }
-}
 
 /// The import error of a one-node model importing opset 17 (and `domain` version 1, if any).
 fn import_error(node: NodeProto, inputs: Vec<ValueInfoProto>, domain: &str) -> String {

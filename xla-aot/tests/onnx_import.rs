@@ -4,46 +4,18 @@
 
 mod common;
 
+use common::onnx_proto::{node, value};
+
 use prost::Message;
 use std::path::{Path, PathBuf};
 use xla_aot::front::inputs::{Frozen, InputOverrides, InputRef};
 use xla_aot::front::onnx::proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
-    type_proto,
+    ValueInfoProto, attribute_type, data_type, tensor_shape_proto, type_proto,
 };
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 use xla_aot::front::{Format, load_file, load_file_with, load_spec};
 use xla_aot::ir::Literal;
-
-fn value(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                        })
-                        .collect(),
-                }),
-            })),
-        }),
-    }
-}
-
-fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        name: name.into(),
-        op_type: op.into(),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
 
 fn model(
     nodes: Vec<NodeProto>,

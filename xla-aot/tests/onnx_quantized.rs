@@ -86,29 +86,5 @@ fn run(dir: &Path, name: &str) -> Result<String, String> {
 #[test]
 fn models_quantized_by_onnxruntime_match_its_int8_kernels() {
     let Some(root) = data_dir() else { return };
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(
-        names.len(),
-        CASES,
-        "{} holds {} cases",
-        root.display(),
-        names.len()
-    );
-    let mut failed = Vec::new();
-    for name in &names {
-        match run(&root.join(name), name) {
-            Ok(msg) => println!("ok    {name}: {msg}"),
-            Err(e) => {
-                println!("FAIL  {name}: {e}");
-                failed.push(name.clone());
-            }
-        }
-    }
-    assert!(failed.is_empty(), "failing: {}", failed.join(", "));
+    common::run_cases(&root, CASES, run);
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: repository paths, golden cases, comparisons.
 #![allow(dead_code)]
 
+pub mod onnx_proto;
+
 #[allow(unused_imports)]
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -380,4 +382,38 @@ pub fn check_close(actual: &Literal, expected: &Literal) -> Result<f64, String> 
         }
         Err(e) => Err(e),
     }
+}
+
+/// Runs `run` on every case directory under `root` (sorted by name; there must be `expected` of
+/// them), printing `ok` or `FAIL` per case, and fails naming every failing case.
+pub fn run_cases(
+    root: &Path,
+    expected: usize,
+    run: impl Fn(&Path, &str) -> Result<String, String>,
+) {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.len(),
+        expected,
+        "{} holds {} cases; its script writes {expected}",
+        root.display(),
+        names.len()
+    );
+    let mut failed = Vec::new();
+    for name in &names {
+        match run(&root.join(name), name) {
+            Ok(msg) => println!("ok    {name}: {msg}"),
+            Err(e) => {
+                println!("FAIL  {name}: {e}");
+                failed.push(name.clone());
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failing: {}", failed.join(", "));
 }
