@@ -61,6 +61,26 @@ impl Spec {
         self.weights.push((name.into(), lit));
         self
     }
+    /// A weight whose rows (a dense layer's output channels) are int8 vectors times one scale
+    /// each, as dequantizing a per-channel int8 weight gives.
+    fn weight_int8(&mut self, name: &str, shape: &[usize]) -> &mut Self {
+        let row: usize = shape.iter().skip(1).product();
+        let mut data = Vec::with_capacity(shape[0] * row * 4);
+        for _ in 0..shape[0] {
+            let scale = (0.01 + 0.05 * self.rng.normal().abs()) as f32;
+            for _ in 0..row {
+                let q = (self.rng.normal() * 40.0).round().clamp(-127.0, 127.0) as f32;
+                data.extend_from_slice(&(q * scale).to_le_bytes());
+            }
+        }
+        let lit = xla_aot::ir::Literal {
+            dtype: xla_aot::ir::DType::F32,
+            dims: shape.to_vec(),
+            data: xla_aot::ir::LiteralData::Dense(data.into()),
+        };
+        self.weights.push((name.into(), lit));
+        self
+    }
     fn op(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.ops, "  - {text}");
         self
@@ -185,6 +205,33 @@ fn half_weights_match_the_rounded_reference_on_every_target() {
         check_half_everywhere(&gemm, p);
         check_half_everywhere(&conv, p);
         check_half_everywhere(&wino, p);
+    }
+}
+
+#[test]
+fn int8_valued_weights_are_stored_one_byte_each_and_match() {
+    // A dense layer whose weight is exactly int8 × a per-output-channel scale (a quantized
+    // model's dequantized weight): stored as int8 panels and scales (`packing.rs`
+    // `int8_columns`), the products bit for bit the f32 path's; M = 1 (matrix-vector) and M = 5.
+    for (rows, seed) in [(1, 61), (5, 62)] {
+        let mut s = Spec::new(&format!("q8_gemm{rows}"), seed);
+        s.input("x", &[rows, 300])
+            .weight_int8("w", &[70, 300])
+            .weight("b", &[70])
+            .op("{name: d, op: dense, inputs: [x, w, b]}")
+            .op("{name: y, op: relu, inputs: [d]}")
+            .output("y");
+        let m = s.module();
+        check_everywhere(&m);
+        let t = Target::resolve("x86_64-avx2").unwrap();
+        let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
+        let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+        // The weight in 1 byte per value; the bias (and a scalar) in f32.
+        let bytes = manifest["weights_bytes"].as_u64().unwrap();
+        assert!(
+            (70 * 300 + 70 * 4..70 * 300 + 70 * 4 + 16).contains(&bytes),
+            "weights_bytes {bytes}"
+        );
     }
 }
 

@@ -68,8 +68,9 @@ fn conversions(m: &Module) -> String {
     )
 }
 
-/// Bytes of constants (weights) as the library stores them, without packing's padding: a weight
-/// that `packings` stores in a half type (`ir/precision.rs`) counts 2 bytes per value.
+/// Bytes of constants (weights) as the library stores them, without packing's padding and
+/// scales: a weight that `packings` stores in a half type (`ir/precision.rs`) counts 2 bytes per
+/// value, one stored as int8 (`Packings::is_int8`) 1.
 pub fn stored_weight_bytes(
     m: &Module,
     packings: &crate::codegen::core::packing::Packings,
@@ -80,8 +81,14 @@ pub fn stored_weight_bytes(
         .enumerate()
         .filter_map(|(i, inst)| match &inst.op {
             crate::ir::Op::Constant(l) => l.bytes().map(|b| {
-                let half = packings.half_of(crate::ir::InstId(i as u32)).is_some();
-                if half { b.len() / 2 } else { b.len() }
+                let id = crate::ir::InstId(i as u32);
+                if packings.is_int8(id) {
+                    b.len() / 4
+                } else if packings.half_of(id).is_some() {
+                    b.len() / 2
+                } else {
+                    b.len()
+                }
             }),
             _ => None,
         })

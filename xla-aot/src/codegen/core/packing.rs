@@ -49,6 +49,10 @@ pub struct Packings {
     /// The module's weight precision: packed weights are stored in its half type, 2 bytes per
     /// value (`ir/precision.rs`), when it has one.
     precision: Precision,
+    /// Per entry instruction: a GEMM-packed f32 weight whose every column is exactly an int8
+    /// vector times one scale (a quantized model's dequantized weights, [`int8_columns`]):
+    /// stored as int8 panels and per-column scales, 1 byte per value, losslessly.
+    int8: Vec<bool>,
 }
 
 impl Packings {
@@ -58,6 +62,7 @@ impl Packings {
             of: vec![None; hlo.entry.instructions.len()],
             tiles: None,
             precision: Precision::F32,
+            int8: vec![false; hlo.entry.instructions.len()],
         }
     }
 
@@ -72,15 +77,28 @@ impl Packings {
             target,
             scratch,
         };
+        let of: Vec<Option<Packing>> = (0..c.instructions.len())
+            .map(|i| match c.instructions[i].op {
+                Op::Constant(_) => packing_of(hlo, InstId(i as u32), &cx),
+                _ => None,
+            })
+            .collect();
+        let int8 = of
+            .iter()
+            .zip(&c.instructions)
+            .map(|(p, inst)| match (p, &inst.op) {
+                (Some(Packing::Gemm(d)), Op::Constant(lit)) if hlo.precision == Precision::F32 => {
+                    lit.bytes()
+                        .is_some_and(|b| int8_columns(b, &inst.shape, d).is_some())
+                }
+                _ => false,
+            })
+            .collect();
         Packings {
-            of: (0..c.instructions.len())
-                .map(|i| match c.instructions[i].op {
-                    Op::Constant(_) => packing_of(hlo, InstId(i as u32), &cx),
-                    _ => None,
-                })
-                .collect(),
+            of,
             tiles: Some(t),
             precision: hlo.precision,
+            int8,
         }
     }
 
@@ -128,6 +146,11 @@ impl Packings {
     /// How many bytes constant `id` of shape `s` is stored as (packed panels are padded to
     /// whole panels).
     pub fn stored_len(&self, id: InstId, s: &Shape) -> usize {
+        if let Some(len) = self.packed_f32_len(id, s).filter(|_| self.int8[id.index()]) {
+            // int8 panels, then one f32 scale per padded column.
+            let values = len / 4;
+            return values + values / s.dims[self.gemm_k_dim(id)].max(1) * 4;
+        }
         let packed = self.packed_f32_len(id, s);
         match (packed, self.half_of(id)) {
             (Some(len), Some(_)) => len / 2,
@@ -164,17 +187,60 @@ impl Packings {
         }
     }
 
-    /// The half type the dot or convolution computed by entry instruction `id` reads its packed
-    /// weight in, with the weight (an entry instruction); `None` when it reads f32.
-    pub fn reads_half(&self, hlo: &Hlo, id: InstId) -> Option<(InstId, DType)> {
+    /// The narrow type the dot or convolution computed by entry instruction `id` reads its packed
+    /// weight in (F16 or BF16: [`Packings::half_of`]; I8: int8 panels and per-column scales), with
+    /// the weight (an entry instruction); `None` when it reads f32.
+    pub fn reads_narrow(&self, hlo: &Hlo, id: InstId) -> Option<(InstId, DType)> {
         let (_, _, rhs, _) = heavy_in(hlo, id)?;
+        if self.int8[rhs.index()] {
+            return Some((rhs, DType::I8));
+        }
         Some((rhs, self.half_of(rhs)?))
+    }
+
+    /// Whether constant `id` is stored as int8 panels and per-column scales.
+    pub fn is_int8(&self, id: InstId) -> bool {
+        self.int8[id.index()]
+    }
+
+    /// The contracted dim of the GEMM-packed constant `id`.
+    fn gemm_k_dim(&self, id: InstId) -> usize {
+        match &self.of[id.index()] {
+            Some(Packing::Gemm(d)) => d.rhs_contracting[0],
+            _ => 0,
+        }
     }
 
     /// [`Packings::stored_bytes`] into `out` (of [`Packings::stored_len`] bytes, zeroed: the
     /// padding of packed panels is not written): the object writer re-lays each weight straight
     /// into the object it writes, holding no second copy.
     pub fn write_stored(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
+        if let (Some(Packing::Gemm(d)), Some(t), true) =
+            (&self.of[id.index()], &self.tiles, self.int8[id.index()])
+        {
+            let scales = int8_columns(bytes, s, d).expect("decided by Packings::for_cpu");
+            let (k, n) = gemm_kn(s, d);
+            let nr = t.nr();
+            let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
+            pack_gemm_into(bytes, s, d, nr, &mut f32s);
+            let values = f32s.len() / 4;
+            for (i, b) in f32s.chunks_exact(4).enumerate() {
+                let w = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                // Panel p holds column p·nr + j at value (p·K + kk)·nr + j.
+                let col = (i / (k * nr)) * nr + i % nr;
+                let scale = scales.get(col).copied().unwrap_or(0.0);
+                let q = if scale == 0.0 {
+                    0.0
+                } else {
+                    (w / scale).round()
+                };
+                out[i] = q as i8 as u8;
+            }
+            for (j, sc) in scales.iter().enumerate() {
+                out[values + 4 * j..values + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());
+            }
+            return;
+        }
         if let (Some(len), Some(_)) = (self.packed_f32_len(id, s), self.half_of(id)) {
             // Half weights: packed in f32 (one weight's worth of scratch), then narrowed. The
             // panels hold values rounded to the half type before (`compile/weight_rounding.rs`),
@@ -300,6 +366,91 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
         }
     }
     packing
+}
+
+/// The largest int8 magnitude: a column whose largest value is `q_max · s` has scale
+/// `colmax / q_max` for some `q_max` in `1..=INT8_MAX_MAGNITUDE` (symmetric quantizers reach ±127,
+/// or -128; a column whose values stay smaller reaches less).
+const INT8_MAX_MAGNITUDE: u32 = 128;
+
+/// Per column of a GEMM weight (`bytes` row-major, shape `rhs`), a scale `s` such that every
+/// value of the column is exactly `f32(q · s)` for an integer `q` in [-128, 127], if every column
+/// has one: what dequantizing an int8 weight gives (per column, or per tensor), and plain
+/// integers. Then storing `q` and `s` loses nothing: the kernel's `q · s` is the weight, bit for
+/// bit, and the products are the f32 path's. A failed candidate fails at its first inexact value,
+/// so the search costs about one pass per column.
+pub fn int8_columns(bytes: &[u8], rhs: &Shape, d: &DotDims) -> Option<Vec<f32>> {
+    if rhs.dtype != DType::F32 || !d.rhs_batch.is_empty() {
+        return None;
+    }
+    let (k, n) = gemm_kn(rhs, d);
+    if k == 0 || n == 0 {
+        return None;
+    }
+    // Value (kk, j) without re-laying the weight (a large one would be copied per decision).
+    let rank = rhs.rank();
+    let mut strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * rhs.dims[i + 1];
+    }
+    let kd = d.rhs_contracting[0];
+    let free: Vec<usize> = (0..rank).filter(|&i| i != kd).collect();
+    let col_off = |mut j: usize| {
+        let mut off = 0;
+        for &fd in free.iter().rev() {
+            off += (j % rhs.dims[fd]) * strides[fd];
+            j /= rhs.dims[fd];
+        }
+        off
+    };
+    let at = |e: usize| {
+        let b = &bytes[e * 4..e * 4 + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    let global = std::cell::OnceCell::new();
+    let global = || {
+        *global.get_or_init(|| {
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).abs())
+                .fold(0f32, f32::max)
+        })
+    };
+    let column = |j: usize| -> Option<f32> {
+        let base = col_off(j);
+        let v = |kk: usize| at(base + kk * strides[kd]);
+        if (0..k).any(|kk| !v(kk).is_finite()) {
+            return None;
+        }
+        let colmax = (0..k).fold(0f32, |m, kk| m.max(v(kk).abs()));
+        if colmax == 0.0 {
+            return Some(0.0);
+        }
+        let exact = |s: f32| {
+            (0..k).all(|kk| {
+                let w = v(kk);
+                let q = (w / s).round();
+                (-128.0..=127.0).contains(&q) && q * s == w
+            })
+        };
+        // `colmax / e` rounds: the scale itself may lie an ulp or two away.
+        let near = |c: f32| {
+            let b = c.to_bits();
+            [b, b + 1, b.saturating_sub(1), b + 2, b.saturating_sub(2)].map(f32::from_bits)
+        };
+        // The column's own scale (per-channel quantization), else the tensor's (per-tensor).
+        (1..=INT8_MAX_MAGNITUDE)
+            .rev()
+            .flat_map(|e| near(colmax / e as f32))
+            .find(|&s| exact(s))
+            .or_else(|| {
+                [127.0, 128.0]
+                    .into_iter()
+                    .flat_map(|e| near(global() / e))
+                    .find(|&s| exact(s))
+            })
+    };
+    (0..n).map(column).collect()
 }
 
 /// Whether a dot with this geometry reads its rhs packed, when the rhs is a weight.

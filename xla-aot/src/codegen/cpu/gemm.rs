@@ -24,6 +24,7 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use crate::ir::{DType, Shape};
+use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
@@ -412,6 +413,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let a_row: Vec<IntValue<'ctx>> = (0..rows)
             .map(|i| self.mul(self.add(row0, self.i64(i as u64)), g.a_m))
             .collect();
+        // int8 panels (`Packings::is_int8`): each column's scale, stored after the panels.
+        let scales: Option<Vec<VectorValue<'ctx>>> = (plan.packed
+            && self.be.half_rhs.get() == Some(DType::I8))
+        .then(|| {
+            let after_panels = g.n.div_ceil(t.nr()) * g.k * t.nr();
+            cols.iter()
+                .map(|v| {
+                    let panel = self.add(self.mul(jr, plan.pp as u64), self.i64(v.col as u64 / nr));
+                    let col = self.add(self.mul(panel, nr), self.i64(v.col as u64 % nr));
+                    let at = self.add(self.i64(after_panels as u64), self.mul(col, 4));
+                    let fp = self
+                        .b
+                        .build_pointer_cast(
+                            self.gep(b, at),
+                            self.ctx.f32_type().ptr_type(AddressSpace::default()),
+                            "",
+                        )
+                        .unwrap();
+                    self.vload(fp, self.i64(0), v.lanes)
+                })
+                .collect()
+        });
         let fmas: Vec<FunctionValue<'ctx>> =
             cols.iter().map(|v| self.vec_fmuladd(v.lanes)).collect();
         let kend = self.add(k0, klen);
@@ -427,11 +450,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cg.prefetch(b, cg.add(base, ahead));
                 }
             }
-            let bv: Vec<VectorValue<'ctx>> = cols
+            let mut bv: Vec<VectorValue<'ctx>> = cols
                 .iter()
                 .zip(&b_base)
                 .map(|(v, &base)| cg.vload(b, cg.add(base, cg.mul(kk, b_step)), v.lanes))
                 .collect();
+            if let Some(scales) = &scales {
+                // q · s: exactly the weight (`packing.rs` `int8_columns`).
+                for (w, s) in bv.iter_mut().zip(scales) {
+                    *w = cg.b.build_float_mul(*w, *s, "").unwrap();
+                }
+            }
             let ak = cg.mul(kk, g.a_k);
             for (i, row) in acc.iter().enumerate() {
                 let x = cg

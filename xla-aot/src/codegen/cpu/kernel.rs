@@ -80,8 +80,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             shared.push(false);
         }
         self.be.winograd.set(wino);
-        // A weight stored in a half type is passed as such (an `i16*`).
-        let half = self.be.packings.reads_half(self.hlo, id);
+        // A weight stored in a narrow type is passed as such (an `i16*`, or `i8*` for int8).
+        let half = self.be.packings.reads_narrow(self.hlo, id);
         if let Some((w, d)) = half {
             for (j, &o) in inst.operands.iter().enumerate() {
                 if o == w {

@@ -63,8 +63,9 @@ pub struct Cpu {
     packings: Packings,
     /// Whether the dot or convolution of the kernel being generated reads a packed rhs.
     packed_rhs: Cell<bool>,
-    /// The half type (F16 or BF16) that packed rhs is stored in, if not f32: its kernel
-    /// parameter is an `i16*` and `vector.rs`' `vload` widens what it loads through one.
+    /// The narrow type that packed rhs is stored in, if not f32: F16 or BF16 (its kernel parameter
+    /// is an `i16*` and `vector.rs`' `vload` widens what it loads through one) or I8 (int8 GEMM
+    /// panels: an `i8*`, `vload` converts and `gemm.rs` applies the columns' scales).
     half_rhs: Cell<Option<DType>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,

@@ -61,15 +61,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// A `lanes`-wide load at `p + off` (element-aligned). Through an `i16*` (a half weight,
-    /// `Cpu::half_rhs`) it loads `lanes` halves and widens them to f32.
+    /// `Cpu::half_rhs`) it loads `lanes` halves and widens them to f32; through an `i8*` (an int8
+    /// weight) it loads `lanes` int8 values as f32, not yet scaled.
     pub(super) fn vload(
         &self,
         p: PointerValue<'ctx>,
         off: IntValue<'ctx>,
         lanes: u32,
     ) -> VectorValue<'ctx> {
-        if p.get_type().get_element_type().is_int_type() {
-            return self.vload_half(p, off, lanes);
+        match p.get_type().get_element_type() {
+            inkwell::types::AnyTypeEnum::IntType(t) if t.get_bit_width() == 8 => {
+                return self.vload_i8(p, off, lanes);
+            }
+            inkwell::types::AnyTypeEnum::IntType(_) => return self.vload_half(p, off, lanes),
+            _ => {}
         }
         let vp = self
             .b
@@ -82,6 +87,34 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let v = self.b.build_load(vp, "").unwrap();
         v.as_instruction_value().unwrap().set_alignment(4).unwrap();
         v.into_vector_value()
+    }
+
+    /// `lanes` int8 values at `p + off` (`p` an `i8*`) converted to f32 (exact); the caller applies
+    /// the columns' scales (`gemm.rs`, int8 panels).
+    fn vload_i8(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        let i8v = self.ctx.i8_type().vec_type(lanes);
+        let vp = self
+            .b
+            .build_pointer_cast(self.gep(p, off), i8v.ptr_type(AddressSpace::default()), "")
+            .unwrap();
+        let q = self.b.build_load(vp, "").unwrap();
+        q.as_instruction_value().unwrap().set_alignment(1).unwrap();
+        let w = self
+            .b
+            .build_int_s_extend(
+                q.into_vector_value(),
+                self.ctx.i32_type().vec_type(lanes),
+                "",
+            )
+            .unwrap();
+        self.b
+            .build_signed_int_to_float(w, self.vec_ty(lanes), "")
+            .unwrap()
     }
 
     /// `lanes` halves at `p + off` (`p` an `i16*`) widened to f32: bfloat16 by a shift into the
