@@ -523,27 +523,11 @@ fn profile_refuses_other_targets() {
 /// An ONNX model with an int64 input and an int64 output: ids [3] → Gather rows of a [4, 2]
 /// embedding → ArgMax over the row (int64 [3]), built with the prost messages.
 fn int64_model() -> Vec<u8> {
+    use common::onnx_proto::value;
     use prost::Message;
     use xla_aot::front::onnx::proto::{
         AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-        TensorShapeProto, TypeProto, ValueInfoProto, attribute_type, data_type, tensor_shape_proto,
-        type_proto,
-    };
-    let value = |name: &str, elem: i32, dims: &[i64]| ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| tensor_shape_proto::Dimension {
-                            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                        })
-                        .collect(),
-                }),
-            })),
-        }),
+        attribute_type, data_type,
     };
     let node = |op: &str, i: &[&str], o: &str, attribute: Vec<AttributeProto>| NodeProto {
         op_type: op.into(),

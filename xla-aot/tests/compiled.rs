@@ -222,39 +222,8 @@ fn multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512() {
         (Some("avx2"), "Nehalem", None),
         (Some("avx512"), "Nehalem", None),
     ];
-    let plan: Vec<(Option<&str>, Option<&str>, bool)> = runs
-        .iter()
-        .map(|(f, cpu, _)| (*f, Some(*cpu), *cpu == "Haswell"))
-        .collect();
-    for ex in EXAMPLES {
-        let dir = repo().join("examples").join(ex);
-        let m = load_spec(&dir.join("model.yaml")).unwrap().module;
-        let inputs = common::case_inputs(&m, &dir.join("golden"));
-        let expected = evaluate(&m, &inputs).unwrap();
-        let results = common::run_compiled_emulated(
-            &m,
-            &t,
-            &inputs,
-            &format!("{ex}-multi-qemu"),
-            &common::default_options(),
-            &plan,
-        );
-        for ((forced, cpu, want), (ran, result)) in runs.iter().zip(results) {
-            match (want, result) {
-                (None, Err(_)) => {}
-                (None, Ok(_)) => panic!("{ex} on {cpu}: {forced:?} accepted, ran {ran}"),
-                (Some(_), Err(msg)) => panic!("{ex} on {cpu}: refused: {msg}"),
-                (Some(w), Ok(actual)) => {
-                    assert_eq!(ran, *w, "{ex} on {cpu}: the variant selected");
-                    for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
-                        if let Err(msg) = check_close(a, e) {
-                            panic!("{ex}/{} on {cpu} ({ran}): {msg}", o.name);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    // The AVX2 code is not run under QEMU (see above): Haswell runs check the dispatch only.
+    emulated_runs_match(&t, runs, "multi-qemu", |cpu| cpu == "Haswell");
 }
 
 /// `aarch64-multi` under `qemu-aarch64`: with `-cpu cortex-a72` (Armv8.0-A) the library picks
@@ -270,9 +239,22 @@ fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
         (None, "neoverse-n1", Some("dotprod")),
         (Some("neon"), "neoverse-n1", Some("neon")),
     ];
+    emulated_runs_match(&t, runs, "aarch64-multi", |_| false);
+}
+
+/// Each example's library for the multi-ISA target `t`, run under QEMU once per `runs` entry
+/// (forced variant or none, QEMU CPU model, the variant expected to run or None for a refusal),
+/// matches the interpreter where it runs; `isa_only(cpu)`: that CPU's runs check the variant the
+/// dispatch selects but not the outputs (`common::run_compiled_emulated`).
+fn emulated_runs_match(
+    t: &Target,
+    runs: &[(Option<&str>, &str, Option<&str>)],
+    tag: &str,
+    isa_only: impl Fn(&str) -> bool,
+) {
     let plan: Vec<(Option<&str>, Option<&str>, bool)> = runs
         .iter()
-        .map(|(f, cpu, _)| (*f, Some(*cpu), false))
+        .map(|(f, cpu, _)| (*f, Some(*cpu), isa_only(cpu)))
         .collect();
     for ex in EXAMPLES {
         let dir = repo().join("examples").join(ex);
@@ -281,9 +263,9 @@ fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
         let expected = evaluate(&m, &inputs).unwrap();
         let results = common::run_compiled_emulated(
             &m,
-            &t,
+            t,
             &inputs,
-            &format!("{ex}-aarch64-multi"),
+            &format!("{ex}-{tag}"),
             &common::default_options(),
             &plan,
         );
@@ -297,8 +279,8 @@ fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
                     for ((o, a), e) in m.entry.outputs.iter().zip(&actual).zip(&expected) {
                         match check_close(a, e) {
                             Ok(r) => eprintln!(
-                                "{ex}/{} on aarch64-multi ({ran}, {cpu}): worst {r:.3} of the tolerance",
-                                o.name
+                                "{ex}/{} on {} ({ran}, {cpu}): worst {r:.3} of the tolerance",
+                                o.name, t.name
                             ),
                             Err(msg) => panic!("{ex}/{} on {cpu} ({ran}): {msg}", o.name),
                         }
