@@ -173,11 +173,22 @@ impl<'ctx> D<'_, 'ctx> {
     }
 
     /// `(word & bits) == bits`.
-    fn has(&self, word: IntValue<'ctx>, bits: u32) -> IntValue<'ctx> {
-        let m = self.b.build_and(word, self.i32(bits as u64), "").unwrap();
+    fn has(&self, word: IntValue<'ctx>, bits: u64) -> IntValue<'ctx> {
+        let bits = word.get_type().const_int(bits, false);
+        let m = self.b.build_and(word, bits, "").unwrap();
         self.b
-            .build_int_compare(IntPredicate::EQ, m, self.i32(bits as u64), "")
+            .build_int_compare(IntPredicate::EQ, m, bits, "")
             .unwrap()
+    }
+
+    /// `mask | (ok ? 1 << k : 0)`: variant k's bit of a runnable mask.
+    fn with_bit(&self, mask: IntValue<'ctx>, ok: IntValue<'ctx>, k: usize) -> IntValue<'ctx> {
+        let bit = self
+            .b
+            .build_select(ok, self.i32(1 << k), self.i32(0), "")
+            .unwrap()
+            .into_int_value();
+        self.b.build_or(mask, bit, "").unwrap()
     }
 
     /// aarch64's `i32 <name>.isa_runnable()`: bit k set when the `AT_HWCAP` last passed to
@@ -189,7 +200,6 @@ impl<'ctx> D<'_, 'ctx> {
         hwcap: GlobalValue<'ctx>,
     ) -> FunctionValue<'ctx> {
         let i32t = self.ctx.i32_type();
-        let i64t = self.ctx.i64_type();
         let f = self.function(
             &format!("{name}.isa_runnable"),
             i32t.fn_type(&[], false),
@@ -207,18 +217,7 @@ impl<'ctx> D<'_, 'ctx> {
         let last = variants.len() - 1;
         let mut mask = self.i32(1 << last);
         for (k, v) in variants.iter().enumerate().take(last) {
-            let req = i64t.const_int(v.isa.hwcap, false);
-            let m = self.b.build_and(h, req, "").unwrap();
-            let ok = self
-                .b
-                .build_int_compare(IntPredicate::EQ, m, req, "")
-                .unwrap();
-            let bit = self
-                .b
-                .build_select(ok, self.i32(1 << k), self.i32(0), "")
-                .unwrap()
-                .into_int_value();
-            mask = self.b.build_or(mask, bit, "").unwrap();
+            mask = self.with_bit(mask, self.has(h, v.isa.hwcap), k);
         }
         self.b.build_return(Some(&mask)).unwrap();
         f
@@ -280,7 +279,7 @@ impl<'ctx> D<'_, 'ctx> {
             .build_select(has_ext, ext_ecx, self.i32(0), "")
             .unwrap()
             .into_int_value();
-        let os = self.has(ecx1, OSXSAVE as u32);
+        let os = self.has(ecx1, OSXSAVE);
         self.b.build_conditional_branch(os, xsave, done).unwrap();
         self.b.position_at_end(xsave);
         let xcr0 = self.xgetbv0();
@@ -293,20 +292,15 @@ impl<'ctx> D<'_, 'ctx> {
         for (k, v) in variants.iter().enumerate() {
             let i = v.isa;
             let ok = [
-                self.has(ecx1, i.leaf1_ecx),
-                self.has(ebx7, i.leaf7_ebx),
-                self.has(ext_ecx, i.ext1_ecx),
-                self.has(xcr0, i.xcr0),
+                self.has(ecx1, i.leaf1_ecx.into()),
+                self.has(ebx7, i.leaf7_ebx.into()),
+                self.has(ext_ecx, i.ext1_ecx.into()),
+                self.has(xcr0, i.xcr0.into()),
             ]
             .into_iter()
             .reduce(|a, b| self.b.build_and(a, b, "").unwrap())
             .unwrap();
-            let bit = self
-                .b
-                .build_select(ok, self.i32(1 << k), self.i32(0), "")
-                .unwrap()
-                .into_int_value();
-            mask = self.b.build_or(mask, bit, "").unwrap();
+            mask = self.with_bit(mask, ok, k);
         }
         self.b.build_return(Some(&mask)).unwrap();
         f
