@@ -386,6 +386,76 @@ fn winograd_convolutions_match_the_interpreter_on_every_target() {
     check_everywhere(&m);
 }
 
+/// The slices of concatenations assembled in place (`arena/concat_views.rs`) in `m`'s plan on
+/// `t`, as (value, concatenation) names.
+fn assembled_slices(m: &Module, t: &Target) -> Vec<(String, String)> {
+    let art = compile_model(m, t, &CompileOptions::default()).unwrap();
+    art.plan
+        .slices
+        .iter()
+        .map(|s| (s.name.clone(), s.of.clone()))
+        .collect()
+}
+
+#[test]
+fn concatenations_assembled_in_place_match_the_interpreter_on_every_target() {
+    // A fire-module-like block: three convolutions with bias and ReLU in their registers write
+    // into their slices of one concatenation, which a 1x1 convolution then reads. 5 channels put
+    // the second slice at a byte offset that is not a multiple of 16; the 3x3 with 32 channels
+    // takes Winograd on x86, the 5x5 a direct path; the grouped one the channels-by-pixels path.
+    let mut s = Spec::new("concat_views", 51);
+    s.input("x", &[1, 16, 13, 11])
+        .weight("ws", &[16, 16, 1, 1])
+        .weight("w1", &[5, 16, 1, 1])
+        .weight("b1", &[5])
+        .weight("w2", &[32, 16, 3, 3])
+        .weight("b2", &[32])
+        .weight("w3", &[7, 16, 5, 5])
+        .weight("w4", &[8, 4, 3, 3])
+        .weight("wo", &[12, 52, 1, 1])
+        .op("{name: q0, op: conv2d, inputs: [x, ws]}")
+        .op("{name: q, op: relu, inputs: [q0]}")
+        .op("{name: c1, op: conv2d, inputs: [q, w1, b1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: c2, op: conv2d, inputs: [q, w2, b2], padding: [1, 1, 1, 1]}")
+        .op("{name: r2, op: relu, inputs: [c2]}")
+        .op("{name: c3, op: conv2d, inputs: [q, w3], padding: [2, 2, 2, 2]}")
+        .op("{name: c4, op: conv2d, inputs: [q, w4], padding: [1, 1, 1, 1], groups: 4}")
+        .op("{name: cat, op: concat, inputs: [r1, r2, c3, c4], axis: 1}")
+        .op("{name: y, op: conv2d, inputs: [cat, wo]}")
+        .output("y");
+    let m = s.module();
+    let t = Target::resolve("x86_64-avx512").unwrap();
+    assert!(takes_winograd(&m, &t));
+    let slices = assembled_slices(&m, &t);
+    assert_eq!(slices.len(), 4, "{slices:?}");
+    assert!(
+        slices.iter().all(|(_, of)| of == &slices[0].1),
+        "{slices:?}"
+    );
+    check_everywhere(&m);
+    // A concatenation that is a model output, or whose operand another op also reads, keeps
+    // its copy.
+    let mut s = Spec::new("concat_kept", 52);
+    s.input("x", &[1, 8, 9, 9])
+        .weight("w1", &[8, 8, 1, 1])
+        .weight("w2", &[8, 8, 3, 3])
+        .op("{name: c1, op: conv2d, inputs: [x, w1]}")
+        .op("{name: c2, op: conv2d, inputs: [x, w2], padding: [1, 1, 1, 1]}")
+        .op("{name: cat, op: concat, inputs: [c1, c2], axis: 1}")
+        .output("cat")
+        .op("{name: c3, op: conv2d, inputs: [x, w1]}")
+        .op("{name: c4, op: conv2d, inputs: [x, w2], padding: [1, 1, 1, 1]}")
+        .op("{name: cat2, op: concat, inputs: [c3, c4], axis: 1}")
+        .op("{name: z, op: add, inputs: [cat2, cat2]}")
+        .op("{name: s, op: add, inputs: [c3, c3]}")
+        .output("z")
+        .output("s");
+    let m = s.module();
+    assert_eq!(assembled_slices(&m, &t), vec![]);
+    check_everywhere(&m);
+}
+
 #[test]
 fn channel_shuffles_match_the_interpreter_on_every_target() {
     // ShuffleNet's block: a grouped 1x1 convolution, bias and ReLU, then the channel shuffle

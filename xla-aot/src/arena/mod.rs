@@ -7,12 +7,16 @@
 //! one arena. Two values share arena bytes only when their live ranges `[definition, last use]` do
 //! not overlap; several placement strategies run and the smallest arena is kept. [`plan`] also
 //! reports the lower bound no plan for this schedule can beat: the most bytes live at any one step.
+//! [`plan_with_views`] also lets the backend assemble concatenations in place: their operands
+//! live in slices of the concatenation's buffer (`concat_views.rs`).
 //! Inputs and outputs passed in another dtype than the IR's get staging slices after all that
 //! (`staging.rs`).
 
+pub mod concat_views;
 pub mod staging;
 
 use crate::ir::{FusionKind, InstId, Instruction, Module, Op};
+pub use concat_views::ConcatView;
 pub use staging::Staging;
 
 /// Alignment of every arena slice and of the arena itself: a cache line, and the widest vector
@@ -47,6 +51,19 @@ pub struct Buffer {
     pub live: [usize; 2],
 }
 
+/// A value written into its slice of an assembled concatenation's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    /// The value.
+    pub name: String,
+    /// The concatenation.
+    pub of: String,
+    /// Byte offset of its first element in the arena, and the bytes of its elements (interleaved
+    /// with its siblings' when the concatenated dimension is not the outermost).
+    pub offset: usize,
+    pub size: usize,
+}
+
 /// The result of buffer assignment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferPlan {
@@ -74,6 +91,14 @@ pub struct BufferPlan {
     /// use while it runs (kernels run one at a time); `None` until a backend reserves it with
     /// [`reserve_scratch`].
     pub scratch: Option<(usize, usize)>,
+    /// Per instruction: the concatenation whose buffer it is written into (`concat_views.rs`);
+    /// its location is then its slice of that buffer, and its kernel writes with the
+    /// concatenation's strides.
+    pub views: Vec<Option<ConcatView>>,
+    /// Per instruction: a concatenation its operands assemble in place (it has no kernel).
+    pub assembled: Vec<bool>,
+    /// The values written into assembled concatenations, for the manifest and dumps.
+    pub slices: Vec<Slice>,
     /// `--checks` builds: the offset of the arena's in-use word (one [`ARENA_ALIGN`] slice at
     /// the end), set by the entry points while a call runs; `None` otherwise
     /// ([`reserve_canary`]).
@@ -117,6 +142,12 @@ pub fn root(locs: &[Loc], mut id: InstId) -> InstId {
 
 /// Assigns every value of the entry computation a location.
 pub fn plan(m: &Module) -> BufferPlan {
+    plan_with_views(m, &|_| false)
+}
+
+/// [`plan`], with the concatenations whose operands' kernels can write through the
+/// concatenation's strides (`strided`) assembled in place (`concat_views.rs`).
+pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPlan {
     let c = &m.entry;
     let n = c.instructions.len();
     let mut locs = vec![Loc::Constant; n];
@@ -146,6 +177,17 @@ pub fn plan(m: &Module) -> BufferPlan {
             _ => Loc::Arena(usize::MAX), // placed below
         };
     }
+    let views = concat_views::find(c, &|id| locs[id.index()] == Loc::Arena(usize::MAX), strided);
+    let mut assembled = vec![false; n];
+    // A value's interval starts at its definition, an assembled concatenation's at its first
+    // operand's.
+    let mut first: Vec<usize> = (0..n).collect();
+    for (i, v) in views.iter().enumerate() {
+        if let Some(v) = v {
+            assembled[v.concat.index()] = true;
+            first[v.concat.index()] = first[v.concat.index()].min(i);
+        }
+    }
     // Live ranges of arena values, following aliases to their owners.
     let mut last = vec![0usize; n];
     for (i, inst) in c.instructions.iter().enumerate() {
@@ -164,11 +206,13 @@ pub fn plan(m: &Module) -> BufferPlan {
     // here.
     let mut reuse: Vec<Option<usize>> = vec![None; n];
     for (i, inst) in c.instructions.iter().enumerate() {
-        if locs[i] != Loc::Arena(usize::MAX) {
+        if locs[i] != Loc::Arena(usize::MAX) || views[i].is_some() || assembled[i] {
             continue;
         }
         reuse[i] = inst.operands.iter().map(|o| o.index()).find(|&o| {
             locs[o] == Loc::Arena(usize::MAX)
+                    && views[o].is_none()
+                    && !assembled[o]
                     && last[o] == i
                     && reuse.iter().all(|r| *r != Some(o))
                     && align(c.instructions[o].shape.size_bytes()) == align(inst.shape.size_bytes())
@@ -198,13 +242,13 @@ pub fn plan(m: &Module) -> BufferPlan {
         }
         let mut intervals: Vec<Interval> = Vec::new();
         let mut slot_of = vec![usize::MAX; n];
-        for i in (0..n).filter(|&i| locs[i] == Loc::Arena(usize::MAX)) {
+        for i in (0..n).filter(|&i| locs[i] == Loc::Arena(usize::MAX) && views[i].is_none()) {
             let size = align(c.instructions[i].shape.size_bytes().max(1));
             if owner[i] == i {
                 slot_of[i] = intervals.len();
                 intervals.push(Interval {
                     size,
-                    first: i,
+                    first: first[i],
                     last: last[i],
                 });
             } else {
@@ -259,13 +303,31 @@ pub fn plan(m: &Module) -> BufferPlan {
     let (per_value, arena_size, lower_bound, strategy, in_place) = best.expect("two plans");
     let mut buffers = Vec::new();
     for i in 0..n {
-        if locs[i] == Loc::Arena(usize::MAX) {
+        if locs[i] == Loc::Arena(usize::MAX) && views[i].is_none() {
             locs[i] = Loc::Arena(per_value[i]);
             buffers.push(Buffer {
                 name: c.instructions[i].name.clone(),
                 offset: per_value[i],
                 size: align(c.instructions[i].shape.size_bytes().max(1)),
-                live: [i, last[i]],
+                live: [first[i], last[i]],
+            });
+        }
+    }
+    // Operands of assembled concatenations: their slice of its buffer.
+    let mut slices = Vec::new();
+    for i in 0..n {
+        if let Some(v) = views[i] {
+            let Loc::Arena(base) = locs[v.concat.index()] else {
+                unreachable!("assembled concatenations live in the arena")
+            };
+            let inst = &c.instructions[i];
+            let offset = base + v.offset * inst.shape.dtype.size_bytes();
+            locs[i] = Loc::Arena(offset);
+            slices.push(Slice {
+                name: inst.name.clone(),
+                of: c.inst(v.concat).name.clone(),
+                offset,
+                size: inst.shape.size_bytes(),
             });
         }
     }
@@ -279,6 +341,9 @@ pub fn plan(m: &Module) -> BufferPlan {
         copies,
         strategy,
         in_place,
+        views,
+        assembled,
+        slices,
         scratch: None,
         canary: None,
     }
@@ -420,6 +485,12 @@ pub fn plan_text(p: &BufferPlan) -> String {
         s.push_str(&format!(
             "  {:>8} +{:<8} live [{}, {}]  %{}\n",
             b.offset, b.size, b.live[0], b.live[1], b.name
+        ));
+    }
+    for v in &p.slices {
+        s.push_str(&format!(
+            "  {:>8} +{:<8} slice of %{} (written through its strides)  %{}\n",
+            v.offset, v.size, v.of, v.name
         ));
     }
     if let Some((offset, size)) = p.scratch {

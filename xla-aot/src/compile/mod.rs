@@ -51,9 +51,10 @@ pub struct CompileOptions {
     pub precision: Option<crate::ir::Precision>,
 }
 
-/// `plan` with the kernel scratch `target`'s backend needs for `m`: the CPU's Winograd
-/// convolutions (unless [`CompileOptions::no_winograd`]), then the in-use word of a
-/// [`CompileOptions::checks`] build; nothing for CUDA targets.
+/// `plan` with what `target`'s backend adds for `m`: on a CPU, concatenations assembled in place
+/// by their operands' kernels (`arena/concat_views.rs`) and the kernel scratch of the Winograd
+/// convolutions (unless [`CompileOptions::no_winograd`]); then the in-use word of a
+/// [`CompileOptions::checks`] build. CUDA targets keep `plan` as it is.
 pub fn plan_for_target(
     m: &Module,
     plan: BufferPlan,
@@ -63,12 +64,27 @@ pub fn plan_for_target(
     if target.cuda_sm.is_some() {
         return plan;
     }
-    let plan = if opts.no_winograd {
-        plan
+    use crate::codegen::core::packing::Packings;
+    let scratch = if opts.no_winograd {
+        0
     } else {
-        let bytes = crate::codegen::core::packing::Packings::scratch_for_cpu(m, target);
-        crate::arena::reserve_scratch(plan, bytes)
+        Packings::scratch_for_cpu(m, target)
     };
+    // Concatenations whose operands' kernels write through its strides are assembled in place.
+    let plan = if m
+        .entry
+        .instructions
+        .iter()
+        .any(|i| matches!(i.op, crate::ir::Op::Concatenate { .. }))
+    {
+        let packings = Packings::for_cpu(m, target, scratch);
+        crate::arena::plan_with_views(m, &|id| {
+            crate::codegen::cpu::strided_out::writes_strided(m, &packings, id)
+        })
+    } else {
+        plan
+    };
+    let plan = crate::arena::reserve_scratch(plan, scratch);
     if opts.checks {
         crate::arena::reserve_canary(plan)
     } else {

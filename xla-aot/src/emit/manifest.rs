@@ -26,6 +26,16 @@ pub struct Buffer {
     pub live: [usize; 2],
 }
 
+/// A value its kernel writes straight into its slice of a concatenation's buffer
+/// (`arena/concat_views.rs`): it has no buffer of its own, and the concatenation no kernel.
+#[derive(Serialize)]
+pub struct Slice {
+    pub name: String,
+    pub of: String,
+    pub offset: usize,
+    pub size: usize,
+}
+
 #[derive(Serialize)]
 pub struct Kernel {
     pub name: String,
@@ -69,6 +79,9 @@ pub struct Manifest {
     /// Floating-point operations per run, all kernels (what GFLOP/s figures divide by).
     pub flops: u64,
     pub buffers: Vec<Buffer>,
+    /// Absent when no concatenation is assembled in place.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<Slice>,
     pub kernels: Vec<Kernel>,
     /// The GPU side of a CUDA target (absent for CPU targets).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -207,6 +220,16 @@ pub fn build(
                 offset: b.offset,
                 size: b.size,
                 live: b.live,
+            })
+            .collect(),
+        slices: plan
+            .slices
+            .iter()
+            .map(|s| Slice {
+                name: s.name.clone(),
+                of: s.of.clone(),
+                offset: s.offset,
+                size: s.size,
             })
             .collect(),
         kernels: kernels

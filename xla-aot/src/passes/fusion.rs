@@ -28,7 +28,7 @@
 use super::Pass;
 use super::rewrite::users;
 use crate::ir::inst::table::{self, Cost};
-use crate::ir::{Computation, FusionKind, InstId, Instruction, Module, Op, Output};
+use crate::ir::{BinaryOp, Computation, FusionKind, InstId, Instruction, Module, Op, Output};
 use crate::limits::MAX_FUSION_COST;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -84,6 +84,8 @@ struct Producer {
     /// A user that reads it from memory whatever is decided here (a dot or convolution operand,
     /// argmax, top-k, sample), so it is stored anyway.
     stored_for: Option<usize>,
+    /// Whether it ends the epilogue chain of a convolution ([`convolution_epilogue`]).
+    ends_conv_epilogue: bool,
 }
 
 /// A group being formed.
@@ -120,6 +122,7 @@ impl FusionPass {
             is_output,
             consumer_copies: dup_groups,
             stored_for,
+            ends_conv_epilogue,
         } = prod;
         let (pi, ci) = (&c.instructions[p], &c.instructions[i]);
         match &pi.op {
@@ -203,6 +206,13 @@ impl FusionPass {
             }
             return Ok("output fusion: epilogue applied to the result in place");
         }
+        if ends_conv_epilogue && matches!(ci.op, Op::Concatenate { .. }) && g.root == i {
+            return Err(
+                "the epilogue stays with its convolution, so the convolution can write the \
+                 finished value straight into its slice of the concatenation"
+                    .into(),
+            );
+        }
         if !is_elemental(&pi.op) {
             return Err(format!(
                 "{} is not computed element by element",
@@ -241,6 +251,64 @@ impl FusionPass {
             ))
         }
     }
+}
+
+/// Longest epilogue chain [`convolution_epilogue`] follows (bias, batch norm's scale and shift,
+/// activation, clamp: real exports stay under 8).
+const MAX_EPILOGUE_CHAIN: usize = 8;
+
+/// Whether `p` is the last step of a convolution's epilogue that a micro-kernel applies in its
+/// registers: a chain of `add`, `subtract`, `multiply`, `maximum`, `minimum` or `clamp` steps
+/// of the result's shape, each but the last read by the next only, from a convolution read by
+/// nothing else, whose other operands are per-channel or scalar (broadcasts of values with at
+/// most one dim longer than one, or scalars) — the chains `codegen/cpu/epilogue.rs` recognises.
+/// Such a chain is better fused with its convolution than with a concatenation consuming it:
+/// the convolution then writes the finished values into the concatenation's buffer
+/// (`arena/concat_views.rs`). Another chain would be swept over the convolution's output, one
+/// more pass over memory than applying it while concatenating.
+fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> bool {
+    let single_user = |x: usize| users_of[x].iter().collect::<BTreeSet<_>>().len() == 1;
+    let uniform = |o: InstId| {
+        let oi = c.inst(o);
+        match oi.op {
+            Op::Broadcast { .. } => {
+                let src = &c.inst(oi.operands[0]).shape;
+                src.dims.iter().filter(|&&d| d != 1).count() <= 1
+            }
+            Op::Constant(_) | Op::Parameter { .. } => oi.shape.element_count() == 1,
+            _ => false,
+        }
+    };
+    let mut at = p;
+    for _ in 0..MAX_EPILOGUE_CHAIN {
+        let inst = &c.instructions[at];
+        let step = matches!(
+            inst.op,
+            Op::Binary(
+                BinaryOp::Add
+                    | BinaryOp::Subtract
+                    | BinaryOp::Multiply
+                    | BinaryOp::Maximum
+                    | BinaryOp::Minimum
+            ) | Op::Clamp
+        );
+        if !step {
+            return false;
+        }
+        let mut chain = inst.operands.iter().filter(|&&o| !uniform(o));
+        let (Some(&next), None) = (chain.next(), chain.next()) else {
+            return false;
+        };
+        let ni = c.inst(next);
+        if ni.shape.dims != inst.shape.dims || !single_user(next.index()) {
+            return false;
+        }
+        if matches!(ni.op, Op::Convolution { .. }) {
+            return true;
+        }
+        at = next.index();
+    }
+    false
 }
 
 /// How many windows of the group's reduce-window read each element of its operand (rounded
@@ -322,6 +390,7 @@ impl Pass for FusionPass {
                             .iter()
                             .map(|u| u.index())
                             .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
+                        ends_conv_epilogue: convolution_epilogue(c, &users_of, p),
                     };
                     let verdict = self.decide(c, &groups[g], i, prod);
                     let root = &c.instructions[groups[g].root].name;

@@ -192,8 +192,10 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         for (i, inst) in c.instructions.iter().enumerate() {
             let id = InstId(i as u32);
             let loc = self.plan.locs[i];
+            // An assembled concatenation was written by its operands' kernels.
             if matches!(inst.op, Op::Parameter { .. } | Op::Constant(_))
                 || matches!(loc, Loc::Alias(_))
+                || self.plan.assembled[i]
             {
                 continue;
             }

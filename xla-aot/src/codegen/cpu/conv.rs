@@ -449,6 +449,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let flops =
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
         let mut cs = ConvShape::new(window, groups, xs, ws, os);
+        cs.ost = self.out_strides(os);
         let mut epi = epi;
         if path == ConvPath::ChannelsByPixels {
             let ow = cs.ow as u64;

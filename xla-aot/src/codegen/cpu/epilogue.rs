@@ -76,17 +76,21 @@ fn uniform(comp: &Computation, id: InstId) -> Option<Operand> {
             let Op::Parameter { index } = src.op else {
                 return None;
             };
-            match (src.shape.rank(), dimensions.as_slice()) {
-                (0, []) => Some(Operand::Scalar(index)),
-                // A one-element vector stretched along the dim (numpy broadcasting) is the
-                // same value everywhere: its only element is a scalar.
-                (1, [d]) if src.shape.dims[0] == 1 && inst.shape.dims[*d] != 1 => {
-                    Some(Operand::Scalar(index))
+            // The source dims longer than one: none (one value everywhere, whatever numpy
+            // broadcasting stretched), or one that is the output dim it maps to (a per-channel
+            // vector, also when shaped [C, 1, 1] as old BatchNormalization exports write it:
+            // its other dims have one element, so element `j` is at offset `j`).
+            let long: Vec<usize> = (0..src.shape.rank())
+                .filter(|&k| src.shape.dims[k] != 1)
+                .collect();
+            match long.as_slice() {
+                [] => Some(Operand::Scalar(index)),
+                &[k] if src.shape.dims[k] == inst.shape.dims[dimensions[k]] => {
+                    Some(Operand::Along {
+                        param: index,
+                        dim: dimensions[k],
+                    })
                 }
-                (1, [d]) if src.shape.dims[0] == inst.shape.dims[*d] => Some(Operand::Along {
-                    param: index,
-                    dim: *d,
-                }),
                 _ => None,
             }
         }
@@ -491,6 +495,41 @@ mod tests {
                 },
                 value_first: false
             }]
+        );
+    }
+
+    #[test]
+    fn a_column_vector_shaped_with_ones_is_a_per_column_operand() {
+        // The scale of an old BatchNormalization export: [4, 1] broadcast along dims {1, 0}
+        // (4 along the output's columns); a [1, 1] one is a scalar.
+        let head = HEAD
+            .replace(
+                "%p2 = f32[4]{0} parameter(2)",
+                "%p2 = f32[4,1]{1,0} parameter(2)",
+            )
+            .replace(
+                "%p3 = f32[] parameter(3)",
+                "%p3 = f32[1,1]{1,0} parameter(3)",
+            );
+        let tail = TAIL
+            .replace("%b = f32[4]{0} constant", "%b = f32[4,1]{1,0} constant")
+            .replace("%z = f32[] constant(0)", "%z = f32[1,1]{1,0} constant({0})");
+        let body = "  %bb = f32[2,4]{1,0} broadcast(%p2), dimensions={1,0}\n  %a = f32[2,4]{1,0} multiply(%d, %bb)\n  %zb = f32[2,4]{1,0} broadcast(%p3), dimensions={0,1}\n  %r = f32[2,4]{1,0} add(%a, %zb)\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%r), names={r}\n";
+        let e = fused(&format!("{head}{body}{tail}")).unwrap();
+        assert_eq!(
+            e.steps,
+            vec![
+                Step::Binary {
+                    op: BinaryOp::Multiply,
+                    other: Operand::Along { param: 2, dim: 1 },
+                    value_first: true
+                },
+                Step::Binary {
+                    op: BinaryOp::Add,
+                    other: Operand::Scalar(3),
+                    value_first: true
+                },
+            ]
         );
     }
 

@@ -106,6 +106,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .packed_rhs
             .set(self.be.packings.reads_packed(self.hlo, id));
+        // An operand of a concatenation assembled in place writes through its strides.
+        *self.be.out_strides.borrow_mut() = self.plan.views[id.index()]
+            .map(|v| crate::codegen::core::layout::physical_strides(&c.inst(v.concat).shape));
         // Loop nests split their outermost loop between the hook's tasks (`run_split`).
         let generate = |cg: &Self, k: &Kernel<'ctx>| {
             let operand_shape = |j: usize| &c.inst(inst.operands[j]).shape;
@@ -135,6 +138,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Some(visits) => self.run_split(&k, visits, &generate),
             None => generate(self, &k),
         }
+        self.be.out_strides.replace(None);
         self.b.build_return(None).unwrap();
         Ok(k.f)
     }

@@ -37,6 +37,7 @@ pub mod peak;
 pub mod pool;
 mod reduce;
 mod stage;
+pub mod strided_out;
 mod vector;
 mod winograd;
 
@@ -79,6 +80,8 @@ pub struct Cpu {
     /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
     /// (register epilogues use the number instead of loading it).
     scalar_consts: RefCell<Vec<Option<f32>>>,
+    /// The strides of the concatenation the current kernel writes into (`strided_out.rs`).
+    out_strides: RefCell<Option<Vec<u64>>>,
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
     /// batch's module).
     hook_owner: String,
@@ -100,6 +103,7 @@ impl Cpu {
             epi_applied: Cell::new(false),
             pool_runs: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
+            out_strides: RefCell::new(None),
             hook_owner: hook_owner.to_string(),
             placement: Placement::InModule,
             external: Vec::new(),

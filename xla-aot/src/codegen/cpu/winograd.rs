@@ -422,7 +422,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         t: IntValue<'ctx>,
         epi: &Option<RegEpilogue>,
     ) {
-        let ost = physical_strides(os);
+        let ost = self.out_strides(os);
         let (oh, ow) = (os.dims[2], os.dims[3]);
         let (a, m) = (g.alpha, g.m);
         let tr = Transforms::new(m);
