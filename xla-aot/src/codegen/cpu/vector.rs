@@ -22,28 +22,32 @@ pub(super) struct VecCol {
     pub(super) store: u32,
 }
 
+/// Narrowest vector a tail is cut into before single lanes: 4 lanes is SSE's and NEON's register
+/// (and a quarter of AVX-512's), the smallest width every target loads and stores in one
+/// instruction.
+const MIN_TAIL_LANES: usize = 4;
+
 /// The vectors covering `cols` columns: whole vectors, then (unless a whole vector is always
-/// readable, `whole`) single-lane ones for the rest.
+/// readable, `whole`) the rest in halving power-of-two vectors down to [`MIN_TAIL_LANES`] and
+/// single lanes below that (24 channels on AVX-512: 16 + 8, not 16 + 8 × 1).
 pub(super) fn vectors(cols: usize, lanes: u32, whole: bool) -> Vec<VecCol> {
     let lanes = lanes as usize;
     let mut v = Vec::new();
     let mut c = 0;
     while c < cols {
-        if c + lanes <= cols || whole {
-            v.push(VecCol {
-                col: c,
-                lanes: lanes as u32,
-                store: lanes.min(cols - c) as u32,
-            });
-            c += lanes;
+        let width = if c + lanes <= cols || whole {
+            lanes
         } else {
-            v.push(VecCol {
-                col: c,
-                lanes: 1,
-                store: 1,
-            });
-            c += 1;
-        }
+            let rest = cols - c;
+            let pow2 = 1 << rest.ilog2();
+            if pow2 >= MIN_TAIL_LANES { pow2 } else { 1 }
+        };
+        v.push(VecCol {
+            col: c,
+            lanes: width as u32,
+            store: width.min(cols - c) as u32,
+        });
+        c += width;
     }
     v
 }
