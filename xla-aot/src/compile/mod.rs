@@ -10,6 +10,7 @@
 
 mod buckets;
 mod multi;
+mod multi_weights;
 pub mod weight_rounding;
 
 use crate::arena::{BufferPlan, plan};
@@ -402,7 +403,6 @@ pub fn compile_model_buckets(
             .map(|(w, len)| Blob {
                 symbol: w.symbol.clone(),
                 len,
-                same_as: None,
             })
             .collect();
         (w, blobs)

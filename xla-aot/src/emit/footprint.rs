@@ -264,7 +264,6 @@ mod tests {
         let blobs = vec![Blob {
             symbol: "m_w".into(),
             len: 100,
-            same_as: None,
         }];
         for arch in [Arch::X86_64, Arch::Arm] {
             let mut out = Vec::new();

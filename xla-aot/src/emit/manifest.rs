@@ -103,10 +103,11 @@ pub struct IsaVariant {
     pub kernel_count: usize,
     /// The arena this variant needs (the library's is the largest).
     pub arena_size: usize,
-    /// Bytes of its large weights (`codegen/core/weights.rs`) as its kernels read them.
+    /// Bytes of all its constants (weights and tables) as its kernels read them.
     pub weight_bytes: usize,
-    /// Of those, the bytes stored for this variant alone: weights whose packed layout differs from
-    /// every earlier variant's (vector-width-dependent tiles). The rest are shared.
+    /// Of those, the bytes stored for this variant alone: constants whose stored bytes differ
+    /// from every earlier variant's (vector-width-dependent tiles; all of them with batch
+    /// buckets). The rest are stored once, with the earlier variant (`compile/multi_weights.rs`).
     pub weight_bytes_added: usize,
 }
 
