@@ -567,9 +567,10 @@ fn rust_no_std_example_matches_the_interpreter() {
 }
 
 /// `--weights external`: the library holds no weights (its weights section keeps only the
-/// kernels' small constant tables) and needs nothing; the app reads `<name>.weights` into RAM,
-/// a run before `<name>_set_weights` and a blob with a wrong checksum are refused, and the
-/// outputs match the interpreter (DS-CNN on the M4F and M55 boards, mlp's 2.6 MB on the M4F's).
+/// kernels' small constant tables) and needs nothing; the app reads `<name>.weights` into RAM
+/// and passes it to every run as `weights`: a null blob and one with another checksum field are
+/// refused by the run, a corrupted one by `<name>_check_weights`, and the outputs match the
+/// interpreter (DS-CNN on the M4F and M55 boards, mlp's 2.6 MB on the M4F's).
 #[test]
 fn external_weights_blob_runs_on_boards() {
     let tools = board_tools("external_weights_blob_runs_on_boards");
@@ -595,6 +596,20 @@ fn external_weights_blob_runs_on_boards() {
             in_library < 1024,
             "{name}: {in_library} bytes of constants left"
         );
+        // The header and manifest state the `weights` argument and the blob.
+        for decl in [
+            format!("int {name}_run(const void *weights, void *arena, "),
+            format!("int {name}_run_ptrs(const void *weights, void *arena, "),
+            format!("int {name}_check_weights(const void *weights);"),
+        ] {
+            assert!(art.header.contains(&decl), "{name}: no `{decl}`");
+        }
+        let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+        let wb = &manifest["weights_blob"];
+        assert_eq!(wb["bytes"].as_u64(), Some(blob.len() as u64), "{wb}");
+        assert_eq!(wb["run_argument"], "weights");
+        let sum = u64::from_le_bytes(blob[16..24].try_into().unwrap());
+        assert_eq!(wb["checksum"], format!("0x{sum:016x}"));
         if !tools {
             continue;
         }
@@ -604,9 +619,10 @@ fn external_weights_blob_runs_on_boards() {
             let elf = build_app(&m, board, Optimize::Size, true, &dir);
             let (outputs, text) = run_on_board(&elf, board);
             for want in [
-                "before set_weights: -1",
-                "wrong checksum: -3",
-                "set_weights: 0",
+                "null weights: -1",
+                "wrong checksum field: -3",
+                "corrupted weights: -3",
+                "check_weights: 0",
             ] {
                 assert!(
                     text.contains(want),

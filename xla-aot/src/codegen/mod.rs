@@ -123,6 +123,9 @@ pub(crate) fn build_library<'ctx>(
         format!("{}_set_parallel_for", hlo.name),
         format!("{}_set_profiler", hlo.name),
     ];
+    if blob.is_some() {
+        exports.push(format!("{}_check_weights", hlo.name));
+    }
     for (v, vplan) in variants {
         let site = core::profiler::ProfilerSite {
             owner: &hlo.name,

@@ -216,7 +216,8 @@ pub fn c_api_module<'m>(m: &'m Module, target: &Target) -> std::borrow::Cow<'m, 
 
 /// The library's header: with buckets (`batch`: their plan, the sequence axis if they are
 /// sequence buckets, the declared batch) their API and the arena of the largest, then `tail`
-/// (the CUDA or multi-ISA API).
+/// (the CUDA or multi-ISA API); `weights`: the weights' stored bytes, and whether the run
+/// functions take them as an argument (`--weights external`).
 pub(super) fn library_header(
     m: &Module,
     plan: &BufferPlan,
@@ -228,10 +229,10 @@ pub(super) fn library_header(
         usize,
     ),
     tail: &str,
-    weights_bytes: usize,
+    (weights_bytes, weights_arg): (usize, bool),
 ) -> String {
     match batch {
-        (None, _, _) => header::render(m, plan, target, kernels, tail, weights_bytes),
+        (None, _, _) => header::render(m, plan, target, kernels, tail, weights_bytes, weights_arg),
         (Some(bp), seq, declared) => {
             let mut whole = plan.clone();
             whole.arena_size = bp.arena_size();
@@ -240,7 +241,7 @@ pub(super) fn library_header(
                 None => header::render_batch(m, bp, declared),
             };
             let api = format!("{api}{tail}");
-            header::render(m, &whole, target, kernels, &api, weights_bytes)
+            header::render(m, &whole, target, kernels, &api, weights_bytes, weights_arg)
         }
     }
 }
@@ -464,7 +465,7 @@ pub fn compile_model_buckets(
         obj.kernels.len(),
         (batch_plan.as_ref(), seq, declared),
         &cuda_header,
-        weights_bytes,
+        (weights_bytes, obj.weights_blob.is_some()),
     );
     let mut manifest = manifest::build(
         m,
@@ -475,6 +476,10 @@ pub fn compile_model_buckets(
         weights_bytes,
     );
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
+    manifest.weights_blob = obj
+        .weights_blob
+        .as_ref()
+        .map(|b| manifest::weights_blob(&m.name, b));
     if footprint.is_some() {
         let functions = footprint::functions(&obj.object).unwrap_or_default();
         let names: Vec<&str> = manifest.kernels.iter().map(|k| k.name.as_str()).collect();

@@ -167,7 +167,7 @@ pub(super) fn compile(
         obj.kernels.len(),
         (public_batch.as_ref(), seq, declared),
         &api,
-        weights_bytes,
+        (weights_bytes, false),
     );
     let mut manifest = manifest::build(
         m,

@@ -81,6 +81,37 @@ pub struct Manifest {
     /// runs); the arena is the largest variant's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isa_variants: Option<Vec<IsaVariant>>,
+    /// `--weights external`: the blob every run takes; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights_blob: Option<WeightsBlob>,
+}
+
+/// The blob of a library built with `--weights external` (`codegen/core/weights_blob.rs`): the
+/// first argument, `weights`, of `<name>_run` and `<name>_run_ptrs`.
+#[derive(Serialize)]
+pub struct WeightsBlob {
+    /// `<name>.weights`, written beside the library.
+    pub file: String,
+    pub bytes: usize,
+    /// The FNV-1a-64 of the bytes after its 64-byte header, as `0x` and 16 hex digits (what
+    /// `<name>_check_weights` verifies).
+    pub checksum: String,
+    /// The run functions' parameter that takes it (their first).
+    pub run_argument: String,
+}
+
+/// The manifest's `weights_blob` for model `name`'s blob `blob`.
+pub fn weights_blob(name: &str, blob: &[u8]) -> WeightsBlob {
+    let sum = blob
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes);
+    WeightsBlob {
+        file: format!("{name}.weights"),
+        bytes: blob.len(),
+        checksum: format!("0x{sum:016x}"),
+        run_argument: "weights".into(),
+    }
 }
 
 /// The manifest's `memory`: the footprint, its flash and RAM sums, and the weights' section.
@@ -225,5 +256,6 @@ pub fn build(
         cuda: None,
         memory: None,
         isa_variants: None,
+        weights_blob: None,
     }
 }

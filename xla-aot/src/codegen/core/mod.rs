@@ -42,8 +42,8 @@ pub mod sample;
 pub mod target;
 pub mod tiles;
 pub mod weights;
+pub mod weights_arg;
 pub mod weights_blob;
-pub mod weights_setter;
 pub mod winograd;
 
 pub use emitter::{Backend, Emitter, Ix, Kernel, KernelAbi};

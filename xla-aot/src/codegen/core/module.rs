@@ -179,7 +179,6 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
         let checksum = weights_blob::fnv1a64(&bytes[weights_blob::HEADER..]);
         *self.blob.borrow_mut() = Some(BlobLayout {
-            base: self.blob_base_global(),
             offsets,
             len: bytes.len() as u64,
             checksum,

@@ -31,7 +31,7 @@ pub enum Placement {
     /// (indexed by instruction) names are in the library's data object under the symbol named,
     /// which every variant storing the same bytes declares; the rest in the module.
     Listed(Arc<[Option<String>]>),
-    /// All of them in the blob the caller passes to `<name>_set_weights` (`weights_blob.rs`).
+    /// All of them in the blob the caller passes to each run (`weights_blob.rs`).
     Blob,
 }
 

@@ -251,7 +251,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.profiler_setter();
         }
         if let Some(l) = &*self.blob.borrow() {
-            self.weights_setter(l);
+            self.weights_checker(l);
         }
         Ok(kernels)
     }
