@@ -41,6 +41,11 @@ pub struct Kernel {
     /// A microcontroller library: bytes of code of the kernel (`footprint.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text_bytes: Option<u64>,
+    /// A microcontroller library: bytes of the constants only this kernel reads (its packed
+    /// weights and tables; `kernel_rodata.rs`: those several kernels read are the memory's
+    /// `rodata_shared`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rodata_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -122,6 +127,12 @@ pub struct Memory {
     pub flash: u64,
     pub ram: u64,
     pub weights_section: String,
+    /// Of `rodata`: the constants two or more kernels read (counted here, once, not in their
+    /// kernels' `rodata_bytes`).
+    pub rodata_shared: u64,
+    /// Of `rodata`: alignment padding, unwind tables and what no kernel reads. The kernels'
+    /// `rodata_bytes` + `rodata_shared` + `rodata_other` = `rodata`.
+    pub rodata_other: u64,
 }
 
 /// One variant of a multi-ISA library (`compile/multi.rs`).
@@ -251,6 +262,7 @@ pub fn build(
                 writes: k.writes,
                 flops: k.flops,
                 text_bytes: None,
+                rodata_bytes: None,
             })
             .collect(),
         cuda: None,

@@ -85,4 +85,7 @@ pub struct KernelInfo {
     pub writes: usize,
     /// Floating-point operations per run (`ir::flops`).
     pub flops: u64,
+    /// The entry constants it reads (instruction indices, aliases followed), each once: where
+    /// its read-only data comes from (`emit/kernel_rodata.rs`).
+    pub constants: Vec<u32>,
 }

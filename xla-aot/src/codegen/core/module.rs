@@ -187,6 +187,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         Ok(())
     }
 
+    /// The entry constants `operands` are (following aliases), in order, each once.
+    fn constants_read(&self, operands: &[InstId]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for &o in operands {
+            let r = crate::arena::root(&self.plan.locs, o);
+            if matches!(self.plan.locs[r.index()], Loc::Constant) && !out.contains(&r.0) {
+                out.push(r.0);
+            }
+        }
+        out
+    }
+
     /// Every kernel in execution order: their manifest entries and their calls.
     #[allow(clippy::type_complexity)]
     pub(crate) fn kernels(&self) -> Result<(Vec<KernelInfo>, Vec<Call<'ctx>>), CodegenError> {
@@ -226,6 +238,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 weight_reads,
                 writes: inst.shape.size_bytes(),
                 flops: crate::ir::flops::flops(c, id),
+                constants: self.constants_read(&inst.operands),
             });
             let invocations = B::invocations(self, inst.shape.element_count());
             let scratch = B::takes_scratch(self, id);
@@ -247,6 +260,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 weight_reads,
                 writes: c.inst(v).shape.size_bytes(),
                 flops: 0,
+                constants: self.constants_read(&[v]),
             });
             calls.push((
                 f,
