@@ -235,6 +235,14 @@ pub fn render(
                 ""
             },
         )
+        .replace(
+            "{{weights_where}}",
+            if weights_arg {
+                "in the blob the runs take as `weights` (below), not in the library"
+            } else {
+                "read-only data inside the library"
+            },
+        )
         .replace("{{cuda_api}}", cuda)
 }
 
