@@ -13,9 +13,10 @@
  *
  * A library compiled with `--weights external` also needs -DWEIGHTS_BYTES=<NAME>_WEIGHTS_FILE_BYTES
  * -DWEIGHTS_PATH='"/path/<name>.weights"': the blob is read into RAM over semihosting (a product
- * keeps it in flash or external memory) and passed to <name>_set_weights; the program first
- * shows that a run without weights and a blob with a wrong checksum are refused. The library itself needs nothing from the C library: stdio is
- * only for talking to you.
+ * keeps it in flash or external memory), checked once with <name>_check_weights and passed to
+ * every run as its first argument; the program first shows that a null blob, a blob with a wrong
+ * checksum field and a corrupted one are refused. The library itself needs nothing from the C
+ * library: stdio is only for talking to you.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
-int CAT(MODEL, _run_ptrs)(void *arena, const void *const *inputs, void *const *outputs);
+/* The header (-include'd) declares the model's functions. */
 
 static const uint32_t in_sizes[] = IN_SIZES;
 static const uint32_t out_sizes[] = OUT_SIZES;
@@ -40,25 +41,30 @@ static _Alignas(ARENA_ALIGN) unsigned char arena[ARENA_SIZE > 0 ? ARENA_SIZE : 1
 static _Alignas(16) float io[IO_FLOATS];
 
 #ifdef WEIGHTS_BYTES
-int CAT(MODEL, _set_weights)(const void *weights);
 static _Alignas(64) unsigned char weights[WEIGHTS_BYTES];
+#define RUN_PTRS(inputs, outputs) CAT(MODEL, _run_ptrs)(weights, arena, inputs, outputs)
 
-/* Reads the blob and hands it to the library; returns 0 or the exit code. */
+/* Reads the blob and checks it once; returns 0 or the exit code. */
 static int load_weights(const void *const *inputs, void *const *outputs) {
-    printf("before set_weights: %d\n", CAT(MODEL, _run_ptrs)(arena, inputs, outputs));
+    printf("null weights: %d\n", CAT(MODEL, _run_ptrs)(NULL, arena, inputs, outputs));
     FILE *f = fopen(WEIGHTS_PATH, "rb");
     if (!f || fread(weights, 1, sizeof weights, f) != sizeof weights) {
         printf("cannot read %u bytes from %s\n", (unsigned)sizeof weights, WEIGHTS_PATH);
         return 4;
     }
     fclose(f);
-    weights[16] ^= 1; /* the checksum field */
-    printf("wrong checksum: %d\n", CAT(MODEL, _set_weights)(weights));
+    weights[16] ^= 1; /* the checksum field: another compile's blob */
+    printf("wrong checksum field: %d\n", RUN_PTRS(inputs, outputs));
     weights[16] ^= 1;
-    int s = CAT(MODEL, _set_weights)(weights);
-    printf("set_weights: %d\n", s);
+    weights[sizeof weights - 1] ^= 1; /* a corrupted weight */
+    printf("corrupted weights: %d\n", CAT(MODEL, _check_weights)(weights));
+    weights[sizeof weights - 1] ^= 1;
+    int s = CAT(MODEL, _check_weights)(weights);
+    printf("check_weights: %d\n", s);
     return s == 0 ? 0 : 5;
 }
+#else
+#define RUN_PTRS(inputs, outputs) CAT(MODEL, _run_ptrs)(arena, inputs, outputs)
 #endif
 
 int main(void) {
@@ -87,7 +93,7 @@ int main(void) {
     int loaded = load_weights(inputs, outputs);
     if (loaded) return loaded;
 #endif
-    int status = CAT(MODEL, _run_ptrs)(arena, inputs, outputs);
+    int status = RUN_PTRS(inputs, outputs);
     for (unsigned i = 0; i < N_OUT; i++) {
         const float *o = outputs[i];
         printf("out%u:", i);

@@ -114,7 +114,8 @@ enum Command {
         #[arg(long, value_parser = ["size", "speed"])]
         optimize: Option<String>,
         /// `external`: leave every weight out of the library and write `<name>.weights` (with a
-        /// checksum) for the caller to pass to `<name>_set_weights` (docs/microcontrollers.md).
+        /// checksum) for the caller to pass to every `<name>_run` as its first argument,
+        /// `weights` (docs/microcontrollers.md).
         #[arg(long, value_parser = ["embedded", "external"], default_value = "embedded")]
         weights: String,
         #[command(flatten)]

@@ -381,6 +381,138 @@ fn weights_sit_in_the_named_section_and_the_header_states_the_sizes() {
     }
 }
 
+/// The entry constant an object symbol of model `name` holds: `[.L]<name>.const.<i>` in the
+/// code object, `<name>_weight<i>` in the data object.
+fn constant_symbol(name: &str, symbol: &str) -> Option<u32> {
+    let s = symbol
+        .strip_prefix(".L")
+        .unwrap_or(symbol)
+        .strip_prefix(name)?;
+    s.strip_prefix(".const.")
+        .or_else(|| s.strip_prefix("_weight"))?
+        .parse()
+        .ok()
+}
+
+/// `.rodata` per kernel: read back with the `object` crate's ELF reader (not the compiler's),
+/// each kernel's `rodata_bytes` (manifest and header) is the size of the constants only it reads,
+/// the constants several kernels read are `rodata_shared`, and the kernels + shared + other add up
+/// to the read-only sections' bytes, which are the header's `RODATA_BYTES`.
+#[test]
+fn rodata_per_kernel_adds_up_to_the_elf_sections() {
+    use object::elf::{SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE};
+    use object::read::archive::ArchiveFile;
+    use object::read::elf::{ElfFile32, SectionHeader};
+    use object::{Object, ObjectSymbol};
+    for target in ["cortex-m4f", "cortex-m55"] {
+        let t = Target::resolve(target).unwrap();
+        for name in MODELS {
+            let m = model(name);
+            let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
+            // Every read-only section and every constant's symbol of the archive's members.
+            let archive = ArchiveFile::parse(art.archive.as_slice()).unwrap();
+            let (mut rodata, mut sizes) = (0u64, std::collections::HashMap::new());
+            for member in archive.members() {
+                let data = member.unwrap().data(art.archive.as_slice()).unwrap();
+                let elf = ElfFile32::<object::LittleEndian>::parse(data).unwrap();
+                let endian = elf.endian();
+                let is_rodata = |s: &object::read::elf::ElfSection32<object::LittleEndian>| {
+                    let flags = s.elf_section_header().sh_flags(endian).0;
+                    flags & (SHF_ALLOC.0 | SHF_WRITE.0 | SHF_EXECINSTR.0) == SHF_ALLOC.0
+                };
+                for s in elf.sections().filter(|s| is_rodata(s)) {
+                    rodata += u64::from(s.elf_section_header().sh_size(endian));
+                }
+                for sym in elf.symbols() {
+                    let Some(i) = constant_symbol(name, sym.name().unwrap()) else {
+                        continue;
+                    };
+                    let Some(sec) = sym.section_index() else {
+                        continue;
+                    };
+                    if is_rodata(&elf.section_by_index(sec).unwrap()) && sym.size() > 0 {
+                        sizes.insert(i, sym.size());
+                    }
+                }
+            }
+            let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+            let kernels = manifest["kernels"].as_array().unwrap();
+            let mem = &manifest["memory"];
+            let readers = |i: u32| {
+                art.kernels
+                    .iter()
+                    .filter(|k| k.constants.contains(&i))
+                    .count()
+            };
+            let (mut sum, mut shared) = (0u64, 0u64);
+            for (&i, &size) in &sizes {
+                if readers(i) > 1 {
+                    shared += size;
+                }
+            }
+            for (k, info) in kernels.iter().zip(&art.kernels) {
+                let want: u64 = info
+                    .constants
+                    .iter()
+                    .filter(|&&i| readers(i) == 1)
+                    .filter_map(|i| sizes.get(i))
+                    .sum();
+                let got = k["rodata_bytes"].as_u64().unwrap();
+                assert_eq!(got, want, "{name} on {target}: {}", info.name);
+                let line = format!(
+                    " *   {:<w$}  text {:>7}  rodata {got:>8}",
+                    info.name,
+                    k["text_bytes"].as_u64().unwrap(),
+                    w = art.kernels.iter().map(|k| k.name.len()).max().unwrap()
+                );
+                assert!(art.header.contains(&line), "{name}: no `{line}`");
+                sum += got;
+            }
+            let upper = name.to_ascii_uppercase();
+            let define = |key: &str| -> u64 {
+                let p = format!("#define {upper}_{key} ");
+                let line = art.header.lines().find(|l| l.starts_with(&p)).unwrap();
+                line[p.len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            assert_eq!(mem["rodata_shared"].as_u64(), Some(shared), "{name}");
+            assert_eq!(define("RODATA_SHARED_BYTES"), shared);
+            let other = mem["rodata_other"].as_u64().unwrap();
+            assert_eq!(define("RODATA_OTHER_BYTES"), other);
+            assert_eq!(sum + shared + other, rodata, "{name} on {target}");
+            assert_eq!(define("RODATA_BYTES"), rodata, "{name} on {target}");
+            // The constants are most of it: what is left is padding and unwind tables.
+            assert!(
+                other < 1024,
+                "{name} on {target}: {other} bytes unattributed"
+            );
+            eprintln!(
+                "{name} on {target}: rodata {rodata} B = kernels {sum} + shared {shared} + other {other}"
+            );
+        }
+    }
+    // A real figure: the DS-CNN's first pointwise convolution reads its 64x64 f32 weights and its
+    // 64 biases, nothing else.
+    let art = compile_model(
+        &model("ds_cnn"),
+        &Target::resolve("cortex-m4f").unwrap(),
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+    let pw1 = manifest["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "ds_cnn_k2_pw1_relu")
+        .unwrap();
+    assert_eq!(pw1["rodata_bytes"].as_u64(), Some((64 * 64 + 64) * 4));
+}
+
 /// `arm-none-eabi-size` of the library: its text + data columns summed equal the header's flash
 /// bytes, its bss column the header's; `arm-none-eabi-nm -u` lists only what another member of
 /// the library defines (the weights).
@@ -567,9 +699,10 @@ fn rust_no_std_example_matches_the_interpreter() {
 }
 
 /// `--weights external`: the library holds no weights (its weights section keeps only the
-/// kernels' small constant tables) and needs nothing; the app reads `<name>.weights` into RAM,
-/// a run before `<name>_set_weights` and a blob with a wrong checksum are refused, and the
-/// outputs match the interpreter (DS-CNN on the M4F and M55 boards, mlp's 2.6 MB on the M4F's).
+/// kernels' small constant tables) and needs nothing; the app reads `<name>.weights` into RAM
+/// and passes it to every run as `weights`: a null blob and one with another checksum field are
+/// refused by the run, a corrupted one by `<name>_check_weights`, and the outputs match the
+/// interpreter (DS-CNN on the M4F and M55 boards, mlp's 2.6 MB on the M4F's).
 #[test]
 fn external_weights_blob_runs_on_boards() {
     let tools = board_tools("external_weights_blob_runs_on_boards");
@@ -595,6 +728,20 @@ fn external_weights_blob_runs_on_boards() {
             in_library < 1024,
             "{name}: {in_library} bytes of constants left"
         );
+        // The header and manifest state the `weights` argument and the blob.
+        for decl in [
+            format!("int {name}_run(const void *weights, void *arena, "),
+            format!("int {name}_run_ptrs(const void *weights, void *arena, "),
+            format!("int {name}_check_weights(const void *weights);"),
+        ] {
+            assert!(art.header.contains(&decl), "{name}: no `{decl}`");
+        }
+        let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+        let wb = &manifest["weights_blob"];
+        assert_eq!(wb["bytes"].as_u64(), Some(blob.len() as u64), "{wb}");
+        assert_eq!(wb["run_argument"], "weights");
+        let sum = u64::from_le_bytes(blob[16..24].try_into().unwrap());
+        assert_eq!(wb["checksum"], format!("0x{sum:016x}"));
         if !tools {
             continue;
         }
@@ -604,9 +751,10 @@ fn external_weights_blob_runs_on_boards() {
             let elf = build_app(&m, board, Optimize::Size, true, &dir);
             let (outputs, text) = run_on_board(&elf, board);
             for want in [
-                "before set_weights: -1",
-                "wrong checksum: -3",
-                "set_weights: 0",
+                "null weights: -1",
+                "wrong checksum field: -3",
+                "corrupted weights: -3",
+                "check_weights: 0",
             ] {
                 assert!(
                     text.contains(want),

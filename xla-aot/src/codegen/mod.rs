@@ -53,7 +53,11 @@ pub fn compile_batched(
         batch,
         target,
         opts.grid,
-        opts.weights_blob,
+        if opts.weights_blob {
+            core::weights::Placement::Blob
+        } else {
+            core::weights::Placement::DataObject
+        },
     )?;
     if let Some(section) = sections.weights {
         place_constants(&lib.module, section);
@@ -92,17 +96,20 @@ pub(crate) fn build_library<'ctx>(
     batch: Option<&cpu::BatchPlan>,
     target: &Target,
     grid: bool,
-    blob: bool,
+    placement: core::weights::Placement,
 ) -> Result<Library<'ctx>, CodegenError> {
-    // Large weights go into the library's data object (`core::weights`), except with batch
-    // buckets, whose modules share their identical weights through LLVM's constant merging;
-    // `--weights external` (`blob`) puts them all in the caller's blob (`core::weights_blob`).
-    let placement = if blob {
-        core::weights::Placement::Blob
-    } else if !grid && variants.is_empty() {
-        core::weights::Placement::DataObject
-    } else {
-        core::weights::Placement::InModule
+    // `placement`: where the caller wants the constants (`core::weights`): the caller's blob
+    // (`--weights external`, `core::weights_blob`) or the library's data object (the large ones,
+    // or those a multi-ISA library lists). Not the data object with batch buckets, whose modules
+    // share their identical weights through LLVM's constant merging, nor in the GPU's host
+    // emulation.
+    let placement = match placement {
+        core::weights::Placement::DataObject | core::weights::Placement::Listed(_)
+            if grid || !variants.is_empty() =>
+        {
+            core::weights::Placement::InModule
+        }
+        p => p,
     };
     let (module, mut kernels, external, blob) = if grid {
         let (m, k) = gpu::build_host_module(ctx, tm, hlo, plan, target)?;
@@ -116,6 +123,9 @@ pub(crate) fn build_library<'ctx>(
         format!("{}_set_parallel_for", hlo.name),
         format!("{}_set_profiler", hlo.name),
     ];
+    if blob.is_some() {
+        exports.push(format!("{}_check_weights", hlo.name));
+    }
     for (v, vplan) in variants {
         let site = core::profiler::ProfilerSite {
             owner: &hlo.name,

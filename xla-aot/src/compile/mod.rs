@@ -10,14 +10,15 @@
 
 mod buckets;
 mod multi;
+mod multi_weights;
 pub mod weight_rounding;
 
 use crate::arena::{BufferPlan, plan};
 use crate::codegen::gpu::{cuda_host, ptx};
 use crate::codegen::{self, CodegenError, KernelInfo, Options};
 use crate::emit::data_object::{self, Blob};
-use crate::emit::footprint;
 use crate::emit::{Artefacts, archive, cuda, header, manifest};
+use crate::emit::{footprint, kernel_rodata};
 use crate::ir::{Literal, Module};
 use crate::passes::{PassRecord, Pipeline, PipelineError};
 use crate::target::Target;
@@ -231,7 +232,8 @@ pub fn c_api_module<'m>(m: &'m Module, target: &Target) -> std::borrow::Cow<'m, 
 
 /// The library's header: with buckets (`batch`: their plan, the sequence axis if they are
 /// sequence buckets, the declared batch) their API and the arena of the largest, then `tail`
-/// (the CUDA or multi-ISA API).
+/// (the CUDA or multi-ISA API); `weights`: the weights' stored bytes, and whether the run
+/// functions take them as an argument (`--weights external`).
 pub(super) fn library_header(
     m: &Module,
     plan: &BufferPlan,
@@ -243,10 +245,10 @@ pub(super) fn library_header(
         usize,
     ),
     tail: &str,
-    weights_bytes: usize,
+    (weights_bytes, weights_arg): (usize, bool),
 ) -> String {
     match batch {
-        (None, _, _) => header::render(m, plan, target, kernels, tail, weights_bytes),
+        (None, _, _) => header::render(m, plan, target, kernels, tail, weights_bytes, weights_arg),
         (Some(bp), seq, declared) => {
             let mut whole = plan.clone();
             whole.arena_size = bp.arena_size();
@@ -255,7 +257,7 @@ pub(super) fn library_header(
                 None => header::render_batch(m, bp, declared),
             };
             let api = format!("{api}{tail}");
-            header::render(m, &whole, target, kernels, &api, weights_bytes)
+            header::render(m, &whole, target, kernels, &api, weights_bytes, weights_arg)
         }
     }
 }
@@ -418,7 +420,6 @@ pub fn compile_model_buckets(
             .map(|(w, len)| Blob {
                 symbol: w.symbol.clone(),
                 len,
-                same_as: None,
             })
             .collect();
         (w, blobs)
@@ -456,14 +457,39 @@ pub fn compile_model_buckets(
             .map_or(plan.arena_size, |bp| bp.arena_size());
         footprint::Footprint::of(objects, weights_section, arena as u64)
     });
+    // Its code and read-only data per kernel (`emit/kernel_rodata.rs`).
+    let per_kernel = footprint.map(|_| {
+        let objects = || {
+            std::iter::once(obj.object.as_slice())
+                .chain(weights_object.clone().map(|r| &archive[r]))
+        };
+        let functions: Vec<(String, u64)> = objects()
+            .filter_map(footprint::functions)
+            .flatten()
+            .collect();
+        let names: Vec<&str> = obj.kernels.iter().map(|k| k.name.as_str()).collect();
+        let text = footprint::kernel_text(&functions, &names);
+        let reads: Vec<&[u32]> = obj.kernels.iter().map(|k| k.constants.as_slice()).collect();
+        let rodata = kernel_rodata::split(objects(), &m.name, &reads);
+        (text, rodata)
+    });
     let memory_header = footprint
         .map(|f| {
-            f.header(
+            let mut h = f.header(
                 &m.name.to_ascii_uppercase(),
                 &target.name,
                 weights_section,
                 opts.code_section.as_deref().unwrap_or(".text"),
-            )
+            );
+            if let Some((text, rodata)) = &per_kernel {
+                h.push_str(&kernel_rodata::header_lines(
+                    &m.name.to_ascii_uppercase(),
+                    &obj.kernels,
+                    text,
+                    rodata,
+                ));
+            }
+            h
         })
         .unwrap_or_default();
     let blob_header = obj
@@ -480,7 +506,7 @@ pub fn compile_model_buckets(
         obj.kernels.len(),
         (batch_plan.as_ref(), seq, declared),
         &cuda_header,
-        weights_bytes,
+        (weights_bytes, obj.weights_blob.is_some()),
     );
     let mut manifest = manifest::build(
         m,
@@ -491,12 +517,19 @@ pub fn compile_model_buckets(
         weights_bytes,
     );
     manifest.cuda = cuda.as_ref().map(|(p, _, _)| manifest::cuda(p));
-    if footprint.is_some() {
-        let functions = footprint::functions(&obj.object).unwrap_or_default();
-        let names: Vec<&str> = manifest.kernels.iter().map(|k| k.name.as_str()).collect();
-        let text = footprint::kernel_text(&functions, &names);
-        for (k, t) in manifest.kernels.iter_mut().zip(text) {
+    manifest.weights_blob = obj
+        .weights_blob
+        .as_ref()
+        .map(|b| manifest::weights_blob(&m.name, b));
+    if let Some((text, rodata)) = &per_kernel {
+        for ((k, &t), &r) in manifest
+            .kernels
+            .iter_mut()
+            .zip(text)
+            .zip(&rodata.per_kernel)
+        {
             k.text_bytes = Some(t);
+            k.rodata_bytes = Some(r);
         }
     }
     manifest.memory = footprint.map(|f| manifest::Memory {
@@ -504,6 +537,8 @@ pub fn compile_model_buckets(
         flash: f.flash(),
         ram: f.ram(),
         weights_section: weights_section.to_string(),
+        rodata_shared: per_kernel.as_ref().map_or(0, |(_, r)| r.shared),
+        rodata_other: per_kernel.as_ref().map_or(0, |(_, r)| r.other),
     });
     let mut manifest = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
     manifest.push('\n');

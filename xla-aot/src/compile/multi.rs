@@ -7,16 +7,16 @@
 //! differ), its buckets optimised and planned per variant (`plan_buckets`), so every variant
 //! computes what its single-ISA library computes. The header is a
 //! single-ISA header plus `<name>_isa()` and `<name>_force_isa()`, its `ARENA_SIZE` the largest
-//! variant's. Large weights are stored once where two variants' packed bytes are equal (compared
-//! byte for byte, not trusted to a hash); the manifest's `isa_variants` says what each variant
+//! variant's. A constant is stored once where variants' stored bytes are equal, whatever its
+//! size (`multi_weights.rs`); the manifest's `isa_variants` says what each variant stores and
 //! adds. Batch and sequence buckets are compiled per variant as a single-ISA library compiles
 //! them (the header's bucket section and arena are the largest variant's); every other option
 //! of a CPU library (`--checks`, `--no-winograd`, ...) applies to each variant.
 
-use super::{CompileError, CompileOptions, Optimized, Progress, WEIGHTS_MEMBER};
+use super::{CompileError, CompileOptions, Optimized, Progress, WEIGHTS_MEMBER, multi_weights};
 use crate::arena::BufferPlan;
 use crate::codegen::cpu::multi_isa::{self, VariantInput, VariantObject};
-use crate::emit::data_object::{self, Blob};
+use crate::emit::data_object;
 use crate::emit::{Artefacts, archive, header, manifest};
 use crate::ir::Module;
 use crate::target::{Arch, Target};
@@ -58,59 +58,6 @@ fn header_api(name: &str, variants: &[VariantObject], arch: Arch) -> String {
     )
 }
 
-/// Where each blob's bytes come from: (variant, its external weight index).
-type Source = (usize, usize);
-
-/// The data object's blobs for every variant's weights, each one `same_as` the first earlier
-/// blob of the same constant with equal bytes; and per variant, (its bytes, bytes only it adds).
-fn weight_blobs(
-    m: &Module,
-    variants: &[VariantObject],
-) -> (Vec<Blob>, Vec<Source>, Vec<(usize, usize)>) {
-    let mut blobs: Vec<Blob> = Vec::new();
-    let mut sources: Vec<Source> = Vec::new();
-    let mut ids = Vec::new();
-    let mut per_variant = Vec::new();
-    let bytes = |(v, i): Source, len: usize| {
-        let mut out = vec![0u8; len];
-        let w = variants[v].external.as_ref().expect("a source has weights");
-        w.fill(m, i, &mut out);
-        out
-    };
-    for (v, vo) in variants.iter().enumerate() {
-        let (mut total, mut added) = (0, 0);
-        if let Some(w) = &vo.external {
-            for (i, (ew, len)) in w.weights.iter().zip(w.sizes(m)).enumerate() {
-                total += len;
-                let mut same_as = None;
-                let candidates: Vec<usize> = (0..blobs.len())
-                    .filter(|&j| {
-                        ids[j] == ew.id && blobs[j].len == len && blobs[j].same_as.is_none()
-                    })
-                    .collect();
-                if !candidates.is_empty() {
-                    let mine = bytes((v, i), len);
-                    same_as = candidates
-                        .into_iter()
-                        .find(|&j| bytes(sources[j], len) == mine);
-                }
-                if same_as.is_none() {
-                    added += len;
-                }
-                blobs.push(Blob {
-                    symbol: ew.symbol.clone(),
-                    len,
-                    same_as,
-                });
-                sources.push((v, i));
-                ids.push(ew.id);
-            }
-        }
-        per_variant.push((total, added));
-    }
-    (blobs, sources, per_variant)
-}
-
 /// Compiles `m` (the C API module, with its `buckets`) for the multi-ISA `target`.
 pub(super) fn compile(
     m: &Module,
@@ -143,7 +90,12 @@ pub(super) fn compile(
             plan: vplan,
             buckets: bucket_modules.into_iter().map(|(_, m, p)| (m, p)).collect(),
             batch,
+            constants: crate::codegen::core::weights::Placement::InModule,
         });
+    }
+    let shared = multi_weights::share(&inputs);
+    for (v, p) in inputs.iter_mut().zip(shared.placements) {
+        v.constants = p;
     }
     let plans: Vec<BufferPlan> = inputs.iter().map(|v| v.plan.clone()).collect();
     let largest = plans
@@ -175,7 +127,8 @@ pub(super) fn compile(
     ));
     let obj = multi.object;
     let variants = multi.variants;
-    let (blobs, sources, per_variant) = weight_blobs(m, &variants);
+    let (blobs, sources) = multi_weights::blobs(m, &variants);
+    let per_variant = shared.bytes;
     let member = archive::Member {
         name: "model.o",
         data: &obj.object,
@@ -214,7 +167,7 @@ pub(super) fn compile(
         obj.kernels.len(),
         (public_batch.as_ref(), seq, declared),
         &api,
-        weights_bytes,
+        (weights_bytes, false),
     );
     let mut manifest = manifest::build(
         m,

@@ -24,9 +24,6 @@ pub struct Blob {
     pub symbol: String,
     /// Its size in bytes.
     pub len: usize,
-    /// An earlier blob of the same bytes (a multi-ISA library's variants whose packings agree,
-    /// `compile/multi.rs`): this symbol is defined at that blob's address and is not filled.
-    pub same_as: Option<usize>,
 }
 
 /// The ELF class of a target: 64-bit for x86-64 and aarch64, 32-bit for Cortex-M.
@@ -111,10 +108,6 @@ fn layout(c: Class, blobs: &[Blob], section: &str) -> Layout {
     let mut at = Vec::with_capacity(blobs.len());
     let mut end = 0;
     for b in blobs {
-        if let Some(j) = b.same_as {
-            at.push(at[j]);
-            continue;
-        }
         let o = align(end, BLOB_ALIGN);
         at.push(o);
         end = o + b.len;
@@ -231,11 +224,7 @@ pub fn write_object(
     debug_assert_eq!(out.len() - base, c.ehdr());
     // The weights section: the blobs, each written in place.
     out.resize(base + l.rodata + l.rodata_len, 0);
-    for (i, b) in blobs
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.same_as.is_none())
-    {
+    for (i, b) in blobs.iter().enumerate() {
         let at = base + l.rodata + l.at[i];
         fill(i, &mut out[at..at + b.len]);
     }
@@ -330,12 +319,10 @@ mod tests {
             Blob {
                 symbol: "m_w1".into(),
                 len: 3,
-                same_as: None,
             },
             Blob {
                 symbol: "m_w22".into(),
                 len: 100,
-                same_as: None,
             },
         ];
         for arch in [Arch::X86_64, Arch::Arm] {
@@ -365,29 +352,5 @@ mod tests {
                 ".shstrtab"
             ]
         );
-    }
-
-    #[test]
-    fn a_blob_the_same_as_another_takes_no_bytes() {
-        let blob = |symbol: &str, same_as| Blob {
-            symbol: symbol.into(),
-            len: 100,
-            same_as,
-        };
-        let one = vec![blob("a", None)];
-        let two = vec![blob("a", None), blob("b", Some(0))];
-        let c = Class::of(Arch::X86_64);
-        let l = layout(c, &two, DEFAULT_SECTION);
-        assert_eq!(l.at, [0, 0]);
-        assert_eq!(l.rodata_len, layout(c, &one, DEFAULT_SECTION).rodata_len);
-        let mut filled = Vec::new();
-        write_object(
-            Arch::X86_64,
-            &two,
-            DEFAULT_SECTION,
-            &mut Vec::new(),
-            |i, _| filled.push(i),
-        );
-        assert_eq!(filled, [0]);
     }
 }

@@ -2,8 +2,8 @@
 //! states in its header and manifest (`docs/microcontrollers.md`).
 //!
 //! Contract: [`sections`] lists the sections of a relocatable ELF object (32- or 64-bit, little
-//! endian) with their sizes and flags, or `None` for bytes that are not one; [`functions`] its
-//! function symbols with their sizes (what a kernel's code takes); [`Footprint::of`]
+//! endian) with their sizes and flags, or `None` for bytes that are not one; [`symbols`] its
+//! symbols and [`functions`] its function symbols with their sizes (what a kernel's code takes); [`Footprint::of`]
 //! sums the allocated sections the way `size` (Berkeley format) does: executable → `text`,
 //! other read-only → `rodata`, writable with contents → `data`, writable without (`NOBITS`) →
 //! `bss`; `weights` is the part of `rodata` in the weights section. Flash is text + rodata +
@@ -30,6 +30,13 @@ pub struct Section {
 const SHF_WRITE: u64 = 1;
 const SHF_ALLOC: u64 = 2;
 const SHF_EXECINSTR: u64 = 4;
+
+impl Section {
+    /// Allocated, neither writable nor executable: what `Footprint::rodata` counts.
+    pub fn is_rodata(&self) -> bool {
+        self.flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR) == SHF_ALLOC
+    }
+}
 const SHT_NOBITS: u32 = 8;
 
 fn read_u16(b: &[u8], at: usize) -> Option<u16> {
@@ -115,8 +122,20 @@ fn c_string(table: &[u8], at: usize) -> Option<String> {
 const SHT_SYMTAB: u32 = 2;
 const STT_FUNC: u8 = 2;
 
-/// The function symbols of ELF object `elf` (local ones too) with their sizes in bytes.
-pub fn functions(elf: &[u8]) -> Option<Vec<(String, u64)>> {
+/// One symbol of an object's symbol table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    /// `STT_*` (the low nibble of `st_info`).
+    pub kind: u8,
+    /// The index of its section (`st_shndx`).
+    pub section: u16,
+    pub value: u64,
+    pub size: u64,
+}
+
+/// The symbols of ELF object `elf` (local ones too), in table order.
+pub fn symbols(elf: &[u8]) -> Option<Vec<Symbol>> {
     let elf64 = *elf.get(4)? == 2;
     let secs = sections(elf)?;
     let mut out = Vec::new();
@@ -127,21 +146,44 @@ pub fn functions(elf: &[u8]) -> Option<Vec<(String, u64)>> {
         let entsize = usize::try_from(symtab.entsize).ok()?.max(1);
         for k in 0..usize::try_from(symtab.size).ok()? / entsize {
             let e = at(symtab.offset)? + k * entsize;
-            let (name, info, size) = if elf64 {
-                (read_u32(elf, e)?, *elf.get(e + 4)?, read_u64(elf, e + 16)?)
+            let (name, info, section, value, size) = if elf64 {
+                (
+                    read_u32(elf, e)?,
+                    *elf.get(e + 4)?,
+                    read_u16(elf, e + 6)?,
+                    read_u64(elf, e + 8)?,
+                    read_u64(elf, e + 16)?,
+                )
             } else {
                 (
                     read_u32(elf, e)?,
                     *elf.get(e + 12)?,
+                    read_u16(elf, e + 14)?,
+                    u64::from(read_u32(elf, e + 4)?),
                     u64::from(read_u32(elf, e + 8)?),
                 )
             };
-            if info & 0xf == STT_FUNC {
-                out.push((c_string(table, name as usize)?, size));
-            }
+            out.push(Symbol {
+                name: c_string(table, name as usize)?,
+                kind: info & 0xf,
+                section,
+                value,
+                size,
+            });
         }
     }
     Some(out)
+}
+
+/// The function symbols of ELF object `elf` (local ones too) with their sizes in bytes.
+pub fn functions(elf: &[u8]) -> Option<Vec<(String, u64)>> {
+    Some(
+        symbols(elf)?
+            .into_iter()
+            .filter(|s| s.kind == STT_FUNC)
+            .map(|s| (s.name, s.size))
+            .collect(),
+    )
 }
 
 /// Bytes of code of each of `kernels` in the functions `functions` lists: the function named
@@ -194,7 +236,7 @@ impl Footprint {
             }
             if s.flags & SHF_EXECINSTR != 0 {
                 f.text += s.size;
-            } else if s.flags & SHF_WRITE == 0 {
+            } else if s.is_rodata() {
                 f.rodata += s.size;
                 if s.name == weights_section {
                     f.weights += s.size;
@@ -264,7 +306,6 @@ mod tests {
         let blobs = vec![Blob {
             symbol: "m_w".into(),
             len: 100,
-            same_as: None,
         }];
         for arch in [Arch::X86_64, Arch::Arm] {
             let mut out = Vec::new();

@@ -157,6 +157,7 @@ pub fn render(
     kernels: usize,
     cuda: &str,
     weights_bytes: usize,
+    weights_arg: bool,
 ) -> String {
     let c = &m.entry;
     let upper = m.name.to_ascii_uppercase();
@@ -226,11 +227,28 @@ pub fn render(
         .replace("{{renames}}", &ids.comment())
         .replace("{{status_codes}}", statuses.trim_end())
         .replace("{{run_params}}", &params.join(", "))
+        .replace(
+            "{{weights_param}}",
+            if weights_arg {
+                "const void *weights, "
+            } else {
+                ""
+            },
+        )
+        .replace(
+            "{{weights_where}}",
+            if weights_arg {
+                "in the blob the runs take as `weights` (below), not in the library"
+            } else {
+                "read-only data inside the library"
+            },
+        )
         .replace("{{cuda_api}}", cuda)
 }
 
-/// The `--weights external` part of the header: the blob's file, size and checksum, and
-/// `<name>_set_weights` (`codegen/core/weights_blob.rs`).
+/// The `--weights external` part of the header: the blob's file, size and checksum, the
+/// `weights` argument of the run functions and `<name>_check_weights`
+/// (`codegen/core/weights_arg.rs`).
 pub fn render_weights_blob(m: &Module, blob: &[u8]) -> String {
     let upper = m.name.to_ascii_uppercase();
     let name = &m.name;
@@ -241,18 +259,22 @@ pub fn render_weights_blob(m: &Module, blob: &[u8]) -> String {
          * bytes: a 64-byte header with the length and the FNV-1a-64 checksum of the rest, then the \
          weights). Keep it\n \
          * anywhere the CPU can read (flash, external memory, RAM), 64-byte aligned, and pass it \
-         to\n \
-         * {name}_set_weights before the first run: it returns XLA_AOT_STATUS_BAD_ARGUMENT for a \
-         blob of another\n \
-         * model or compile (its length or checksum field differs), XLA_AOT_STATUS_MISALIGNED_ARENA \
-         for a misaligned\n \
-         * one. Until then {name}_run returns XLA_AOT_STATUS_NULL_POINTER. The blob must stay in \
-         place while the\n \
-         * model runs. */\n\
+         to every run\n \
+         * as `weights`: {name}_run and {name}_run_ptrs return XLA_AOT_STATUS_NULL_POINTER for a \
+         null blob,\n \
+         * XLA_AOT_STATUS_MISALIGNED_ARENA for a misaligned one and XLA_AOT_STATUS_BAD_ARGUMENT \
+         when its header is\n \
+         * not this compile's (magic, length or checksum field: three compares per call). They do \
+         not hash the\n \
+         * weights: {name}_check_weights makes the same checks and hashes the rest, returning \
+         XLA_AOT_STATUS_OK\n \
+         * or XLA_AOT_STATUS_BAD_ARGUMENT for a corrupted copy; call it once after loading or \
+         flashing the blob.\n \
+         * The blob must stay in place while a run uses it. */\n\
          #define {upper}_WEIGHTS_FILE \"{name}.weights\"\n\
          #define {upper}_WEIGHTS_FILE_BYTES {len}\n\
          #define {upper}_WEIGHTS_CHECKSUM 0x{sum:016x}ull\n\
-         int {name}_set_weights(const void *weights);\n",
+         int {name}_check_weights(const void *weights);\n",
         len = blob.len(),
     )
 }

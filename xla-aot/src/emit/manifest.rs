@@ -51,6 +51,11 @@ pub struct Kernel {
     /// A microcontroller library: bytes of code of the kernel (`footprint.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text_bytes: Option<u64>,
+    /// A microcontroller library: bytes of the constants only this kernel reads (its packed
+    /// weights and tables; `kernel_rodata.rs`: those several kernels read are the memory's
+    /// `rodata_shared`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rodata_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -94,6 +99,37 @@ pub struct Manifest {
     /// runs); the arena is the largest variant's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isa_variants: Option<Vec<IsaVariant>>,
+    /// `--weights external`: the blob every run takes; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights_blob: Option<WeightsBlob>,
+}
+
+/// The blob of a library built with `--weights external` (`codegen/core/weights_blob.rs`): the
+/// first argument, `weights`, of `<name>_run` and `<name>_run_ptrs`.
+#[derive(Serialize)]
+pub struct WeightsBlob {
+    /// `<name>.weights`, written beside the library.
+    pub file: String,
+    pub bytes: usize,
+    /// The FNV-1a-64 of the bytes after its 64-byte header, as `0x` and 16 hex digits (what
+    /// `<name>_check_weights` verifies).
+    pub checksum: String,
+    /// The run functions' parameter that takes it (their first).
+    pub run_argument: String,
+}
+
+/// The manifest's `weights_blob` for model `name`'s blob `blob`.
+pub fn weights_blob(name: &str, blob: &[u8]) -> WeightsBlob {
+    let sum = blob
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes);
+    WeightsBlob {
+        file: format!("{name}.weights"),
+        bytes: blob.len(),
+        checksum: format!("0x{sum:016x}"),
+        run_argument: "weights".into(),
+    }
 }
 
 /// The manifest's `memory`: the footprint, its flash and RAM sums, and the weights' section.
@@ -104,6 +140,12 @@ pub struct Memory {
     pub flash: u64,
     pub ram: u64,
     pub weights_section: String,
+    /// Of `rodata`: the constants two or more kernels read (counted here, once, not in their
+    /// kernels' `rodata_bytes`).
+    pub rodata_shared: u64,
+    /// Of `rodata`: alignment padding, unwind tables and what no kernel reads. The kernels'
+    /// `rodata_bytes` + `rodata_shared` + `rodata_other` = `rodata`.
+    pub rodata_other: u64,
 }
 
 /// One variant of a multi-ISA library (`compile/multi.rs`).
@@ -116,10 +158,11 @@ pub struct IsaVariant {
     pub kernel_count: usize,
     /// The arena this variant needs (the library's is the largest).
     pub arena_size: usize,
-    /// Bytes of its large weights (`codegen/core/weights.rs`) as its kernels read them.
+    /// Bytes of all its constants (weights and tables) as its kernels read them.
     pub weight_bytes: usize,
-    /// Of those, the bytes stored for this variant alone: weights whose packed layout differs from
-    /// every earlier variant's (vector-width-dependent tiles). The rest are shared.
+    /// Of those, the bytes stored for this variant alone: constants whose stored bytes differ
+    /// from every earlier variant's (vector-width-dependent tiles; all of them with batch
+    /// buckets). The rest are stored once, with the earlier variant (`compile/multi_weights.rs`).
     pub weight_bytes_added: usize,
 }
 
@@ -242,10 +285,12 @@ pub fn build(
                 writes: k.writes,
                 flops: k.flops,
                 text_bytes: None,
+                rodata_bytes: None,
             })
             .collect(),
         cuda: None,
         memory: None,
         isa_variants: None,
+        weights_blob: None,
     }
 }

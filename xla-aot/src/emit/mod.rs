@@ -16,6 +16,7 @@ pub mod dump;
 pub mod footprint;
 pub mod graphs;
 pub mod header;
+pub mod kernel_rodata;
 pub mod manifest;
 pub mod sections;
 

@@ -107,7 +107,7 @@ pub struct Emitter<'a, 'ctx, B> {
     pub(crate) outer_split: SplitState<'ctx>,
     /// With `--weights external`: where each constant sits in the caller's blob
     /// (`weights_blob.rs`), set by `constant_globals`.
-    pub(crate) blob: RefCell<Option<super::weights_blob::BlobLayout<'ctx>>>,
+    pub(crate) blob: RefCell<Option<super::weights_blob::BlobLayout>>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }

@@ -3,7 +3,9 @@
 //! app's thread hook.
 //!
 //! Contract: both run functions return a `Status`: a null pointer or an arena not aligned to
-//! `ARENA_ALIGN` is reported, never dereferenced; an output overlapping an input, another output
+//! `ARENA_ALIGN` is reported, never dereferenced; with `--weights external` both take the blob
+//! as their first argument, `weights`, checked on every call (`weights_arg.rs`) and passed to
+//! the body, which finds each constant at its offset in it; an output overlapping an input, another output
 //! or the arena is `Overlap` (`overlap.rs`), before anything is read or written; in a `--checks`
 //! build an arena another call is using is `ArenaInUse` (`canary.rs`); inputs and outputs whose C API dtype differs
 //! from the IR's are converted around the model's call (`boundary.rs`), an int64 input outside
@@ -89,22 +91,28 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         // rather than one parameter per buffer: a call with thousands of arguments made LLVM's
         // instruction selection and register allocation quadratic (issue 19: 5000 outputs).
         let i8pp = i8p.ptr_type(AddressSpace::default());
+        // `--weights external`: constants are offsets into the caller's blob, the body's fourth
+        // parameter and the run functions' first (`w` of them before the arena).
+        let blob = self.blob.borrow();
+        let w = u32::from(blob.is_some());
+        let mut imp_params: Vec<BasicMetadataTypeEnum> = vec![i8p.into(), i8pp.into(), i8pp.into()];
+        if blob.is_some() {
+            imp_params.push(i8p.into());
+        }
         let imp = self.m.add_function(
             &format!("{}_impl", self.hlo.name),
-            self.ctx
-                .void_type()
-                .fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
+            self.ctx.void_type().fn_type(&imp_params, false),
             Some(Linkage::Internal),
         );
         self.common_attrs(imp);
         self.b
             .position_at_end(self.ctx.append_basic_block(imp, "entry"));
-        // `--weights external`: constants are offsets into the caller's blob.
-        let blob = self.blob.borrow();
         // The kernels' calls, in `fun` (the body, or one part of it), with its parameters.
         let emit_calls = |fun: FunctionValue<'ctx>, range: std::ops::Range<usize>| {
             let arena = fun.get_nth_param(0).unwrap().into_pointer_value();
-            let blob_base = blob.as_ref().map(|l| self.blob_base(l));
+            let blob_base = blob
+                .as_ref()
+                .map(|_| fun.get_nth_param(3).unwrap().into_pointer_value());
             let slot = |table: u32, k: usize| {
                 let t = fun.get_nth_param(table).unwrap().into_pointer_value();
                 self.b
@@ -224,12 +232,23 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             return_if(f, is_null, Status::NullPointer, ("null", "arena_ok"));
             let mis = self.is_misaligned(arena);
             return_if(f, mis, Status::MisalignedArena, ("misaligned", "aligned"));
-            // `--weights external`: no run before `<name>_set_weights`.
-            if let Some(l) = &*blob {
-                let base = self.blob_base(l);
-                let unset = self.b.build_is_null(base, "").unwrap();
-                return_if(f, unset, Status::NullPointer, ("no_weights", "weights_set"));
-            }
+        };
+        // `--weights external`: the blob (parameter 0) is checked after the arena.
+        let check_weights = |f: FunctionValue<'ctx>| -> Option<PointerValue<'ctx>> {
+            let l = blob.as_ref()?;
+            let weights = f.get_nth_param(0).unwrap().into_pointer_value();
+            self.check_weights_arg(f, weights, l);
+            Some(weights)
+        };
+        // The body's arguments: arena, inputs, outputs and the blob.
+        let body_args = |arena: PointerValue<'ctx>,
+                         ins: PointerValue<'ctx>,
+                         outs: PointerValue<'ctx>,
+                         weights: Option<PointerValue<'ctx>>|
+         -> Vec<BasicMetadataValueEnum<'ctx>> {
+            let mut a = vec![arena.into(), ins.into(), outs.into()];
+            a.extend(weights.map(BasicMetadataValueEnum::from));
+            a
         };
         // Returns NULL_POINTER when any of `ps` is null: one branch on all the tests
         // (`overlap.rs` `any_null`), not a chain of blocks across which every pointer stays live
@@ -242,7 +261,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
 
         // The model's call between the dtype conversions of the C API (`boundary.rs`): an int64
         // input out of the i32 range returns BAD_ARGUMENT before the model runs.
-        let call_converted = |f: FunctionValue<'ctx>, args: &mut [PointerValue<'ctx>]| {
+        let call_converted = |f: FunctionValue<'ctx>,
+                              args: &mut [PointerValue<'ctx>],
+                              weights: Option<PointerValue<'ctx>>| {
             // An output sharing bytes with an input, another output or the arena (`overlap.rs`).
             if nout > 0 {
                 let overlap = self.overlap_check(args);
@@ -265,30 +286,30 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             let in_table = self.pointer_table(f, &args[1..1 + nin]);
             let out_table = self.pointer_table(f, &args[1 + nin..]);
             self.b
-                .build_call(
-                    imp,
-                    &[args[0].into(), in_table.into(), out_table.into()],
-                    "",
-                )
+                .build_call(imp, &body_args(args[0], in_table, out_table, weights), "")
                 .unwrap();
             self.boundary_out(f, args[0], &outs);
             self.canary_release(canary);
             self.b.build_return(Some(&status(Status::Ok))).unwrap();
         };
 
-        // int <name>_run_ptrs(void *arena, const void *const *inputs, void *const *outputs)
+        // int <name>_run_ptrs([const void *weights,] void *arena, const void *const *inputs,
+        //                    void *const *outputs)
+        let mut rp_params: Vec<BasicMetadataTypeEnum> = vec![i8p.into(); w as usize];
+        rp_params.extend::<[BasicMetadataTypeEnum; 3]>([i8p.into(), i8pp.into(), i8pp.into()]);
         let rp = self.m.add_function(
             &format!("{}_run_ptrs", self.hlo.name),
-            i32t.fn_type(&[i8p.into(), i8pp.into(), i8pp.into()], false),
+            i32t.fn_type(&rp_params, false),
             Some(Linkage::External),
         );
         self.common_attrs(rp);
         self.b
             .position_at_end(self.ctx.append_basic_block(rp, "entry"));
-        let arena = rp.get_nth_param(0).unwrap().into_pointer_value();
+        let arena = rp.get_nth_param(w).unwrap().into_pointer_value();
         check_arena(rp, arena);
-        let ins = rp.get_nth_param(1).unwrap().into_pointer_value();
-        let outs = rp.get_nth_param(2).unwrap().into_pointer_value();
+        let weights = check_weights(rp);
+        let ins = rp.get_nth_param(w + 1).unwrap().into_pointer_value();
+        let outs = rp.get_nth_param(w + 2).unwrap().into_pointer_value();
         check_null(rp, &[ins, outs]);
         if large {
             // Loops over the caller's arrays: code of constant size, whatever the model's count
@@ -301,7 +322,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             return_if(rp, overlap, Status::Overlap, ("overlap", "disjoint"));
             let canary = self.canary_acquire(rp, arena);
             self.b
-                .build_call(imp, &[arena.into(), ins.into(), outs.into()], "")
+                .build_call(imp, &body_args(arena, ins, outs, weights), "")
                 .unwrap();
             self.canary_release(canary);
             self.b.build_return(Some(&status(Status::Ok))).unwrap();
@@ -318,11 +339,11 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 }
             }
             check_null(rp, &args[1..]);
-            call_converted(rp, &mut args);
+            call_converted(rp, &mut args, weights);
         }
 
-        // int <name>_run(void *arena, const T *in0, ..., T *out0, ...)
-        let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into()];
+        // int <name>_run([const void *weights,] void *arena, const T *in0, ..., T *out0, ...)
+        let mut tys: Vec<BasicMetadataTypeEnum> = vec![i8p.into(); w as usize + 1];
         for k in 0..nin {
             tys.push(self.ptr_type(self.hlo.input_dtype(k)).into());
         }
@@ -337,12 +358,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.common_attrs(run);
         self.b
             .position_at_end(self.ctx.append_basic_block(run, "entry"));
-        let arena = run.get_nth_param(0).unwrap().into_pointer_value();
+        let arena = run.get_nth_param(w).unwrap().into_pointer_value();
         if large {
             // The parameters in two arrays, then `run_ptrs`: no code per buffer beyond a store.
             let param = |k: usize| {
                 let p = run
-                    .get_nth_param(1 + k as u32)
+                    .get_nth_param(w + 1 + k as u32)
                     .unwrap()
                     .into_pointer_value();
                 self.b.build_pointer_cast(p, i8p, "").unwrap()
@@ -351,9 +372,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             let outs: Vec<_> = (nin..nin + nout).map(param).collect();
             let ins = self.pointer_table(run, &ins);
             let outs = self.pointer_table(run, &outs);
+            let mut rp_args: Vec<BasicMetadataValueEnum> = Vec::new();
+            if w == 1 {
+                rp_args.push(run.get_nth_param(0).unwrap().into());
+            }
+            rp_args.extend::<[BasicMetadataValueEnum; 3]>([arena.into(), ins.into(), outs.into()]);
             let st = self
                 .b
-                .build_call(rp, &[arena.into(), ins.into(), outs.into()], "")
+                .build_call(rp, &rp_args, "")
                 .unwrap()
                 .try_as_basic_value()
                 .basic()
@@ -362,16 +388,17 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             return;
         }
         check_arena(run, arena);
+        let weights = check_weights(run);
         let mut args: Vec<PointerValue> = vec![arena];
         for k in 0..nin + nout {
             let p = run
-                .get_nth_param(1 + k as u32)
+                .get_nth_param(w + 1 + k as u32)
                 .unwrap()
                 .into_pointer_value();
             args.push(self.b.build_pointer_cast(p, i8p, "").unwrap());
         }
         check_null(run, &args[1..]);
-        call_converted(run, &mut args);
+        call_converted(run, &mut args, weights);
     }
 
     /// `{hook, hook_ctx, threads}`: the registration, one per model.

@@ -42,8 +42,8 @@ pub mod sample;
 pub mod target;
 pub mod tiles;
 pub mod weights;
+pub mod weights_arg;
 pub mod weights_blob;
-pub mod weights_setter;
 pub mod winograd;
 
 pub use emitter::{Backend, Emitter, Ix, Kernel, KernelAbi};
@@ -85,4 +85,7 @@ pub struct KernelInfo {
     pub writes: usize,
     /// Floating-point operations per run (`ir::flops`).
     pub flops: u64,
+    /// The entry constants it reads (instruction indices, aliases followed), each once: where
+    /// its read-only data comes from (`emit/kernel_rodata.rs`).
+    pub constants: Vec<u32>,
 }

@@ -75,23 +75,23 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     /// Weights and constants: private read-only globals (raw bytes, cache-line aligned), each
     /// holding the bytes `packings` says it is stored as. With [`Placement::DataObject`], the
     /// large ones (`weights::EXTERNAL_FROM`) are declared `external hidden` instead, for the
-    /// library's data object to define; they are returned in order. With [`Placement::Blob`],
+    /// library's data object to define; with [`Placement::Listed`] the listed ones, under the
+    /// listed symbols; they are returned in order. With [`Placement::Blob`],
     /// none is a global: all are written into the blob `self.blob` describes
     /// (`weights_blob.rs`), where the entry points find them.
     #[allow(clippy::type_complexity)]
     pub(crate) fn constant_globals(
         &self,
         packings: &Packings,
-        placement: Placement,
+        placement: &Placement,
     ) -> Result<(Vec<Option<PointerValue<'ctx>>>, Vec<ExternalWeight>), CodegenError> {
         let c = &self.hlo.entry;
         let mut globals: Vec<Option<PointerValue<'ctx>>> = vec![None; c.instructions.len()];
         let mut outside = Vec::new();
-        if placement == Placement::Blob {
+        if *placement == Placement::Blob {
             self.blob_constants(packings)?;
             return Ok((globals, outside));
         }
-        let external = placement == Placement::DataObject;
         for (i, inst) in c.instructions.iter().enumerate() {
             if let Op::Constant(lit) = &inst.op {
                 let Some(bytes) = lit.bytes() else {
@@ -102,7 +102,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 };
                 let id = InstId(i as u32);
                 let len = packings.stored_len(id, &inst.shape);
-                if external && len >= EXTERNAL_FROM {
+                let symbol = match placement {
+                    Placement::DataObject if len >= EXTERNAL_FROM => {
+                        Some(weights::symbol(&self.hlo.name, id))
+                    }
+                    Placement::Listed(listed) => listed.get(i).cloned().flatten(),
+                    _ => None,
+                };
+                if let Some(symbol) = symbol {
                     let Ok(len32) = u32::try_from(len) else {
                         return Err(CodegenError::Unsupported {
                             inst: inst.name.clone(),
@@ -111,7 +118,6 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                             ),
                         });
                     };
-                    let symbol = weights::symbol(&self.hlo.name, id);
                     let g = self.m.add_global(
                         self.ctx.i8_type().array_type(len32),
                         Some(AddressSpace::default()),
@@ -173,13 +179,24 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
         let checksum = weights_blob::fnv1a64(&bytes[weights_blob::HEADER..]);
         *self.blob.borrow_mut() = Some(BlobLayout {
-            base: self.blob_base_global(),
             offsets,
             len: bytes.len() as u64,
             checksum,
             bytes,
         });
         Ok(())
+    }
+
+    /// The entry constants `operands` are (following aliases), in order, each once.
+    fn constants_read(&self, operands: &[InstId]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for &o in operands {
+            let r = crate::arena::root(&self.plan.locs, o);
+            if matches!(self.plan.locs[r.index()], Loc::Constant) && !out.contains(&r.0) {
+                out.push(r.0);
+            }
+        }
+        out
     }
 
     /// Every kernel in execution order: their manifest entries and their calls.
@@ -223,6 +240,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 weight_reads,
                 writes: inst.shape.size_bytes(),
                 flops: crate::ir::flops::flops(c, id),
+                constants: self.constants_read(&inst.operands),
             });
             let invocations = B::invocations(self, inst.shape.element_count());
             let scratch = B::takes_scratch(self, id);
@@ -244,6 +262,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 weight_reads,
                 writes: c.inst(v).shape.size_bytes(),
                 flops: 0,
+                constants: self.constants_read(&[v]),
             });
             calls.push((
                 f,

@@ -43,7 +43,7 @@ pub struct Options {
     /// Kernels in the per-element (grid) form of the GPU backend, each run over its whole grid by
     /// the entry points: the host emulation of the PTX kernels (`gpu/`), not the CPU backend.
     pub grid: bool,
-    /// `--weights external`: every constant in a blob the caller passes to `<name>_set_weights`
+    /// `--weights external`: every constant in a blob the caller passes to each run (`weights`)
     /// (`weights_blob.rs`), none in the library.
     pub weights_blob: bool,
 }

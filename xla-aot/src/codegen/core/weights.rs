@@ -1,8 +1,9 @@
 //! Weights stored outside LLVM: which constants a host library keeps in a separate data object
 //! (`emit/data_object.rs`) and which bytes each one holds.
 //!
-//! Contract: a constant whose stored bytes ([`Packings::stored_len`]) reach [`EXTERNAL_FROM`] is
-//! declared `external hidden constant` in the LLVM module under [`symbol`]; the library's data
+//! Contract: a constant whose stored bytes ([`Packings::stored_len`]) reach [`EXTERNAL_FROM`] (or,
+//! in a multi-ISA variant, one [`Placement::Listed`] names) is declared `external hidden
+//! constant` in the LLVM module under [`symbol`] (or the listed one); the library's data
 //! object defines it, filled by [`Packings::write_stored`] straight into the object, so a large
 //! weight is never an LLVM constant (which LLVM would hold, then copy again into the object it
 //! writes). Only a host library built ahead of time does this; the JIT and the GPU's host
@@ -10,6 +11,7 @@
 
 use super::packing::Packings;
 use crate::ir::{InstId, Module as Hlo, Op};
+use std::sync::Arc;
 
 /// Constants of at least this many stored bytes go into the data object: 64 KiB, where an LLVM
 /// constant's copies start to cost more memory than the code around it (a convolution kernel of
@@ -18,14 +20,18 @@ use crate::ir::{InstId, Module as Hlo, Op};
 pub const EXTERNAL_FROM: usize = 64 * 1024;
 
 /// Where a module's constants live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// Every constant is a private global of the module (the JIT, the GPU's host emulation,
     /// batch buckets).
     InModule,
     /// The large ones ([`EXTERNAL_FROM`]) in the library's data object, the rest in the module.
     DataObject,
-    /// All of them in the blob the caller passes to `<name>_set_weights` (`weights_blob.rs`).
+    /// A variant of a multi-ISA library (`compile/multi_weights.rs`): the constants this list
+    /// (indexed by instruction) names are in the library's data object under the symbol named,
+    /// which every variant storing the same bytes declares; the rest in the module.
+    Listed(Arc<[Option<String>]>),
+    /// All of them in the blob the caller passes to each run (`weights_blob.rs`).
     Blob,
 }
 

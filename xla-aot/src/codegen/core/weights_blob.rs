@@ -1,20 +1,15 @@
 //! `--weights external`: every constant of the model in one blob (`<name>.weights`) outside the
 //! library, which the caller keeps wherever it likes (flash, external memory, a file read into
-//! RAM) and hands to the library with `<name>_set_weights(blob)` before running.
+//! RAM) and passes to every run: `<name>_run(weights, arena, ...)`.
 //!
 //! Contract: the blob is a [`HEADER`]-byte header, then each constant's stored bytes
 //! (`Packings::write_stored`) at the offsets [`offsets`] gives (64-byte aligned, in instruction
 //! order). The header holds [`MAGIC`], the blob's length (u64, little endian), the FNV-1a-64
 //! checksum of the bytes after the header, and the model's name (NUL padded). The library
-//! compiles in the length and checksum; `<name>_set_weights` returns `NULL_POINTER` for a null
-//! blob, `MISALIGNED_ARENA` for one not 64-byte aligned, `BAD_ARGUMENT` when the header's magic,
-//! length or checksum field differs from what was compiled in (a blob of another model or
-//! compile), `OK` otherwise; it does not hash the payload (a caller that needs integrity compares
-//! the checksum). Until weights are set, `<name>_run` returns `NULL_POINTER`. The functions that
-//! read and set the blob's address are in `weights_setter.rs`.
+//! compiles in the length and checksum; the run entry points compare the header with them on
+//! every call and `<name>_check_weights` also hashes the rest (`weights_arg.rs`).
 
 use crate::arena::ARENA_ALIGN;
-use inkwell::values::GlobalValue;
 
 /// Bytes of the blob's header (one cache line: the first weight stays 64-byte aligned).
 pub const HEADER: usize = 64;
@@ -34,12 +29,16 @@ pub fn offsets(sizes: &[usize]) -> (Vec<usize>, usize) {
     (at, end)
 }
 
+/// FNV-1a-64's offset basis and prime (the published parameters of the 64-bit FNV hash).
+pub const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+pub const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// FNV-1a, 64 bits.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut h = FNV_BASIS;
     for &b in bytes {
         h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        h = h.wrapping_mul(FNV_PRIME);
     }
     h
 }
@@ -60,12 +59,11 @@ pub fn write(name: &str, sizes: &[usize], mut fill: impl FnMut(usize, &mut [u8])
     blob
 }
 
-/// The weights of a module built with `--weights external`: the global holding the blob's
-/// address, each constant's offset in it (by instruction index), the blob's length and
-/// checksum, and the blob itself (what `<name>.weights` holds).
+/// The weights of a module built with `--weights external`: each constant's offset in the blob
+/// (by instruction index), the blob's length and checksum, and the blob itself (what
+/// `<name>.weights` holds).
 #[derive(Debug)]
-pub struct BlobLayout<'ctx> {
-    pub base: GlobalValue<'ctx>,
+pub struct BlobLayout {
     pub offsets: Vec<Option<u64>>,
     pub len: u64,
     pub checksum: u64,

@@ -246,7 +246,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.check_module()?;
         let scratch = self.plan.scratch.map_or(0, |(_, bytes)| bytes);
         self.be.packings = Packings::for_cpu(self.hlo, self.target, scratch);
-        let (globals, external) = self.constant_globals(&self.be.packings, self.be.placement)?;
+        let (globals, external) = self.constant_globals(&self.be.packings, &self.be.placement)?;
         self.be.external = external;
         let (kernels, calls) = self.kernels()?;
         self.entry_points(&globals, &calls, site);
@@ -255,7 +255,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.profiler_setter();
         }
         if let Some(l) = &*self.blob.borrow() {
-            self.weights_setter(l);
+            self.weights_checker(l);
         }
         Ok(kernels)
     }

@@ -8,14 +8,15 @@
 //! the final code generation, run once for the whole object with the baseline target machine,
 //! still compiles each function for its variant's CPU. The variants are linked into one module
 //! with the dispatcher (`isa_dispatch.rs`), which is written without a second O3 run. Each
-//! variant keeps its own large weights as `<name>__<isa>_weight<N>` (`core/weights.rs`); the
-//! library's data object may define several of those symbols at one address (`compile/multi.rs`).
+//! variant declares the constants its input lists external (`core/weights.rs`): its large
+//! weights as `<name>__<isa>_weight<N>`, and those an earlier variant stores with the same bytes
+//! under that variant's symbol (`compile/multi_weights.rs`), so each is stored once.
 
 use super::isa_dispatch::{self, IsaVariant};
 use crate::arena::BufferPlan;
 use crate::codegen::core::object::write_optimized;
 use crate::codegen::core::target::{module_for, optimize, target_attrs, target_machine};
-use crate::codegen::core::weights::ExternalWeights;
+use crate::codegen::core::weights::{ExternalWeights, Placement};
 use crate::codegen::core::{CodegenError, CpuObject, KernelInfo, Options};
 use crate::ir::Module as Hlo;
 use crate::target::Target;
@@ -54,6 +55,9 @@ pub struct VariantInput<'a> {
     pub plan: BufferPlan,
     pub buckets: Vec<(Hlo, BufferPlan)>,
     pub batch: Option<super::BatchPlan>,
+    /// Where its constants go (`compile/multi_weights.rs`: the data object for those stored
+    /// once).
+    pub constants: Placement,
 }
 
 /// The symbol prefix of model `name`'s variant for `t`.
@@ -94,7 +98,7 @@ pub fn build(
             vi.batch.as_ref(),
             t,
             false,
-            false,
+            vi.constants.clone(),
         )?;
         optimize(&lib.module, &vtm)?;
         for f in lib.module.get_functions() {

@@ -210,7 +210,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         } else {
             self.constant_globals(
                 &Packings::none(self.hlo),
-                crate::codegen::core::weights::Placement::InModule,
+                &crate::codegen::core::weights::Placement::InModule,
             )?
             .0
         };
