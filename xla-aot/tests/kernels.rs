@@ -208,6 +208,102 @@ fn half_weights_match_the_rounded_reference_on_every_target() {
     }
 }
 
+/// `precision: bf16` (both operands of every product rounded to bfloat16, `vdpbf16ps` where the
+/// target has AVX-512 BF16): the GEMM shapes that stress the pair packing (odd K, M = 1 and 3,
+/// N not a multiple of 16, several K-blocks and row blocks), a product of two activations and a
+/// grouped convolution, against the interpreter on the rounded module, on every target here plus
+/// `x86_64-avx512-bf16` when this CPU has it.
+#[test]
+fn bf16_products_match_the_rounded_reference_on_every_target() {
+    let p = xla_aot::ir::Precision::Bf16;
+    let bf16 = Target::resolve("x86_64-avx512-bf16").unwrap();
+    let mut ts = targets();
+    if bf16.runs_here() {
+        ts.push(bf16);
+    } else {
+        eprintln!("this CPU has no AVX-512 BF16: vdpbf16ps is compiled, not run");
+    }
+    let mut cases = Vec::new();
+    for (name, m, k, n, seed) in [
+        ("bf16_gemv", 1, 301, 70, 71),
+        ("bf16_gemm3", 3, 257, 45, 72),
+        ("bf16_gemm_blocks", 37, 601, 70, 73),
+        ("bf16_gemm_rows", 300, 64, 33, 74),
+    ] {
+        let mut s = Spec::new(name, seed);
+        s.input("x", &[m, k])
+            .weight("w", &[n, k])
+            .weight("b", &[n])
+            .op("{name: d, op: dense, inputs: [x, w, b]}")
+            .op("{name: y, op: relu, inputs: [d]}")
+            .output("y");
+        cases.push(s.module());
+    }
+    let mut s = Spec::new("bf16_act_product", 75);
+    s.input("a", &[2, 5, 33])
+        .input("b", &[2, 33, 19])
+        .op("{name: y, op: matmul, inputs: [a, b]}")
+        .output("y");
+    cases.push(s.module());
+    let mut s = Spec::new("bf16_conv", 76);
+    s.input("x", &[1, 24, 9, 11])
+        .weight("w", &[48, 6, 3, 3])
+        .op("{name: y, op: conv2d, inputs: [x, w], groups: 4, padding: [1, 1, 1, 1]}")
+        .output("y");
+    cases.push(s.module());
+    let opts = CompileOptions {
+        precision: Some(p),
+        ..common::default_options()
+    };
+    for m in &cases {
+        let ins = inputs(m, 7);
+        let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
+        let expected = evaluate(&rounded, &ins).unwrap();
+        for t in &ts {
+            let tag = format!("kernels-{}-{p}-{}", m.name, t.name);
+            let actual = common::run_compiled_with(m, t, &ins, &tag, &opts);
+            for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+                if let Err(msg) = check_close(a, e) {
+                    panic!("{tag} output {i}: {msg}");
+                }
+            }
+        }
+    }
+}
+
+/// The bf16 GEMM is `vdpbf16ps` on a target with AVX-512 BF16 (the host's `x86_64-avx512-bf16`
+/// or any CPU), and f32 FMA on the rounded values on AVX-512 without it.
+#[test]
+fn bf16_gemm_uses_vdpbf16ps_where_the_target_has_it() {
+    let mut s = Spec::new("bf16_asm", 77);
+    s.input("x", &[8, 129])
+        .weight("w", &[40, 129])
+        .op("{name: y, op: dense, inputs: [x, w]}")
+        .output("y");
+    let m = s.module();
+    let mut opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    opts.codegen.assembly = true;
+    let asm = |name: &str| {
+        let t = Target::resolve(name).unwrap();
+        let art = compile_model(&m, &t, &opts).unwrap();
+        art.assembly.unwrap_or_default()
+    };
+    let with = asm("x86_64-avx512-bf16");
+    assert!(
+        with.contains("vdpbf16ps"),
+        "x86_64-avx512-bf16: no vdpbf16ps"
+    );
+    let without = asm("x86_64-avx512");
+    assert!(
+        !without.contains("vdpbf16ps"),
+        "x86_64-avx512 has vdpbf16ps"
+    );
+    assert!(without.contains("vfmadd231ps"), "x86_64-avx512: no FMA");
+}
+
 #[test]
 fn int8_valued_weights_are_stored_one_byte_each_and_match() {
     // A dense layer whose weight is exactly int8 × a per-output-channel scale (a quantized

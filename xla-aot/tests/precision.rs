@@ -69,7 +69,11 @@ fn targets() -> Vec<Target> {
 
 #[test]
 fn examples_match_the_rounded_reference_on_every_target() {
-    for p in [Precision::Bf16Weights, Precision::F16Weights, Precision::Bf16] {
+    for p in [
+        Precision::Bf16Weights,
+        Precision::F16Weights,
+        Precision::Bf16,
+    ] {
         let opts = options(p);
         for ex in EXAMPLES {
             let (m, inputs, f32_out) = example(ex);
@@ -103,7 +107,11 @@ fn half_weights_halve_the_archive() {
     let t = Target::resolve("x86_64-avx512").unwrap();
     let size = |p: Precision| compile_model(&m, &t, &options(p)).unwrap().archive.len();
     let f32_size = size(Precision::F32);
-    for p in [Precision::Bf16Weights, Precision::F16Weights, Precision::Bf16] {
+    for p in [
+        Precision::Bf16Weights,
+        Precision::F16Weights,
+        Precision::Bf16,
+    ] {
         let ratio = size(p) as f64 / f32_size as f64;
         eprintln!("mlp {p}: archive {ratio:.3} of f32's ({f32_size} bytes)");
         assert!(ratio <= 0.55, "mlp {p}: archive {ratio:.3} of f32's");

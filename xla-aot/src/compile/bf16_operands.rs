@@ -187,7 +187,10 @@ mod tests {
         );
         assert_eq!(round_operands(&mut m), 2);
         let printed = crate::ir::print_module(&m);
-        assert!(printed.contains("%x.bf16 = f32[2,2]{1,0} round-bf16(%x)"), "{printed}");
+        assert!(
+            printed.contains("%x.bf16 = f32[2,2]{1,0} round-bf16(%x)"),
+            "{printed}"
+        );
         assert!(printed.contains("dot(%x.bf16, %y.bf16)"), "{printed}");
         assert!(printed.contains("dot(%x.bf16, %w)"), "{printed}");
         crate::ir::verify::verify(&m).unwrap();
