@@ -239,6 +239,17 @@ fn bf16_products_match_the_rounded_reference_on_every_target() {
             .output("y");
         cases.push(s.module());
     }
+    // A hidden layer read only by the next product: rounded in its own register epilogue.
+    let mut s = Spec::new("bf16_two_layers", 78);
+    s.input("x", &[3, 40])
+        .weight("w1", &[64, 40])
+        .weight("b1", &[64])
+        .weight("w2", &[10, 64])
+        .op("{name: h, op: dense, inputs: [x, w1, b1]}")
+        .op("{name: r, op: relu, inputs: [h]}")
+        .op("{name: y, op: dense, inputs: [r, w2]}")
+        .output("y");
+    cases.push(s.module());
     let mut s = Spec::new("bf16_act_product", 75);
     s.input("a", &[2, 5, 33])
         .input("b", &[2, 33, 19])

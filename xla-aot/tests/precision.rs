@@ -55,7 +55,7 @@ fn rel_to_max(a: &Literal, e: &Literal) -> f64 {
 }
 
 fn targets() -> Vec<Target> {
-    let mut ts: Vec<Target> = ["x86_64-avx512", "x86_64-avx2"]
+    let mut ts: Vec<Target> = ["x86_64-avx512-bf16", "x86_64-avx512", "x86_64-avx2"]
         .iter()
         .map(|n| Target::resolve(n).unwrap())
         .filter(|t| t.runs_here())

@@ -6,10 +6,14 @@
 //! `weight_rounding.rs` has rounded the constant weights, and before the buffer plan. For every
 //! dot and convolution (an entry instruction, or the heavy op of an output fusion, as
 //! `codegen/core/packing.rs` `heavy_in` finds them) each f32 operand that is not a constant
-//! (constants are rounded weights by then) is replaced by a `round-bf16` of it
-//! (`UnaryOp::RoundBf16`), one per value however many products read it, placed just before its
-//! first reader. Where the value is also read by the fusion's other instructions (its epilogue),
-//! only the product's read is rounded: the fusion gains a parameter for the rounded value.
+//! (constants are rounded weights by then) is rounded by a `round-bf16` (`UnaryOp::RoundBf16`),
+//! once per value however many products read it:
+//! - where products are the value's only readers and a loop or output fusion computes it, at the
+//!   root of that fusion (the value itself becomes the rounded one: no kernel, no buffer more; an
+//!   output fusion's register epilogue applies it in registers, `codegen/cpu/epilogue.rs`);
+//! - otherwise by a new instruction placed just before the value's first product. Where the value
+//!   is also read by a fusion's other instructions (its epilogue), only the product's read is
+//!   rounded: the fusion gains a parameter for the rounded value.
 //! Everything else is untouched, so after it every product of the module multiplies bfloat16
 //! values exactly in f32 and accumulates in f32: the compiled code (f32 FMA on the rounded values,
 //! or `vdpbf16ps`, `codegen/cpu/gemm_bf16.rs`) differs from the interpreter only in summation
@@ -43,74 +47,145 @@ pub fn round_operands(m: &mut Module) -> usize {
             && !matches!(inst.op, Op::Constant(_))
             && inst.op != Op::Unary(UnaryOp::RoundBf16)
     };
+    // Values read only as the operands products round: rounded where they are computed.
+    let c = &m.entry;
+    let mut uses = vec![0usize; n];
+    let mut product_uses = vec![0usize; n];
+    for o in &c.outputs {
+        uses[o.value.index()] += 1;
+    }
+    for inst in &c.instructions {
+        for &o in &inst.operands {
+            uses[o.index()] += 1;
+        }
+        for j in rounded_slots(inst) {
+            product_uses[inst.operands[j].index()] += 1;
+        }
+    }
+    let at_root: Vec<bool> = (0..n)
+        .map(|v| {
+            let inst = &c.instructions[v];
+            needs(c, InstId(v as u32))
+                && uses[v] == product_uses[v]
+                && matches!(&inst.op, Op::Fusion { kind: FusionKind::Loop | FusionKind::Output, computation }
+                    if computation.outputs.len() == 1)
+        })
+        .collect();
     let mut rounded: Vec<Option<InstId>> = vec![None; n];
     let mut added = 0;
     let old = m.entry.clone();
     rebuild(m, |rw, id, inst, mut operands| {
-        let Some((lhs, rhs)) = reads[id.index()] else {
-            let new = rw.push(Instruction {
-                operands,
-                ..inst.clone()
-            });
-            rw.replace(id, new);
-            return false;
-        };
-        let mut round = |rw: &mut Rewriter, v: InstId| -> InstId {
-            if let Some(r) = rounded[v.index()] {
-                return r;
-            }
-            let src = old.inst(v);
-            let r = rw.push(Instruction {
-                name: format!("{}.bf16", src.name),
-                op: Op::Unary(UnaryOp::RoundBf16),
-                operands: vec![rw.get(v)],
-                shape: src.shape.clone(),
-            });
-            rounded[v.index()] = Some(r);
-            added += 1;
-            r
-        };
         let mut new = inst.clone();
-        match &inst.op {
-            Op::Dot(_) | Op::Convolution { .. } => {
-                for (j, v) in [lhs, rhs].into_iter().enumerate() {
-                    if needs(&old, v) {
-                        operands[j] = round(rw, v);
-                    }
+        let mut changed = false;
+        if let Some((lhs, rhs)) = reads[id.index()] {
+            let mut round = |rw: &mut Rewriter, v: InstId| -> InstId {
+                if let Some(r) = rounded[v.index()] {
+                    return r;
                 }
-            }
-            Op::Fusion {
-                kind: FusionKind::Output,
-                computation,
-            } => {
-                let mut comp = (**computation).clone();
-                for (slot, v) in [lhs, rhs].into_iter().enumerate() {
-                    if !needs(&old, v) {
-                        continue;
-                    }
-                    let r = round(rw, v);
-                    match heavy_param(&comp, slot) {
-                        Some((index, true)) => operands[index] = r,
-                        Some((_, false)) => {
-                            comp = with_own_param(&comp, slot, operands.len());
-                            operands.push(r);
+                let src = old.inst(v);
+                let r = rw.push(Instruction {
+                    name: format!("{}.bf16", src.name),
+                    op: Op::Unary(UnaryOp::RoundBf16),
+                    operands: vec![rw.get(v)],
+                    shape: src.shape.clone(),
+                });
+                rounded[v.index()] = Some(r);
+                added += 1;
+                r
+            };
+            match &inst.op {
+                Op::Dot(_) | Op::Convolution { .. } => {
+                    for (j, v) in [lhs, rhs].into_iter().enumerate() {
+                        if needs(&old, v) {
+                            operands[j] = round(rw, v);
+                            changed = true;
                         }
-                        None => {}
                     }
                 }
-                new.op = Op::Fusion {
+                Op::Fusion {
                     kind: FusionKind::Output,
-                    computation: Box::new(comp),
-                };
+                    computation,
+                } => {
+                    let mut comp = (**computation).clone();
+                    for (slot, v) in [lhs, rhs].into_iter().enumerate() {
+                        if !needs(&old, v) {
+                            continue;
+                        }
+                        let r = round(rw, v);
+                        match heavy_param(&comp, slot) {
+                            Some((index, true)) => operands[index] = r,
+                            Some((_, false)) => {
+                                comp = with_own_param(&comp, slot, operands.len());
+                                operands.push(r);
+                            }
+                            None => continue,
+                        }
+                        changed = true;
+                    }
+                    new.op = Op::Fusion {
+                        kind: FusionKind::Output,
+                        computation: Box::new(comp),
+                    };
+                }
+                _ => {}
             }
-            _ => {}
+        }
+        // A value only products read, computed by a fusion: rounded at the fusion's root (after
+        // its own operands, when it is a product too).
+        if at_root[id.index()] {
+            new.op = rounded_root(&new.op);
+            added += 1;
+            changed = true;
         }
         new.operands = operands;
         let id2 = rw.push(new);
         rw.replace(id, id2);
-        true
+        if at_root[id.index()] {
+            rounded[id.index()] = Some(id2);
+        }
+        changed
     });
     added
+}
+
+/// The operand positions of entry instruction `inst` that a product reads as its operand and
+/// this pass rounds: a dot's or convolution's two, an output fusion's parameters that only its
+/// heavy op reads.
+fn rounded_slots(inst: &Instruction) -> Vec<usize> {
+    match &inst.op {
+        Op::Dot(_) | Op::Convolution { .. } => vec![0, 1],
+        Op::Fusion {
+            kind: FusionKind::Output,
+            computation,
+        } => (0..2)
+            .filter_map(|slot| match heavy_param(computation, slot) {
+                Some((index, true)) => Some(index),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// A fusion `op` with a `round-bf16` put on its (single) output.
+fn rounded_root(op: &Op) -> Op {
+    let Op::Fusion { kind, computation } = op else {
+        unreachable!("only fusions are rounded at their root")
+    };
+    let mut comp = (**computation).clone();
+    let root = comp.outputs[0].value;
+    let r = comp.inst(root);
+    comp.instructions.push(Instruction {
+        name: format!("{}.bf16", r.name),
+        op: Op::Unary(UnaryOp::RoundBf16),
+        operands: vec![root],
+        shape: r.shape.clone(),
+    });
+    comp.outputs[0].value = InstId((comp.instructions.len() - 1) as u32);
+    Op::Fusion {
+        kind: *kind,
+        computation: Box::new(comp),
+    }
 }
 
 /// The heavy op of an output fusion's computation (its first dot or convolution).

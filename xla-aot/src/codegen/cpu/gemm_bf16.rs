@@ -22,7 +22,6 @@ use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use inkwell::AddressSpace;
-use inkwell::FloatPredicate;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
@@ -91,8 +90,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let dst = cg.mul(cg.b.build_int_sub(r, r0, "").unwrap(), kc2 as u64);
             cg.for_range(cg.i64(0), chunks, &mut |cg, c| {
                 let at = cg.add(src, cg.mul(c, 32));
-                let lo = cg.round_bf16_bits(cg.vload(a, at, LANES));
-                let hi = cg.round_bf16_bits(cg.vload(a, cg.add(at, cg.i64(16)), LANES));
+                let lo = cg.vround_bf16_bits(cg.vload(a, at, LANES));
+                let hi = cg.vround_bf16_bits(cg.vload(a, cg.add(at, cg.i64(16)), LANES));
                 let i32t = cg.ctx.i32_type();
                 let idx = |odd: u64| {
                     VectorType::const_vector(
@@ -135,7 +134,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let v =
                     cg.b.build_insert_element(v, x1, cg.ctx.i32_type().const_int(1, false), "")
                         .unwrap();
-                let r = cg.round_bf16_bits(v);
+                let r = cg.vround_bf16_bits(v);
                 let i32t = cg.ctx.i32_type();
                 let e0 =
                     cg.b.build_extract_element(r, i32t.const_zero(), "")
@@ -156,31 +155,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 cg.b.build_store(cg.gep(buf, cg.add(dst, q)), d).unwrap();
             });
         });
-    }
-
-    /// `x` (f32 lanes) rounded to bfloat16, as i32 lanes whose high half is the bfloat16 and
-    /// low half zero (nearest even; a NaN keeps its high half, made quiet: `ir/half.rs`).
-    fn round_bf16_bits(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
-        let n = x.get_type().get_size();
-        let i32v = self.ctx.i32_type().vec_type(n);
-        let c = |v: u64| {
-            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
-        };
-        let b = &self.b;
-        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
-        let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
-        let lsb = b.build_and(lsb, c(1), "").unwrap();
-        let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
-        let up = b.build_int_add(up, lsb, "").unwrap();
-        let num = b.build_and(up, c(0xffff_0000), "").unwrap();
-        let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
-        let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
-        let is_nan = b
-            .build_float_compare(FloatPredicate::UNO, x, x, "")
-            .unwrap();
-        b.build_select(is_nan, nan, num, "")
-            .unwrap()
-            .into_vector_value()
     }
 
     fn splat_i32(&self, v: u64) -> VectorValue<'ctx> {

@@ -9,6 +9,7 @@
 use super::Cg;
 use crate::ir::DType;
 use inkwell::AddressSpace;
+use inkwell::FloatPredicate;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -180,6 +181,41 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
         };
         b.build_bit_cast(bits, self.vec_ty(lanes), "")
+            .unwrap()
+            .into_vector_value()
+    }
+
+    /// `x` (f32 lanes) rounded to bfloat16, as i32 lanes whose high half is the bfloat16 and
+    /// low half zero (nearest even; a NaN keeps its high half, made quiet: `ir/half.rs`).
+    pub(super) fn vround_bf16_bits(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let n = x.get_type().get_size();
+        let i32v = self.ctx.i32_type().vec_type(n);
+        let c = |v: u64| {
+            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
+        };
+        let b = &self.b;
+        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
+        let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
+        let lsb = b.build_and(lsb, c(1), "").unwrap();
+        let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
+        let up = b.build_int_add(up, lsb, "").unwrap();
+        let num = b.build_and(up, c(0xffff_0000), "").unwrap();
+        let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
+        let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
+        let is_nan = b
+            .build_float_compare(FloatPredicate::UNO, x, x, "")
+            .unwrap();
+        b.build_select(is_nan, nan, num, "")
+            .unwrap()
+            .into_vector_value()
+    }
+
+    /// `x` (f32 lanes) rounded to bfloat16 and widened back: `round-bf16` on a vector, the same
+    /// bits as `core/elemental.rs`' scalar code.
+    pub(super) fn vround_bf16(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let r = self.vround_bf16_bits(x);
+        self.b
+            .build_bit_cast(r, x.get_type(), "")
             .unwrap()
             .into_vector_value()
     }
