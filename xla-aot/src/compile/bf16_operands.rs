@@ -14,6 +14,7 @@
 //! - otherwise by a new instruction placed just before the value's first product. Where the value
 //!   is also read by a fusion's other instructions (its epilogue), only the product's read is
 //!   rounded: the fusion gains a parameter for the rounded value.
+//!
 //! Everything else is untouched, so after it every product of the module multiplies bfloat16
 //! values exactly in f32 and accumulates in f32: the compiled code (f32 FMA on the rounded values,
 //! or `vdpbf16ps`, `codegen/cpu/gemm_bf16.rs`) differs from the interpreter only in summation

@@ -6,7 +6,8 @@
 //! - B is a packed weight stored as bfloat16 pairs (`core/packing.rs` `pack_gemm_pairs`): one
 //!   512-bit load is 16 columns × k `2q, 2q+1`.
 //! - A is rounded to bfloat16 (nearest even, as `round-bf16`: in a `precision: bf16` module it
-//!   already holds rounded values, so this is exact) and packed per row block and K-block into a
+//!   already holds rounded values, so this is exact; `vcvtneps2bf16`, 32 k into 16 pairs per two
+//!   instructions) and packed per row block and K-block into a
 //!   stack buffer of at most [`A_BLOCK_BYTES`] ([`Cg::pack_a_pairs`]): row `r` of the block at
 //!   dword `r · kc/2`, pair `q` (k `k0 + 2q` in the low half, `k0 + 2q + 1` in the high half, zero
 //!   past K) at `+ q`. The micro-kernel broadcasts one dword per row and pair (`vdpbf16ps`'s
@@ -90,22 +91,43 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let dst = cg.mul(cg.b.build_int_sub(r, r0, "").unwrap(), kc2 as u64);
             cg.for_range(cg.i64(0), chunks, &mut |cg, c| {
                 let at = cg.add(src, cg.mul(c, 32));
-                let lo = cg.vround_bf16_bits(cg.vload(a, at, LANES));
-                let hi = cg.vround_bf16_bits(cg.vload(a, cg.add(at, cg.i64(16)), LANES));
+                let (x0, x1) = (
+                    cg.vload(a, at, LANES),
+                    cg.vload(a, cg.add(at, cg.i64(16)), LANES),
+                );
+                // 32 k in order as 32 halves are 16 pairs: `vcvtneps2bf16` twice and a
+                // concatenation, or the integer rounding and a shift of the even k.
                 let i32t = cg.ctx.i32_type();
-                let idx = |odd: u64| {
-                    VectorType::const_vector(
-                        &(0..16)
-                            .map(|j| i32t.const_int(2 * j + odd, false))
-                            .collect::<Vec<_>>(),
-                    )
+                let d = match (cg.cvt_bf16(x0), cg.cvt_bf16(x1)) {
+                    (Some(h0), Some(h1)) => {
+                        let cat = VectorType::const_vector(
+                            &(0..32)
+                                .map(|j| i32t.const_int(j, false))
+                                .collect::<Vec<_>>(),
+                        );
+                        let h = cg.b.build_shuffle_vector(h0, h1, cat, "").unwrap();
+                        cg.b.build_bit_cast(h, i32t.vec_type(LANES), "")
+                            .unwrap()
+                            .into_vector_value()
+                    }
+                    _ => {
+                        let lo = cg.vround_bf16_bits(x0);
+                        let hi = cg.vround_bf16_bits(x1);
+                        let idx = |odd: u64| {
+                            VectorType::const_vector(
+                                &(0..16)
+                                    .map(|j| i32t.const_int(2 * j + odd, false))
+                                    .collect::<Vec<_>>(),
+                            )
+                        };
+                        let even = cg.b.build_shuffle_vector(lo, hi, idx(0), "").unwrap();
+                        let odd = cg.b.build_shuffle_vector(lo, hi, idx(1), "").unwrap();
+                        let even =
+                            cg.b.build_right_shift(even, cg.splat_i32(16), false, "")
+                                .unwrap();
+                        cg.b.build_or(odd, even, "").unwrap()
+                    }
                 };
-                let even = cg.b.build_shuffle_vector(lo, hi, idx(0), "").unwrap();
-                let odd = cg.b.build_shuffle_vector(lo, hi, idx(1), "").unwrap();
-                let even =
-                    cg.b.build_right_shift(even, cg.splat_i32(16), false, "")
-                        .unwrap();
-                let d = cg.b.build_or(odd, even, "").unwrap();
                 let vp =
                     cg.b.build_pointer_cast(
                         cg.gep(buf, cg.add(dst, cg.mul(c, 16))),

@@ -1,6 +1,6 @@
 //! Vector registers for the micro-kernels: a column chunk's vectors ([`VecCol`], [`vectors`])
-//! and the vector loads, stores, splats and FMAs of `gemm.rs`, `conv.rs`, `reduce.rs` and the
-//! register epilogues (`epilogue.rs`).
+//! and the vector loads, stores, splats, FMAs and bfloat16 roundings of `gemm.rs`,
+//! `gemm_bf16.rs`, `conv.rs`, `reduce.rs` and the register epilogues (`epilogue.rs`).
 //!
 //! Contract: vector accesses are element-aligned (alignment 4), never wider than the buffer:
 //! a partial vector is stored lane by lane ([`Cg::store_lanes`]) unless the caller knows a whole
@@ -211,13 +211,44 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// `x` (f32 lanes) rounded to bfloat16 and widened back: `round-bf16` on a vector, the same
-    /// bits as `core/elemental.rs`' scalar code.
+    /// bits as `core/elemental.rs`' scalar code. On AVX-512 BF16, 16 lanes take `vcvtneps2bf16`
+    /// ([`Cg::cvt_bf16`]) and a shift back.
     pub(super) fn vround_bf16(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
-        let r = self.vround_bf16_bits(x);
+        let n = x.get_type().get_size();
+        let r = match self.cvt_bf16(x) {
+            Some(h) => {
+                let i32v = self.ctx.i32_type().vec_type(n);
+                let w = self.b.build_int_z_extend(h, i32v, "").unwrap();
+                let c = self.ctx.i32_type().const_int(16, false);
+                let sh = VectorType::const_vector(&vec![c; n as usize]);
+                self.b.build_left_shift(w, sh, "").unwrap()
+            }
+            None => self.vround_bf16_bits(x),
+        };
         self.b
             .build_bit_cast(r, x.get_type(), "")
             .unwrap()
             .into_vector_value()
+    }
+
+    /// `vcvtneps2bf16` (`llvm.x86.avx512bf16.cvtneps2bf16.512`) of 16 f32 lanes, on a target with
+    /// AVX-512 BF16: nearest even, NaN made quiet, as `ir/half.rs`, except that it flushes f32
+    /// subnormals (|x| < 2⁻¹²⁶) to zero, as `vdpbf16ps` treats bfloat16 subnormals (a difference
+    /// of at most 2⁻¹²⁶ per value). `None` elsewhere.
+    pub(super) fn cvt_bf16(&self, x: VectorValue<'ctx>) -> Option<VectorValue<'ctx>> {
+        if !self.target.has_avx512_bf16() || x.get_type().get_size() != 16 {
+            return None;
+        }
+        const NAME: &str = "llvm.x86.avx512bf16.cvtneps2bf16.512";
+        let f = self.m.get_function(NAME).unwrap_or_else(|| {
+            let ty = self
+                .ctx
+                .i16_type()
+                .vec_type(16)
+                .fn_type(&[self.vec_ty(16).into()], false);
+            self.m.add_function(NAME, ty, None)
+        });
+        Some(self.call(f, &[x.into()]).into_vector_value())
     }
 
     /// A read prefetch of the line holding element `p + off` into every cache level. The
