@@ -43,7 +43,7 @@ const L1_WAYS: usize = 8;
 /// Matrix-vector products (one row tile) stream their packed panels from L3 or memory: each
 /// panel's line this many K steps ahead is prefetched (with 16-float panels, 1 KiB ahead per
 /// stream: about the L3 latency, ~50 ns, at the ~20 GB/s one stream of a core draws).
-pub(super) const STREAM_PREFETCH_K: u64 = 16;
+const STREAM_PREFETCH_K: u64 = 16;
 
 /// Rows per tile when `m` rows are cut into tiles of at most `mr`: as even as possible, so
 /// 16 rows with `mr` 14 are two tiles of 8, not 14 and a 2-row tile that wastes registers.
@@ -422,7 +422,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (buf, t.kc.div_ceil(2)),
                 (row_in_block, jr),
                 (k0, klen),
-                rows == 1,
+                (rows == 1).then_some(STREAM_PREFETCH_K / 2),
             );
         } else {
             self.f32_k_loop(

@@ -211,7 +211,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// The K loop of a bf16 micro-tile: for each pair `q` of the K-block, one B load per vector
     /// of `cols` (panel `jr·pp + col/nr`, u16 `((panel·K2 + k0/2 + q)·nr + col%nr)·2`) and one
-    /// `vdpbf16ps` per accumulator with row `i`'s dword of `apack`.
+    /// `vdpbf16ps` per accumulator with row `i`'s dword of `apack`; with `prefetch_pairs`, each
+    /// panel's line that many pairs ahead is prefetched (a matrix-vector product's stream).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn bf16_k_loop(
         &self,
@@ -223,7 +224,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (apack, kc2): (PointerValue<'ctx>, usize),
         (row_in_block, jr): (IntValue<'ctx>, IntValue<'ctx>),
         (k0, klen): (IntValue<'ctx>, IntValue<'ctx>),
-        prefetch: bool,
+        prefetch_pairs: Option<u64>,
     ) {
         let k2 = g.k.div_ceil(2) as u64;
         let nr64 = nr as u64;
@@ -254,9 +255,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let dp = self.dpbf16ps();
         let i32v = self.ctx.i32_type().vec_type(LANES);
         self.for_range(self.i64(0), pairs, &mut |cg, q| {
-            if prefetch {
-                // One line per panel, STREAM_PREFETCH_K k (half as many pairs) ahead.
-                let ahead = cg.mul(cg.add(q, cg.i64(super::gemm::STREAM_PREFETCH_K / 2)), step);
+            if let Some(ahead) = prefetch_pairs {
+                // One line per panel, `ahead` pairs ahead of the loads.
+                let ahead = cg.mul(cg.add(q, cg.i64(ahead)), step);
                 for (v, &base) in cols.iter().zip(&b_base) {
                     if v.col % nr == 0 {
                         cg.prefetch(b, cg.add(base, ahead));
