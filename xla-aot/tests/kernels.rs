@@ -696,8 +696,19 @@ fn link_with(
     source: &str,
     tag: &str,
 ) -> (std::path::PathBuf, std::path::PathBuf, usize) {
+    link_with_options(m, t, source, tag, &CompileOptions::default())
+}
+
+/// [`link_with`] with compile options `opts`.
+fn link_with_options(
+    m: &Module,
+    t: &Target,
+    source: &str,
+    tag: &str,
+    opts: &CompileOptions,
+) -> (std::path::PathBuf, std::path::PathBuf, usize) {
     let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
-    let art = compile_model(m, t, &CompileOptions::default()).unwrap();
+    let art = compile_model(m, t, opts).unwrap();
     let lib = dir.join(format!("lib{}.a", art.name));
     std::fs::write(&lib, &art.archive).unwrap();
     let (cc, _) = toolchain(t);
@@ -723,7 +734,13 @@ fn link_with(
 
 /// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
 fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
-    let (dir, exe, arena) = link_with(m, t, "xla-aot/tests/harness/parallel.c", "parallel");
+    hook_calls_with(m, t, threads, &CompileOptions::default())
+}
+
+/// [`hook_calls`] with compile options `opts`.
+fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions) -> usize {
+    let (dir, exe, arena) =
+        link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
     let (_, runner) = toolchain(t);
     let ins = inputs(m, 11);
     let mut args = vec![
@@ -797,6 +814,36 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         let calls = hook_calls(&m, &t, 3);
         // The product and the convolution (and the depthwise one, 0.9 MFLOP, stays whole).
         assert!(calls >= 2, "{}: {calls} hook calls", t.name);
+    }
+}
+
+#[test]
+fn bf16_products_split_between_threads_change_no_bit() {
+    // `precision: bf16`: each task packs its own rows of A into its stack buffer; a 160³ product
+    // split by columns and a 300-row one split by row tiles give one thread's bits.
+    let mut s = Spec::new("bf16_threaded", 19);
+    s.input("a", &[160, 160])
+        .weight("w", &[160, 160])
+        .input("b", &[300, 96])
+        .weight("v", &[40, 96])
+        .op("{name: y, op: matmul, inputs: [a, w]}")
+        .op("{name: z, op: dense, inputs: [b, v]}")
+        .output("y")
+        .output("z");
+    let m = s.module();
+    let opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    let mut ts = targets();
+    ts.extend(
+        Target::resolve("x86_64-avx512-bf16")
+            .ok()
+            .filter(|t| t.runs_here()),
+    );
+    for t in ts {
+        let calls = hook_calls_with(&m, &t, 3, &opts);
+        assert!(calls >= 1, "{}: {calls} hook calls", t.name);
     }
 }
 
