@@ -586,4 +586,27 @@ mod tests {
                 .contains("not a CPU")
         );
     }
+
+    #[test]
+    fn avx512_bf16_is_the_bf16_target_the_host_when_the_cpu_has_it_and_cargo_features() {
+        assert!(
+            Target::resolve("x86_64-avx512-bf16")
+                .unwrap()
+                .has_avx512_bf16()
+        );
+        assert!(!Target::resolve("x86_64-avx512").unwrap().has_avx512_bf16());
+        assert!(!Target::resolve("aarch64-a78").unwrap().has_avx512_bf16());
+        let cpu_has = std::fs::read_to_string("/proc/cpuinfo")
+            .is_ok_and(|c| c.split_whitespace().any(|f| f == "avx512_bf16"));
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(Target::resolve("host").unwrap().has_avx512_bf16(), cpu_has);
+        }
+        let cargo = |f: &str| {
+            Target::for_cargo("x86_64-unknown-linux-gnu", f)
+                .unwrap()
+                .name
+        };
+        assert_eq!(cargo("avx512f,avx512bf16"), "x86_64-avx512-bf16");
+        assert_eq!(cargo("avx512f"), "x86_64-avx512");
+    }
 }
