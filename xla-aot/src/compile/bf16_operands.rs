@@ -272,6 +272,37 @@ mod tests {
         crate::ir::verify::verify(&m).unwrap();
     }
 
+    /// A hidden layer (an output fusion) read only by the next product is rounded at its root,
+    /// and keeps the rounding of its own input (the bug `tests/kernels.rs` `bf16_two_layers`
+    /// found: the root rounding replaced the fusion without its operand's).
+    #[test]
+    fn a_product_rounded_at_its_root_keeps_its_operand_rounding() {
+        let mut m = crate::ir::parse_module(
+            "HloModule m, precision=bf16\n\n\
+             %fused.r {\n  \
+             %p0.x = f32[3,4]{1,0} parameter(0)\n  \
+             %p1.w = f32[4,5]{1,0} parameter(1)\n  \
+             %h = f32[3,5]{1,0} dot(%p0.x, %p1.w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+             %r = f32[3,5]{1,0} negate(%h)\n  \
+             ROOT %outputs = (f32[3,5]{1,0}) tuple(%r), names={r}\n}\n\n\
+             ENTRY %main {\n  \
+             %x = f32[3,4]{1,0} parameter(0)\n  \
+             %w = f32[4,5]{1,0} constant({...})\n  \
+             %r = f32[3,5]{1,0} fusion(%x, %w), kind=output, calls=%fused.r\n  \
+             %v = f32[5,2]{1,0} constant({...})\n  \
+             %y = f32[3,2]{1,0} dot(%r, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+             ROOT %outputs = (f32[3,2]{1,0}) tuple(%y), names={y}\n}\n",
+        )
+        .unwrap();
+        assert_eq!(round_operands(&mut m), 2);
+        let printed = crate::ir::print_module(&m);
+        assert!(printed.contains("round-bf16(%x)"), "{printed}");
+        assert!(printed.contains("fusion(%x.bf16, %w)"), "{printed}");
+        assert!(printed.contains("round-bf16(%r)"), "{printed}");
+        assert!(printed.contains("dot(%r, %v)"), "{printed}");
+        crate::ir::verify::verify(&m).unwrap();
+    }
+
     #[test]
     fn other_precisions_are_untouched() {
         let mut m = text(
