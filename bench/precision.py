@@ -4,7 +4,7 @@
     python3 bench/precision.py                      # the four examples and GEMM 512, every precision
     python3 bench/precision.py --models mlp --rounds 5 --seconds 1
 
-For every model it compiles one library per precision (`--precision f32|bf16-weights|f16-weights`)
+For every model it compiles one library per precision (`--precision f32|bf16-weights|f16-weights|bf16`)
 for --target, links each with bench/harness.c and, in each of --rounds rounds, times them back to
 back pinned to --cpu (the precisions interleave, so a burst of load from the machine's neighbours
 hits all of them). It prints per model and precision the median call (of the round medians, with
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import run as bench  # noqa: E402  (bench/run.py: models, pinned, run, default_target)
 
-PRECISIONS = ["f32", "bf16-weights", "f16-weights"]
+PRECISIONS = ["f32", "bf16-weights", "f16-weights", "bf16"]
 # Issue 18: the mlp with bf16-weights at most this fraction of its f32 time and archive size.
 MLP_TIME_BAR = 0.6
 MLP_SIZE_BAR = 0.55
@@ -36,7 +36,8 @@ MLP_SIZE_BAR = 0.55
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="auto",
-                    help="xla-aot target (default: x86_64-avx512 where the CPU has AVX-512, else x86_64-avx2)")
+                    help="xla-aot target (default: x86_64-avx512, or x86_64-avx512-bf16 with AVX-512 BF16, "
+                         "where the CPU has AVX-512, else x86_64-avx2)")
     ap.add_argument("--models", default="simplenet,mlp,mobilenet_block,tiny_transformer,gemm512",
                     help="comma-separated subset of bench/run.py's models")
     ap.add_argument("--rounds", type=int, default=3)
@@ -47,6 +48,8 @@ def main():
 
     if args.target == "auto":
         args.target = bench.default_target()
+        if args.target == "x86_64-avx512" and "avx512_bf16" in open("/proc/cpuinfo").read():
+            args.target = "x86_64-avx512-bf16"  # the same code but for precision bf16 (vdpbf16ps)
     bench.log("precision: building xla-aot (release)")
     bench.run(["cargo", "build", "--release", "-q", "-p", "xla-aot"], cwd=ROOT)
     xla_aot = os.path.join(ROOT, "target", "release", "xla-aot")

@@ -93,8 +93,9 @@ enum Command {
         #[arg(long)]
         no_winograd: bool,
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
-        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
-        /// docs/precision.md). Overrides a spec's `precision:`.
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
+        /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
+        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Also make the entry points refuse a call whose arena another call is using (two threads
@@ -153,8 +154,9 @@ enum Command {
         #[arg(long)]
         no_winograd: bool,
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
-        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
-        /// docs/precision.md). Overrides a spec's `precision:`.
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
+        /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
+        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Run on N threads, lent to the library through its parallel-for hook.
@@ -209,8 +211,9 @@ enum Command {
         #[arg(long)]
         no_winograd: bool,
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
-        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic; see
-        /// docs/precision.md). Overrides a spec's `precision:`.
+        /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
+        /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
+        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         #[command(flatten)]

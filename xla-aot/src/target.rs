@@ -144,6 +144,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "x86_64-avx512",
         include_str!("../targets/x86_64-avx512.yaml"),
     ),
+    (
+        "x86_64-avx512-bf16",
+        include_str!("../targets/x86_64-avx512-bf16.yaml"),
+    ),
     ("x86_64-multi", include_str!("../targets/x86_64-multi.yaml")),
     ("aarch64-neon", include_str!("../targets/aarch64-neon.yaml")),
     ("aarch64-a78", include_str!("../targets/aarch64-a78.yaml")),
@@ -224,7 +228,8 @@ impl Target {
     }
 
     /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
-    /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512`, with `avx2` →
+    /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512` (`x86_64-avx512-bf16`
+    /// with `avx512bf16` too), with `avx2` →
     /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`; the Cortex-M
     /// triples as [`Target::for_cargo_cpu`] maps them without a `-C target-cpu`.
     pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
@@ -246,6 +251,7 @@ impl Target {
         let has = |f: &str| features.split(',').any(|x| x.trim() == f);
         let hard_float = triple.ends_with("-eabihf");
         let name = match triple.split('-').next().unwrap_or("") {
+            "x86_64" if has("avx512f") && has("avx512bf16") => "x86_64-avx512-bf16",
             "x86_64" if has("avx512f") => "x86_64-avx512",
             "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
             "x86_64" => "x86_64",
@@ -298,6 +304,14 @@ impl Target {
         }
     }
 
+    /// Whether the target has AVX-512 BF16 (`vdpbf16ps`): `+avx512bf16` in its features (`host`
+    /// lists it when the CPU has it), or a CPU LLVM 14 gives it to.
+    pub fn has_avx512_bf16(&self) -> bool {
+        self.arch == Arch::X86_64
+            && (self.features.split(',').any(|f| f.trim() == "+avx512bf16")
+                || matches!(self.cpu.as_str(), "cooperlake" | "sapphirerapids"))
+    }
+
     /// Whether code for this target runs on the machine xla-aot runs on.
     pub fn runs_here(&self) -> bool {
         let host = host_triple();
@@ -310,6 +324,9 @@ impl Target {
             return self.variants.iter().any(Target::runs_here);
         }
         let feats = TargetMachine::get_host_cpu_features().to_string();
+        if self.has_avx512_bf16() && !feats.contains("+avx512bf16") {
+            return false;
+        }
         match self.cpu.as_str() {
             "x86-64-v4" => feats.contains("+avx512f") && feats.contains("+avx512bw"),
             "x86-64-v3" => feats.contains("+avx2") && feats.contains("+fma"),
@@ -568,5 +585,28 @@ mod tests {
                 .unwrap_err()
                 .contains("not a CPU")
         );
+    }
+
+    #[test]
+    fn avx512_bf16_is_the_bf16_target_the_host_when_the_cpu_has_it_and_cargo_features() {
+        assert!(
+            Target::resolve("x86_64-avx512-bf16")
+                .unwrap()
+                .has_avx512_bf16()
+        );
+        assert!(!Target::resolve("x86_64-avx512").unwrap().has_avx512_bf16());
+        assert!(!Target::resolve("aarch64-a78").unwrap().has_avx512_bf16());
+        let cpu_has = std::fs::read_to_string("/proc/cpuinfo")
+            .is_ok_and(|c| c.split_whitespace().any(|f| f == "avx512_bf16"));
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(Target::resolve("host").unwrap().has_avx512_bf16(), cpu_has);
+        }
+        let cargo = |f: &str| {
+            Target::for_cargo("x86_64-unknown-linux-gnu", f)
+                .unwrap()
+                .name
+        };
+        assert_eq!(cargo("avx512f,avx512bf16"), "x86_64-avx512-bf16");
+        assert_eq!(cargo("avx512f"), "x86_64-avx512");
     }
 }

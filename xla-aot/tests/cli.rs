@@ -216,8 +216,8 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
 }
 
 /// `--precision` on `run --compare` compares with the f32 interpreter within the precision's bound,
-/// and says so; `compile` and a spec's `precision:` store the weights half size; a bad name is a
-/// usage error listing the precisions.
+/// and says so (`bf16-weights`, `bf16`); `compile` and a spec's `precision:` store the weights half
+/// size; `f16` (not implemented) and a bad name are usage errors.
 #[test]
 fn precision_is_an_option_of_run_compile_and_the_spec() {
     let ex = repo().join("examples/mlp");
@@ -237,10 +237,26 @@ fn precision_is_an_option_of_run_compile_and_the_spec() {
         stderr.contains("precision bf16-weights: compared with the f32 interpreter within 1e-2"),
         "{stderr}"
     );
-    let r = xla_aot(&["run", &s(&ex.join("model.yaml")), "--precision", "bf16"]);
+    // bf16 products: the same bound against the f32 interpreter (docs/precision.md).
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--compare",
+        "--precision",
+        "bf16",
+        "--output-dir",
+        &s(&out),
+    ]);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("precision bf16: compared with the f32 interpreter within 1e-2"),
+        "{stderr}"
+    );
+    let r = xla_aot(&["run", &s(&ex.join("model.yaml")), "--precision", "f16"]);
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("bf16-weights"), "{stderr}");
+    assert!(stderr.contains("f16-weights"), "{stderr}");
     // The spec's key, positioned when wrong; the manifest and header say which precision.
     let spec = std::fs::read_to_string(ex.join("model.yaml")).unwrap();
     let dir = out.join("spec");

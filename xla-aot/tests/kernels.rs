@@ -208,6 +208,113 @@ fn half_weights_match_the_rounded_reference_on_every_target() {
     }
 }
 
+/// `precision: bf16` (both operands of every product rounded to bfloat16, `vdpbf16ps` where the
+/// target has AVX-512 BF16): the GEMM shapes that stress the pair packing (odd K, M = 1 and 3,
+/// N not a multiple of 16, several K-blocks and row blocks), a product of two activations and a
+/// grouped convolution, against the interpreter on the rounded module, on every target here plus
+/// `x86_64-avx512-bf16` when this CPU has it.
+#[test]
+fn bf16_products_match_the_rounded_reference_on_every_target() {
+    let p = xla_aot::ir::Precision::Bf16;
+    let bf16 = Target::resolve("x86_64-avx512-bf16").unwrap();
+    let mut ts = targets();
+    if bf16.runs_here() {
+        ts.push(bf16);
+    } else {
+        eprintln!("this CPU has no AVX-512 BF16: vdpbf16ps is compiled, not run");
+    }
+    let mut cases = Vec::new();
+    for (name, m, k, n, seed) in [
+        ("bf16_gemv", 1, 301, 70, 71),
+        ("bf16_gemm3", 3, 257, 45, 72),
+        ("bf16_gemm_blocks", 37, 601, 70, 73),
+        ("bf16_gemm_rows", 300, 64, 33, 74),
+    ] {
+        let mut s = Spec::new(name, seed);
+        s.input("x", &[m, k])
+            .weight("w", &[n, k])
+            .weight("b", &[n])
+            .op("{name: d, op: dense, inputs: [x, w, b]}")
+            .op("{name: y, op: relu, inputs: [d]}")
+            .output("y");
+        cases.push(s.module());
+    }
+    // A hidden layer read only by the next product: rounded in its own register epilogue.
+    let mut s = Spec::new("bf16_two_layers", 78);
+    s.input("x", &[3, 40])
+        .weight("w1", &[64, 40])
+        .weight("b1", &[64])
+        .weight("w2", &[10, 64])
+        .op("{name: h, op: dense, inputs: [x, w1, b1]}")
+        .op("{name: r, op: relu, inputs: [h]}")
+        .op("{name: y, op: dense, inputs: [r, w2]}")
+        .output("y");
+    cases.push(s.module());
+    let mut s = Spec::new("bf16_act_product", 75);
+    s.input("a", &[2, 5, 33])
+        .input("b", &[2, 33, 19])
+        .op("{name: y, op: matmul, inputs: [a, b]}")
+        .output("y");
+    cases.push(s.module());
+    let mut s = Spec::new("bf16_conv", 76);
+    s.input("x", &[1, 24, 9, 11])
+        .weight("w", &[48, 6, 3, 3])
+        .op("{name: y, op: conv2d, inputs: [x, w], groups: 4, padding: [1, 1, 1, 1]}")
+        .output("y");
+    cases.push(s.module());
+    let opts = CompileOptions {
+        precision: Some(p),
+        ..common::default_options()
+    };
+    for m in &cases {
+        let ins = inputs(m, 7);
+        let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
+        let expected = evaluate(&rounded, &ins).unwrap();
+        for t in &ts {
+            let tag = format!("kernels-{}-{p}-{}", m.name, t.name);
+            let actual = common::run_compiled_with(m, t, &ins, &tag, &opts);
+            for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+                if let Err(msg) = check_close(a, e) {
+                    panic!("{tag} output {i}: {msg}");
+                }
+            }
+        }
+    }
+}
+
+/// The bf16 GEMM is `vdpbf16ps` on a target with AVX-512 BF16 (the host's `x86_64-avx512-bf16`
+/// or any CPU), and f32 FMA on the rounded values on AVX-512 without it.
+#[test]
+fn bf16_gemm_uses_vdpbf16ps_where_the_target_has_it() {
+    let mut s = Spec::new("bf16_asm", 77);
+    s.input("x", &[8, 129])
+        .weight("w", &[40, 129])
+        .op("{name: y, op: dense, inputs: [x, w]}")
+        .output("y");
+    let m = s.module();
+    let mut opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    opts.codegen.assembly = true;
+    let asm = |name: &str| {
+        let t = Target::resolve(name).unwrap();
+        let art = compile_model(&m, &t, &opts).unwrap();
+        art.assembly.unwrap_or_default()
+    };
+    let with = asm("x86_64-avx512-bf16");
+    assert!(
+        with.contains("vdpbf16ps"),
+        "x86_64-avx512-bf16: no vdpbf16ps"
+    );
+    let without = asm("x86_64-avx512");
+    assert!(
+        !without.contains("vdpbf16ps"),
+        "x86_64-avx512 has vdpbf16ps"
+    );
+    assert!(without.contains("vfmadd231ps"), "x86_64-avx512: no FMA");
+}
+
 #[test]
 fn int8_valued_weights_are_stored_one_byte_each_and_match() {
     // A dense layer whose weight is exactly int8 × a per-output-channel scale (a quantized
@@ -660,8 +767,19 @@ fn link_with(
     source: &str,
     tag: &str,
 ) -> (std::path::PathBuf, std::path::PathBuf, usize) {
+    link_with_options(m, t, source, tag, &CompileOptions::default())
+}
+
+/// [`link_with`] with compile options `opts`.
+fn link_with_options(
+    m: &Module,
+    t: &Target,
+    source: &str,
+    tag: &str,
+    opts: &CompileOptions,
+) -> (std::path::PathBuf, std::path::PathBuf, usize) {
     let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
-    let art = compile_model(m, t, &CompileOptions::default()).unwrap();
+    let art = compile_model(m, t, opts).unwrap();
     let lib = dir.join(format!("lib{}.a", art.name));
     std::fs::write(&lib, &art.archive).unwrap();
     let (cc, _) = toolchain(t);
@@ -687,7 +805,13 @@ fn link_with(
 
 /// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
 fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
-    let (dir, exe, arena) = link_with(m, t, "xla-aot/tests/harness/parallel.c", "parallel");
+    hook_calls_with(m, t, threads, &CompileOptions::default())
+}
+
+/// [`hook_calls`] with compile options `opts`.
+fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions) -> usize {
+    let (dir, exe, arena) =
+        link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
     let (_, runner) = toolchain(t);
     let ins = inputs(m, 11);
     let mut args = vec![
@@ -761,6 +885,36 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         let calls = hook_calls(&m, &t, 3);
         // The product and the convolution (and the depthwise one, 0.9 MFLOP, stays whole).
         assert!(calls >= 2, "{}: {calls} hook calls", t.name);
+    }
+}
+
+#[test]
+fn bf16_products_split_between_threads_change_no_bit() {
+    // `precision: bf16`: each task packs its own rows of A into its stack buffer; a 160³ product
+    // split by columns and a 300-row one split by row tiles give one thread's bits.
+    let mut s = Spec::new("bf16_threaded", 19);
+    s.input("a", &[160, 160])
+        .weight("w", &[160, 160])
+        .input("b", &[300, 96])
+        .weight("v", &[40, 96])
+        .op("{name: y, op: matmul, inputs: [a, w]}")
+        .op("{name: z, op: dense, inputs: [b, v]}")
+        .output("y")
+        .output("z");
+    let m = s.module();
+    let opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    let mut ts = targets();
+    ts.extend(
+        Target::resolve("x86_64-avx512-bf16")
+            .ok()
+            .filter(|t| t.runs_here()),
+    );
+    for t in ts {
+        let calls = hook_calls_with(&m, &t, 3, &opts);
+        assert!(calls >= 1, "{}: {calls} hook calls", t.name);
     }
 }
 

@@ -1,8 +1,8 @@
-//! Half-precision weights (`--precision f16-weights|bf16-weights`, `ir/precision.rs`): compiled
-//! code matches the interpreter run on the rounded module on every CPU target we can run (the
-//! best x86-64 one here, baseline x86-64 whose f16 widening is integer code, aarch64 under qemu),
-//! stays within the documented error of the f32 model, and stores its packed weights in half the
-//! bytes.
+//! Half-precision weights (`--precision f16-weights|bf16-weights`, `ir/precision.rs`) and bf16
+//! products (`--precision bf16`): compiled code matches the interpreter run on the rounded module
+//! on every CPU target we can run (the best x86-64 one here, baseline x86-64 whose f16 widening is
+//! integer code, aarch64 under qemu), stays within the documented error of the f32 model, and
+//! stores its packed weights in half the bytes.
 
 mod common;
 
@@ -19,7 +19,7 @@ use xla_aot::target::Target;
 /// docs/precision.md.
 fn bound(p: Precision) -> f64 {
     match p {
-        Precision::Bf16Weights => 4.0 * 2f64.powi(-9),
+        Precision::Bf16Weights | Precision::Bf16 => 4.0 * 2f64.powi(-9),
         Precision::F16Weights => 4.0 * 2f64.powi(-12),
         Precision::F32 => 0.0,
     }
@@ -55,7 +55,7 @@ fn rel_to_max(a: &Literal, e: &Literal) -> f64 {
 }
 
 fn targets() -> Vec<Target> {
-    let mut ts: Vec<Target> = ["x86_64-avx512", "x86_64-avx2"]
+    let mut ts: Vec<Target> = ["x86_64-avx512-bf16", "x86_64-avx512", "x86_64-avx2"]
         .iter()
         .map(|n| Target::resolve(n).unwrap())
         .filter(|t| t.runs_here())
@@ -69,7 +69,11 @@ fn targets() -> Vec<Target> {
 
 #[test]
 fn examples_match_the_rounded_reference_on_every_target() {
-    for p in [Precision::Bf16Weights, Precision::F16Weights] {
+    for p in [
+        Precision::Bf16Weights,
+        Precision::F16Weights,
+        Precision::Bf16,
+    ] {
         let opts = options(p);
         for ex in EXAMPLES {
             let (m, inputs, f32_out) = example(ex);
@@ -103,7 +107,11 @@ fn half_weights_halve_the_archive() {
     let t = Target::resolve("x86_64-avx512").unwrap();
     let size = |p: Precision| compile_model(&m, &t, &options(p)).unwrap().archive.len();
     let f32_size = size(Precision::F32);
-    for p in [Precision::Bf16Weights, Precision::F16Weights] {
+    for p in [
+        Precision::Bf16Weights,
+        Precision::F16Weights,
+        Precision::Bf16,
+    ] {
         let ratio = size(p) as f64 / f32_size as f64;
         eprintln!("mlp {p}: archive {ratio:.3} of f32's ({f32_size} bytes)");
         assert!(ratio <= 0.55, "mlp {p}: archive {ratio:.3} of f32's");

@@ -8,6 +8,7 @@
 //! So `xla-aot compile`, `xla-aot run`, `xla_aot::Build` and CMake (which calls the CLI) ship and
 //! check one and the same optimised module.
 
+pub mod bf16_operands;
 mod buckets;
 mod multi;
 mod multi_weights;
@@ -189,6 +190,7 @@ pub fn optimize(m: &Module, opts: &CompileOptions) -> Result<Optimized, CompileE
         optimized.precision = p;
     }
     weight_rounding::round_weights(&mut optimized)?;
+    bf16_operands::round_operands(&mut optimized);
     let plan = plan(&optimized);
     Ok(Optimized {
         module: optimized,

@@ -1,5 +1,5 @@
-//! A module's weight precision: in which type the weights of its dots and convolutions are
-//! stored (issue 18's `precision` option).
+//! A module's precision: in which type the weights of its dots and convolutions are stored, and
+//! in which type their products are formed (issue 18's `precision` option).
 //!
 //! Contract:
 //! - [`Precision::F32`] (the default) stores every weight as f32.
@@ -14,6 +14,14 @@
 //!   (`codegen/core/packing.rs`) the library stores it in the half type, 2 bytes per value, and
 //!   widens it in registers; other weights (Winograd-transformed kernels, depthwise and batched
 //!   products) keep their rounded values in f32.
+//! - [`Precision::Bf16`] also rounds the weights to bfloat16, and rounds every other operand of
+//!   a dot or convolution to bfloat16 too: after the pipeline, a `round-bf16` instruction
+//!   (`UnaryOp::RoundBf16`, XLA's `reduce-precision` with 8 exponent and 7 mantissa bits) is put
+//!   on each such operand that is not a rounded weight (`compile/bf16_operands.rs`). Products of
+//!   bfloat16 values are exact in f32, so the interpreter on that module is the reference up to
+//!   summation order whether the target multiplies in f32 (FMA on the rounded values) or with
+//!   `vdpbf16ps` (AVX-512 BF16). Everything else (elementwise ops, reductions, softmax,
+//!   normalisation statistics, the accumulation itself) stays f32.
 //! - The text form names it on the module line (`HloModule m, precision=bf16-weights`) when it is
 //!   not f32.
 
@@ -29,6 +37,9 @@ pub enum Precision {
     F16Weights,
     /// Weights rounded to bfloat16 (stored 2 bytes where a kernel reads them packed).
     Bf16Weights,
+    /// Both operands of every dot and convolution rounded to bfloat16 (weights stored 2 bytes
+    /// where packed), products accumulated in f32.
+    Bf16,
 }
 
 /// The names `--precision`, `Build::precision`, CMake's `PRECISION` and a spec's `precision:`
@@ -43,6 +54,10 @@ pub const PRECISIONS: &[(&str, &str)] = &[
         "bf16-weights",
         "dot and convolution weights stored as bfloat16, f32 arithmetic",
     ),
+    (
+        "bf16",
+        "dot and convolution operands rounded to bfloat16, products accumulated in f32",
+    ),
 ];
 
 impl Precision {
@@ -52,6 +67,7 @@ impl Precision {
             Precision::F32 => "f32",
             Precision::F16Weights => "f16-weights",
             Precision::Bf16Weights => "bf16-weights",
+            Precision::Bf16 => "bf16",
         }
     }
 
@@ -61,10 +77,13 @@ impl Precision {
             "f32" => Ok(Precision::F32),
             "f16-weights" => Ok(Precision::F16Weights),
             "bf16-weights" => Ok(Precision::Bf16Weights),
-            "f16" | "bf16" => Err(format!(
-                "precision `{s}` (half-precision arithmetic) is not implemented yet; \
-                 `{s}-weights` stores the weights as {s} and computes in f32"
-            )),
+            "bf16" => Ok(Precision::Bf16),
+            "f16" => Err(
+                "precision `f16` (half-precision arithmetic) is not implemented yet; \
+                 `f16-weights` stores the weights as f16 and computes in f32, \
+                 `bf16` multiplies in bfloat16"
+                    .to_string(),
+            ),
             _ => Err(format!(
                 "unknown precision `{s}`; expected one of: {}",
                 PRECISIONS
@@ -81,8 +100,14 @@ impl Precision {
         match self {
             Precision::F32 => None,
             Precision::F16Weights => Some(DType::F16),
-            Precision::Bf16Weights => Some(DType::BF16),
+            Precision::Bf16Weights | Precision::Bf16 => Some(DType::BF16),
         }
+    }
+
+    /// Whether every operand of a dot or convolution, not only its weight, is rounded to the
+    /// weight type (`compile/bf16_operands.rs`).
+    pub fn rounds_operands(self) -> bool {
+        self == Precision::Bf16
     }
 
     /// `x` rounded to the weight type (nearest even) and widened back: what a weight of this
@@ -92,7 +117,7 @@ impl Precision {
         match self {
             Precision::F32 => x,
             Precision::F16Weights => f16_to_f32(f32_to_f16(x)),
-            Precision::Bf16Weights => bf16_to_f32(f32_to_bf16(x)),
+            Precision::Bf16Weights | Precision::Bf16 => bf16_to_f32(f32_to_bf16(x)),
         }
     }
 
@@ -102,7 +127,7 @@ impl Precision {
         match self {
             Precision::F32 => None,
             Precision::F16Weights => Some(f32_to_f16(x)),
-            Precision::Bf16Weights => Some(f32_to_bf16(x)),
+            Precision::Bf16Weights | Precision::Bf16 => Some(f32_to_bf16(x)),
         }
     }
 }
@@ -122,11 +147,8 @@ mod tests {
         for (n, _) in PRECISIONS {
             assert_eq!(Precision::parse(n).unwrap().name(), *n);
         }
-        assert!(
-            Precision::parse("bf16")
-                .unwrap_err()
-                .contains("bf16-weights")
-        );
+        assert!(Precision::parse("f16").unwrap_err().contains("f16-weights"));
+        assert_eq!(Precision::parse("bf16"), Ok(Precision::Bf16));
         assert!(Precision::parse("fp8").unwrap_err().contains("f16-weights"));
     }
 

@@ -86,6 +86,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             UnaryOp::Erf => self
                 .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
                 .into_float_value(),
+            UnaryOp::RoundBf16 => {
+                // Nearest even: add 0x7fff plus the lowest kept bit, clear the low 16 bits (as
+                // `ir/half.rs` `f32_to_bf16`); a NaN keeps its upper half, made quiet.
+                let i32t = self.ctx.i32_type();
+                let c = |v: u64| i32t.const_int(v, false);
+                let bits = b.build_bit_cast(x, i32t, "").unwrap().into_int_value();
+                let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
+                let lsb = b.build_and(lsb, c(1), "").unwrap();
+                let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
+                let up = b.build_int_add(up, lsb, "").unwrap();
+                let num = b.build_and(up, c(0xffff_0000), "").unwrap();
+                let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
+                let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
+                let is_nan = self.fcmp(FloatPredicate::UNO, x, x);
+                let r = self.select(is_nan, nan.into(), num.into()).into_int_value();
+                b.build_bit_cast(r, self.ctx.f32_type(), "")
+                    .unwrap()
+                    .into_float_value()
+            }
             UnaryOp::Softplus => {
                 // max(x, 0) + log1p(t) with t = e^-|x| in (0, 1]: no overflow for large |x|.
                 // log1p(t) = log(u)·t/(u - 1) with u = 1 + t (Kahan), exact where u rounds to 1.

@@ -10,7 +10,11 @@
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
 //! its assigned layout ([`Packings::none`]). With a half weight precision (`ir/precision.rs`)
 //! GEMM and convolution panels are stored 2 bytes per value ([`Packings::half_of`]; Winograd
-//! kernels stay f32) and the kernels widen them as they load them (`cpu/vector.rs` `vload`). [`Packings::stored_bytes`] gives the bytes either
+//! kernels stay f32) and the kernels widen them as they load them (`cpu/vector.rs` `vload`).
+//! With `precision: bf16` on a target with AVX-512 BF16 ([`Packings::reads_bf16_pairs`]) GEMM
+//! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
+//! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
+//! (`cpu/gemm_bf16.rs`). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
@@ -53,6 +57,9 @@ pub struct Packings {
     /// vector times one scale (a quantized model's dequantized weights, [`int8_columns`]):
     /// stored as int8 panels and per-column scales, 1 byte per value, losslessly.
     int8: Vec<bool>,
+    /// GEMM panels hold bfloat16 pairs ([`pack_gemm_pairs`]): `precision: bf16` on a target with
+    /// AVX-512 BF16 and 16-lane vectors.
+    bf16_pairs: bool,
 }
 
 impl Packings {
@@ -63,6 +70,7 @@ impl Packings {
             tiles: None,
             precision: Precision::F32,
             int8: vec![false; hlo.entry.instructions.len()],
+            bf16_pairs: false,
         }
     }
 
@@ -99,6 +107,9 @@ impl Packings {
             tiles: Some(t),
             precision: hlo.precision,
             int8,
+            bf16_pairs: hlo.precision == Precision::Bf16
+                && target.has_avx512_bf16()
+                && t.lanes == BF16_PAIR_LANES,
         }
     }
 
@@ -164,6 +175,11 @@ impl Packings {
         match (&self.of[id.index()], &self.tiles) {
             (Some(Packing::Gemm(d)), Some(t)) => {
                 let (k, n) = gemm_kn(s, d);
+                let k = if self.bf16_pairs {
+                    k.div_ceil(2) * 2
+                } else {
+                    k
+                };
                 Some(n.div_ceil(t.nr()) * k * t.nr() * 4)
             }
             (Some(Packing::Conv { groups }), Some(t)) => {
@@ -196,6 +212,15 @@ impl Packings {
             return Some((rhs, DType::I8));
         }
         Some((rhs, self.half_of(rhs)?))
+    }
+
+    /// Whether the dot computed by entry instruction `id` reads its weight as GEMM panels of
+    /// bfloat16 pairs ([`pack_gemm_pairs`]), for `vdpbf16ps` (`cpu/gemm_bf16.rs`).
+    pub fn reads_bf16_pairs(&self, hlo: &Hlo, id: InstId) -> bool {
+        self.bf16_pairs
+            && heavy_in(hlo, id).is_some_and(|(_, _, rhs, _)| {
+                matches!(self.of[rhs.index()], Some(Packing::Gemm(_)))
+            })
     }
 
     /// Whether constant `id` is stored as int8 panels and per-column scales.
@@ -260,6 +285,9 @@ impl Packings {
     /// [`Packings::write_stored`] with packed panels in f32.
     fn write_packed_f32(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
         match (&self.of[id.index()], &self.tiles) {
+            (Some(Packing::Gemm(d)), Some(t)) if self.bf16_pairs => {
+                pack_gemm_pairs_into(bytes, s, d, t.nr(), out)
+            }
             (Some(Packing::Gemm(d)), Some(t)) => pack_gemm_into(bytes, s, d, t.nr(), out),
             (Some(Packing::Conv { groups }), Some(t)) => {
                 pack_conv_into(bytes, s, panel_width(s.dims[0] / groups, t), *groups, out)
@@ -575,6 +603,38 @@ pub fn pack_gemm(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
     out
 }
 
+/// Lanes of the vectors `vdpbf16ps` panels are laid out for: one 512-bit register of f32
+/// accumulators (`llvm.x86.avx512bf16.dpbf16ps.512`).
+pub const BF16_PAIR_LANES: u32 = 16;
+
+/// Packs a weight into panels of `nr` columns of bfloat16 *pairs* (values still f32 here; the
+/// writer narrows them): panel `p` holds `B[2q + h, p·nr + j]` at value `((p·K2 + q)·nr + j)·2 + h`
+/// with `K2 = ⌈K/2⌉`, zero past `N` and at `k = K` when K is odd. So the 32 halves from value
+/// `((p·K2 + q)·nr + j)·2` are columns `j..j+16` × k `2q, 2q+1`: one `vdpbf16ps` operand.
+pub fn pack_gemm_pairs(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize) -> Vec<u8> {
+    let (k, n) = gemm_kn(rhs, d);
+    let mut out = vec![0u8; n.div_ceil(nr) * k.div_ceil(2) * 2 * nr * 4];
+    pack_gemm_pairs_into(bytes, rhs, d, nr, &mut out);
+    out
+}
+
+/// [`pack_gemm_pairs`] into a zeroed `out` of the packed size.
+fn pack_gemm_pairs_into(bytes: &[u8], rhs: &Shape, d: &DotDims, nr: usize, out: &mut [u8]) {
+    let (k, n) = gemm_kn(rhs, d);
+    let k2 = k.div_ceil(2);
+    let mut plain = vec![0u8; n.div_ceil(nr) * k * nr * 4];
+    pack_gemm_into(bytes, rhs, d, nr, &mut plain);
+    for p in 0..n.div_ceil(nr) {
+        for kk in 0..k {
+            let src = (p * k + kk) * nr * 4;
+            for j in 0..nr {
+                let dst = (((p * k2 + kk / 2) * nr + j) * 2 + kk % 2) * 4;
+                out[dst..dst + 4].copy_from_slice(&plain[src + j * 4..src + j * 4 + 4]);
+            }
+        }
+    }
+}
+
 /// The contracted size K and the column count N of a dot's rhs.
 fn gemm_kn(rhs: &Shape, d: &DotDims) -> (usize, usize) {
     let kd = d.rhs_contracting[0];
@@ -699,6 +759,20 @@ mod tests {
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(floats, vec![0., 1., 3., 4., 2., 0., 5., 0.]);
+    }
+
+    #[test]
+    fn pair_packing_interleaves_consecutive_k() {
+        // B = [[0, 1, 2], [3, 4, 5], [6, 7, 8]] (K = 3, odd; N = 3) in panels of 2 columns.
+        let bytes: Vec<u8> = (0..9).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let f: Vec<f32> = pack_gemm_pairs(&bytes, &shape(&[3, 3]), &mm(), 2)
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        // Panel 0: pair 0 = (k0, k1) of columns 0, 1; pair 1 = (k2, 0).
+        assert_eq!(&f[..8], &[0., 3., 1., 4., 6., 0., 7., 0.]);
+        // Panel 1: column 2, then zero columns.
+        assert_eq!(&f[8..], &[2., 5., 0., 0., 8., 0., 0., 0.]);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! uniform operand is a scalar parameter (possibly broadcast) or a rank-1 parameter broadcast
 //! along one output dim (a per-channel or per-column vector); a binary step may also take a
 //! parameter of the output's shape (a residual), read at the tile's own elements through its
-//! layout (`Operand::Full`; not in [`recognize_operand`]'s reduction chains). Anything else gives `None` and the
+//! layout (`Operand::Full`; not in [`recognize_operand`]'s reduction chains), and `round-bf16`
+//! (`precision: bf16` rounds a product's operand where it is computed, `compile/bf16_operands.rs`).
+//! Anything else gives `None` and the
 //! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
 //! operand order) as the scalar code of `core/elemental.rs`, so the two give bit-identical results.
 
@@ -16,7 +18,7 @@ use super::Cg;
 use super::vector::VecCol;
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
-use crate::ir::{BinaryOp, Computation, DType, InstId, Op};
+use crate::ir::{BinaryOp, Computation, DType, InstId, Op, UnaryOp};
 use inkwell::FloatPredicate;
 use inkwell::values::{IntValue, VectorValue};
 
@@ -44,6 +46,8 @@ pub enum Step {
         lo: Operand,
         hi: Operand,
     },
+    /// `round-bf16` (`UnaryOp::RoundBf16`).
+    RoundBf16,
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -230,6 +234,7 @@ fn chain(
                 let hi = uniform(comp, inst.operands[2])?;
                 (inst.operands[1], Step::Clamp { lo, hi })
             }
+            Op::Unary(UnaryOp::RoundBf16) => (inst.operands[0], Step::RoundBf16),
             _ => return None,
         };
         // Every value on the chain feeds only the next step; a parameter at the bottom is a
@@ -428,6 +433,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let l = max_min(x, value(lo), number(lo), true);
                     max_min(l, value(hi), number(hi), false)
                 }
+                Step::RoundBf16 => self.vround_bf16(x),
             };
         }
         x

@@ -19,6 +19,7 @@
 
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
+use super::gemm_bf16;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
@@ -82,6 +83,9 @@ struct Plan {
     part_rows: usize,
     /// Split tasks over column chunks (else over row tiles).
     split_cols: bool,
+    /// `vdpbf16ps` on bfloat16 pairs (`gemm_bf16.rs`): B is packed in pairs, A is packed per row
+    /// block.
+    bf16: bool,
     /// The output fusion's register epilogue and the role of each output dim.
     epi: Option<(RegEpilogue, Vec<DimRole>)>,
 }
@@ -145,8 +149,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         packed: bool,
         epi: Option<(RegEpilogue, Vec<DimRole>)>,
     ) {
+        let bf16 = packed && self.be.bf16_pairs.get();
         let mut t = Tiles::for_target(self.target);
-        if g.m <= t.mr {
+        if bf16 {
+            t.kc = gemm_bf16::kc(&t);
+        }
+        if g.m <= t.mr && (!bf16 || g.k.div_ceil(2) * 4 * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
             // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
             // panel's stream into pieces. Stream every panel whole.
             t.kc = g.k.max(1);
@@ -157,6 +165,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             t.mr = t.mr.min(L1_WAYS);
         }
         t.mr = rows_for_issue(g.m, t.mr, t.nv);
+        if bf16 {
+            t.mc_tiles = gemm_bf16::mc_tiles(&t);
+        }
         let rows_per_tile = t.mr;
         let pp = MIN_CHAINS
             .div_ceil(rows_per_tile * t.nv)
@@ -172,6 +183,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             full_rows: g.m / t.mr,
             part_rows: g.m % t.mr,
             split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
+            bf16,
             epi,
         };
         let units = if plan.split_cols {
@@ -223,6 +235,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let bsizes: Vec<usize> = g.batch.iter().map(|x| x.0).collect();
         let nkb = g.k.div_ceil(t.kc);
         let nrb = plan.row_tiles().div_ceil(t.mc_tiles);
+        let apack = plan.bf16.then(|| self.a_pairs_buffer(f, t));
         self.loop_nest(&bsizes, &mut |cg, bi| {
             let mut offs = [cg.i64(0), cg.i64(0), cg.i64(0)];
             for (j, &(_, sa, sb, sc)) in g.batch.iter().enumerate() {
@@ -246,6 +259,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 cg.for_loop(nrb, &mut |cg, rb| {
                     let lo = cg.umax(cg.mul(rb, t.mc_tiles as u64), rl);
                     let hi = cg.umin(cg.mul(cg.add(rb, cg.i64(1)), t.mc_tiles as u64), rh);
+                    let apack = apack.map(|buf| {
+                        let r0 = cg.mul(lo, t.mr as u64);
+                        let r1 = cg.umin(cg.mul(hi, t.mr as u64), cg.i64(g.m as u64));
+                        cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen);
+                        (buf, r0)
+                    });
                     cg.for_range(cl, ch, &mut |cg, jr| {
                         cg.for_range(lo, hi, &mut |cg, ir| {
                             cg.tile_variants(
@@ -256,9 +275,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 (a, b, c),
                                 ir,
                                 jr,
-                                k0,
-                                klen,
+                                (k0, klen),
                                 (first, last),
+                                apack,
                             );
                         });
                     });
@@ -278,15 +297,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: (PointerValue<'ctx>, PointerValue<'ctx>, PointerValue<'ctx>),
         ir: IntValue<'ctx>,
         jr: IntValue<'ctx>,
-        k0: IntValue<'ctx>,
-        klen: IntValue<'ctx>,
+        ks: (IntValue<'ctx>, IntValue<'ctx>),
         first: (IntValue<'ctx>, IntValue<'ctx>),
+        apack: Option<(PointerValue<'ctx>, IntValue<'ctx>)>,
     ) {
         let full_cols = plan.vectors(plan.chunk_width());
         let part_cols = plan.vectors(plan.part_cols);
         let cols_variant = |cg: &Self, rows: usize| {
             let run = |cg: &Self, cols: &[VecCol]| {
-                cg.micro_tile(f, g, plan, tk, bufs, rows, cols, ir, jr, k0, klen, first);
+                cg.micro_tile(f, g, plan, tk, bufs, rows, cols, (ir, jr), ks, first, apack);
             };
             match (plan.full_chunks > 0, plan.part_cols > 0) {
                 (true, false) => run(cg, &full_cols),
@@ -333,14 +352,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (a, b, c): (PointerValue<'ctx>, PointerValue<'ctx>, PointerValue<'ctx>),
         rows: usize,
         cols: &[VecCol],
-        ir: IntValue<'ctx>,
-        jr: IntValue<'ctx>,
-        k0: IntValue<'ctx>,
-        klen: IntValue<'ctx>,
+        (ir, jr): (IntValue<'ctx>, IntValue<'ctx>),
+        (k0, klen): (IntValue<'ctx>, IntValue<'ctx>),
         (first, last): (IntValue<'ctx>, IntValue<'ctx>),
+        apack: Option<(PointerValue<'ctx>, IntValue<'ctx>)>,
     ) {
         let t = &plan.t;
-        let nr = t.nr() as u64;
         let row0 = self.mul(ir, t.mr as u64);
         let col0 = self.mul(jr, plan.chunk_width() as u64);
         let acc: Vec<Vec<PointerValue<'ctx>>> = (0..rows)
@@ -394,7 +411,78 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             },
         );
-        // Where each B vector starts (k = 0) and its step per k.
+        if let Some((buf, r0)) = apack {
+            let row_in_block = self.b.build_int_sub(row0, r0, "").unwrap();
+            self.bf16_k_loop(
+                g,
+                (t.nr(), plan.pp),
+                b,
+                &acc,
+                cols,
+                (buf, t.kc.div_ceil(2)),
+                (row_in_block, jr),
+                (k0, klen),
+                (rows == 1).then_some(STREAM_PREFETCH_K / 2),
+            );
+        } else {
+            self.f32_k_loop(
+                g,
+                plan,
+                (a, b),
+                &acc,
+                cols,
+                (row0, col0),
+                (jr, k0, klen),
+                rows,
+            );
+        }
+        let store_all = |cg: &Self, apply: bool| {
+            for (i, row) in acc.iter().enumerate() {
+                for (v, p) in cols.iter().zip(row) {
+                    let off = c_off(cg, i, v);
+                    let mut x = cg.b.build_load(*p, "").unwrap().into_vector_value();
+                    if let (true, Some((epi, roles))) = (apply, &plan.epi) {
+                        let r = cg.add(row0, cg.i64(i as u64));
+                        let col = cg.add(col0, cg.i64(v.col as u64));
+                        let role = |d: usize| match roles[d] {
+                            DimRole::Row => TilePos::Row,
+                            DimRole::Col => TilePos::Col,
+                            DimRole::Unit => TilePos::At(cg.i64(0)),
+                        };
+                        x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
+                    }
+                    cg.store_lanes(c, off, x, v.store);
+                }
+            }
+        };
+        match (&plan.epi, g.k.div_ceil(t.kc)) {
+            (None, _) => store_all(self, false),
+            (Some(_), 1) => store_all(self, true),
+            (Some(_), _) => self.if_else(last, &mut |cg| store_all(cg, true), &mut |cg| {
+                store_all(cg, false)
+            }),
+        }
+    }
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// The K loop of an f32 micro-tile: `acc[i][j] += A[row0 + i, k] · B[k, cols[j]]` for
+    /// `k ∈ [k0, k0 + klen)` with `llvm.fmuladd`, B read packed (widened from a narrow type,
+    /// int8 panels scaled) or in place.
+    #[allow(clippy::too_many_arguments)]
+    fn f32_k_loop(
+        &self,
+        g: &Geometry,
+        plan: &Plan,
+        (a, b): (PointerValue<'ctx>, PointerValue<'ctx>),
+        acc: &[Vec<PointerValue<'ctx>>],
+        cols: &[VecCol],
+        (row0, col0): (IntValue<'ctx>, IntValue<'ctx>),
+        (jr, k0, klen): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
+        rows: usize,
+    ) {
+        let t = &plan.t;
+        let nr = t.nr() as u64;
         let b_base: Vec<IntValue<'ctx>> = cols
             .iter()
             .map(|v| {
@@ -474,32 +562,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
         });
-        let store_all = |cg: &Self, apply: bool| {
-            for (i, row) in acc.iter().enumerate() {
-                for (v, p) in cols.iter().zip(row) {
-                    let off = c_off(cg, i, v);
-                    let mut x = cg.b.build_load(*p, "").unwrap().into_vector_value();
-                    if let (true, Some((epi, roles))) = (apply, &plan.epi) {
-                        let r = cg.add(row0, cg.i64(i as u64));
-                        let col = cg.add(col0, cg.i64(v.col as u64));
-                        let role = |d: usize| match roles[d] {
-                            DimRole::Row => TilePos::Row,
-                            DimRole::Col => TilePos::Col,
-                            DimRole::Unit => TilePos::At(cg.i64(0)),
-                        };
-                        x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
-                    }
-                    cg.store_lanes(c, off, x, v.store);
-                }
-            }
-        };
-        match (&plan.epi, g.k.div_ceil(t.kc)) {
-            (None, _) => store_all(self, false),
-            (Some(_), 1) => store_all(self, true),
-            (Some(_), _) => self.if_else(last, &mut |cg| store_all(cg, true), &mut |cg| {
-                store_all(cg, false)
-            }),
-        }
     }
 }
 

@@ -90,6 +90,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
         }
         self.be.half_rhs.set(half.map(|(_, d)| d));
+        self.be
+            .bf16_pairs
+            .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         *self.be.scalar_consts.borrow_mut() = inst
             .operands

@@ -27,6 +27,7 @@ pub mod batch;
 mod conv;
 mod epilogue;
 mod gemm;
+mod gemm_bf16;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
@@ -68,6 +69,9 @@ pub struct Cpu {
     /// is an `i16*` and `vector.rs`' `vload` widens what it loads through one) or I8 (int8 GEMM
     /// panels: an `i8*`, `vload` converts and `gemm.rs` applies the columns' scales).
     half_rhs: Cell<Option<DType>>,
+    /// Whether that packed rhs holds GEMM panels of bfloat16 pairs for `vdpbf16ps`
+    /// (`Packings::reads_bf16_pairs`, `gemm_bf16.rs`).
+    bf16_pairs: Cell<bool>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
     /// The register epilogue of the output fusion being generated (`epilogue.rs`).
@@ -98,6 +102,7 @@ impl Cpu {
             packings: Packings::none(hlo),
             packed_rhs: Cell::new(false),
             half_rhs: Cell::new(None),
+            bf16_pairs: Cell::new(false),
             winograd: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),

@@ -1,6 +1,6 @@
 //! Vector registers for the micro-kernels: a column chunk's vectors ([`VecCol`], [`vectors`])
-//! and the vector loads, stores, splats and FMAs of `gemm.rs`, `conv.rs`, `reduce.rs` and the
-//! register epilogues (`epilogue.rs`).
+//! and the vector loads, stores, splats, FMAs and bfloat16 roundings of `gemm.rs`,
+//! `gemm_bf16.rs`, `conv.rs`, `reduce.rs` and the register epilogues (`epilogue.rs`).
 //!
 //! Contract: vector accesses are element-aligned (alignment 4), never wider than the buffer:
 //! a partial vector is stored lane by lane ([`Cg::store_lanes`]) unless the caller knows a whole
@@ -9,6 +9,7 @@
 use super::Cg;
 use crate::ir::DType;
 use inkwell::AddressSpace;
+use inkwell::FloatPredicate;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -186,6 +187,72 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         b.build_bit_cast(bits, self.vec_ty(lanes), "")
             .unwrap()
             .into_vector_value()
+    }
+
+    /// `x` (f32 lanes) rounded to bfloat16, as i32 lanes whose high half is the bfloat16 and
+    /// low half zero (nearest even; a NaN keeps its high half, made quiet: `ir/half.rs`).
+    pub(super) fn vround_bf16_bits(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let n = x.get_type().get_size();
+        let i32v = self.ctx.i32_type().vec_type(n);
+        let c = |v: u64| {
+            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
+        };
+        let b = &self.b;
+        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
+        let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
+        let lsb = b.build_and(lsb, c(1), "").unwrap();
+        let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
+        let up = b.build_int_add(up, lsb, "").unwrap();
+        let num = b.build_and(up, c(0xffff_0000), "").unwrap();
+        let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
+        let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
+        let is_nan = b
+            .build_float_compare(FloatPredicate::UNO, x, x, "")
+            .unwrap();
+        b.build_select(is_nan, nan, num, "")
+            .unwrap()
+            .into_vector_value()
+    }
+
+    /// `x` (f32 lanes) rounded to bfloat16 and widened back: `round-bf16` on a vector, the same
+    /// bits as `core/elemental.rs`' scalar code. On AVX-512 BF16, 16 lanes take `vcvtneps2bf16`
+    /// ([`Cg::cvt_bf16`]) and a shift back.
+    pub(super) fn vround_bf16(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let n = x.get_type().get_size();
+        let r = match self.cvt_bf16(x) {
+            Some(h) => {
+                let i32v = self.ctx.i32_type().vec_type(n);
+                let w = self.b.build_int_z_extend(h, i32v, "").unwrap();
+                let c = self.ctx.i32_type().const_int(16, false);
+                let sh = VectorType::const_vector(&vec![c; n as usize]);
+                self.b.build_left_shift(w, sh, "").unwrap()
+            }
+            None => self.vround_bf16_bits(x),
+        };
+        self.b
+            .build_bit_cast(r, x.get_type(), "")
+            .unwrap()
+            .into_vector_value()
+    }
+
+    /// `vcvtneps2bf16` (`llvm.x86.avx512bf16.cvtneps2bf16.512`) of 16 f32 lanes, on a target with
+    /// AVX-512 BF16: nearest even, NaN made quiet, as `ir/half.rs`, except that it flushes f32
+    /// subnormals (|x| < 2⁻¹²⁶) to zero, as `vdpbf16ps` treats bfloat16 subnormals (a difference
+    /// of at most 2⁻¹²⁶ per value). `None` elsewhere.
+    pub(super) fn cvt_bf16(&self, x: VectorValue<'ctx>) -> Option<VectorValue<'ctx>> {
+        if !self.target.has_avx512_bf16() || x.get_type().get_size() != 16 {
+            return None;
+        }
+        const NAME: &str = "llvm.x86.avx512bf16.cvtneps2bf16.512";
+        let f = self.m.get_function(NAME).unwrap_or_else(|| {
+            let ty = self
+                .ctx
+                .i16_type()
+                .vec_type(16)
+                .fn_type(&[self.vec_ty(16).into()], false);
+            self.m.add_function(NAME, ty, None)
+        });
+        Some(self.call(f, &[x.into()]).into_vector_value())
     }
 
     /// A read prefetch of the line holding element `p + off` into every cache level. The

@@ -203,6 +203,13 @@ pub const UNARY: &[UnaryInfo] = &[
         Domain::All,
         |x| x.max(0.0) + (-x.abs()).exp().ln_1p(),
     ),
+    unary(
+        UnaryOp::RoundBf16,
+        "round-bf16",
+        Cost::Simple,
+        Domain::All,
+        |x| crate::ir::half::bf16_to_f32(crate::ir::half::f32_to_bf16(x as f32)) as f64,
+    ),
 ];
 
 const fn unary(
