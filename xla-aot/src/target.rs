@@ -304,6 +304,28 @@ impl Target {
         }
     }
 
+    /// Whether the target has FP16 arithmetic (`fmla v.8h`, `precision: f16`): aarch64 with
+    /// `+fullfp16` in its features (Armv8.2-A's optional FP16 extension; `aarch64-a78` lists it),
+    /// or a CPU LLVM 14 gives it to.
+    pub fn has_f16_arith(&self) -> bool {
+        self.arch == Arch::Aarch64
+            && (self.features.split(',').any(|f| f.trim() == "+fullfp16")
+                || matches!(
+                    self.cpu.as_str(),
+                    "cortex-a55"
+                        | "cortex-a75"
+                        | "cortex-a76"
+                        | "cortex-a77"
+                        | "cortex-a78"
+                        | "cortex-x1"
+                        | "neoverse-n1"
+                        | "neoverse-n2"
+                        | "neoverse-v1"
+                        | "apple-a13"
+                        | "apple-a14"
+                ))
+    }
+
     /// Whether the target has AVX-512 BF16 (`vdpbf16ps`): `+avx512bf16` in its features (`host`
     /// lists it when the CPU has it), or a CPU LLVM 14 gives it to.
     pub fn has_avx512_bf16(&self) -> bool {
