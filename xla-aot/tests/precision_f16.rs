@@ -244,3 +244,93 @@ fn examples_with_f16_stay_within_the_bound_of_f32() {
         }
     }
 }
+
+/// `round-f16` compiled (scalar and vector, integer code on baseline x86-64, F16C or `fcvtn` where
+/// the target converts) is the interpreter's rounding bit for bit: ties to even, halves'
+/// subnormals and the smallest subnormal's half, 65504 and the overflow to infinity at 65520,
+/// infinities and NaN.
+#[test]
+fn round_f16_is_exact_on_every_target() {
+    let vals: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        -(1.0 + 2f32.powi(-11)),
+        0.1,
+        -3.14159,
+        2f32.powi(-14),
+        2f32.powi(-14) * 0.99,
+        2f32.powi(-24),
+        2f32.powi(-25),
+        2f32.powi(-25) * 1.01,
+        3.0 * 2f32.powi(-25),
+        -1e-30,
+        65504.0,
+        65519.0,
+        65520.0,
+        -70000.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1.5e-5,
+        12345.678,
+        -0.33333334,
+    ];
+    let n = vals.len();
+    let text = format!(
+        "HloModule round_f16\n\nENTRY %main {{\n  \
+         %x = f32[{n}]{{0}} parameter(0)\n  \
+         %y = f32[{n}]{{0}} round-f16(%x)\n  \
+         ROOT %outputs = (f32[{n}]{{0}}) tuple(%y), names={{y}}\n}}\n"
+    );
+    let m = xla_aot::ir::parse_module(&text).unwrap();
+    let x = Literal {
+        dtype: xla_aot::ir::DType::F32,
+        dims: vec![n],
+        data: xla_aot::ir::LiteralData::Dense(
+            vals.iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>()
+                .into(),
+        ),
+    };
+    let want: Vec<f32> = vals
+        .iter()
+        .map(|&v| xla_aot::ir::half::f16_to_f32(xla_aot::ir::half::f32_to_f16(v)))
+        .collect();
+    let reference = evaluate(&m, std::slice::from_ref(&x)).unwrap()[0]
+        .to_f32_vec()
+        .unwrap();
+    let same = |a: &[f32]| {
+        a.iter()
+            .zip(&want)
+            .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
+    };
+    assert!(
+        same(&reference),
+        "interpreter: {reference:?}\nwant {want:?}"
+    );
+    let mut ts = vec![
+        Target::resolve("x86_64").unwrap(),
+        Target::resolve("aarch64-a78").unwrap(),
+    ];
+    ts.extend(
+        ["x86_64-avx512", "x86_64-avx2"]
+            .iter()
+            .map(|n| Target::resolve(n).unwrap())
+            .filter(|t| t.runs_here())
+            .take(1),
+    );
+    for t in &ts {
+        let got = run_compiled_with(
+            &m,
+            t,
+            std::slice::from_ref(&x),
+            &format!("round-f16-{}", t.name),
+            &default_options(),
+        );
+        let got = got[0].to_f32_vec().unwrap();
+        assert!(same(&got), "{}: {got:?}\nwant {want:?}", t.name);
+    }
+}
