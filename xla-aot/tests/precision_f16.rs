@@ -334,3 +334,29 @@ fn round_f16_is_exact_on_every_target() {
         assert!(same(&got), "{}: {got:?}\nwant {want:?}", t.name);
     }
 }
+
+/// `aarch64-multi` with `precision: f16` under qemu: on an Armv8.2-A CPU with FP16 arithmetic
+/// (`neoverse-n1`) the dispatcher runs the `dotprod` (aarch64-a78) variant, f16 sums within the
+/// kernel bound; on an Armv8.0-A one (`cortex-a72`) the `neon` variant, f32 products of the
+/// rounded operands, to f32 accuracy.
+#[test]
+fn aarch64_multi_runs_f16_sums_only_where_the_cpu_has_them() {
+    let t = Target::resolve("aarch64-multi").unwrap();
+    let m = dense("f16_multi", (3, 257, 45, 0), 89);
+    let ins = inputs(&m, 7);
+    let opts = options();
+    let expected = evaluate(&optimize(&m, &opts).unwrap().module, &ins).unwrap();
+    let plan = [
+        (None, Some("neoverse-n1"), false),
+        (None, Some("cortex-a72"), false),
+    ];
+    let runs = common::run_compiled_emulated(&m, &t, &ins, "f16-multi", &opts, &plan);
+    let (ran, got) = &runs[0];
+    assert_eq!(ran, "dotprod");
+    let err = rel_to_max(&got.as_ref().unwrap()[0], &expected[0]);
+    eprintln!("aarch64-multi dotprod (neoverse-n1): {err:.3e} of the largest output");
+    assert!(err > 0.0 && err <= KERNEL_BOUND, "dotprod: {err:.3e}");
+    let (ran, got) = &runs[1];
+    assert_eq!(ran, "neon");
+    check_close(&got.as_ref().unwrap()[0], &expected[0]).unwrap();
+}
