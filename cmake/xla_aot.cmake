@@ -7,7 +7,7 @@
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
 #                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD] [MULTI_ISA]
-#                   [PRECISION <f32|f16-weights|bf16-weights|bf16>])
+#                   [PRECISION <f32|f16-weights|bf16-weights|bf16|f16>])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
@@ -22,7 +22,8 @@
 #   (the app passes getauxval(AT_HWCAP) to <name>_set_hwcap).
 #   PRECISION stores the weights of dots and convolutions in half precision (the CLI's
 #   --precision; `-weights`: f32 arithmetic, half the weight bytes; `bf16`: bfloat16 products,
-#   f32 accumulation; see docs/precision.md).
+#   f32 accumulation; `f16`: IEEE half operands, f16 sums on aarch64 +fullfp16; see
+#   docs/precision.md).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.

@@ -151,7 +151,7 @@ impl Build {
 
     /// Stores the weights of dots and convolutions in `precision` (the CLI's `--precision`;
     /// `ir::Precision::Bf16Weights` halves their bytes, `ir::Precision::Bf16` also multiplies in
-    /// bfloat16, see docs/precision.md), overriding the
+    /// bfloat16, `ir::Precision::F16` in IEEE half, see docs/precision.md), overriding the
     /// spec's `precision:`.
     pub fn precision(&mut self, precision: crate::ir::Precision) -> &mut Build {
         self.precision = Some(precision);

@@ -95,7 +95,8 @@ enum Command {
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
-        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
+        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Also make the entry points refuse a call whose arena another call is using (two threads
@@ -156,7 +157,8 @@ enum Command {
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
-        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
+        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Run on N threads, lent to the library through its parallel-for hook.
@@ -213,7 +215,8 @@ enum Command {
         /// How the weights of dots and convolutions are stored: f32 (default), f16-weights or
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
-        /// AVX-512 BF16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
+        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         #[command(flatten)]

@@ -304,6 +304,29 @@ impl Target {
         }
     }
 
+    /// Whether the target has FP16 arithmetic (`fmla v.8h`, `precision: f16`): aarch64 with
+    /// `+fullfp16` in its features (Armv8.2-A's optional FP16 extension), or a CPU LLVM 14 gives
+    /// it to (`aarch64-a78`'s `cortex-a78`; `aarch64-multi` selects that variant only where
+    /// AT_HWCAP has FPHP and ASIMDHP, `target/isa.rs`).
+    pub fn has_f16_arith(&self) -> bool {
+        self.arch == Arch::Aarch64
+            && (self.features.split(',').any(|f| f.trim() == "+fullfp16")
+                || matches!(
+                    self.cpu.as_str(),
+                    "cortex-a55"
+                        | "cortex-a75"
+                        | "cortex-a76"
+                        | "cortex-a77"
+                        | "cortex-a78"
+                        | "cortex-x1"
+                        | "neoverse-n1"
+                        | "neoverse-n2"
+                        | "neoverse-v1"
+                        | "apple-a13"
+                        | "apple-a14"
+                ))
+    }
+
     /// Whether the target has AVX-512 BF16 (`vdpbf16ps`): `+avx512bf16` in its features (`host`
     /// lists it when the CPU has it), or a CPU LLVM 14 gives it to.
     pub fn has_avx512_bf16(&self) -> bool {
@@ -585,6 +608,13 @@ mod tests {
                 .unwrap_err()
                 .contains("not a CPU")
         );
+    }
+
+    #[test]
+    fn fp16_arithmetic_is_aarch64_a78_not_baseline_neon() {
+        assert!(Target::resolve("aarch64-a78").unwrap().has_f16_arith());
+        assert!(!Target::resolve("aarch64-neon").unwrap().has_f16_arith());
+        assert!(!Target::resolve("x86_64-avx512").unwrap().has_f16_arith());
     }
 
     #[test]

@@ -217,7 +217,7 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
 
 /// `--precision` on `run --compare` compares with the f32 interpreter within the precision's bound,
 /// and says so (`bf16-weights`, `bf16`); `compile` and a spec's `precision:` store the weights half
-/// size; `f16` (not implemented) and a bad name are usage errors.
+/// size; `f16` runs here and compiles for aarch64-a78; a bad name is a usage error.
 #[test]
 fn precision_is_an_option_of_run_compile_and_the_spec() {
     let ex = repo().join("examples/mlp");
@@ -253,10 +253,42 @@ fn precision_is_an_option_of_run_compile_and_the_spec() {
         stderr.contains("precision bf16: compared with the f32 interpreter within 1e-2"),
         "{stderr}"
     );
-    let r = xla_aot(&["run", &s(&ex.join("model.yaml")), "--precision", "f16"]);
+    // f16: f16 arithmetic on aarch64-a78 (`+fullfp16`); on this host f32 products of the rounded
+    // operands, within the f16 bound.
+    let r = xla_aot(&[
+        "run",
+        &s(&ex.join("model.yaml")),
+        "--compare",
+        "--precision",
+        "f16",
+        "--output-dir",
+        &s(&out),
+    ]);
     let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("f16-weights"), "{stderr}");
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("precision f16: compared with the f32 interpreter within 5e-3"),
+        "{stderr}"
+    );
+    let lib16 = out.join("lib16");
+    let r = xla_aot(&[
+        "compile",
+        &s(&ex.join("model.yaml")),
+        "--target",
+        "aarch64-a78",
+        "--precision",
+        "f16",
+        "--out-dir",
+        &s(&lib16),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let manifest = std::fs::read_to_string(lib16.join("mlp.json")).unwrap();
+    assert!(manifest.contains("\"precision\": \"f16\""), "{manifest}");
     // The spec's key, positioned when wrong; the manifest and header say which precision.
     let spec = std::fs::read_to_string(ex.join("model.yaml")).unwrap();
     let dir = out.join("spec");

@@ -21,6 +21,7 @@ fn bound(p: Precision) -> f64 {
     match p {
         Precision::Bf16Weights | Precision::Bf16 => 4.0 * 2f64.powi(-9),
         Precision::F16Weights => 4.0 * 2f64.powi(-12),
+        Precision::F16 => 5e-3, // tests/precision_f16.rs
         Precision::F32 => 0.0,
     }
 }

@@ -1,13 +1,13 @@
-//! Rounds the operands of dots and convolutions of a `precision: bf16` module
-//! (`ir/precision.rs`) to bfloat16, in the IR, so the reference interpreter computes what the
+//! Rounds the operands of dots and convolutions of a `precision: bf16` (`precision: f16`) module
+//! (`ir/precision.rs`) to bfloat16 (IEEE half), in the IR, so the reference interpreter computes what the
 //! library computes.
 //!
 //! Contract: [`round_operands`] runs after the optimisation pipeline and after
 //! `weight_rounding.rs` has rounded the constant weights, and before the buffer plan. For every
 //! dot and convolution (an entry instruction, or the heavy op of an output fusion, as
 //! `codegen/core/packing.rs` `heavy_in` finds them) each f32 operand that is not a constant
-//! (constants are rounded weights by then) is rounded by a `round-bf16` (`UnaryOp::RoundBf16`),
-//! once per value however many products read it:
+//! (constants are rounded weights by then) is rounded by a `round-bf16` (`UnaryOp::RoundBf16`;
+//! `round-f16`, `UnaryOp::RoundF16`, for `f16`: below, bf16 stands for either), once per value however many products read it:
 //! - where products are the value's only readers and a loop or output fusion computes it, at the
 //!   root of that fusion (the value itself becomes the rounded one: no kernel, no buffer more; an
 //!   output fusion's register epilogue applies it in registers, `codegen/cpu/epilogue.rs`);
@@ -25,18 +25,16 @@
 //! folded weights); after the pipeline, the products are the ones the library computes.
 
 use crate::codegen::core::packing::heavy_in;
-use crate::ir::{
-    Computation, DType, FusionKind, InstId, Instruction, Module, Op, Precision, UnaryOp,
-};
+use crate::ir::{Computation, DType, FusionKind, InstId, Instruction, Module, Op, UnaryOp};
 use crate::passes::rewrite::{Rewriter, rebuild};
 
 /// Rounds every non-constant f32 operand of `m`'s dots and convolutions to bfloat16 when
 /// `m.precision` says so (`Precision::rounds_operands`); how many `round-bf16` it added.
 pub fn round_operands(m: &mut Module) -> usize {
-    if !m.precision.rounds_operands() {
+    let Some(round_op) = m.precision.operand_rounding() else {
         return 0;
-    }
-    debug_assert_eq!(m.precision, Precision::Bf16);
+    };
+    let suffix = m.precision.name();
     // Which entry values each product reads as its operands (lhs, rhs).
     let n = m.entry.instructions.len();
     let reads: Vec<Option<(InstId, InstId)>> = (0..n)
@@ -46,7 +44,7 @@ pub fn round_operands(m: &mut Module) -> usize {
         let inst = c.inst(v);
         inst.shape.dtype == DType::F32
             && !matches!(inst.op, Op::Constant(_))
-            && inst.op != Op::Unary(UnaryOp::RoundBf16)
+            && inst.op != Op::Unary(round_op)
     };
     // Values read only as the operands products round: rounded where they are computed.
     let c = &m.entry;
@@ -85,8 +83,8 @@ pub fn round_operands(m: &mut Module) -> usize {
                 }
                 let src = old.inst(v);
                 let r = rw.push(Instruction {
-                    name: format!("{}.bf16", src.name),
-                    op: Op::Unary(UnaryOp::RoundBf16),
+                    name: format!("{}.{suffix}", src.name),
+                    op: Op::Unary(round_op),
                     operands: vec![rw.get(v)],
                     shape: src.shape.clone(),
                 });
@@ -116,7 +114,7 @@ pub fn round_operands(m: &mut Module) -> usize {
                         match heavy_param(&comp, slot) {
                             Some((index, true)) => operands[index] = r,
                             Some((_, false)) => {
-                                comp = with_own_param(&comp, slot, operands.len());
+                                comp = with_own_param(&comp, slot, operands.len(), suffix);
                                 operands.push(r);
                             }
                             None => continue,
@@ -134,7 +132,7 @@ pub fn round_operands(m: &mut Module) -> usize {
         // A value only products read, computed by a fusion: rounded at the fusion's root (after
         // its own operands, when it is a product too).
         if at_root[id.index()] {
-            new.op = rounded_root(&new.op);
+            new.op = rounded_root(&new.op, round_op, suffix);
             added += 1;
             changed = true;
         }
@@ -168,8 +166,8 @@ fn rounded_slots(inst: &Instruction) -> Vec<usize> {
     }
 }
 
-/// A fusion `op` with a `round-bf16` put on its (single) output.
-fn rounded_root(op: &Op) -> Op {
+/// A fusion `op` with a `round_op` (named `.suffix`) put on its (single) output.
+fn rounded_root(op: &Op, round_op: UnaryOp, suffix: &str) -> Op {
     let Op::Fusion { kind, computation } = op else {
         unreachable!("only fusions are rounded at their root")
     };
@@ -177,8 +175,8 @@ fn rounded_root(op: &Op) -> Op {
     let root = comp.outputs[0].value;
     let r = comp.inst(root);
     comp.instructions.push(Instruction {
-        name: format!("{}.bf16", r.name),
-        op: Op::Unary(UnaryOp::RoundBf16),
+        name: format!("{}.{suffix}", r.name),
+        op: Op::Unary(round_op),
         operands: vec![root],
         shape: r.shape.clone(),
     });
@@ -216,14 +214,14 @@ fn heavy_param(comp: &Computation, slot: usize) -> Option<(usize, bool)> {
 
 /// `comp` with its heavy op's operand `slot` read from a new parameter `index` (placed just
 /// before the heavy op), the old parameter left to the other readers.
-fn with_own_param(comp: &Computation, slot: usize, index: usize) -> Computation {
+fn with_own_param(comp: &Computation, slot: usize, index: usize, suffix: &str) -> Computation {
     let h = heavy(comp).expect("heavy_param found it");
     let mut rw = Rewriter::new(comp);
     for (i, inst) in comp.instructions.iter().enumerate() {
         if i == h.index() {
             let old = comp.inst(inst.operands[slot]);
             let p = rw.push(Instruction {
-                name: format!("{}.bf16", old.name),
+                name: format!("{}.{suffix}", old.name),
                 op: Op::Parameter { index },
                 operands: vec![],
                 shape: old.shape.clone(),
@@ -243,6 +241,7 @@ fn with_own_param(comp: &Computation, slot: usize, index: usize) -> Computation 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::Precision;
 
     fn text(body: &str) -> Module {
         crate::ir::parse_module(&format!(
@@ -300,6 +299,25 @@ mod tests {
         assert!(printed.contains("fusion(%x.bf16, %w)"), "{printed}");
         assert!(printed.contains("round-bf16(%r)"), "{printed}");
         assert!(printed.contains("dot(%r, %v)"), "{printed}");
+        crate::ir::verify::verify(&m).unwrap();
+    }
+
+    #[test]
+    fn f16_rounds_with_round_f16() {
+        let mut m = text(
+            "  %x = f32[2,2]{1,0} parameter(0)\n  \
+             %w = f32[2,2]{1,0} constant({1, 2, 3, 4})\n  \
+             %b = f32[2,2]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+             ROOT %outputs = (f32[2,2]{1,0}) tuple(%b), names={b}\n",
+        );
+        m.precision = Precision::F16;
+        assert_eq!(round_operands(&mut m), 1);
+        let printed = crate::ir::print_module(&m);
+        assert!(
+            printed.contains("%x.f16 = f32[2,2]{1,0} round-f16(%x)"),
+            "{printed}"
+        );
+        assert!(printed.contains("dot(%x.f16, %w)"), "{printed}");
         crate::ir::verify::verify(&m).unwrap();
     }
 

@@ -73,7 +73,7 @@ pub struct Manifest {
     pub arena_strategy: String,
     /// Bytes of weights as stored (half-precision weights count 2 bytes per value).
     pub weights_bytes: usize,
-    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights` or `bf16`.
+    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights`, `bf16` or `f16`.
     pub precision: String,
     pub hlo_instructions: usize,
     pub hlo_instructions_before_fusion: usize,

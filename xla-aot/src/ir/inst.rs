@@ -43,6 +43,11 @@ pub enum UnaryOp {
     /// `reduce-precision` with `exponent_bits=8, mantissa_bits=7`. `precision: bf16` puts it on
     /// the operands of dots and convolutions (`compile/bf16_operands.rs`).
     RoundBf16,
+    /// x rounded to IEEE half (nearest even, beyond ±65504 to ±infinity, NaN stays NaN) and
+    /// widened back to f32: `reduce-precision` with `exponent_bits=5, mantissa_bits=10`.
+    /// `precision: f16` puts it on the operands of dots and convolutions
+    /// (`compile/bf16_operands.rs`).
+    RoundF16,
 }
 
 /// Elementwise functions of two operands of the same shape.

@@ -31,7 +31,7 @@ pub use inst::{Computation, Output};
 pub use literal::{Literal, LiteralData};
 pub use module::Module;
 pub use parse::{HloParseError, parse_module};
-pub use precision::Precision;
+pub use precision::{F16_K_BLOCK, Precision};
 pub use print::{PrintOptions, print_module, print_module_with};
 pub use shape::{DType, Layout, Shape};
 pub use verify::{VerifyError, verify};

@@ -22,10 +22,18 @@
 //!   summation order whether the target multiplies in f32 (FMA on the rounded values) or with
 //!   `vdpbf16ps` (AVX-512 BF16). Everything else (elementwise ops, reductions, softmax,
 //!   normalisation statistics, the accumulation itself) stays f32.
+//! - [`Precision::F16`] does the same with IEEE half: the weights are rounded to f16 and every
+//!   other operand of a dot or convolution gets a `round-f16` (`UnaryOp::RoundF16`). Where the
+//!   target has FP16 arithmetic (aarch64 `+fullfp16`, `Target::has_f16_arith`) a dot whose weight
+//!   is packed multiplies and accumulates in f16 (`fmla .8h`) within blocks of
+//!   `F16_K_BLOCK` consecutive k, each block's sum added into an f32 accumulator
+//!   (`codegen/cpu/gemm_f16.rs`); every other product, and every product on other targets,
+//!   multiplies the rounded values in f32 (as `bf16` does without `vdpbf16ps`). Everything else
+//!   (elementwise ops, reductions, softmax, normalisation statistics) stays f32.
 //! - The text form names it on the module line (`HloModule m, precision=bf16-weights`) when it is
 //!   not f32.
 
-use super::DType;
+use super::{DType, UnaryOp};
 
 /// In which type the weights of dots and convolutions are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -40,7 +48,19 @@ pub enum Precision {
     /// Both operands of every dot and convolution rounded to bfloat16 (weights stored 2 bytes
     /// where packed), products accumulated in f32.
     Bf16,
+    /// Both operands of every dot and convolution rounded to IEEE half (weights stored 2 bytes
+    /// where packed); packed dots multiply and accumulate in f16 within blocks of
+    /// [`F16_K_BLOCK`] k on targets with FP16 arithmetic, the blocks summed in f32.
+    F16,
 }
+
+/// How many consecutive k (from k = 0, in blocks of this many) a `precision: f16` dot sums in f16
+/// (`fmla .8h`) before the block's sum is widened and added into the f32 accumulator
+/// (`codegen/cpu/gemm_f16.rs`). The f16 sum's rounding error grows with the block (each of its
+/// 16 steps rounds at 2⁻¹¹ of the running sum; measured in docs/precision.md), the widening
+/// (`fcvtl`, `fcvtl2` and two `fadd` per 8 columns and block) with its inverse: 16 is the shortest
+/// block whose widening costs at most a quarter of its `fmla`s.
+pub const F16_K_BLOCK: usize = 16;
 
 /// The names `--precision`, `Build::precision`, CMake's `PRECISION` and a spec's `precision:`
 /// accept, with what each means.
@@ -58,6 +78,10 @@ pub const PRECISIONS: &[(&str, &str)] = &[
         "bf16",
         "dot and convolution operands rounded to bfloat16, products accumulated in f32",
     ),
+    (
+        "f16",
+        "dot and convolution operands rounded to IEEE half; f16 products and sums in blocks of 16 k where the target has FP16 arithmetic (aarch64 +fullfp16), f32 products elsewhere",
+    ),
 ];
 
 impl Precision {
@@ -68,6 +92,7 @@ impl Precision {
             Precision::F16Weights => "f16-weights",
             Precision::Bf16Weights => "bf16-weights",
             Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
         }
     }
 
@@ -78,12 +103,7 @@ impl Precision {
             "f16-weights" => Ok(Precision::F16Weights),
             "bf16-weights" => Ok(Precision::Bf16Weights),
             "bf16" => Ok(Precision::Bf16),
-            "f16" => Err(
-                "precision `f16` (half-precision arithmetic) is not implemented yet; \
-                 `f16-weights` stores the weights as f16 and computes in f32, \
-                 `bf16` multiplies in bfloat16"
-                    .to_string(),
-            ),
+            "f16" => Ok(Precision::F16),
             _ => Err(format!(
                 "unknown precision `{s}`; expected one of: {}",
                 PRECISIONS
@@ -99,7 +119,7 @@ impl Precision {
     pub fn weight_dtype(self) -> Option<DType> {
         match self {
             Precision::F32 => None,
-            Precision::F16Weights => Some(DType::F16),
+            Precision::F16Weights | Precision::F16 => Some(DType::F16),
             Precision::Bf16Weights | Precision::Bf16 => Some(DType::BF16),
         }
     }
@@ -107,7 +127,17 @@ impl Precision {
     /// Whether every operand of a dot or convolution, not only its weight, is rounded to the
     /// weight type (`compile/bf16_operands.rs`).
     pub fn rounds_operands(self) -> bool {
-        self == Precision::Bf16
+        self.operand_rounding().is_some()
+    }
+
+    /// The unary op that rounds the operands of dots and convolutions (`round-bf16` for `bf16`,
+    /// `round-f16` for `f16`), if this precision rounds them.
+    pub fn operand_rounding(self) -> Option<UnaryOp> {
+        match self {
+            Precision::Bf16 => Some(UnaryOp::RoundBf16),
+            Precision::F16 => Some(UnaryOp::RoundF16),
+            _ => None,
+        }
     }
 
     /// `x` rounded to the weight type (nearest even) and widened back: what a weight of this
@@ -116,7 +146,7 @@ impl Precision {
         use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
         match self {
             Precision::F32 => x,
-            Precision::F16Weights => f16_to_f32(f32_to_f16(x)),
+            Precision::F16Weights | Precision::F16 => f16_to_f32(f32_to_f16(x)),
             Precision::Bf16Weights | Precision::Bf16 => bf16_to_f32(f32_to_bf16(x)),
         }
     }
@@ -126,7 +156,7 @@ impl Precision {
         use super::half::{f32_to_bf16, f32_to_f16};
         match self {
             Precision::F32 => None,
-            Precision::F16Weights => Some(f32_to_f16(x)),
+            Precision::F16Weights | Precision::F16 => Some(f32_to_f16(x)),
             Precision::Bf16Weights | Precision::Bf16 => Some(f32_to_bf16(x)),
         }
     }
@@ -147,7 +177,7 @@ mod tests {
         for (n, _) in PRECISIONS {
             assert_eq!(Precision::parse(n).unwrap().name(), *n);
         }
-        assert!(Precision::parse("f16").unwrap_err().contains("f16-weights"));
+        assert_eq!(Precision::parse("f16"), Ok(Precision::F16));
         assert_eq!(Precision::parse("bf16"), Ok(Precision::Bf16));
         assert!(Precision::parse("fp8").unwrap_err().contains("f16-weights"));
     }

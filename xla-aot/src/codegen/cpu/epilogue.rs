@@ -48,6 +48,8 @@ pub enum Step {
     },
     /// `round-bf16` (`UnaryOp::RoundBf16`).
     RoundBf16,
+    /// `round-f16` (`UnaryOp::RoundF16`).
+    RoundF16,
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -235,6 +237,7 @@ fn chain(
                 (inst.operands[1], Step::Clamp { lo, hi })
             }
             Op::Unary(UnaryOp::RoundBf16) => (inst.operands[0], Step::RoundBf16),
+            Op::Unary(UnaryOp::RoundF16) => (inst.operands[0], Step::RoundF16),
             _ => return None,
         };
         // Every value on the chain feeds only the next step; a parameter at the bottom is a
@@ -434,6 +437,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     max_min(l, value(hi), number(hi), false)
                 }
                 Step::RoundBf16 => self.vround_bf16(x),
+                Step::RoundF16 => self.vround_f16(x),
             };
         }
         x

@@ -24,7 +24,7 @@ use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
-use crate::ir::{DType, Shape};
+use crate::ir::{DType, F16_K_BLOCK, Precision, Shape};
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
@@ -86,6 +86,9 @@ struct Plan {
     /// `vdpbf16ps` on bfloat16 pairs (`gemm_bf16.rs`): B is packed in pairs, A is packed per row
     /// block.
     bf16: bool,
+    /// f16 products summed in f16 blocks (`gemm_f16.rs`): B is packed in f16, `precision: f16`
+    /// on a target with FP16 arithmetic.
+    f16: bool,
     /// The output fusion's register epilogue and the role of each output dim.
     epi: Option<(RegEpilogue, Vec<DimRole>)>,
 }
@@ -150,9 +153,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         epi: Option<(RegEpilogue, Vec<DimRole>)>,
     ) {
         let bf16 = packed && self.be.bf16_pairs.get();
+        let f16 = packed
+            && self.be.half_rhs.get() == Some(DType::F16)
+            && self.hlo.precision == Precision::F16
+            && self.target.has_f16_arith();
         let mut t = Tiles::for_target(self.target);
         if bf16 {
             t.kc = gemm_bf16::kc(&t);
+        }
+        if f16 {
+            // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
+            t.kc = t.kc.next_multiple_of(F16_K_BLOCK);
         }
         if g.m <= t.mr && (!bf16 || g.k.div_ceil(2) * 4 * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
             // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
@@ -184,6 +195,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             part_rows: g.m % t.mr,
             split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
             bf16,
+            f16,
             epi,
         };
         let units = if plan.split_cols {
@@ -423,6 +435,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (row_in_block, jr),
                 (k0, klen),
                 (rows == 1).then_some(STREAM_PREFETCH_K / 2),
+            );
+        } else if plan.f16 {
+            self.f16_k_loop(
+                f,
+                g,
+                (t.nr(), plan.pp),
+                (a, b),
+                &acc,
+                cols,
+                row0,
+                (jr, k0, klen),
             );
         } else {
             self.f32_k_loop(

@@ -28,6 +28,7 @@ mod conv;
 mod epilogue;
 mod gemm;
 mod gemm_bf16;
+mod gemm_f16;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;

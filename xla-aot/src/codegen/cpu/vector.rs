@@ -235,6 +235,60 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .into_vector_value()
     }
 
+    /// `x` (f32 lanes) rounded to IEEE half and widened back: `round-f16` on a vector, the same
+    /// bits as `core/elemental.rs`' scalar code. Where the target converts halves in hardware
+    /// (`Target::has_f16_convert`: aarch64 `fcvtn`/`fcvtl`, x86-64 F16C) an `fptrunc` and an
+    /// `fpext`, which round to nearest even as `ir/half.rs` does; elsewhere integer code.
+    pub(super) fn vround_f16(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let n = x.get_type().get_size();
+        let b = &self.b;
+        if self.target.has_f16_convert() {
+            let h = b
+                .build_float_trunc(x, self.ctx.f16_type().vec_type(n), "")
+                .unwrap();
+            return b.build_float_ext(h, x.get_type(), "").unwrap();
+        }
+        let i32v = self.ctx.i32_type().vec_type(n);
+        let c = |v: u64| {
+            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
+        };
+        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
+        let sign = b.build_and(bits, c(0x8000_0000), "").unwrap();
+        let a = b.build_and(bits, c(0x7fff_ffff), "").unwrap();
+        let lsb = b.build_right_shift(a, c(13), false, "").unwrap();
+        let lsb = b.build_and(lsb, c(1), "").unwrap();
+        let up = b.build_int_add(a, c(0xfff), "").unwrap();
+        let up = b.build_int_add(up, lsb, "").unwrap();
+        let up = b.build_and(up, c(0xffff_e000), "").unwrap();
+        let big = b
+            .build_int_compare(IntPredicate::UGT, up, c(0x477f_e000), "")
+            .unwrap();
+        let normal = b.build_select(big, c(0x7f80_0000), up, "").unwrap();
+        let ax = b
+            .build_bit_cast(a, x.get_type(), "")
+            .unwrap()
+            .into_vector_value();
+        let half = self.splat(self.f32c(0.5), n);
+        let sub = b.build_float_add(ax, half, "").unwrap();
+        let sub = b.build_float_sub(sub, half, "").unwrap();
+        let sub = b.build_bit_cast(sub, i32v, "").unwrap();
+        let tiny = b
+            .build_int_compare(IntPredicate::ULT, a, c(0x3880_0000), "")
+            .unwrap();
+        let r = b
+            .build_select(tiny, sub, normal, "")
+            .unwrap()
+            .into_vector_value();
+        let r = b.build_or(r, sign, "").unwrap();
+        let r = b.build_bit_cast(r, x.get_type(), "").unwrap();
+        let is_nan = b
+            .build_float_compare(FloatPredicate::UNO, x, x, "")
+            .unwrap();
+        b.build_select(is_nan, x, r.into_vector_value(), "")
+            .unwrap()
+            .into_vector_value()
+    }
+
     /// `vcvtneps2bf16` (`llvm.x86.avx512bf16.cvtneps2bf16.512`) of 16 f32 lanes, on a target with
     /// AVX-512 BF16: nearest even, NaN made quiet, as `ir/half.rs`, except that it flushes f32
     /// subnormals (|x| < 2⁻¹²⁶) to zero, as `vdpbf16ps` treats bfloat16 subnormals (a difference

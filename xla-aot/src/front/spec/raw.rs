@@ -29,7 +29,7 @@ pub struct RawSpec {
     /// Sequence buckets: one compiled variant per length.
     #[serde(default)]
     pub seq_buckets: Option<RawSeqBuckets>,
-    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights`, `bf16`.
+    /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights`, `bf16`, `f16`.
     #[serde(default)]
     pub precision: Option<String>,
 }

@@ -210,6 +210,13 @@ pub const UNARY: &[UnaryInfo] = &[
         Domain::All,
         |x| crate::ir::half::bf16_to_f32(crate::ir::half::f32_to_bf16(x as f32)) as f64,
     ),
+    unary(
+        UnaryOp::RoundF16,
+        "round-f16",
+        Cost::Simple,
+        Domain::All,
+        |x| crate::ir::half::f16_to_f32(crate::ir::half::f32_to_f16(x as f32)) as f64,
+    ),
 ];
 
 const fn unary(
