@@ -86,58 +86,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             UnaryOp::Erf => self
                 .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
                 .into_float_value(),
-            UnaryOp::RoundBf16 => {
-                // Nearest even: add 0x7fff plus the lowest kept bit, clear the low 16 bits (as
-                // `ir/half.rs` `f32_to_bf16`); a NaN keeps its upper half, made quiet.
-                let i32t = self.ctx.i32_type();
-                let c = |v: u64| i32t.const_int(v, false);
-                let bits = b.build_bit_cast(x, i32t, "").unwrap().into_int_value();
-                let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
-                let lsb = b.build_and(lsb, c(1), "").unwrap();
-                let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
-                let up = b.build_int_add(up, lsb, "").unwrap();
-                let num = b.build_and(up, c(0xffff_0000), "").unwrap();
-                let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
-                let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
-                let is_nan = self.fcmp(FloatPredicate::UNO, x, x);
-                let r = self.select(is_nan, nan.into(), num.into()).into_int_value();
-                b.build_bit_cast(r, self.ctx.f32_type(), "")
-                    .unwrap()
-                    .into_float_value()
-            }
-            UnaryOp::RoundF16 => {
-                // As `ir/half.rs` `f32_to_f16`, on the f32 bits: |x| below 2⁻¹⁴ (the halves'
-                // subnormals) rounds at 2⁻²⁴ by adding and removing 0.5; above, nearest even at
-                // the 13th bit; a result beyond 65504 is infinity; a NaN stays itself.
-                let i32t = self.ctx.i32_type();
-                let f32t = self.ctx.f32_type();
-                let c = |v: u64| i32t.const_int(v, false);
-                let bits = b.build_bit_cast(x, i32t, "").unwrap().into_int_value();
-                let sign = b.build_and(bits, c(0x8000_0000), "").unwrap();
-                let a = b.build_and(bits, c(0x7fff_ffff), "").unwrap();
-                let lsb = b.build_right_shift(a, c(13), false, "").unwrap();
-                let lsb = b.build_and(lsb, c(1), "").unwrap();
-                let up = b.build_int_add(a, c(0xfff), "").unwrap();
-                let up = b.build_int_add(up, lsb, "").unwrap();
-                let up = b.build_and(up, c(0xffff_e000), "").unwrap();
-                let big = b
-                    .build_int_compare(IntPredicate::UGT, up, c(0x477f_e000), "")
-                    .unwrap();
-                let normal = self.select(big, c(0x7f80_0000).into(), up.into());
-                let ax = b.build_bit_cast(a, f32t, "").unwrap().into_float_value();
-                let half = self.f32c(0.5);
-                let sub = b.build_float_add(ax, half, "").unwrap();
-                let sub = b.build_float_sub(sub, half, "").unwrap();
-                let sub = b.build_bit_cast(sub, i32t, "").unwrap();
-                let tiny = b
-                    .build_int_compare(IntPredicate::ULT, a, c(0x3880_0000), "")
-                    .unwrap();
-                let r = self.select(tiny, sub, normal).into_int_value();
-                let r = b.build_or(r, sign, "").unwrap();
-                let r = b.build_bit_cast(r, f32t, "").unwrap().into_float_value();
-                let is_nan = self.fcmp(FloatPredicate::UNO, x, x);
-                self.select(is_nan, x.into(), r.into()).into_float_value()
-            }
+            // The integer code of `half_round.rs`, on a one-lane vector.
+            UnaryOp::RoundBf16 => self.on_one_lane(x, &|v| self.round_bf16_bits(v)),
+            UnaryOp::RoundF16 => self.on_one_lane(x, &|v| self.round_f16_exact(v)),
             UnaryOp::Softplus => {
                 // max(x, 0) + log1p(t) with t = e^-|x| in (0, 1]: no overflow for large |x|.
                 // log1p(t) = log(u)·t/(u - 1) with u = 1 + t (Kahan), exact where u rounds to 1.

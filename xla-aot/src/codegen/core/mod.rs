@@ -28,6 +28,7 @@ pub mod concat_runs;
 pub mod elemental;
 pub mod emitter;
 pub mod entry;
+pub mod half_round;
 pub mod layout;
 pub mod math;
 pub mod math_budget;

@@ -114,8 +114,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             .into_vector_value()
                     }
                     _ => {
-                        let lo = cg.vround_bf16_bits(x0);
-                        let hi = cg.vround_bf16_bits(x1);
+                        let lo = cg.round_bf16_bits(x0);
+                        let hi = cg.round_bf16_bits(x1);
                         let idx = |odd: u64| {
                             VectorType::const_vector(
                                 &(0..16)
@@ -159,7 +159,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let v =
                     cg.b.build_insert_element(v, x1, cg.ctx.i32_type().const_int(1, false), "")
                         .unwrap();
-                let r = cg.vround_bf16_bits(v);
+                let r = cg.round_bf16_bits(v);
                 let i32t = cg.ctx.i32_type();
                 let e0 =
                     cg.b.build_extract_element(r, i32t.const_zero(), "")

@@ -9,7 +9,6 @@
 use super::Cg;
 use crate::ir::DType;
 use inkwell::AddressSpace;
-use inkwell::FloatPredicate;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -189,31 +188,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .into_vector_value()
     }
 
-    /// `x` (f32 lanes) rounded to bfloat16, as i32 lanes whose high half is the bfloat16 and
-    /// low half zero (nearest even; a NaN keeps its high half, made quiet: `ir/half.rs`).
-    pub(super) fn vround_bf16_bits(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
-        let n = x.get_type().get_size();
-        let i32v = self.ctx.i32_type().vec_type(n);
-        let c = |v: u64| {
-            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
-        };
-        let b = &self.b;
-        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
-        let lsb = b.build_right_shift(bits, c(16), false, "").unwrap();
-        let lsb = b.build_and(lsb, c(1), "").unwrap();
-        let up = b.build_int_add(bits, c(0x7fff), "").unwrap();
-        let up = b.build_int_add(up, lsb, "").unwrap();
-        let num = b.build_and(up, c(0xffff_0000), "").unwrap();
-        let nan = b.build_and(bits, c(0xffff_0000), "").unwrap();
-        let nan = b.build_or(nan, c(0x0040_0000), "").unwrap();
-        let is_nan = b
-            .build_float_compare(FloatPredicate::UNO, x, x, "")
-            .unwrap();
-        b.build_select(is_nan, nan, num, "")
-            .unwrap()
-            .into_vector_value()
-    }
-
     /// `x` (f32 lanes) rounded to bfloat16 and widened back: `round-bf16` on a vector, the same
     /// bits as `core/elemental.rs`' scalar code. On AVX-512 BF16, 16 lanes take `vcvtneps2bf16`
     /// ([`Cg::cvt_bf16`]) and a shift back.
@@ -227,7 +201,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let sh = VectorType::const_vector(&vec![c; n as usize]);
                 self.b.build_left_shift(w, sh, "").unwrap()
             }
-            None => self.vround_bf16_bits(x),
+            None => self.round_bf16_bits(x),
         };
         self.b
             .build_bit_cast(r, x.get_type(), "")
@@ -248,45 +222,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .unwrap();
             return b.build_float_ext(h, x.get_type(), "").unwrap();
         }
-        let i32v = self.ctx.i32_type().vec_type(n);
-        let c = |v: u64| {
-            VectorType::const_vector(&vec![self.ctx.i32_type().const_int(v, false); n as usize])
-        };
-        let bits = b.build_bit_cast(x, i32v, "").unwrap().into_vector_value();
-        let sign = b.build_and(bits, c(0x8000_0000), "").unwrap();
-        let a = b.build_and(bits, c(0x7fff_ffff), "").unwrap();
-        let lsb = b.build_right_shift(a, c(13), false, "").unwrap();
-        let lsb = b.build_and(lsb, c(1), "").unwrap();
-        let up = b.build_int_add(a, c(0xfff), "").unwrap();
-        let up = b.build_int_add(up, lsb, "").unwrap();
-        let up = b.build_and(up, c(0xffff_e000), "").unwrap();
-        let big = b
-            .build_int_compare(IntPredicate::UGT, up, c(0x477f_e000), "")
-            .unwrap();
-        let normal = b.build_select(big, c(0x7f80_0000), up, "").unwrap();
-        let ax = b
-            .build_bit_cast(a, x.get_type(), "")
-            .unwrap()
-            .into_vector_value();
-        let half = self.splat(self.f32c(0.5), n);
-        let sub = b.build_float_add(ax, half, "").unwrap();
-        let sub = b.build_float_sub(sub, half, "").unwrap();
-        let sub = b.build_bit_cast(sub, i32v, "").unwrap();
-        let tiny = b
-            .build_int_compare(IntPredicate::ULT, a, c(0x3880_0000), "")
-            .unwrap();
-        let r = b
-            .build_select(tiny, sub, normal, "")
-            .unwrap()
-            .into_vector_value();
-        let r = b.build_or(r, sign, "").unwrap();
-        let r = b.build_bit_cast(r, x.get_type(), "").unwrap();
-        let is_nan = b
-            .build_float_compare(FloatPredicate::UNO, x, x, "")
-            .unwrap();
-        b.build_select(is_nan, x, r.into_vector_value(), "")
-            .unwrap()
-            .into_vector_value()
+        self.round_f16_exact(x)
     }
 
     /// `vcvtneps2bf16` (`llvm.x86.avx512bf16.cvtneps2bf16.512`) of 16 f32 lanes, on a target with
