@@ -9,10 +9,9 @@
 
 mod common;
 
-use common::{check_close, repo, run_compiled, scratch, toolchain};
+use common::{check_close, random_inputs, repo, run_compiled, scratch, toolchain};
 use std::fmt::Write as _;
 use xla_aot::compile::{CompileOptions, compile_model};
-use xla_aot::driver::random_input;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::Module;
 use xla_aot::target::{Arch, Target};
@@ -122,20 +121,8 @@ fn targets() -> Vec<Target> {
         .collect()
 }
 
-fn inputs(m: &Module, seed: u64) -> Vec<xla_aot::ir::Literal> {
-    m.entry
-        .parameters()
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let s = &m.entry.inst(p).shape;
-            random_input(s.dtype, &s.dims, seed + i as u64)
-        })
-        .collect()
-}
-
 fn check_everywhere(m: &Module) {
-    let ins = inputs(m, 7);
+    let ins = random_inputs(m, 7);
     let expected = evaluate(m, &ins).unwrap();
     for t in targets() {
         let actual = run_compiled(m, &t, &ins, &format!("kernels-{}-{}", m.name, t.name));
@@ -154,7 +141,7 @@ fn check_half_everywhere(m: &Module, p: xla_aot::ir::Precision) {
         precision: Some(p),
         ..common::default_options()
     };
-    let ins = inputs(m, 7);
+    let ins = random_inputs(m, 7);
     let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
     let expected = evaluate(&rounded, &ins).unwrap();
     for t in targets() {
@@ -267,7 +254,7 @@ fn bf16_products_match_the_rounded_reference_on_every_target() {
         ..common::default_options()
     };
     for m in &cases {
-        let ins = inputs(m, 7);
+        let ins = random_inputs(m, 7);
         let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
         let expected = evaluate(&rounded, &ins).unwrap();
         for t in &ts {
@@ -813,7 +800,7 @@ fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions
     let (dir, exe, arena) =
         link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
     let (_, runner) = toolchain(t);
-    let ins = inputs(m, 11);
+    let ins = random_inputs(m, 11);
     let mut args = vec![
         threads.to_string(),
         arena.to_string(),
@@ -969,7 +956,7 @@ fn the_benchmark_harness_builds_and_times_a_model_on_two_threads() {
     let m = s.module();
     let t = Target::resolve("host").unwrap();
     let (dir, exe, arena) = link_with(&m, &t, "bench/harness.c", "bench");
-    let ins = inputs(&m, 3);
+    let ins = random_inputs(&m, 3);
     let inp = dir.join("a.bin");
     std::fs::write(&inp, ins[0].bytes().unwrap()).unwrap();
     let outp = dir.join("y.bin");
@@ -1015,7 +1002,7 @@ fn the_profiler_hook_sees_every_kernel_twice_in_order() {
             .len();
         let (dir, exe, arena) = link_with(&m, &t, "xla-aot/tests/harness/profiler.c", "profiler");
         let (_, runner) = toolchain(&t);
-        let ins = inputs(&m, 5);
+        let ins = random_inputs(&m, 5);
         let mut args = vec![
             kernels.to_string(),
             arena.to_string(),

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{EXAMPLES, case_inputs, check_close, default_options, repo, run_compiled_with};
+use common::{
+    EXAMPLES, case_inputs, check_close, default_options, rel_to_max, repo, run_compiled_with,
+};
 use xla_aot::compile::{CompileOptions, compile_model, optimize};
 use xla_aot::front::load_spec;
 use xla_aot::ir::{Literal, Module, Precision};
@@ -39,20 +41,6 @@ fn example(ex: &str) -> (Module, Vec<Literal>, Vec<Literal>) {
     let inputs = case_inputs(&m, &dir.join("golden"));
     let f32_out = xla_aot::interp::evaluate(&m, &inputs).unwrap();
     (m, inputs, f32_out)
-}
-
-/// max |a − e| / max |e| over an output.
-fn rel_to_max(a: &Literal, e: &Literal) -> f64 {
-    let (a, e) = (a.to_f32_vec().unwrap(), e.to_f32_vec().unwrap());
-    let scale = e
-        .iter()
-        .fold(0f64, |m, &x| m.max(x.abs() as f64))
-        .max(1e-30);
-    a.iter()
-        .zip(&e)
-        .map(|(&x, &y)| (x as f64 - y as f64).abs())
-        .fold(0.0, f64::max)
-        / scale
 }
 
 fn targets() -> Vec<Target> {

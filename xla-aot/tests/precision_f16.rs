@@ -7,10 +7,12 @@
 
 mod common;
 
-use common::{EXAMPLES, case_inputs, check_close, default_options, repo, run_compiled_with};
+use common::{
+    EXAMPLES, case_inputs, check_close, default_options, random_inputs, rel_to_max, repo,
+    run_compiled_with,
+};
 use std::fmt::Write as _;
 use xla_aot::compile::{CompileOptions, compile_model, optimize};
-use xla_aot::driver::random_input;
 use xla_aot::front::load_spec;
 use xla_aot::interp::evaluate;
 use xla_aot::ir::{Literal, Module, Precision};
@@ -37,20 +39,6 @@ fn options() -> CompileOptions {
 
 fn a78() -> Target {
     Target::resolve("aarch64-a78").unwrap()
-}
-
-/// max |a − e| / max |e| over an output.
-fn rel_to_max(a: &Literal, e: &Literal) -> f64 {
-    let (a, e) = (a.to_f32_vec().unwrap(), e.to_f32_vec().unwrap());
-    let scale = e
-        .iter()
-        .fold(0f64, |m, &x| m.max(x.abs() as f64))
-        .max(1e-30);
-    a.iter()
-        .zip(&e)
-        .map(|(&x, &y)| (x as f64 - y as f64).abs())
-        .fold(0.0, f64::max)
-        / scale
 }
 
 /// `y = relu(x · w + b)` (and a second layer when `n2 > 0`) as HLO text, `x` an `m × k` input,
@@ -106,18 +94,6 @@ fn dense(name: &str, (m, k, n, n2): (usize, usize, usize, usize), seed: u64) -> 
     xla_aot::ir::parse_module(&t).unwrap_or_else(|e| panic!("{name}: {e}\n{t}"))
 }
 
-fn inputs(m: &Module, seed: u64) -> Vec<Literal> {
-    m.entry
-        .parameters()
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let s = &m.entry.inst(p).shape;
-            random_input(s.dtype, &s.dims, seed + i as u64)
-        })
-        .collect()
-}
-
 /// The GEMM shapes of the bf16 kernel test: M = 1 and 3, K not a multiple of the f16 block,
 /// N not a multiple of 8 (a lone `.4h` vector), several K-blocks and row tiles, and a hidden
 /// layer rounded in its register epilogue.
@@ -134,7 +110,7 @@ fn f16_products_match_the_rounded_reference_under_qemu() {
         ("f16_two_layers", (3, 40, 64, 10), 85),
     ] {
         let m = dense(name, shape, seed);
-        let ins = inputs(&m, 7);
+        let ins = random_inputs(&m, 7);
         let rounded = optimize(&m, &opts).unwrap().module;
         let expected = evaluate(&rounded, &ins).unwrap();
         let f32_out = evaluate(&m, &ins).unwrap();
@@ -204,7 +180,7 @@ fn f16_without_fullfp16_matches_the_rounded_reference() {
         ("f16_f32_two_layers", (3, 40, 64, 10), 88),
     ] {
         let m = dense(name, shape, seed);
-        let ins = inputs(&m, 7);
+        let ins = random_inputs(&m, 7);
         let rounded = optimize(&m, &opts).unwrap().module;
         let expected = evaluate(&rounded, &ins).unwrap();
         for t in &ts {
@@ -343,7 +319,7 @@ fn round_f16_is_exact_on_every_target() {
 fn aarch64_multi_runs_f16_sums_only_where_the_cpu_has_them() {
     let t = Target::resolve("aarch64-multi").unwrap();
     let m = dense("f16_multi", (3, 257, 45, 0), 89);
-    let ins = inputs(&m, 7);
+    let ins = random_inputs(&m, 7);
     let opts = options();
     let expected = evaluate(&optimize(&m, &opts).unwrap().module, &ins).unwrap();
     let plan = [

@@ -359,6 +359,33 @@ fn run_harness(
     results
 }
 
+/// max |a − e| / max |e| over an output: the error measure of the precision bounds.
+pub fn rel_to_max(a: &Literal, e: &Literal) -> f64 {
+    let (a, e) = (a.to_f32_vec().unwrap(), e.to_f32_vec().unwrap());
+    let scale = e
+        .iter()
+        .fold(0f64, |m, &x| m.max(x.abs() as f64))
+        .max(1e-30);
+    a.iter()
+        .zip(&e)
+        .map(|(&x, &y)| (x as f64 - y as f64).abs())
+        .fold(0.0, f64::max)
+        / scale
+}
+
+/// Seeded random values for every parameter of `m` (parameter `i` from seed `seed + i`).
+pub fn random_inputs(m: &Module, seed: u64) -> Vec<Literal> {
+    m.entry
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let s = &m.entry.inst(p).shape;
+            xla_aot::driver::random_input(s.dtype, &s.dims, seed + i as u64)
+        })
+        .collect()
+}
+
 /// Compares compiled outputs with the interpreter's: `|a - e| <= ATOL_OF_MAX·max|e| + RTOL·|e|`;
 /// NaNs must match; integers must be equal. Returns a description of the worst violation.
 pub fn check_close(actual: &Literal, expected: &Literal) -> Result<f64, String> {
