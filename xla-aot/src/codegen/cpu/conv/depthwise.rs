@@ -1,0 +1,202 @@
+//! The [`ConvPath::Depthwise`](super::ConvPath::Depthwise) micro-kernel: `groups == C == O`,
+//! input and output channels minor. Each tap is a vector multiply-add along channels; a tile is
+//! [`DW_PIXELS`] pixels × [`DW_GROUP`] channel vectors, and every output element is one running
+//! sum over the taps in window order, as the interpreter sums them.
+
+use super::super::Cg;
+use super::super::epilogue::{RegEpilogue, TilePos};
+use super::super::gemm;
+use super::super::vector::{VecCol, vectors};
+use super::ConvShape;
+use crate::codegen::core::Kernel;
+use crate::codegen::core::packing::Tiles;
+use crate::ir::{DType, Window};
+use crate::target::Optimize;
+use inkwell::values::{IntValue, PointerValue, VectorValue};
+
+/// Pixels per depthwise tile: enough independent chains (with 2 channel vectors) to cover FMA
+/// latency × pipes (see `gemm.rs`' `MIN_CHAINS`).
+const DW_PIXELS: usize = 4;
+
+/// Channel vectors per depthwise group: with [`DW_PIXELS`] pixels, 8 independent chains.
+const DW_GROUP: usize = 2;
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conv_depthwise(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        cs: &ConvShape,
+        (xi, wi): (usize, usize),
+        flops: u64,
+        epi: &Option<RegEpilogue>,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let ConvShape {
+            n: n_count,
+            c,
+            groups: _,
+            h,
+            wd,
+            o: _,
+            kh,
+            kw,
+            oh: oh_count,
+            ow: ow_count,
+            ref xst,
+            ref wst,
+            ref ost,
+            ih_in,
+            iw_in,
+        } = *cs;
+        let mr = gemm::balanced(ow_count, DW_PIXELS);
+        let tiles_per_row = ow_count.div_ceil(mr);
+        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
+        let units = n_count * oh_count * tiles_per_row;
+        // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
+        let cols = vectors(c, t.lanes, false);
+        self.conv_tasks(k, units, flops, &|cg, tk, u| {
+            let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let ru = cg.row_unit(u, oh_count, tiles_per_row);
+            let tile_body = |cg: &Self, rows: usize, checked: bool| {
+                let ow0 = cg.mul(ru.tile, mr as u64);
+                // One group of channel vectors (2 × rows chains), its channels `shift` further on.
+                let group_body = |cg: &Self, group: &[VecCol], shift: IntValue<'ctx>| {
+                    let col = |cg: &Self, v: &VecCol| cg.add(shift, cg.i64(v.col as u64));
+                    let acc = cg.acc_slots(f, rows, group);
+                    for y in 0..kh {
+                        let (row_ok, ih) = cg.in_pos(
+                            checked,
+                            ru.oh,
+                            y,
+                            win.stride[0],
+                            win.dilation[0],
+                            win.pad_low[0],
+                            h,
+                        );
+                        for xw in 0..kw {
+                            let wv: Vec<VectorValue<'ctx>> = group
+                                .iter()
+                                .map(|v| {
+                                    let off = cg.add(
+                                        cg.mul(col(cg, v), wst[0]),
+                                        cg.i64(y as u64 * wst[2] + xw as u64 * wst[3]),
+                                    );
+                                    cg.gather(w, off, wst[0], v.lanes)
+                                })
+                                .collect();
+                            for (i, row) in acc.iter().enumerate() {
+                                let owi = cg.add(ow0, cg.i64(i as u64));
+                                let (ok, iw) = cg.in_pos(
+                                    checked,
+                                    owi,
+                                    xw,
+                                    win.stride[1],
+                                    win.dilation[1],
+                                    win.pad_low[1],
+                                    wd,
+                                );
+                                let valid = cg.b.build_and(row_ok, ok, "").unwrap();
+                                let base = cg.add(
+                                    cg.add(cg.mul(ru.n, xst[0]), cg.mul(ih, xst[2])),
+                                    cg.mul(iw, xst[3]),
+                                );
+                                let mut taps = |cg: &Self| {
+                                    for (j, v) in group.iter().enumerate() {
+                                        let xv = cg.vload(x, cg.add(base, col(cg, v)), v.lanes);
+                                        cg.fma_into(row[j], xv, wv[j]);
+                                    }
+                                };
+                                if checked {
+                                    cg.if_then(valid, &mut taps);
+                                } else {
+                                    taps(cg);
+                                }
+                            }
+                        }
+                    }
+                    for (i, row) in acc.iter().enumerate() {
+                        let owi = cg.add(ow0, cg.i64(i as u64));
+                        let pix = cg.add(
+                            cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                            cg.mul(owi, ost[3]),
+                        );
+                        for (v, slot) in group.iter().zip(row) {
+                            let mut val = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                            let ch = col(cg, v);
+                            if let Some(e) = epi {
+                                let role = |d: usize| match d {
+                                    0 => TilePos::At(ru.n),
+                                    1 => TilePos::Col,
+                                    2 => TilePos::At(ru.oh),
+                                    _ => TilePos::Row,
+                                };
+                                val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                            }
+                            cg.store_lanes(out, cg.add(pix, ch), val, v.store);
+                        }
+                    }
+                };
+                // Size first: the leading groups of whole vectors are one loop over channels
+                // (the speed path unrolls every group: 32 of them for 64 channels on a scalar
+                // FPU, 50 KB of Thumb-2 code per 3×3 kernel).
+                let groups: Vec<&[VecCol]> = cols.chunks(DW_GROUP).collect();
+                let looped = if self.target.optimize == Optimize::Size {
+                    groups
+                        .iter()
+                        .take_while(|g| {
+                            g.len() == DW_GROUP
+                                && g.iter().all(|v| v.lanes == t.lanes && v.store == t.lanes)
+                        })
+                        .count()
+                } else {
+                    0
+                };
+                let mut rest = &groups[..];
+                if looped >= 2 {
+                    let step = (DW_GROUP * t.lanes as usize) as u64;
+                    cg.for_loop(looped, &mut |cg, g| {
+                        group_body(cg, groups[0], cg.mul(g, step))
+                    });
+                    rest = &groups[looped..];
+                }
+                for group in rest {
+                    group_body(cg, group, cg.i64(0));
+                }
+            };
+            let tile = |cg: &Self, rows: usize| {
+                let ow0 = cg.mul(ru.tile, mr as u64);
+                let full = (oh_count, ow_count);
+                cg.interior_or_checked(ru.oh, ow0, rows, ih_in, iw_in, full, &|cg, chk| {
+                    tile_body(cg, rows, chk)
+                });
+            };
+            cg.by_rows(ru.tile, full_rows, part_rows, mr, &tile);
+        });
+    }
+
+    /// `lanes` floats at `p + off + l·stride` (a plain vector load when `stride` is 1).
+    fn gather(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        stride: u64,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        if stride == 1 {
+            return self.vload(p, off, lanes);
+        }
+        let mut v = self.vec_ty(lanes).const_zero();
+        for l in 0..lanes {
+            let e = self
+                .load(p, self.add(off, self.i64(l as u64 * stride)), DType::F32)
+                .into_float_value();
+            v = self
+                .b
+                .build_insert_element(v, e, self.ctx.i32_type().const_int(l as u64, false), "")
+                .unwrap();
+        }
+        v
+    }
+}
