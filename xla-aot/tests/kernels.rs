@@ -330,6 +330,31 @@ fn int8_valued_weights_are_stored_one_byte_each_and_match() {
 }
 
 #[test]
+fn int8_valued_convolution_kernels_are_stored_one_byte_each_and_match() {
+    // Convolution kernels exactly int8 × a per-output-channel scale, packed for the pixels ×
+    // channels path (`int8_conv_columns`): a 1×1 with a bias and ReLU in registers (36 channels:
+    // a partial panel) and a grouped 3×3 with stride 2 (not Winograd; two groups of panels).
+    let mut s = Spec::new("q8_conv", 63);
+    s.input("x", &[1, 20, 11, 13])
+        .weight_int8("w1", &[36, 20, 1, 1])
+        .weight("b1", &[36])
+        .weight_int8("w2", &[24, 18, 3, 3])
+        .op("{name: c1, op: conv2d, inputs: [x, w1, b1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: y, op: conv2d, inputs: [r1, w2], strides: [2, 2], padding: [1, 1, 1, 1], groups: 2}")
+        .output("y");
+    let m = s.module();
+    check_everywhere(&m);
+    let t = Target::resolve("x86_64-avx512").unwrap();
+    let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+    // int8 panels (padded to whole panels) and one f32 scale per padded column; f32 would be
+    // 4 · (36·20 + 24·18·9) = 18,432 bytes.
+    let bytes = manifest["weights_bytes"].as_u64().unwrap();
+    assert!(bytes < 18_432 / 2, "weights_bytes {bytes}");
+}
+
+#[test]
 fn matrix_products_match_the_interpreter_on_every_target() {
     // M = 1 (matrix-vector: several panels per tile), N not a multiple of any panel width.
     let mut s = Spec::new("gemv", 1);

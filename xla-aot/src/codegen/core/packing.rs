@@ -99,6 +99,12 @@ impl Packings {
                     lit.bytes()
                         .is_some_and(|b| int8_columns(b, &inst.shape, d).is_some())
                 }
+                (Some(Packing::Conv { .. }), Op::Constant(lit))
+                    if hlo.precision == Precision::F32 =>
+                {
+                    lit.bytes()
+                        .is_some_and(|b| int8_conv_columns(b, &inst.shape).is_some())
+                }
                 _ => false,
             })
             .collect();
@@ -160,7 +166,7 @@ impl Packings {
         if let Some(len) = self.packed_f32_len(id, s).filter(|_| self.int8[id.index()]) {
             // int8 panels, then one f32 scale per padded column.
             let values = len / 4;
-            return values + values / s.dims[self.gemm_k_dim(id)].max(1) * 4;
+            return values + values / self.column_len(id, s).max(1) * 4;
         }
         let packed = self.packed_f32_len(id, s);
         match (packed, self.half_of(id)) {
@@ -228,11 +234,13 @@ impl Packings {
         self.int8[id.index()]
     }
 
-    /// The contracted dim of the GEMM-packed constant `id`.
-    fn gemm_k_dim(&self, id: InstId) -> usize {
+    /// The values of one column of the GEMM- or convolution-packed constant `id` of shape `s`:
+    /// its contracted dim, or a convolution kernel's input channels × taps.
+    fn column_len(&self, id: InstId, s: &Shape) -> usize {
         match &self.of[id.index()] {
-            Some(Packing::Gemm(d)) => d.rhs_contracting[0],
-            _ => 0,
+            Some(Packing::Gemm(d)) => s.dims[d.rhs_contracting[0]],
+            Some(Packing::Conv { .. }) => s.dims[1..].iter().product(),
+            _ => 1,
         }
     }
 
@@ -248,22 +256,32 @@ impl Packings {
             let nr = t.nr();
             let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
             pack_gemm_into(bytes, s, d, nr, &mut f32s);
-            let values = f32s.len() / 4;
-            for (i, b) in f32s.chunks_exact(4).enumerate() {
-                let w = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                // Panel p holds column p·nr + j at value (p·K + kk)·nr + j.
-                let col = (i / (k * nr)) * nr + i % nr;
-                let scale = scales.get(col).copied().unwrap_or(0.0);
-                let q = if scale == 0.0 {
-                    0.0
-                } else {
-                    (w / scale).round()
-                };
-                out[i] = q as i8 as u8;
-            }
-            for (j, sc) in scales.iter().enumerate() {
-                out[values + 4 * j..values + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());
-            }
+            write_int8_panels(&f32s, k, nr, &scales, out);
+            return;
+        }
+        if let (Some(Packing::Conv { groups }), Some(t), true) =
+            (&self.of[id.index()], &self.tiles, self.int8[id.index()])
+        {
+            let scales = int8_conv_columns(bytes, s).expect("decided by Packings::for_cpu");
+            let (og, k) = (s.dims[0] / groups, self.column_len(id, s));
+            let nr = panel_width(og, t);
+            let chunks_g = og.div_ceil(nr);
+            let mut f32s = vec![0u8; groups * chunks_g * k * nr * 4];
+            pack_conv_into(bytes, s, nr, *groups, &mut f32s);
+            // Padded column `jr·nr + j` (panel `jr` = panel `jp` of group `g`, `pack_conv`'s
+            // order) is output channel `g·og + jp·nr + j`, or padding (scale 0).
+            let padded: Vec<f32> = (0..groups * chunks_g * nr)
+                .map(|col| {
+                    let (jr, j) = (col / nr, col % nr);
+                    let o = (jr % chunks_g) * nr + j;
+                    if o < og {
+                        scales[(jr / chunks_g) * og + o]
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            write_int8_panels(&f32s, k, nr, &padded, out);
             return;
         }
         if let (Some(len), Some(_)) = (self.packed_f32_len(id, s), self.half_of(id)) {
@@ -479,6 +497,45 @@ pub fn int8_columns(bytes: &[u8], rhs: &Shape, d: &DotDims) -> Option<Vec<f32>> 
             })
     };
     (0..n).map(column).collect()
+}
+
+/// f32 panels `f32s` (columns of `k` values, `nr` per panel) as int8 panels, then the padded
+/// columns' `scales` (one f32 each; missing ones, the padding, 0): the layout the int8 kernels
+/// read (`cpu/vector.rs` `column_scales`).
+fn write_int8_panels(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut [u8]) {
+    let values = f32s.len() / 4;
+    for (i, b) in f32s.chunks_exact(4).enumerate() {
+        let w = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        // Panel p holds column p·nr + j at value (p·K + kk)·nr + j.
+        let col = (i / (k * nr)) * nr + i % nr;
+        let scale = scales.get(col).copied().unwrap_or(0.0);
+        let q = if scale == 0.0 {
+            0.0
+        } else {
+            (w / scale).round()
+        };
+        out[i] = q as i8 as u8;
+    }
+    for (j, sc) in scales.iter().enumerate() {
+        out[values + 4 * j..values + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());
+    }
+}
+
+/// [`int8_columns`] for a convolution kernel `[O, C/G, KH, KW]` (`bytes` row-major): a scale per
+/// output channel, each channel's values being one column.
+pub fn int8_conv_columns(bytes: &[u8], w: &Shape) -> Option<Vec<f32>> {
+    if w.rank() < 2 {
+        return None;
+    }
+    let k: usize = w.dims[1..].iter().product();
+    let as_rows = Shape::new(w.dtype, vec![w.dims[0], k]);
+    let d = DotDims {
+        lhs_batch: vec![],
+        lhs_contracting: vec![1],
+        rhs_batch: vec![],
+        rhs_contracting: vec![1],
+    };
+    int8_columns(bytes, &as_rows, &d)
 }
 
 /// Whether a dot with this geometry reads its rhs packed, when the rhs is a weight.

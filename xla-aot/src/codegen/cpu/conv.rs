@@ -557,6 +557,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let ow0 = cg.mul(ru.tile, mr as u64);
                         let acc = cg.acc_slots(f, rows, cols);
                         let panel = cg.mul(jr, (kk * nr) as u64);
+                        // int8 panels (`Packings::is_int8`): each column's scale, after them.
+                        let scales: Option<Vec<VectorValue<'ctx>>> =
+                            (cg.be.half_rhs.get() == Some(DType::I8)).then(|| {
+                                let col0 = cg.mul(jr, nr as u64);
+                                cols.iter()
+                                    .map(|v| {
+                                        let col = cg.add(col0, cg.i64(v.col as u64));
+                                        cg.column_scales(w, chunks * kk * nr, col, v.lanes)
+                                    })
+                                    .collect()
+                            });
                         for y in 0..kh {
                             for xw in 0..kw {
                                 let tap = y * kw + xw;
@@ -615,12 +626,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         panel,
                                         cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
                                     );
-                                    let bv: Vec<VectorValue<'ctx>> = cols
+                                    let mut bv: Vec<VectorValue<'ctx>> = cols
                                         .iter()
                                         .map(|v| {
                                             cg.vload(w, cg.add(krow, cg.i64(v.col as u64)), v.lanes)
                                         })
                                         .collect();
+                                    if let Some(scales) = &scales {
+                                        // q · s: exactly the weight (`int8_conv_columns`).
+                                        for (b, s) in bv.iter_mut().zip(scales) {
+                                            *b = cg.b.build_float_mul(*b, *s, "").unwrap();
+                                        }
+                                    }
                                     for i in 0..rows {
                                         if zero_rows {
                                             let a = cg

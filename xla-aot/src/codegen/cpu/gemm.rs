@@ -25,7 +25,6 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use crate::ir::{DType, F16_K_BLOCK, Precision, Shape};
-use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
@@ -533,16 +532,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .map(|v| {
                     let panel = self.add(self.mul(jr, plan.pp as u64), self.i64(v.col as u64 / nr));
                     let col = self.add(self.mul(panel, nr), self.i64(v.col as u64 % nr));
-                    let at = self.add(self.i64(after_panels as u64), self.mul(col, 4));
-                    let fp = self
-                        .b
-                        .build_pointer_cast(
-                            self.gep(b, at),
-                            self.ctx.f32_type().ptr_type(AddressSpace::default()),
-                            "",
-                        )
-                        .unwrap();
-                    self.vload(fp, self.i64(0), v.lanes)
+                    self.column_scales(b, after_panels, col, v.lanes)
                 })
                 .collect()
         });

@@ -93,6 +93,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         v.into_vector_value()
     }
 
+    /// The scales of padded columns `col..col + lanes` of int8 panels `p` (an `i8*`) holding
+    /// `values` int8 values, stored after them one f32 each (`core/packing.rs`
+    /// `write_int8_panels`): multiplying a column's int8 values by its scale gives the weight.
+    pub(super) fn column_scales(
+        &self,
+        p: PointerValue<'ctx>,
+        values: usize,
+        col: IntValue<'ctx>,
+        lanes: u32,
+    ) -> VectorValue<'ctx> {
+        let at = self.add(self.i64(values as u64), self.mul(col, 4));
+        let fp = self
+            .b
+            .build_pointer_cast(
+                self.gep(p, at),
+                self.ctx.f32_type().ptr_type(AddressSpace::default()),
+                "",
+            )
+            .unwrap();
+        self.vload(fp, self.i64(0), lanes)
+    }
+
     /// `lanes` int8 values at `p + off` (`p` an `i8*`) converted to f32 (exact); the caller applies
     /// the columns' scales (`gemm.rs`, int8 panels).
     fn vload_i8(
