@@ -222,54 +222,25 @@ fn run_compiles_for_this_machine_and_compare_reports_the_difference() {
 fn precision_is_an_option_of_run_compile_and_the_spec() {
     let ex = repo().join("examples/mlp");
     let out = scratch("precision");
-    let r = xla_aot(&[
-        "run",
-        &s(&ex.join("model.yaml")),
-        "--compare",
-        "--precision",
-        "bf16-weights",
-        "--output-dir",
-        &s(&out),
-    ]);
-    let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("precision bf16-weights: compared with the f32 interpreter within 1e-2"),
-        "{stderr}"
-    );
-    // bf16 products: the same bound against the f32 interpreter (docs/precision.md).
-    let r = xla_aot(&[
-        "run",
-        &s(&ex.join("model.yaml")),
-        "--compare",
-        "--precision",
-        "bf16",
-        "--output-dir",
-        &s(&out),
-    ]);
-    let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("precision bf16: compared with the f32 interpreter within 1e-2"),
-        "{stderr}"
-    );
-    // f16: f16 arithmetic on aarch64-a78 (`+fullfp16`); on this host f32 products of the rounded
-    // operands, within the f16 bound.
-    let r = xla_aot(&[
-        "run",
-        &s(&ex.join("model.yaml")),
-        "--compare",
-        "--precision",
-        "f16",
-        "--output-dir",
-        &s(&out),
-    ]);
-    let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("precision f16: compared with the f32 interpreter within 5e-3"),
-        "{stderr}"
-    );
+    // Each precision against the f32 interpreter within its bound (docs/precision.md): bf16
+    // weights and bf16 products 1e-2; f16 (f16 arithmetic on aarch64-a78 with `+fullfp16`, on
+    // this host f32 products of the rounded operands) 5e-3.
+    for (precision, bound) in [("bf16-weights", "1e-2"), ("bf16", "1e-2"), ("f16", "5e-3")] {
+        let r = xla_aot(&[
+            "run",
+            &s(&ex.join("model.yaml")),
+            "--compare",
+            "--precision",
+            precision,
+            "--output-dir",
+            &s(&out),
+        ]);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(0), "{precision}: {stderr}");
+        let said =
+            format!("precision {precision}: compared with the f32 interpreter within {bound}");
+        assert!(stderr.contains(&said), "{stderr}");
+    }
     let lib16 = out.join("lib16");
     let r = xla_aot(&[
         "compile",
