@@ -359,6 +359,8 @@ UNARY = {
     "erf": lambda x: _erf(x),
     # numpy's logaddexp (log(e^0 + e^x)): a formula independent of the compiler's log1p form.
     "softplus": lambda x: np.logaddexp(0.0, x),
+    "sin": np.sin,
+    "cos": np.cos,
 }
 
 BINARY = {
@@ -1015,6 +1017,9 @@ def build_cases():
         # Large |x| too: the linear regime (x > 17) and the tiny one (x < -17, where log(1 + e^x)
         # would round 1 + e^x to 1).
         "softplus": lambda c: c.normal(shape, 12.0),
+        # Several periods, both signs.
+        "sin": lambda c: c.normal(shape, 10.0),
+        "cos": lambda c: c.normal(shape, 10.0),
     }
     for op, gen in unary_inputs.items():
         c = new(op)

@@ -55,6 +55,13 @@ fn inline_math_is_within_its_documented_bounds() {
         // softplus = max(x, 0) + log1p(e^-|x|): exp's and log's errors, and one rounding each of
         // 1 + t, the quotient and the sum; the sweep covers both tails (e^x underflows below -87).
         ("softplus", -100.0, 100.0, 3.0, 0.0),
+        // sin, cos: Cephes' reduction and polynomials. The third part of π/4 is an f32, 2⁻²⁴
+        // of 3.8e-8 off, times the octant (≤ 10,431 for |x| ≤ 8192): 2.4e-11 absolute, which
+        // near a zero of the result is several ulp.
+        ("sin", -100.0, 100.0, 2.0, 0.0),
+        ("cos", -100.0, 100.0, 2.0, 0.0),
+        ("sin", -8192.0, 8192.0, 2.0, 2.5e-11),
+        ("cos", -8192.0, 8192.0, 2.0, 2.5e-11),
     ];
     let mut lines = Vec::new();
     for &(op, lo, hi, bound, atol) in cases {
@@ -94,7 +101,7 @@ fn inline_math_is_within_its_documented_bounds() {
         );
     }
     // Special values.
-    let spec = "name: m\ninputs:\n  - {name: x, dtype: f32, shape: [6]}\noutputs: [e, l, t, s]\nops:\n  - {name: e, op: exp, inputs: [x]}\n  - {name: l, op: log, inputs: [x]}\n  - {name: t, op: tanh, inputs: [x]}\n  - {name: s, op: softplus, inputs: [x]}\n";
+    let spec = "name: m\ninputs:\n  - {name: x, dtype: f32, shape: [6]}\noutputs: [e, l, t, s, si, co]\nops:\n  - {name: e, op: exp, inputs: [x]}\n  - {name: l, op: log, inputs: [x]}\n  - {name: t, op: tanh, inputs: [x]}\n  - {name: s, op: softplus, inputs: [x]}\n  - {name: si, op: sin, inputs: [x]}\n  - {name: co, op: cos, inputs: [x]}\n";
     let m = spec_from_str(std::path::Path::new("special.yaml"), spec)
         .unwrap()
         .module;

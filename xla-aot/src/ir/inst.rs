@@ -39,6 +39,10 @@ pub enum UnaryOp {
     Erf,
     /// log(1 + eˣ), without overflow: max(x, 0) + log1p(e^-|x|).
     Softplus,
+    /// sin x (radians).
+    Sine,
+    /// cos x (radians).
+    Cosine,
     /// x rounded to bfloat16 (nearest even, NaN stays NaN) and widened back to f32: XLA's
     /// `reduce-precision` with `exponent_bits=8, mantissa_bits=7`. `precision: bf16` puts it on
     /// the operands of dots and convolutions (`compile/bf16_operands.rs`).

@@ -83,6 +83,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             UnaryOp::Logistic => self
                 .call(math::get(self.ctx, self.m, MathFn::Logistic), &[x.into()])
                 .into_float_value(),
+            UnaryOp::Sine => self
+                .call(math::get(self.ctx, self.m, MathFn::Sin), &[x.into()])
+                .into_float_value(),
+            UnaryOp::Cosine => self
+                .call(math::get(self.ctx, self.m, MathFn::Cos), &[x.into()])
+                .into_float_value(),
             UnaryOp::Erf => self
                 .call(math::get(self.ctx, self.m, MathFn::Erf), &[x.into()])
                 .into_float_value(),

@@ -30,6 +30,8 @@ pub enum MathFn {
     Erf,
     Logistic,
     Pow,
+    Sin,
+    Cos,
 }
 
 impl MathFn {
@@ -41,6 +43,8 @@ impl MathFn {
             MathFn::Erf => "xla_aot.erf",
             MathFn::Logistic => "xla_aot.logistic",
             MathFn::Pow => "xla_aot.pow",
+            MathFn::Sin => "xla_aot.sin",
+            MathFn::Cos => "xla_aot.cos",
         }
     }
 }
@@ -184,7 +188,8 @@ pub fn get<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>, which: MathFn) -> Functio
         _ => f32t.fn_type(&[f32t.into()], false),
     };
     // Dependencies first, so their definitions do not interleave with this one.
-    let exp = (which != MathFn::Exp && which != MathFn::Log).then(|| get(ctx, m, MathFn::Exp));
+    let needs_exp = !matches!(which, MathFn::Exp | MathFn::Log | MathFn::Sin | MathFn::Cos);
+    let exp = needs_exp.then(|| get(ctx, m, MathFn::Exp));
     let log = (which == MathFn::Pow).then(|| get(ctx, m, MathFn::Log));
     let f = m.add_function(which.symbol(), ty, Some(Linkage::Internal));
     for attr in ["alwaysinline", "nounwind", "readnone", "willreturn"] {
@@ -215,6 +220,8 @@ pub fn get<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>, which: MathFn) -> Functio
             let y = f.get_nth_param(1).unwrap().into_float_value();
             emit_pow(&h, x, y, exp.unwrap(), log.unwrap())
         }
+        MathFn::Sin => emit_sin_cos(&h, x, fm, false),
+        MathFn::Cos => emit_sin_cos(&h, x, fm, true),
     };
     b.build_return(Some(&r)).unwrap();
     let _ = AddressSpace::default();
@@ -326,6 +333,93 @@ fn emit_log<'ctx>(
     let res = h.sel(h.cmp(FloatPredicate::OLT, x, h.c(0.0)), h.c(f64::NAN), res);
     let res = h.sel(h.cmp(FloatPredicate::OEQ, x, h.c(f64::INFINITY)), x, res);
     h.sel(h.is_nan(x), x, res)
+}
+
+/// Largest |x| whose octant index `⌊|x|·4/π⌋` is computed in an i32 (past it the argument is
+/// clamped: f32 spacing there is 128, so no result is meaningful anyway).
+const SIN_COS_MAX_OCTANT: f64 = 1_073_741_824.0;
+
+/// sin x or cos x (`cos`), Cephes' `sinf`/`cosf`: `x = j·π/4 + z` with `j` the even octant
+/// nearest `|x|·4/π` and `z` in [-π/4, π/4] by a three-part Cody–Waite reduction (exact for
+/// |x| < 8192, Cephes' stated range; larger arguments lose bits of `z`), then the sine or cosine
+/// minimax polynomial of `z` by octant, with the octant's sign. NaN and ±∞ give NaN.
+fn emit_sin_cos<'ctx>(
+    h: &F<'_, 'ctx>,
+    x: FloatValue<'ctx>,
+    fm: FunctionValue<'ctx>,
+    cos: bool,
+) -> FloatValue<'ctx> {
+    let i32t = h.ctx.i32_type();
+    let ax = h.abs(x);
+    let t = h.mul(ax, h.c(4.0 / std::f64::consts::PI));
+    let t = h.sel(
+        h.cmp(FloatPredicate::OLT, t, h.c(SIN_COS_MAX_OCTANT)),
+        t,
+        h.c(SIN_COS_MAX_OCTANT),
+    );
+    // j = ⌊t⌋ rounded up to even.
+    let j = h.b.build_float_to_signed_int(t, i32t, "").unwrap();
+    let j = h.b.build_int_add(j, h.ci(1), "").unwrap();
+    let j = h.b.build_and(j, h.ci(!1u32 as u64), "").unwrap();
+    let y =
+        h.b.build_signed_int_to_float(j, h.ctx.f32_type(), "")
+            .unwrap();
+    // z = |x| − y·π/4 in three parts (DP1 and DP2 have few bits: y·DP1, y·DP2 are exact).
+    let z = h.fma(y, h.c(-0.785_156_25), ax, fm);
+    let z = h.fma(y, h.c(-2.418_756_484_985_351_6e-4), z, fm);
+    let z = h.fma(y, h.c(-3.774_894_977_445_941e-8), z, fm);
+    let zz = h.mul(z, z);
+    let sin_z = {
+        let p = h.poly(
+            zz,
+            &[-1.666_665_461_1e-1, 8.332_160_873_6e-3, -1.951_529_589_1e-4],
+            fm,
+        );
+        h.fma(h.mul(p, zz), z, z, fm)
+    };
+    let cos_z = {
+        let p = h.poly(
+            zz,
+            &[
+                4.166_664_568_298_827e-2,
+                -1.388_731_625_493_765e-3,
+                2.443_315_711_809_948e-5,
+            ],
+            fm,
+        );
+        let r = h.fma(h.mul(p, zz), zz, h.mul(h.c(-0.5), zz), fm);
+        h.add(r, h.c(1.0))
+    };
+    // Octant j mod 8 ∈ {0, 2, 4, 6}: quadrant q = j/2 mod 4. sin: q 0 → sin z, 1 → cos z,
+    // 2 → −sin z, 3 → −cos z (then the sign of x); cos: q 0 → cos z, 1 → −sin z, 2 → −cos z,
+    // 3 → sin z.
+    let q = h.b.build_right_shift(j, h.ci(1), false, "").unwrap();
+    let q = h.b.build_and(q, h.ci(3), "").unwrap();
+    let q = if cos {
+        h.b.build_int_add(q, h.ci(1), "").unwrap()
+    } else {
+        q
+    };
+    let odd = h.b.build_and(q, h.ci(1), "").unwrap();
+    let odd =
+        h.b.build_int_compare(inkwell::IntPredicate::NE, odd, h.ci(0), "")
+            .unwrap();
+    let v = h.sel(odd, cos_z, sin_z);
+    let neg = h.b.build_and(q, h.ci(2), "").unwrap();
+    let neg =
+        h.b.build_int_compare(inkwell::IntPredicate::NE, neg, h.ci(0), "")
+            .unwrap();
+    let v = h.sel(neg, h.sub(h.c(0.0), v), v);
+    // sin is odd: the sign of x; cos is even.
+    let v = if cos {
+        v
+    } else {
+        let negx = h.cmp(FloatPredicate::OLT, x, h.c(0.0));
+        h.sel(negx, h.sub(h.c(0.0), v), v)
+    };
+    // NaN and ±∞ (|x| not finite) give NaN.
+    let finite = h.cmp(FloatPredicate::OLT, ax, h.c(f64::INFINITY));
+    h.sel(finite, v, h.c(f64::NAN))
 }
 
 fn emit_tanh<'ctx>(

@@ -175,11 +175,10 @@ impl Importer {
             "CastLike" => self.cast(cx, true),
             "Abs" => self.abs_neg(cx, UnaryOp::Abs),
             "Neg" => self.abs_neg(cx, UnaryOp::Negate),
-            "Relu" | "Sigmoid" | "Tanh" | "Exp" | "Log" | "Sqrt" | "Erf" | "Reciprocal"
-            | "LeakyRelu" | "Elu" | "Selu" | "Celu" | "HardSigmoid" | "HardSwish" | "Softplus"
-            | "Softsign" | "Mish" | "ThresholdedRelu" | "Sign" | "Floor" | "Ceil" => {
-                self.activation(cx, op)
-            }
+            "Relu" | "Sigmoid" | "Tanh" | "Exp" | "Log" | "Sqrt" | "Erf" | "Sin" | "Cos"
+            | "Reciprocal" | "LeakyRelu" | "Elu" | "Selu" | "Celu" | "HardSigmoid"
+            | "HardSwish" | "Softplus" | "Softsign" | "Mish" | "ThresholdedRelu" | "Sign"
+            | "Floor" | "Ceil" => self.activation(cx, op),
             "PRelu" => self.prelu(cx),
             "Gelu" => self.gelu(cx),
             "Identity" => self.identity(cx),

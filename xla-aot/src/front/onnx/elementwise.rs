@@ -477,6 +477,8 @@ impl Importer {
                 "Log" => u(me, UnaryOp::Log, x),
                 "Sqrt" => u(me, UnaryOp::Sqrt, x),
                 "Erf" => u(me, UnaryOp::Erf, x),
+                "Sin" => u(me, UnaryOp::Sine, x),
+                "Cos" => u(me, UnaryOp::Cosine, x),
                 "Reciprocal" => {
                     let one = me.splat(cx, 1.0, d)?;
                     me.bin(cx, BinaryOp::Divide, one, x)

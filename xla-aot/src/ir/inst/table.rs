@@ -204,6 +204,20 @@ pub const UNARY: &[UnaryInfo] = &[
         |x| x.max(0.0) + (-x.abs()).exp().ln_1p(),
     ),
     unary(
+        UnaryOp::Sine,
+        "sine",
+        Cost::Transcendental,
+        Domain::All,
+        f64::sin,
+    ),
+    unary(
+        UnaryOp::Cosine,
+        "cosine",
+        Cost::Transcendental,
+        Domain::All,
+        f64::cos,
+    ),
+    unary(
         UnaryOp::RoundBf16,
         "round-bf16",
         Cost::Simple,

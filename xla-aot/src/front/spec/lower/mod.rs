@@ -39,6 +39,8 @@ pub const UNARY_OPS: &[(&str, UnaryOp)] = &[
     ("abs", UnaryOp::Abs),
     ("erf", UnaryOp::Erf),
     ("softplus", UnaryOp::Softplus),
+    ("sin", UnaryOp::Sine),
+    ("cos", UnaryOp::Cosine),
 ];
 
 /// Every other spec op, with the attributes it accepts and how many inputs it takes (min, max).
