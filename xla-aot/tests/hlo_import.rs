@@ -56,9 +56,9 @@ fn errors_name_the_line_and_say_what_to_do() {
     let cases: &[(&str, String, &[&str])] = &[
         (
             "opcode",
-            format!("{HEAD}  ROOT s.2 = f32[2,3]{{1,0}} sine(x.1)\n}}\n"),
+            format!("{HEAD}  ROOT s.2 = f32[2,3]{{1,0}} cbrt(x.1)\n}}\n"),
             &[
-                "opcode `sine` is not supported",
+                "opcode `cbrt` is not supported",
                 "model.hlo.txt:5:",
                 "supported opcodes:",
             ],
