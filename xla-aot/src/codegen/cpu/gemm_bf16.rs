@@ -269,19 +269,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             let bv: Vec<VectorValue<'ctx>> = b_base
                 .iter()
-                .map(|&base| {
-                    let p =
-                        cg.b.build_pointer_cast(
-                            cg.gep(b, cg.add(base, cg.mul(q, step))),
-                            i32v.ptr_type(AddressSpace::default()),
-                            "",
-                        )
-                        .unwrap();
-                    let v = cg.b.build_load(p, "").unwrap();
-                    use inkwell::values::BasicValue;
-                    v.as_instruction_value().unwrap().set_alignment(2).unwrap();
-                    v.into_vector_value()
-                })
+                .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 2))
                 .collect();
             for (i, row) in acc.iter().enumerate() {
                 let d =

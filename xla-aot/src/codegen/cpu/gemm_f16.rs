@@ -22,8 +22,7 @@ use super::Cg;
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::ir::{DType, F16_K_BLOCK};
-use inkwell::AddressSpace;
-use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
 /// Halves in one 128-bit NEON register (`.8h`): the widest f16 vector a group of a panel's
 /// vectors forms.
@@ -186,14 +185,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         off: IntValue<'ctx>,
         lanes: u32,
     ) -> VectorValue<'ctx> {
-        let hv = self.ctx.f16_type().vec_type(lanes);
-        let vp = self
-            .b
-            .build_pointer_cast(self.gep(p, off), hv.ptr_type(AddressSpace::default()), "")
-            .unwrap();
-        let v = self.b.build_load(vp, "").unwrap();
-        v.as_instruction_value().unwrap().set_alignment(2).unwrap();
-        v.into_vector_value()
+        self.load_vector(p, off, self.ctx.f16_type().vec_type(lanes), 2)
     }
 
     /// `x` (an f16) in every one of `lanes` lanes.

@@ -80,16 +80,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             inkwell::types::AnyTypeEnum::IntType(_) => return self.vload_half(p, off, lanes),
             _ => {}
         }
+        self.load_vector(p, off, self.vec_ty(lanes), 4)
+    }
+
+    /// A vector of type `ty` loaded from element `off` of `p` (whatever `p` points to), with
+    /// alignment `align`: one element's, as every vector access here is element-aligned.
+    pub(super) fn load_vector(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        ty: VectorType<'ctx>,
+        align: u32,
+    ) -> VectorValue<'ctx> {
         let vp = self
             .b
-            .build_pointer_cast(
-                self.gep(p, off),
-                self.vec_ty(lanes).ptr_type(AddressSpace::default()),
-                "",
-            )
+            .build_pointer_cast(self.gep(p, off), ty.ptr_type(AddressSpace::default()), "")
             .unwrap();
         let v = self.b.build_load(vp, "").unwrap();
-        v.as_instruction_value().unwrap().set_alignment(4).unwrap();
+        v.as_instruction_value()
+            .unwrap()
+            .set_alignment(align)
+            .unwrap();
         v.into_vector_value()
     }
 
@@ -123,20 +134,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         off: IntValue<'ctx>,
         lanes: u32,
     ) -> VectorValue<'ctx> {
-        let i8v = self.ctx.i8_type().vec_type(lanes);
-        let vp = self
-            .b
-            .build_pointer_cast(self.gep(p, off), i8v.ptr_type(AddressSpace::default()), "")
-            .unwrap();
-        let q = self.b.build_load(vp, "").unwrap();
-        q.as_instruction_value().unwrap().set_alignment(1).unwrap();
+        let q = self.load_vector(p, off, self.ctx.i8_type().vec_type(lanes), 1);
         let w = self
             .b
-            .build_int_s_extend(
-                q.into_vector_value(),
-                self.ctx.i32_type().vec_type(lanes),
-                "",
-            )
+            .build_int_s_extend(q, self.ctx.i32_type().vec_type(lanes), "")
             .unwrap();
         self.b
             .build_signed_int_to_float(w, self.vec_ty(lanes), "")
@@ -152,15 +153,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         off: IntValue<'ctx>,
         lanes: u32,
     ) -> VectorValue<'ctx> {
-        let i16v = self.ctx.i16_type().vec_type(lanes);
         let i32v = self.ctx.i32_type().vec_type(lanes);
-        let vp = self
-            .b
-            .build_pointer_cast(self.gep(p, off), i16v.ptr_type(AddressSpace::default()), "")
-            .unwrap();
-        let h = self.b.build_load(vp, "").unwrap();
-        h.as_instruction_value().unwrap().set_alignment(2).unwrap();
-        let h = h.into_vector_value();
+        let h = self.load_vector(p, off, self.ctx.i16_type().vec_type(lanes), 2);
         let splat = |v: u64| {
             let c = self.ctx.i32_type().const_int(v, false);
             VectorType::const_vector(&vec![c; lanes as usize])
