@@ -342,16 +342,7 @@ fn weights_sit_in_the_named_section_and_the_header_states_the_sizes() {
                         .sum::<u64>();
                 }
                 assert!(in_section > 0, "{name} for {target}: nothing in {section}");
-                let define = |key: &str| -> u64 {
-                    let p = format!("#define {}_{key} ", name.to_ascii_uppercase());
-                    let line = art.header.lines().find(|l| l.starts_with(&p)).unwrap();
-                    line[p.len()..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap()
-                        .parse()
-                        .unwrap()
-                };
+                let define = |key: &str| header_define(&art.header, name, key);
                 assert_eq!(define("WEIGHTS_BYTES"), in_section);
                 if given.is_some() {
                     // --code-section: all the code there.
@@ -468,17 +459,7 @@ fn rodata_per_kernel_adds_up_to_the_elf_sections() {
                 assert!(art.header.contains(&line), "{name}: no `{line}`");
                 sum += got;
             }
-            let upper = name.to_ascii_uppercase();
-            let define = |key: &str| -> u64 {
-                let p = format!("#define {upper}_{key} ");
-                let line = art.header.lines().find(|l| l.starts_with(&p)).unwrap();
-                line[p.len()..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            };
+            let define = |key: &str| header_define(&art.header, name, key);
             assert_eq!(mem["rodata_shared"].as_u64(), Some(shared), "{name}");
             assert_eq!(define("RODATA_SHARED_BYTES"), shared);
             let other = mem["rodata_other"].as_u64().unwrap();
@@ -772,4 +753,19 @@ fn external_weights_blob_runs_on_boards() {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+}
+
+/// The number a library header `#define`s as `<NAME>_<key>`.
+fn header_define(header: &str, name: &str, key: &str) -> u64 {
+    let p = format!("#define {}_{key} ", name.to_ascii_uppercase());
+    let line = header
+        .lines()
+        .find(|l| l.starts_with(&p))
+        .unwrap_or_else(|| panic!("no `{p}` in the header"));
+    line[p.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
