@@ -145,6 +145,10 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../targets/x86_64-avx512.yaml"),
     ),
     (
+        "x86_64-avx512-vnni",
+        include_str!("../targets/x86_64-avx512-vnni.yaml"),
+    ),
+    (
         "x86_64-avx512-bf16",
         include_str!("../targets/x86_64-avx512-bf16.yaml"),
     ),
@@ -229,7 +233,7 @@ impl Target {
 
     /// The target for a Cargo build: from `TARGET` (the Rust triple) and `CARGO_CFG_TARGET_FEATURE`
     /// (comma-separated features). x86_64 with `avx512f` → `x86_64-avx512` (`x86_64-avx512-bf16`
-    /// with `avx512bf16` too), with `avx2` →
+    /// with `avx512bf16` too, else `x86_64-avx512-vnni` with `avx512vnni`), with `avx2` →
     /// `x86_64-avx2`, otherwise `x86_64` (baseline); aarch64 → `aarch64-neon`; the Cortex-M
     /// triples as [`Target::for_cargo_cpu`] maps them without a `-C target-cpu`.
     pub fn for_cargo(triple: &str, features: &str) -> Result<Target, TargetError> {
@@ -252,6 +256,7 @@ impl Target {
         let hard_float = triple.ends_with("-eabihf");
         let name = match triple.split('-').next().unwrap_or("") {
             "x86_64" if has("avx512f") && has("avx512bf16") => "x86_64-avx512-bf16",
+            "x86_64" if has("avx512f") && has("avx512vnni") => "x86_64-avx512-vnni",
             "x86_64" if has("avx512f") => "x86_64-avx512",
             "x86_64" if has("avx2") && has("fma") => "x86_64-avx2",
             "x86_64" => "x86_64",
@@ -335,6 +340,24 @@ impl Target {
                 || matches!(self.cpu.as_str(), "cooperlake" | "sapphirerapids"))
     }
 
+    /// Whether the target has AVX-512 VNNI (`vpdpbusd`, the int8 products of `cpu/gemm_i8.rs`):
+    /// `+avx512vnni` in its features (`host` lists it when the CPU has it; every CPU with AVX-512
+    /// BF16 has it, so `x86_64-avx512-bf16` lists it too), or a CPU LLVM 14 gives it to.
+    pub fn has_avx512_vnni(&self) -> bool {
+        self.arch == Arch::X86_64
+            && (self.features.split(',').any(|f| f.trim() == "+avx512vnni")
+                || matches!(
+                    self.cpu.as_str(),
+                    "cascadelake"
+                        | "cooperlake"
+                        | "icelake-client"
+                        | "icelake-server"
+                        | "tigerlake"
+                        | "rocketlake"
+                        | "sapphirerapids"
+                ))
+    }
+
     /// Whether code for this target runs on the machine xla-aot runs on.
     pub fn runs_here(&self) -> bool {
         let host = host_triple();
@@ -348,6 +371,9 @@ impl Target {
         }
         let feats = TargetMachine::get_host_cpu_features().to_string();
         if self.has_avx512_bf16() && !feats.contains("+avx512bf16") {
+            return false;
+        }
+        if self.has_avx512_vnni() && !feats.contains("+avx512vnni") {
             return false;
         }
         match self.cpu.as_str() {

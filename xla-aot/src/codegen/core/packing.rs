@@ -14,7 +14,11 @@
 //! With `precision: bf16` on a target with AVX-512 BF16 ([`Packings::reads_bf16_pairs`]) GEMM
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
-//! (`cpu/gemm_bf16.rs`). [`Packings::stored_bytes`] gives the bytes either
+//! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
+//! byte's range (`value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI
+//! ([`Packings::reads_vnni`]): int8 *quads*, four consecutive k of a column side by side, then
+//! the columns' scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
+//! [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
@@ -60,6 +64,10 @@ pub struct Packings {
     /// GEMM panels hold bfloat16 pairs ([`pack_gemm_pairs`]): `precision: bf16` on a target with
     /// AVX-512 BF16 and 16-lane vectors.
     bf16_pairs: bool,
+    /// Per entry instruction: an int8 GEMM weight stored as VNNI quads ([`write_int8_quads`]),
+    /// with the offset that makes its dot's data operand unsigned bytes (`x + offset` in
+    /// [0, 255], `value_range::Range::u8_offset`).
+    vnni: Vec<Option<i32>>,
 }
 
 impl Packings {
@@ -71,6 +79,7 @@ impl Packings {
             precision: Precision::F32,
             int8: vec![false; hlo.entry.instructions.len()],
             bf16_pairs: false,
+            vnni: vec![None; hlo.entry.instructions.len()],
         }
     }
 
@@ -91,7 +100,7 @@ impl Packings {
                 _ => None,
             })
             .collect();
-        let int8 = of
+        let int8: Vec<bool> = of
             .iter()
             .zip(&c.instructions)
             .map(|(p, inst)| match (p, &inst.op) {
@@ -108,11 +117,13 @@ impl Packings {
                 _ => false,
             })
             .collect();
+        let vnni = vnni_offsets(hlo, target, &t, &of, &int8);
         Packings {
             of,
             tiles: Some(t),
             precision: hlo.precision,
             int8,
+            vnni,
             bf16_pairs: hlo.precision == Precision::Bf16
                 && target.has_avx512_bf16()
                 && t.lanes == BF16_PAIR_LANES,
@@ -163,6 +174,12 @@ impl Packings {
     /// How many bytes constant `id` of shape `s` is stored as (packed panels are padded to
     /// whole panels).
     pub fn stored_len(&self, id: InstId, s: &Shape) -> usize {
+        if let (Some(Packing::Gemm(d)), Some(t), Some(_)) =
+            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
+        {
+            let (k, n) = gemm_kn(s, d);
+            return quads_len(k, n.div_ceil(t.nr()) * t.nr());
+        }
         if let Some(len) = self.packed_f32_len(id, s).filter(|_| self.int8[id.index()]) {
             // int8 panels, then one f32 scale per padded column.
             let values = len / 4;
@@ -229,6 +246,13 @@ impl Packings {
             })
     }
 
+    /// The byte offset of the dot computed by entry instruction `id` when it reads its weight as
+    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd` (`cpu/gemm_i8.rs`).
+    pub fn reads_vnni(&self, hlo: &Hlo, id: InstId) -> Option<i32> {
+        let (_, _, rhs, _) = heavy_in(hlo, id)?;
+        self.vnni[rhs.index()]
+    }
+
     /// Whether constant `id` is stored as int8 panels and per-column scales.
     pub fn is_int8(&self, id: InstId) -> bool {
         self.int8[id.index()]
@@ -248,6 +272,17 @@ impl Packings {
     /// padding of packed panels is not written): the object writer re-lays each weight straight
     /// into the object it writes, holding no second copy.
     pub fn write_stored(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
+        if let (Some(Packing::Gemm(d)), Some(t), Some(_)) =
+            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
+        {
+            let scales = int8_columns(bytes, s, d).expect("decided by Packings::for_cpu");
+            let (k, n) = gemm_kn(s, d);
+            let nr = t.nr();
+            let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
+            pack_gemm_into(bytes, s, d, nr, &mut f32s);
+            write_int8_quads(&f32s, k, nr, &scales, out);
+            return;
+        }
         if let (Some(Packing::Gemm(d)), Some(t), true) =
             (&self.of[id.index()], &self.tiles, self.int8[id.index()])
         {
@@ -518,6 +553,92 @@ fn write_int8_panels(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut
     }
     for (j, sc) in scales.iter().enumerate() {
         out[values + 4 * j..values + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());
+    }
+}
+
+/// Lanes of the vectors VNNI quads are laid out for: one 512-bit register of i32 accumulators
+/// (`llvm.x86.avx512.vpdpbusd.512`).
+pub const VNNI_LANES: u32 = 16;
+
+/// Most k a VNNI product sums in i32: 255 · 128 · K stays below 2^31 (no wrap-around).
+const VNNI_MAX_K: usize = 65_536;
+
+/// Per entry instruction, the byte offset of the int8 GEMM weights stored as VNNI quads: on a
+/// target with AVX-512 VNNI and 16-lane vectors, an f32 module's int8 GEMM weight (`int8`) whose
+/// dot's data operand holds integers within one byte's range.
+fn vnni_offsets(
+    hlo: &Hlo,
+    target: &Target,
+    t: &Tiles,
+    of: &[Option<Packing>],
+    int8: &[bool],
+) -> Vec<Option<i32>> {
+    let n = hlo.entry.instructions.len();
+    let candidate = |i: usize| int8[i] && matches!(of[i], Some(Packing::Gemm(_)));
+    if !(0..n).any(candidate)
+        || !target.has_avx512_vnni()
+        || t.lanes != VNNI_LANES
+        || hlo.precision != Precision::F32
+    {
+        return vec![None; n];
+    }
+    let ranges = super::value_range::ranges(hlo);
+    let mut out = vec![None; n];
+    for i in 0..n {
+        let Some((_, lhs, rhs, _)) = heavy_in(hlo, InstId(i as u32)) else {
+            continue;
+        };
+        let Some(Packing::Gemm(d)) = of[rhs.index()].as_ref().filter(|_| candidate(rhs.index()))
+        else {
+            continue;
+        };
+        let (k, _) = gemm_kn(&hlo.entry.inst(rhs).shape, d);
+        if k <= VNNI_MAX_K {
+            out[rhs.index()] = ranges[lhs.index()].u8_offset();
+        }
+    }
+    out
+}
+
+/// Bytes of a VNNI-quad weight of `k` rows and `n_pad` padded columns ([`write_int8_quads`]).
+fn quads_len(k: usize, n_pad: usize) -> usize {
+    n_pad * (k.div_ceil(4) * 4 + 8)
+}
+
+/// Writes GEMM panels (`f32s`, [`pack_gemm`]'s layout, `k` rows of `nr` columns per panel) whose
+/// columns are int8 × `scales` as VNNI quads: panel `p` holds the int8 of `B[4q + b, p·nr + j]` at
+/// byte `((p·K4 + q)·nr + j)·4 + b` with `K4 = ⌈K/4⌉` (zero past K), so 64 bytes are 16 columns ×
+/// 4 k, one `vpdpbusd` operand. Then one f32 scale per padded column, then one i32 per padded
+/// column: the sum of its int8 values (the zero-point correction of `cpu/gemm_i8.rs`).
+fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut [u8]) {
+    let k4 = k.div_ceil(4);
+    let n_pad = f32s.len() / 4 / k.max(1);
+    let panels = n_pad / nr;
+    let mut sums = vec![0i32; n_pad];
+    for p in 0..panels {
+        for kk in 0..k {
+            for j in 0..nr {
+                let src = ((p * k + kk) * nr + j) * 4;
+                let w =
+                    f32::from_le_bytes([f32s[src], f32s[src + 1], f32s[src + 2], f32s[src + 3]]);
+                let col = p * nr + j;
+                let scale = scales.get(col).copied().unwrap_or(0.0);
+                let q = if scale == 0.0 {
+                    0
+                } else {
+                    (w / scale).round() as i8
+                };
+                sums[col] += i32::from(q);
+                out[((p * k4 + kk / 4) * nr + j) * 4 + kk % 4] = q as u8;
+            }
+        }
+    }
+    let at = n_pad * k4 * 4;
+    for j in 0..n_pad {
+        let sc = scales.get(j).copied().unwrap_or(0.0);
+        out[at + 4 * j..at + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());
+        let s = at + 4 * n_pad + 4 * j;
+        out[s..s + 4].copy_from_slice(&sums[j].to_le_bytes());
     }
 }
 

@@ -20,6 +20,7 @@
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm_bf16;
+use super::gemm_i8;
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
@@ -88,6 +89,9 @@ struct Plan {
     /// f16 products summed in f16 blocks (`gemm_f16.rs`): B is packed in f16, `precision: f16`
     /// on a target with FP16 arithmetic.
     f16: bool,
+    /// `vpdpbusd` on int8 quads (`gemm_i8.rs`) with this byte offset of A: B is packed in quads,
+    /// A is packed per row block.
+    vnni: Option<i32>,
     /// The output fusion's register epilogue and the role of each output dim.
     epi: Option<(RegEpilogue, Vec<DimRole>)>,
 }
@@ -156,15 +160,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             && self.be.half_rhs.get() == Some(DType::F16)
             && self.hlo.precision == Precision::F16
             && self.target.has_f16_arith();
+        let vnni = self.be.vnni.get().filter(|_| packed);
         let mut t = Tiles::for_target(self.target);
         if bf16 {
             t.kc = gemm_bf16::kc(&t);
+        }
+        if vnni.is_some() {
+            t.kc = gemm_i8::kc(&t);
         }
         if f16 {
             // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
             t.kc = t.kc.next_multiple_of(F16_K_BLOCK);
         }
-        if g.m <= t.mr && (!bf16 || g.k.div_ceil(2) * 4 * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
+        let a_row_bytes = if vnni.is_some() {
+            g.k.div_ceil(4) * 4
+        } else {
+            g.k.div_ceil(2) * 4
+        };
+        let packs_a = bf16 || vnni.is_some();
+        if g.m <= t.mr && (!packs_a || a_row_bytes * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
             // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
             // panel's stream into pieces. Stream every panel whole.
             t.kc = g.k.max(1);
@@ -177,6 +191,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         t.mr = rows_for_issue(g.m, t.mr, t.nv);
         if bf16 {
             t.mc_tiles = gemm_bf16::mc_tiles(&t);
+        }
+        if vnni.is_some() {
+            t.mc_tiles = gemm_i8::mc_tiles(&t);
         }
         let rows_per_tile = t.mr;
         let pp = MIN_CHAINS
@@ -195,6 +212,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
             bf16,
             f16,
+            vnni,
             epi,
         };
         let units = if plan.split_cols {
@@ -246,7 +264,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let bsizes: Vec<usize> = g.batch.iter().map(|x| x.0).collect();
         let nkb = g.k.div_ceil(t.kc);
         let nrb = plan.row_tiles().div_ceil(t.mc_tiles);
-        let apack = plan.bf16.then(|| self.a_pairs_buffer(f, t));
+        let apack = if plan.vnni.is_some() {
+            Some(self.a_quads_buffer(f, t))
+        } else {
+            plan.bf16.then(|| self.a_pairs_buffer(f, t))
+        };
         self.loop_nest(&bsizes, &mut |cg, bi| {
             let mut offs = [cg.i64(0), cg.i64(0), cg.i64(0)];
             for (j, &(_, sa, sb, sc)) in g.batch.iter().enumerate() {
@@ -273,7 +295,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let apack = apack.map(|buf| {
                         let r0 = cg.mul(lo, t.mr as u64);
                         let r1 = cg.umin(cg.mul(hi, t.mr as u64), cg.i64(g.m as u64));
-                        cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen);
+                        match plan.vnni {
+                            Some(o) => cg.pack_a_quads(
+                                a,
+                                g,
+                                buf,
+                                t.kc.div_ceil(4),
+                                (r0, r1),
+                                (k0, klen),
+                                o,
+                            ),
+                            None => {
+                                cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen)
+                            }
+                        }
                         (buf, r0)
                     });
                     cg.for_range(cl, ch, &mut |cg, jr| {
@@ -383,46 +418,64 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let r = cg.add(row0, cg.i64(i as u64));
             cg.add(cg.mul(r, g.c_m), cg.add(col0, cg.i64(v.col as u64)))
         };
-        self.if_else(
-            first,
-            &mut |cg| {
-                for (i, row) in acc.iter().enumerate() {
-                    for (v, p) in cols.iter().zip(row) {
-                        let _ = i;
-                        cg.b.build_store(*p, cg.vec_ty(v.lanes).const_zero())
-                            .unwrap();
+        let init = |cg: &Self| {
+            cg.if_else(
+                first,
+                &mut |cg| {
+                    for (i, row) in acc.iter().enumerate() {
+                        for (v, p) in cols.iter().zip(row) {
+                            let _ = i;
+                            cg.b.build_store(*p, cg.vec_ty(v.lanes).const_zero())
+                                .unwrap();
+                        }
                     }
-                }
-            },
-            &mut |cg| {
-                for (i, row) in acc.iter().enumerate() {
-                    for (v, p) in cols.iter().zip(row) {
-                        let off = c_off(cg, i, v);
-                        let x = if v.store == v.lanes {
-                            cg.vload(c, off, v.lanes)
-                        } else {
-                            let mut x = cg.vec_ty(v.lanes).const_zero();
-                            for l in 0..v.store {
-                                let e = cg
-                                    .load(c, cg.add(off, cg.i64(l as u64)), DType::F32)
-                                    .into_float_value();
-                                x =
-                                    cg.b.build_insert_element(
-                                        x,
-                                        e,
-                                        cg.ctx.i32_type().const_int(l as u64, false),
-                                        "",
-                                    )
-                                    .unwrap();
-                            }
-                            x
-                        };
-                        cg.b.build_store(*p, x).unwrap();
+                },
+                &mut |cg| {
+                    for (i, row) in acc.iter().enumerate() {
+                        for (v, p) in cols.iter().zip(row) {
+                            let off = c_off(cg, i, v);
+                            let x = if v.store == v.lanes {
+                                cg.vload(c, off, v.lanes)
+                            } else {
+                                let mut x = cg.vec_ty(v.lanes).const_zero();
+                                for l in 0..v.store {
+                                    let e = cg
+                                        .load(c, cg.add(off, cg.i64(l as u64)), DType::F32)
+                                        .into_float_value();
+                                    x =
+                                        cg.b.build_insert_element(
+                                            x,
+                                            e,
+                                            cg.ctx.i32_type().const_int(l as u64, false),
+                                            "",
+                                        )
+                                        .unwrap();
+                                }
+                                x
+                            };
+                            cg.b.build_store(*p, x).unwrap();
+                        }
                     }
-                }
-            },
-        );
-        if let Some((buf, r0)) = apack {
+                },
+            );
+        };
+        if let (Some((buf, r0)), Some(offset)) = (apack, plan.vnni) {
+            // The f32 tile is initialised after the integer loop, which holds its own sums.
+            let row_in_block = self.b.build_int_sub(row0, r0, "").unwrap();
+            self.i8_k_loop(
+                f,
+                g,
+                (t.nr(), plan.pp),
+                b,
+                (&acc, &init),
+                cols,
+                (buf, t.kc.div_ceil(4)),
+                (row_in_block, jr),
+                (k0, klen, first),
+                offset,
+            );
+        } else if let Some((buf, r0)) = apack {
+            init(self);
             let row_in_block = self.b.build_int_sub(row0, r0, "").unwrap();
             self.bf16_k_loop(
                 g,
@@ -436,6 +489,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (rows == 1).then_some(STREAM_PREFETCH_K / 2),
             );
         } else if plan.f16 {
+            init(self);
             self.f16_k_loop(
                 f,
                 g,
@@ -447,6 +501,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (jr, k0, klen),
             );
         } else {
+            init(self);
             self.f32_k_loop(
                 g,
                 plan,

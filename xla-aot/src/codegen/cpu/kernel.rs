@@ -93,6 +93,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .bf16_pairs
             .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
+        self.be.vnni.set(self.be.packings.reads_vnni(self.hlo, id));
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         *self.be.scalar_consts.borrow_mut() = inst
             .operands

@@ -29,6 +29,7 @@ mod epilogue;
 mod gemm;
 mod gemm_bf16;
 mod gemm_f16;
+mod gemm_i8;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
@@ -73,6 +74,9 @@ pub struct Cpu {
     /// Whether that packed rhs holds GEMM panels of bfloat16 pairs for `vdpbf16ps`
     /// (`Packings::reads_bf16_pairs`, `gemm_bf16.rs`).
     bf16_pairs: Cell<bool>,
+    /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand
+    /// (`Packings::reads_vnni`, `gemm_i8.rs`).
+    vnni: Cell<Option<i32>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
     /// The register epilogue of the output fusion being generated (`epilogue.rs`).
@@ -104,6 +108,7 @@ impl Cpu {
             packed_rhs: Cell::new(false),
             half_rhs: Cell::new(None),
             bf16_pairs: Cell::new(false),
+            vnni: Cell::new(None),
             winograd: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),

@@ -1,0 +1,347 @@
+//! Value ranges: for every entry instruction, an interval holding each of its elements, and
+//! whether they are all integers. The integer kernels (`cpu/gemm_i8.rs`) ask it whether a
+//! product's f32 data operand holds only integers of one 8-bit range: the shifted activations
+//! `convert(q) − zero_point` of a quantized model, which they then multiply as bytes.
+//!
+//! Contract: [`ranges`] is sound for the values the compiled code computes. An interval with
+//! `integer` set holds integers only, exactly representable in its element type. f32 arithmetic
+//! is bounded outward by one rounding step ([`widen`]), and an f32 result whose every value is
+//! at least 2^23 in magnitude is an integer (f32's spacing there is 1 or more): the rounding trick
+//! of `front/onnx/quant.rs`, `(c + 1.5·2^23) − 1.5·2^23`, is recognised as giving integers that
+//! way. Ops the analysis does not follow give [`Range::ANY`] (every f32 or i32, NaN included).
+//! It never looks at run-time data: entry parameters are bounded by their C API type only (a
+//! uint8 input is [0, 255]).
+
+use crate::ir::{
+    BinaryOp, Computation, DType, InstId, Instruction, Module as Hlo, Op, ReduceKind, UnaryOp,
+};
+
+/// Below this magnitude every integer is an exact f32 (2^24); sums and products of such integers
+/// are exact while they stay below it.
+const F32_EXACT_INT: f64 = 16_777_216.0;
+
+/// From this magnitude on every f32 is an integer (2^23: the spacing of [2^23, 2^24) is 1).
+const F32_ALL_INT: f64 = 8_388_608.0;
+
+/// Constants with more elements than this are not scanned (weights; ranges are wanted for the
+/// scalars and per-channel vectors of quantization arithmetic): their range is the type's.
+const MAX_SCANNED: usize = 1 << 16;
+
+/// Where the elements of a value lie.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    /// Every element is at least this (`-inf`: unbounded).
+    pub lo: f64,
+    /// Every element is at most this (`+inf`: unbounded).
+    pub hi: f64,
+    /// Every element is an integer (and none is NaN).
+    pub integer: bool,
+}
+
+impl Range {
+    /// Nothing known: any value, NaN included.
+    pub const ANY: Range = Range {
+        lo: f64::NEG_INFINITY,
+        hi: f64::INFINITY,
+        integer: false,
+    };
+
+    fn int(lo: f64, hi: f64) -> Range {
+        Range {
+            lo,
+            hi,
+            integer: true,
+        }
+    }
+
+    /// The range of a C API (or IR) element type.
+    fn of_dtype(d: DType) -> Range {
+        match d {
+            DType::Pred => Range::int(0.0, 1.0),
+            DType::I8 => Range::int(-128.0, 127.0),
+            DType::U8 => Range::int(0.0, 255.0),
+            DType::I16 => Range::int(-32768.0, 32767.0),
+            DType::U16 => Range::int(0.0, 65535.0),
+            DType::I32 | DType::I64 | DType::U32 => Range::int(i32::MIN as f64, i32::MAX as f64),
+            DType::F16 | DType::BF16 | DType::F32 => Range::ANY,
+        }
+    }
+
+    fn union(self, o: Range) -> Range {
+        Range {
+            lo: self.lo.min(o.lo),
+            hi: self.hi.max(o.hi),
+            integer: self.integer && o.integer,
+        }
+    }
+
+    /// The 8-bit offset of an integer range that fits one byte: `o` such that every `x + o` is in
+    /// [0, 255] (`Some(-lo)`), the bias the integer kernels add to make activations `u8`.
+    pub fn u8_offset(&self) -> Option<i32> {
+        (self.integer && self.lo.is_finite() && self.hi.is_finite() && self.hi - self.lo <= 255.0)
+            .then_some(-self.lo as i32)
+    }
+}
+
+/// A result computed in f32 lying in `[lo, hi]` before rounding: integer when `integer` and
+/// exact, else bounded outward by one rounding step; integer anyway where every value is at least
+/// 2^23 in magnitude.
+fn widen(lo: f64, hi: f64, integer: bool, dtype: DType) -> Range {
+    if lo.is_nan() || hi.is_nan() {
+        return Range::ANY;
+    }
+    if dtype != DType::F32 {
+        // i32 arithmetic: exact within the type (wrapping is not followed: give up).
+        let full = Range::of_dtype(DType::I32);
+        return if integer && lo >= full.lo && hi <= full.hi {
+            Range::int(lo, hi)
+        } else {
+            Range::ANY
+        };
+    }
+    if integer && lo.abs() <= F32_EXACT_INT && hi.abs() <= F32_EXACT_INT {
+        return Range::int(lo, hi);
+    }
+    if (lo >= F32_ALL_INT && hi < F32_EXACT_INT) || (hi <= -F32_ALL_INT && lo > -F32_EXACT_INT) {
+        // Spacing 1: every result is the exact value rounded to a neighbouring integer.
+        return Range::int(lo.floor(), hi.ceil());
+    }
+    let ulp = |x: f64| x.abs() * f64::from(f32::EPSILON);
+    let (lo, hi) = (lo - ulp(lo), hi + ulp(hi));
+    let all_int = lo >= F32_ALL_INT || hi <= -F32_ALL_INT;
+    Range {
+        lo: if all_int { lo.floor() } else { lo },
+        hi: if all_int { hi.ceil() } else { hi },
+        integer: all_int && lo.is_finite() && hi.is_finite(),
+    }
+}
+
+/// The range of every entry instruction of `hlo`.
+pub fn ranges(hlo: &Hlo) -> Vec<Range> {
+    let params: Vec<Range> = (0..hlo.entry.parameters().len())
+        .map(|k| Range::of_dtype(hlo.input_dtype(k)))
+        .collect();
+    computation(&hlo.entry, &params)
+}
+
+/// The ranges of `c`'s instructions, with parameter `i` in `params[i]`.
+fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
+    let mut out: Vec<Range> = Vec::with_capacity(c.instructions.len());
+    for inst in &c.instructions {
+        let of = |o: InstId| out[o.index()];
+        let r = instruction(inst, &of, params);
+        out.push(r);
+    }
+    out
+}
+
+fn instruction(inst: &Instruction, of: &dyn Fn(InstId) -> Range, params: &[Range]) -> Range {
+    let dt = inst.shape.dtype;
+    let ops: Vec<Range> = inst.operands.iter().map(|&o| of(o)).collect();
+    let r = match &inst.op {
+        Op::Parameter { index } => params.get(*index).copied().unwrap_or(Range::ANY),
+        Op::Constant(lit) => constant(lit),
+        Op::Unary(UnaryOp::Negate) => widen(-ops[0].hi, -ops[0].lo, ops[0].integer, dt),
+        Op::Unary(UnaryOp::Abs) => {
+            let a = ops[0];
+            let lo = if a.lo <= 0.0 && a.hi >= 0.0 {
+                0.0
+            } else {
+                a.lo.abs().min(a.hi.abs())
+            };
+            widen(lo, a.lo.abs().max(a.hi.abs()), a.integer, dt)
+        }
+        Op::Binary(op) => binary(*op, ops[0], ops[1], dt),
+        Op::Convert { to } => convert(ops[0], *to),
+        Op::Compare(_) => Range::int(0.0, 1.0),
+        Op::Select => ops[1].union(ops[2]),
+        Op::Clamp => {
+            let (l, x, h) = (ops[0], ops[1], ops[2]);
+            Range {
+                lo: x.lo.max(l.lo).min(h.lo),
+                hi: x.hi.max(l.hi).min(h.hi),
+                integer: l.integer && x.integer && h.integer,
+            }
+        }
+        Op::Broadcast { .. } | Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } => ops[0],
+        Op::Pad { .. } => ops[0].union(ops[1]),
+        Op::Concatenate { .. } => ops
+            .iter()
+            .copied()
+            .reduce(Range::union)
+            .unwrap_or(Range::ANY),
+        Op::Reduce {
+            kind: ReduceKind::Max | ReduceKind::Min,
+            ..
+        } => ops[0],
+        Op::ReduceWindow {
+            kind: ReduceKind::Max | ReduceKind::Min,
+            window,
+        } => {
+            // Padded cells hold the identity (±inf): only a window with a real element keeps
+            // the operand's range, which holds when padding is shorter than the window.
+            let dense = (0..window.size.len())
+                .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d]);
+            if dense { ops[0] } else { Range::ANY }
+        }
+        Op::Gather => ops[0],
+        Op::Argmax { .. } => Range::int(0.0, i32::MAX as f64),
+        Op::Fusion { computation: c, .. } => {
+            let inner = computation(c, &ops);
+            c.outputs
+                .first()
+                .map_or(Range::ANY, |o| inner[o.value.index()])
+        }
+        _ => Range::ANY,
+    };
+    // An i32 or pred value is an integer of its type whatever the analysis followed.
+    if dt != DType::F32 && !r.integer {
+        return Range::of_dtype(dt);
+    }
+    r
+}
+
+fn constant(lit: &crate::ir::Literal) -> Range {
+    if lit.element_count() > MAX_SCANNED {
+        return Range::of_dtype(lit.dtype);
+    }
+    let values: Vec<f64> = match lit.dtype {
+        DType::F32 => match lit.to_f32_vec() {
+            Some(v) => v.into_iter().map(f64::from).collect(),
+            None => return Range::ANY,
+        },
+        DType::I32 => match lit.to_i32_vec() {
+            Some(v) => v.into_iter().map(f64::from).collect(),
+            None => return Range::of_dtype(DType::I32),
+        },
+        d => return Range::of_dtype(d),
+    };
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return Range::ANY;
+    }
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Range {
+        lo,
+        hi,
+        integer: values.iter().all(|v| v.fract() == 0.0),
+    }
+}
+
+fn binary(op: BinaryOp, a: Range, b: Range, dt: DType) -> Range {
+    let both = a.integer && b.integer;
+    match op {
+        BinaryOp::Add => widen(a.lo + b.lo, a.hi + b.hi, both, dt),
+        BinaryOp::Subtract => widen(a.lo - b.hi, a.hi - b.lo, both, dt),
+        BinaryOp::Multiply => {
+            let p = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+            if p.iter().any(|v| v.is_nan()) {
+                return Range::ANY;
+            }
+            let lo = p.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            widen(lo, hi, both, dt)
+        }
+        BinaryOp::Maximum => Range {
+            lo: a.lo.max(b.lo),
+            hi: a.hi.max(b.hi),
+            integer: both,
+        },
+        BinaryOp::Minimum => Range {
+            lo: a.lo.min(b.lo),
+            hi: a.hi.min(b.hi),
+            integer: both,
+        },
+        BinaryOp::Divide | BinaryOp::Power => Range::ANY,
+    }
+}
+
+/// `convert` to `to`: f32 → i32 rounds toward zero and saturates (NaN gives 0).
+fn convert(x: Range, to: DType) -> Range {
+    match to {
+        DType::F32 => widen(x.lo, x.hi, x.integer, DType::F32),
+        DType::Pred => Range::int(0.0, 1.0),
+        _ => {
+            let full = Range::of_dtype(to);
+            if x.lo.is_nan() || x.hi.is_nan() {
+                return full;
+            }
+            // NaN converts to 0: an f32 range that may hold NaN (not integer) includes 0.
+            let (lo, hi) = if x.integer {
+                (x.lo, x.hi)
+            } else {
+                (x.lo.trunc().min(0.0), x.hi.trunc().max(0.0))
+            };
+            Range::int(lo.max(full.lo), hi.min(full.hi))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::parse_module;
+
+    fn of(text: &str) -> Vec<Range> {
+        ranges(&parse_module(text).expect("parses"))
+    }
+
+    #[test]
+    fn quantize_then_dequantize_is_an_integer_byte_range() {
+        // `front/onnx/quant.rs`: saturate(round(t) + z) with z = 128, as i32, then the next
+        // product's dequantization `convert(q) − z`.
+        let r = of("HloModule m
+
+ENTRY %main {
+  %t = f32[4]{0} parameter(0)
+  %lo = f32[] constant(-128)
+  %hi = f32[] constant(127)
+  %c = f32[4]{0} clamp(%lo, %t, %hi)
+  %k = f32[] constant(12582912)
+  %kb = f32[4]{0} broadcast(%k), dimensions={}
+  %up = f32[4]{0} add(%c, %kb)
+  %r = f32[4]{0} subtract(%up, %kb)
+  %z = f32[] constant(128)
+  %zb = f32[4]{0} broadcast(%z), dimensions={}
+  %q = f32[4]{0} add(%r, %zb)
+  %qi = i32[4]{0} convert(%q)
+  %qf = f32[4]{0} convert(%qi)
+  %a = f32[4]{0} subtract(%qf, %zb)
+  ROOT %outputs = (f32[4]{0}) tuple(%a), names={a}
+}
+");
+        assert_eq!(
+            r[3],
+            Range {
+                lo: -128.0,
+                hi: 127.0,
+                integer: false
+            }
+        );
+        assert_eq!(r[6], Range::int(12_582_784.0, 12_583_039.0));
+        assert_eq!(r[7], Range::int(-128.0, 127.0));
+        assert_eq!(r[10], Range::int(0.0, 255.0));
+        assert_eq!(r[13], Range::int(-128.0, 127.0));
+        assert_eq!(r[13].u8_offset(), Some(128));
+    }
+
+    #[test]
+    fn unknown_floats_and_wide_integers_have_no_byte_offset() {
+        let r = of("HloModule m
+
+ENTRY %main {
+  %x = f32[4]{0} parameter(0)
+  %i = i32[4]{0} convert(%x)
+  %f = f32[4]{0} convert(%i)
+  ROOT %outputs = (f32[4]{0}) tuple(%f), names={f}
+}
+");
+        assert_eq!(r[0], Range::ANY);
+        assert!(
+            !r[2].integer,
+            "2^31 is beyond f32's exact integers: {:?}",
+            r[2]
+        );
+        assert!(r[1].integer && r[1].u8_offset().is_none());
+    }
+}
