@@ -1,9 +1,11 @@
-//! The integer GEMM (`codegen/cpu/gemm_i8.rs`): products of int8 weights and activations that
-//! hold integers of one byte's range multiply with `vpdpbusd` on AVX-512 VNNI. On the shapes that
-//! stress the quad packing (K not a multiple of 4, several K-blocks, M = 1, partial panels, row
-//! blocks), with signed and unsigned activation ranges, a register epilogue and unit or
-//! per-column scales, the compiled code matches the reference interpreter, bit for bit where the
-//! f32 path is exact (unit scales); `vpdpbusd` is in the code for VNNI targets only.
+//! The integer kernels (`codegen/cpu/gemm_i8.rs`, `cpu/conv/int8.rs`): products and
+//! convolutions of int8 weights over activations that hold integers of one byte's range multiply
+//! with `vpdpbusd` on AVX-512 VNNI. On the shapes that stress the quad packing (K not a multiple
+//! of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4,
+//! padding, strides, dilation, groups, input staged from NCHW and from NHWC), with signed and
+//! unsigned activation ranges, a register epilogue and unit or per-column scales, the compiled
+//! code matches the reference interpreter, bit for bit where the f32 path is exact (unit scales);
+//! `vpdpbusd` is in the code for VNNI targets only.
 
 mod common;
 
@@ -132,6 +134,175 @@ fn vnni_products_match_the_reference() {
                     "{tag}: not bit for bit"
                 );
             }
+        }
+    }
+}
+
+/// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel.
+fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
+    let per: usize = dims[1..].iter().product();
+    let v: Vec<String> = (0..dims[0] * per)
+        .map(|i| {
+            let s = if unit {
+                1.0
+            } else {
+                0.01 + 0.001 * (i / per) as f32
+            };
+            format!("{}", (rng.below(256) as i32 - 128) as f32 * s)
+        })
+        .collect();
+    v.join(", ")
+}
+
+/// `x` (NCHW input) → bytes (`clamp`, `convert`) − zp → conv1 (input staged from NCHW) → bytes
+/// again → conv2 (input staged from the NHWC layout the pipeline gives conv1's result) → a float
+/// 1×1 conv (keeps conv2's result internal): both integer convolutions take `vpdpbusd`.
+#[allow(clippy::too_many_arguments)]
+fn conv_model(
+    name: &str,
+    (c, h, w): (usize, usize, usize),
+    (o1, k1, s1, p1): (usize, usize, usize, usize),
+    (o2, k2, d2, g2): (usize, usize, usize, usize),
+    zp: i32,
+    unit: bool,
+) -> Module {
+    let mut rng = SplitMix64((c * 1000 + o1 * 10 + o2) as u64);
+    let h1 = (h + 2 * p1 - k1) / s1 + 1;
+    let w1 = (w + 2 * p1 - k1) / s1 + 1;
+    let span2 = (k2 - 1) * d2;
+    let (h2, w2) = (h1 + 2 - span2, w1 + 2 - span2);
+    let mut t = String::new();
+    let _ = writeln!(t, "HloModule {name}\n\nENTRY %main {{");
+    let _ = writeln!(t, "  %x = f32[1,{c},{h},{w}]{{3,2,1,0}} parameter(0)");
+    let _ = writeln!(t, "  %lo = f32[] constant(0)\n  %hi = f32[] constant(255)");
+    let _ = writeln!(
+        t,
+        "  %cx = f32[1,{c},{h},{w}]{{3,2,1,0}} clamp(%lo, %x, %hi)"
+    );
+    let _ = writeln!(t, "  %ix = i32[1,{c},{h},{w}]{{3,2,1,0}} convert(%cx)");
+    let _ = writeln!(t, "  %fx = f32[1,{c},{h},{w}]{{3,2,1,0}} convert(%ix)");
+    let _ = writeln!(t, "  %z = f32[] constant({zp})");
+    let _ = writeln!(
+        t,
+        "  %zx = f32[1,{c},{h},{w}]{{3,2,1,0}} broadcast(%z), dimensions={{}}"
+    );
+    let _ = writeln!(t, "  %a = f32[1,{c},{h},{w}]{{3,2,1,0}} subtract(%fx, %zx)");
+    let w1v = conv_weights(&mut rng, [o1, c, k1, k1], unit);
+    let _ = writeln!(
+        t,
+        "  %w1 = f32[{o1},{c},{k1},{k1}]{{3,2,1,0}} constant({{{w1v}}})"
+    );
+    let _ = writeln!(
+        t,
+        "  %c1 = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} convolution(%a, %w1), window={{size={k1}x{k1} stride={s1}x{s1} pad={p1}_{p1}x{p1}_{p1}}}, dim_labels=bf01_oi01->bf01"
+    );
+    let _ = writeln!(t, "  %q = f32[] constant(0.01)");
+    let _ = writeln!(
+        t,
+        "  %qb = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} broadcast(%q), dimensions={{}}"
+    );
+    let _ = writeln!(
+        t,
+        "  %m = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} multiply(%c1, %qb)"
+    );
+    let _ = writeln!(
+        t,
+        "  %cm = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} clamp(%lo, %m, %hi)"
+    );
+    let _ = writeln!(t, "  %im = i32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%cm)");
+    let _ = writeln!(t, "  %a2 = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%im)");
+    let w2v = conv_weights(&mut rng, [o2, o1 / g2, k2, k2], unit);
+    let _ = writeln!(
+        t,
+        "  %w2 = f32[{o2},{},{k2},{k2}]{{3,2,1,0}} constant({{{w2v}}})",
+        o1 / g2
+    );
+    let _ = writeln!(
+        t,
+        "  %c2 = f32[1,{o2},{h2},{w2}]{{3,2,1,0}} convolution(%a2, %w2), window={{size={k2}x{k2} pad=1_1x1_1 rhs_dilate={d2}x{d2}}}, dim_labels=bf01_oi01->bf01, feature_group_count={g2}"
+    );
+    let w3v: Vec<String> = (0..8 * o2)
+        .map(|i| format!("{}", ((i % 5) as f32 - 2.0) * 0.25))
+        .collect();
+    let _ = writeln!(
+        t,
+        "  %w3 = f32[8,{o2},1,1]{{3,2,1,0}} constant({{{}}})",
+        w3v.join(", ")
+    );
+    let _ = writeln!(
+        t,
+        "  %c3 = f32[1,8,{h2},{w2}]{{3,2,1,0}} convolution(%c2, %w3), window={{size=1x1}}, dim_labels=bf01_oi01->bf01"
+    );
+    let _ = writeln!(
+        t,
+        "  ROOT %outputs = (f32[1,8,{h2},{w2}]{{3,2,1,0}}) tuple(%c3), names={{y}}\n}}"
+    );
+    parse_module(&t).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn vnni_convolutions_match_the_reference() {
+    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+    let mut opts = common::default_options();
+    opts.codegen.assembly = true;
+    let cases = [
+        // 3 channels (one quad, three bytes used), 3×3 stride 2 pad 1; then 32 → 48 dilated 3×3.
+        conv_model(
+            "i8_conv_rgb",
+            (3, 17, 15),
+            (32, 3, 2, 1),
+            (48, 3, 2, 1),
+            128,
+            false,
+        ),
+        // 16 channels 1×1; then grouped 3×3 (4 groups of 8 channels: quads of whole groups).
+        conv_model(
+            "i8_conv_groups",
+            (16, 9, 11),
+            (32, 1, 1, 0),
+            (64, 3, 1, 4),
+            0,
+            true,
+        ),
+        // 64 channels 3×3 (the vector staging path); partial panels (40 output channels); integer
+        // weights (with scales, stride-1 3×3 kernels take Winograd instead).
+        conv_model(
+            "i8_conv_wide",
+            (64, 8, 8),
+            (64, 3, 1, 1),
+            (40, 3, 1, 1),
+            100,
+            true,
+        ),
+    ];
+    for m in &cases {
+        let asm = compile_model(m, &vnni, &opts)
+            .unwrap()
+            .assembly
+            .unwrap_or_default();
+        assert!(
+            asm.matches("vpdpbusd").count() >= 2,
+            "{}: the integer convolutions took no vpdpbusd",
+            m.name
+        );
+        if !vnni.runs_here() {
+            eprintln!("this CPU has no AVX-512 VNNI: vpdpbusd is compiled, not run");
+            continue;
+        }
+        let ins = input(m, 9);
+        let expected = evaluate(m, &ins).unwrap();
+        let tag = format!("int8-{}-{}", m.name, vnni.name);
+        let actual = run_compiled(m, &vnni, &ins, &tag);
+        if let Err(msg) = check_close(&actual[0], &expected[0]) {
+            panic!("{tag}: {msg}");
+        }
+        if m.name != "i8_conv_rgb" {
+            // Integer weights: exact sums on both paths.
+            assert_eq!(
+                actual[0].to_f32_vec(),
+                expected[0].to_f32_vec(),
+                "{tag}: not bit for bit"
+            );
         }
     }
 }

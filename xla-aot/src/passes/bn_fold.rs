@@ -11,6 +11,13 @@
 //!
 //! The folded model computes the same function up to f32 rounding (the products are rounded once,
 //! at compile time, instead of once per element at run time).
+//!
+//! A kernel of integers keeps them unless the scales are integers too: those are the shifted
+//! int8 weights of a quantized model's integer path (`front/onnx/quant.rs` `qlinear_exact`), whose
+//! sums are exact in f32 and then scaled once by the requantization multiplier, in onnxruntime's
+//! order; folding the multiplier in would round every product instead (requantized outputs then
+//! land a step away from onnxruntime's) and keep the integer kernels (`cpu/gemm_i8.rs`,
+//! `cpu/conv/int8.rs`) from being bit for bit the f32 ones.
 
 use super::Pass;
 use super::rewrite::{Rewriter, users};
@@ -59,9 +66,14 @@ fn per_channel(c: &Computation, b: InstId, ch: usize, n: usize) -> Option<Vec<f3
     }
 }
 
-/// `w` scaled by `s[k]` along `axis`.
+/// `w` scaled by `s[k]` along `axis`; `None` when `w` holds only integers and the scaled weights
+/// would not (module doc).
 fn scale_weights(w: &Literal, axis: usize, s: &[f32]) -> Option<Literal> {
     let v = w.to_f32_vec()?;
+    let integers = |x: &[f32]| x.iter().all(|v| v.fract() == 0.0);
+    if integers(&v) && !integers(s) {
+        return None;
+    }
     let inner: usize = w.dims[axis + 1..].iter().product();
     let n = w.dims[axis];
     let out: Vec<f32> = v

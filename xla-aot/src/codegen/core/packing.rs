@@ -180,6 +180,14 @@ impl Packings {
             let (k, n) = gemm_kn(s, d);
             return quads_len(k, n.div_ceil(t.nr()) * t.nr());
         }
+        if let (Some(Packing::Conv { groups }), Some(t), Some(_)) =
+            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
+        {
+            let (og, c) = (s.dims[0] / groups, s.dims[1]);
+            let nr = panel_width(og, t);
+            let taps = s.dims[2] * s.dims[3];
+            return quads_len(taps * c.div_ceil(4) * 4, groups * og.div_ceil(nr) * nr);
+        }
         if let Some(len) = self.packed_f32_len(id, s).filter(|_| self.int8[id.index()]) {
             // int8 panels, then one f32 scale per padded column.
             let values = len / 4;
@@ -283,6 +291,36 @@ impl Packings {
             write_int8_quads(&f32s, k, nr, &scales, out);
             return;
         }
+        if let (Some(Packing::Conv { groups }), Some(t), Some(_)) =
+            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
+        {
+            let scales = int8_conv_columns(bytes, s).expect("decided by Packings::for_cpu");
+            let (og, c) = (s.dims[0] / groups, s.dims[1]);
+            let nr = panel_width(og, t);
+            let chunks_g = og.div_ceil(nr);
+            let taps = s.dims[2] * s.dims[3];
+            // Each tap's channels padded to whole quads: the f32 panels re-laid with `c4·4` rows
+            // per tap (zeros past `c`), then written as quads.
+            let c4 = c.div_ceil(4) * 4;
+            let mut f32s = vec![0u8; groups * chunks_g * taps * c * nr * 4];
+            pack_conv_into(bytes, s, nr, *groups, &mut f32s);
+            let mut padded = vec![0u8; groups * chunks_g * taps * c4 * nr * 4];
+            for jr in 0..groups * chunks_g {
+                for tap in 0..taps {
+                    let src = ((jr * taps + tap) * c) * nr * 4;
+                    let dst = ((jr * taps + tap) * c4) * nr * 4;
+                    padded[dst..dst + c * nr * 4].copy_from_slice(&f32s[src..src + c * nr * 4]);
+                }
+            }
+            write_int8_quads(
+                &padded,
+                taps * c4,
+                nr,
+                &conv_column_scales(&scales, og, nr, *groups),
+                out,
+            );
+            return;
+        }
         if let (Some(Packing::Gemm(d)), Some(t), true) =
             (&self.of[id.index()], &self.tiles, self.int8[id.index()])
         {
@@ -303,19 +341,7 @@ impl Packings {
             let chunks_g = og.div_ceil(nr);
             let mut f32s = vec![0u8; groups * chunks_g * k * nr * 4];
             pack_conv_into(bytes, s, nr, *groups, &mut f32s);
-            // Padded column `jr·nr + j` (panel `jr` = panel `jp` of group `g`, `pack_conv`'s
-            // order) is output channel `g·og + jp·nr + j`, or padding (scale 0).
-            let padded: Vec<f32> = (0..groups * chunks_g * nr)
-                .map(|col| {
-                    let (jr, j) = (col / nr, col % nr);
-                    let o = (jr % chunks_g) * nr + j;
-                    if o < og {
-                        scales[(jr / chunks_g) * og + o]
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
+            let padded = conv_column_scales(&scales, og, nr, *groups);
             write_int8_panels(&f32s, k, nr, &padded, out);
             return;
         }
@@ -574,7 +600,8 @@ fn vnni_offsets(
     int8: &[bool],
 ) -> Vec<Option<i32>> {
     let n = hlo.entry.instructions.len();
-    let candidate = |i: usize| int8[i] && matches!(of[i], Some(Packing::Gemm(_)));
+    let candidate =
+        |i: usize| int8[i] && matches!(of[i], Some(Packing::Gemm(_) | Packing::Conv { .. }));
     if !(0..n).any(candidate)
         || !target.has_avx512_vnni()
         || t.lanes != VNNI_LANES
@@ -588,16 +615,54 @@ fn vnni_offsets(
         let Some((_, lhs, rhs, _)) = heavy_in(hlo, InstId(i as u32)) else {
             continue;
         };
-        let Some(Packing::Gemm(d)) = of[rhs.index()].as_ref().filter(|_| candidate(rhs.index()))
-        else {
-            continue;
+        let x = &hlo.entry.inst(lhs).shape;
+        let fits = match of[rhs.index()].as_ref() {
+            Some(Packing::Gemm(d)) if candidate(rhs.index()) => {
+                gemm_kn(&hlo.entry.inst(rhs).shape, d).0 <= VNNI_MAX_K
+            }
+            Some(Packing::Conv { groups }) if candidate(rhs.index()) => {
+                let w = &hlo.entry.inst(rhs).shape;
+                let window = match heavy_in(hlo, InstId(i as u32)) {
+                    Some((Op::Convolution { window, .. }, ..)) => window,
+                    _ => continue,
+                };
+                w.dims[1..].iter().product::<usize>() <= VNNI_MAX_K
+                    && vnni_conv_stage_bytes(&window, *groups, x, w, VNNI_CONV_MAX_ROWS)
+                        <= VNNI_STAGE_BYTES
+            }
+            _ => false,
         };
-        let (k, _) = gemm_kn(&hlo.entry.inst(rhs).shape, d);
-        if k <= VNNI_MAX_K {
+        if fits {
             out[rhs.index()] = ranges[lhs.index()].u8_offset();
         }
     }
     out
+}
+
+/// Most pixels in one row tile of the int8 convolution (`cpu/conv/int8.rs`): the f32 tile's
+/// limit (`cpu/conv.rs` `MAX_PIXEL_ROWS`), which bounds the input span a tile stages.
+pub const VNNI_CONV_MAX_ROWS: usize = 24;
+
+/// Bytes of the stack buffer an int8 convolution stages one row tile's input rows into, as
+/// unsigned bytes (`cpu/conv/int8.rs`): 64 KiB, as the bf16 GEMM's packed A (a small part of a
+/// thread's stack, in L2 while every panel passes over it).
+pub const VNNI_STAGE_BYTES: usize = 64 * 1024;
+
+/// The bytes of the staged input of one row tile of `rows` output pixels of a 2-D convolution
+/// (`x` [N, C, H, W], kernel `w` [O, C/G, KH, KW]): `KH` rows of the pixels the tile's taps read,
+/// each pixel's channels as whole quads per group.
+pub fn vnni_conv_stage_bytes(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    rows: usize,
+) -> usize {
+    if window.rank() != 2 || x.rank() != 4 || w.rank() != 4 {
+        return usize::MAX;
+    }
+    let span = (rows.max(1) - 1) * window.stride[1] + (w.dims[3] - 1) * window.dilation[1] + 1;
+    w.dims[2] * span * groups * w.dims[1].div_ceil(4) * 4
 }
 
 /// Bytes of a VNNI-quad weight of `k` rows and `n_pad` padded columns ([`write_int8_quads`]).
@@ -640,6 +705,24 @@ fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut 
         let s = at + 4 * n_pad + 4 * j;
         out[s..s + 4].copy_from_slice(&sums[j].to_le_bytes());
     }
+}
+
+/// The scale of each padded column of a packed convolution kernel: padded column `jr·nr + j`
+/// (panel `jr` = panel `jp` of group `g`, `pack_conv`'s order) is output channel
+/// `g·og + jp·nr + j`, or padding (scale 0).
+fn conv_column_scales(scales: &[f32], og: usize, nr: usize, groups: usize) -> Vec<f32> {
+    let chunks_g = og.div_ceil(nr);
+    (0..groups * chunks_g * nr)
+        .map(|col| {
+            let (jr, j) = (col / nr, col % nr);
+            let o = (jr % chunks_g) * nr + j;
+            if o < og {
+                scales[(jr / chunks_g) * og + o]
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 /// [`int8_columns`] for a convolution kernel `[O, C/G, KH, KW]` (`bytes` row-major): a scale per

@@ -39,6 +39,7 @@ use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
 
 mod depthwise;
+mod int8;
 
 /// Most pixel rows in one [`ConvPath::PixelsByChannels`] tile: rows of one tile share a base
 /// address (constant offsets), so the register file, not address registers, is the limit.
@@ -462,9 +463,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         let cs = &cs;
         match path {
-            ConvPath::PixelsByChannels => {
-                self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi)
-            }
+            ConvPath::PixelsByChannels => match self.be.vnni.get() {
+                Some(offset) => {
+                    self.conv_pixels_by_channels_i8(k, window, cs, operands, flops, &epi, offset)
+                }
+                None => self.conv_pixels_by_channels(k, window, cs, operands, flops, &epi),
+            },
             ConvPath::ChannelsByPixels => {
                 self.conv_channels_by_pixels(k, window, cs, operands, flops, &epi)
             }

@@ -149,7 +149,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// `llvm.x86.avx512.vpdpbusd.512(acc, a, b)`: `acc[i] += Σ_j u8(a.byte[4i+j]) · s8(b.byte[4i+j])`.
-    fn vpdpbusd(&self) -> FunctionValue<'ctx> {
+    pub(super) fn vpdpbusd(&self) -> FunctionValue<'ctx> {
         const NAME: &str = "llvm.x86.avx512.vpdpbusd.512";
         self.m.get_function(NAME).unwrap_or_else(|| {
             let i = self.ctx.i32_type().vec_type(LANES);

@@ -1,0 +1,415 @@
+//! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel on
+//! AVX-512 VNNI: a convolution of int8 weights over activations that hold integers of one byte's
+//! range (`core/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with
+//! `vpdpbusd` (`cpu/gemm_i8.rs`), 4 input channels per instruction.
+//!
+//! Contract:
+//! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
+//!   quad `q` (channels `4q..4q+3` of the group, zero past `C/G`), column `j` at byte
+//!   `((jr·T·C4 + t·C4 + q)·nr + j)·4`, `C4 = ⌈(C/G)/4⌉`; then each padded column's f32 scale
+//!   `s`, then its i32 sum of int8 values `Σq`.
+//! - Per row tile (`rows` output pixels of one output row), the input rows its taps read are
+//!   staged once into a stack buffer as unsigned bytes `a + o` (`o`: the byte offset of
+//!   `Packings::reads_vnni`): `KH` rows × the tile's pixel span × groups × `C4` quads, a pixel in
+//!   the padding holding `o` (the value 0 as a byte), channels past `C/G` holding 0. At most
+//!   `VNNI_STAGE_BYTES` (the packing decision checks it). Then every tap of every pixel is in the
+//!   buffer: the tile has no bounds checks.
+//! - Each output element is `Σ (a + o)·q` over taps and channels in i32 (exact: K ≤ 65536),
+//!   started from `−o·Σq` so the offset cancels, then `f32(sum) · s`, the register epilogue and
+//!   the store of the f32 kernel. With unit scales (onnxruntime's QLinearConv integers,
+//!   `front/onnx/quant.rs`) and sums below 2^24 this is bit for bit the f32 kernel's result.
+
+use super::super::Cg;
+use super::super::epilogue::{RegEpilogue, TilePos};
+use super::super::gemm;
+use super::super::vector::{VecCol, vectors};
+use super::{COL_PARTS, ConvShape, MAX_PIXEL_ROWS, MIN_ROW_UNITS, spare_registers};
+use crate::codegen::core::Kernel;
+use crate::codegen::core::packing::{Tiles, panel_width};
+use crate::ir::Window;
+use inkwell::AddressSpace;
+use inkwell::IntPredicate;
+use inkwell::types::VectorType;
+use inkwell::values::{IntValue, PointerValue, VectorValue};
+
+/// Lanes of one `vpdpbusd` accumulator (a zmm of i32).
+const LANES: u32 = 16;
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn conv_pixels_by_channels_i8(
+        &self,
+        k: &Kernel<'ctx>,
+        win: &Window,
+        cs: &ConvShape,
+        (xi, wi): (usize, usize),
+        flops: u64,
+        epi: &Option<RegEpilogue>,
+        offset: i32,
+    ) {
+        let t = Tiles::for_target(self.target);
+        let ConvShape {
+            n: n_count,
+            c: c_all,
+            groups,
+            h,
+            wd,
+            o,
+            kh,
+            kw,
+            oh: oh_count,
+            ow: ow_count,
+            ref xst,
+            wst: _,
+            ref ost,
+            ih_in: _,
+            iw_in: _,
+        } = *cs;
+        let (c, og) = (c_all / groups, o / groups);
+        let c4 = c.div_ceil(4);
+        let nr = panel_width(og, &t);
+        let nv = nr / t.lanes as usize;
+        let regs = self.target.vector_registers as usize;
+        let rows_max = ((regs - nv - spare_registers(regs)) / nv).clamp(1, MAX_PIXEL_ROWS);
+        let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
+        let tiles_per_row = ow_count.div_ceil(mr);
+        let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
+        let (full_cols, part_cols) = (og / nr, og % nr);
+        let chunks_g = og.div_ceil(nr);
+        let chunks = groups * chunks_g;
+        let taps = kh * kw;
+        let kk4 = taps * c4;
+        let quads_bytes = chunks * nr * kk4 * 4;
+        let (sh, sw) = (win.stride[0], win.stride[1]);
+        let (dh, dw) = (win.dilation[0], win.dilation[1]);
+        let (ph, pw) = (win.pad_low[0], win.pad_low[1]);
+        // Input pixels one tile of `rows` output pixels reads along a row.
+        let span = |rows: usize| (rows - 1) * sw + (kw - 1) * dw + 1;
+        let row_units = n_count * oh_count * tiles_per_row;
+        let col_parts = if row_units < MIN_ROW_UNITS {
+            chunks.min(COL_PARTS)
+        } else {
+            1
+        };
+        let units = row_units * col_parts;
+        let i32t = self.ctx.i32_type();
+        let i32v = i32t.vec_type(LANES);
+        let dp = self.vpdpbusd();
+        self.conv_tasks(k, units, flops, &|cg, tk, u| {
+            let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
+            let (ru, jr_lo, jr_hi) = if col_parts == 1 {
+                (
+                    cg.row_unit(u, oh_count, tiles_per_row),
+                    cg.i64(0),
+                    cg.i64(chunks as u64),
+                )
+            } else {
+                let part = cg.urem(u, col_parts as u64);
+                let lo = cg.udiv(cg.mul(part, chunks as u64), col_parts as u64);
+                let hi = cg.udiv(
+                    cg.mul(cg.add(part, cg.i64(1)), chunks as u64),
+                    col_parts as u64,
+                );
+                let ru = cg.row_unit(cg.udiv(u, col_parts as u64), oh_count, tiles_per_row);
+                (ru, lo, hi)
+            };
+            let ow0 = cg.mul(ru.tile, mr as u64);
+            let per_rows = |cg: &Self, rows: usize| {
+                let sp = span(rows);
+                let stage = cg.stage_buffer(f, kh * sp * groups * c4);
+                cg.stage_rows(
+                    (x, xst),
+                    stage,
+                    (ru.n, ru.oh, ow0),
+                    (kh, sp, groups, c, c4),
+                    (h, wd),
+                    ((sh, dh, ph), (sw, pw)),
+                    offset,
+                );
+                cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
+                    let (grp, jp) = if groups == 1 {
+                        (cg.i64(0), jr)
+                    } else {
+                        (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
+                    };
+                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
+                    let tile = |cg: &Self, cols: &[VecCol]| {
+                        let col0 = cg.mul(jr, nr as u64);
+                        let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
+                        // i32 sums from −offset·Σq.
+                        let o = i32t.const_int((-offset) as u64, true);
+                        let neg_o = VectorType::const_vector(&vec![o; LANES as usize]);
+                        let start: Vec<VectorValue<'ctx>> = cols
+                            .iter()
+                            .map(|v| {
+                                let at = cg.add(
+                                    cg.i64((quads_bytes + 4 * chunks * nr) as u64),
+                                    cg.mul(col_at(v), 4),
+                                );
+                                let sums = cg.load_vector(w, at, i32v, 4);
+                                cg.b.build_int_mul(sums, neg_o, "").unwrap()
+                            })
+                            .collect();
+                        let acc: Vec<Vec<PointerValue<'ctx>>> = (0..rows)
+                            .map(|_| {
+                                start
+                                    .iter()
+                                    .map(|s| {
+                                        let p = cg.slot(f, i32v.into());
+                                        cg.b.build_store(p, *s).unwrap();
+                                        p
+                                    })
+                                    .collect()
+                            })
+                            .collect();
+                        for y in 0..kh {
+                            for xw in 0..kw {
+                                let tap = y * kw + xw;
+                                // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4.
+                                let a_base: Vec<IntValue<'ctx>> = (0..rows)
+                                    .map(|i| {
+                                        let px = (y * sp + i * sw + xw * dw) as u64;
+                                        cg.mul(cg.add(cg.i64(px * groups as u64), grp), c4 as u64)
+                                    })
+                                    .collect();
+                                let b_base: Vec<IntValue<'ctx>> = cols
+                                    .iter()
+                                    .map(|v| {
+                                        let q0 = cg
+                                            .add(cg.mul(jr, kk4 as u64), cg.i64((tap * c4) as u64));
+                                        cg.mul(
+                                            cg.add(cg.mul(q0, nr as u64), cg.i64(v.col as u64)),
+                                            4,
+                                        )
+                                    })
+                                    .collect();
+                                cg.for_loop(c4, &mut |cg, q| {
+                                    let bv: Vec<VectorValue<'ctx>> = b_base
+                                        .iter()
+                                        .map(|&b| {
+                                            let at = cg.add(b, cg.mul(q, (nr * 4) as u64));
+                                            cg.load_vector(w, at, i32v, 4)
+                                        })
+                                        .collect();
+                                    for (i, row) in acc.iter().enumerate() {
+                                        let d = cg
+                                            .b
+                                            .build_load(cg.gep(stage, cg.add(a_base[i], q)), "")
+                                            .unwrap()
+                                            .into_int_value();
+                                        let s =
+                                            cg.b.build_insert_element(
+                                                i32v.get_undef(),
+                                                d,
+                                                i32t.const_zero(),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        let s =
+                                            cg.b.build_shuffle_vector(
+                                                s,
+                                                i32v.get_undef(),
+                                                i32v.const_zero(),
+                                                "",
+                                            )
+                                            .unwrap();
+                                        for (j, p) in row.iter().enumerate() {
+                                            let old = cg.b.build_load(*p, "").unwrap();
+                                            let new = cg.call(dp, &[old, s.into(), bv[j].into()]);
+                                            cg.b.build_store(*p, new).unwrap();
+                                        }
+                                    }
+                                });
+                            }
+                        }
+                        let scales: Vec<VectorValue<'ctx>> = cols
+                            .iter()
+                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), LANES))
+                            .collect();
+                        for (i, row) in acc.iter().enumerate() {
+                            let owi = cg.add(ow0, cg.i64(i as u64));
+                            let pix = cg.add(
+                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                cg.mul(owi, ost[3]),
+                            );
+                            for ((v, slot), s) in cols.iter().zip(row).zip(&scales) {
+                                let ch = cg.add(oc0, cg.i64(v.col as u64));
+                                let off = cg.add(pix, cg.mul(ch, ost[1]));
+                                let sum = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                let xf =
+                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(LANES), "")
+                                        .unwrap();
+                                let mut val = cg.b.build_float_mul(xf, *s, "").unwrap();
+                                if let Some(e) = epi {
+                                    let role = |d: usize| match d {
+                                        0 => TilePos::At(ru.n),
+                                        1 => TilePos::Col,
+                                        2 => TilePos::At(ru.oh),
+                                        _ => TilePos::Row,
+                                    };
+                                    val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                                }
+                                cg.store_lanes_strided(out, off, val, v.store, ost[1]);
+                            }
+                        }
+                    };
+                    let full = vectors(nr, t.lanes, true);
+                    let part = vectors(part_cols, t.lanes, true);
+                    match (full_cols > 0, part_cols > 0) {
+                        (true, false) => tile(cg, &full),
+                        (false, true) => tile(cg, &part),
+                        _ => {
+                            let is_full =
+                                cg.b.build_int_compare(
+                                    IntPredicate::ULT,
+                                    jp,
+                                    cg.i64(full_cols as u64),
+                                    "",
+                                )
+                                .unwrap();
+                            cg.if_else(is_full, &mut |cg| tile(cg, &full), &mut |cg| {
+                                tile(cg, &part)
+                            });
+                        }
+                    }
+                });
+            };
+            cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
+        });
+    }
+
+    /// A stack buffer of `dwords` i32.
+    fn stage_buffer(
+        &self,
+        f: inkwell::values::FunctionValue<'ctx>,
+        dwords: usize,
+    ) -> PointerValue<'ctx> {
+        let arr = self.slot(f, self.ctx.i32_type().array_type(dwords as u32).into());
+        self.b
+            .build_pointer_cast(
+                arr,
+                self.ctx.i32_type().ptr_type(AddressSpace::default()),
+                "",
+            )
+            .unwrap()
+    }
+
+    /// Stages the input rows of one row tile (module doc): for each of the `kh` taps' input rows
+    /// of output row `oh` and each of `span` input pixels from output pixel `ow0`'s first tap, every
+    /// group's `c` channels as bytes `a + offset` in `c4` dwords (padding pixels `offset`, channels
+    /// past `c` zero).
+    #[allow(clippy::too_many_arguments)]
+    fn stage_rows(
+        &self,
+        (x, xst): (PointerValue<'ctx>, &[u64]),
+        stage: PointerValue<'ctx>,
+        (n, oh, ow0): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
+        (kh, span, groups, c, c4): (usize, usize, usize, usize, usize),
+        (h, wd): (usize, usize),
+        ((sh, dh, ph), (sw, pw)): ((usize, usize, usize), (usize, usize)),
+        offset: i32,
+    ) {
+        let i8t = self.ctx.i8_type();
+        let i32t = self.ctx.i32_type();
+        let off = i32t.const_int(offset as u64, true);
+        let bytes = self
+            .b
+            .build_pointer_cast(stage, i8t.ptr_type(AddressSpace::default()), "")
+            .unwrap();
+        let fill = i8t.const_int(offset as u64 & 0xff, false);
+        // Channels in 16-lane vectors where they are contiguous, whole vectors per group.
+        let vec_c = if xst[1] == 1 && c % LANES as usize == 0 {
+            c / LANES as usize
+        } else {
+            0
+        };
+        let off16 = VectorType::const_vector(&vec![off; LANES as usize]);
+        for y in 0..kh {
+            let ih = self
+                .b
+                .build_int_sub(
+                    self.add(self.mul(oh, sh as u64), self.i64((y * dh) as u64)),
+                    self.i64(ph as u64),
+                    "",
+                )
+                .unwrap();
+            let row_ok = self.in_range(ih, h);
+            let ih = self.clamp_index(ih, h);
+            let iw0 = self.mul(ow0, sw as u64);
+            self.for_loop(span, &mut |cg, p| {
+                let iw =
+                    cg.b.build_int_sub(cg.add(iw0, p), cg.i64(pw as u64), "")
+                        .unwrap();
+                let ok = cg.b.build_and(row_ok, cg.in_range(iw, wd), "").unwrap();
+                let iw = cg.clamp_index(iw, wd);
+                let px = cg.add(cg.i64((y * span) as u64), p);
+                let pix = cg.add(
+                    cg.add(cg.mul(n, xst[0]), cg.mul(ih, xst[2])),
+                    cg.mul(iw, xst[3]),
+                );
+                cg.for_loop(groups, &mut |cg, g| {
+                    // First byte of this pixel's group: ((px·G + g)·C4)·4.
+                    let dst = cg.mul(cg.add(cg.mul(px, groups as u64), g), (c4 * 4) as u64);
+                    let src = cg.add(pix, cg.mul(g, (c as u64) * xst[1]));
+                    cg.if_else(
+                        ok,
+                        &mut |cg| {
+                            cg.for_loop(vec_c, &mut |cg, v| {
+                                let xv = cg.vload(x, cg.add(src, cg.mul(v, LANES as u64)), LANES);
+                                let iv =
+                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(LANES), "")
+                                        .unwrap();
+                                let iv = cg.b.build_int_add(iv, off16, "").unwrap();
+                                let bv =
+                                    cg.b.build_int_truncate(iv, i8t.vec_type(LANES), "")
+                                        .unwrap();
+                                let vp =
+                                    cg.b.build_pointer_cast(
+                                        cg.gep(bytes, cg.add(dst, cg.mul(v, LANES as u64))),
+                                        bv.get_type().ptr_type(AddressSpace::default()),
+                                        "",
+                                    )
+                                    .unwrap();
+                                let st = cg.b.build_store(vp, bv).unwrap();
+                                st.set_alignment(1).unwrap();
+                            });
+                            let done = (vec_c * LANES as usize) as u64;
+                            cg.for_range(cg.i64(done), cg.i64((c4 * 4) as u64), &mut |cg, ci| {
+                                let inside = cg
+                                    .b
+                                    .build_int_compare(IntPredicate::ULT, ci, cg.i64(c as u64), "")
+                                    .unwrap();
+                                let cc = cg.umin(ci, cg.i64(c as u64 - 1));
+                                let a =
+                                    cg.b.build_load(cg.gep(x, cg.add(src, cg.mul(cc, xst[1]))), "")
+                                        .unwrap()
+                                        .into_float_value();
+                                let v = cg.b.build_float_to_signed_int(a, i32t, "").unwrap();
+                                let v = cg.b.build_int_add(v, off, "").unwrap();
+                                let v = cg.b.build_int_truncate(v, i8t, "").unwrap();
+                                let v =
+                                    cg.b.build_select(inside, v, i8t.const_zero(), "")
+                                        .unwrap()
+                                        .into_int_value();
+                                cg.b.build_store(cg.gep(bytes, cg.add(dst, ci)), v).unwrap();
+                            });
+                        },
+                        &mut |cg| {
+                            cg.for_loop(c4 * 4, &mut |cg, ci| {
+                                let inside = cg
+                                    .b
+                                    .build_int_compare(IntPredicate::ULT, ci, cg.i64(c as u64), "")
+                                    .unwrap();
+                                let v =
+                                    cg.b.build_select(inside, fill, i8t.const_zero(), "")
+                                        .unwrap()
+                                        .into_int_value();
+                                cg.b.build_store(cg.gep(bytes, cg.add(dst, ci)), v).unwrap();
+                            });
+                        },
+                    );
+                });
+            });
+        }
+    }
+}
