@@ -663,6 +663,7 @@ mod tests {
                 .name
         };
         assert_eq!(cargo("avx512f,avx512bf16"), "x86_64-avx512-bf16");
+        assert_eq!(cargo("avx512f,avx512vnni"), "x86_64-avx512-vnni");
         assert_eq!(cargo("avx512f"), "x86_64-avx512");
     }
 }

@@ -20,6 +20,7 @@ pub mod print;
 pub mod shape;
 pub mod shape_inference;
 pub mod shuffle;
+pub mod value_range;
 pub mod verify;
 
 pub use api_types::ApiTypes;

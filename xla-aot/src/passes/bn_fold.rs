@@ -12,8 +12,9 @@
 //! The folded model computes the same function up to f32 rounding (the products are rounded once,
 //! at compile time, instead of once per element at run time).
 //!
-//! A kernel of integers keeps them unless the scales are integers too: those are the shifted
-//! int8 weights of a quantized model's integer path (`front/onnx/quant.rs` `qlinear_exact`), whose
+//! A kernel of integers applied to data of integers (`ir/value_range.rs`) keeps its integers
+//! unless the scales are integers too: those are the shifted int8 weights and activations of a
+//! quantized model's integer path (`front/onnx/quant.rs` `qlinear_exact`), whose
 //! sums are exact in f32 and then scaled once by the requantization multiplier, in onnxruntime's
 //! order; folding the multiplier in would round every product instead (requantized outputs then
 //! land a step away from onnxruntime's) and keep the integer kernels (`cpu/gemm_i8.rs`,
@@ -66,12 +67,12 @@ fn per_channel(c: &Computation, b: InstId, ch: usize, n: usize) -> Option<Vec<f3
     }
 }
 
-/// `w` scaled by `s[k]` along `axis`; `None` when `w` holds only integers and the scaled weights
-/// would not (module doc).
-fn scale_weights(w: &Literal, axis: usize, s: &[f32]) -> Option<Literal> {
+/// `w` scaled by `s[k]` along `axis`; `None` when `keep_integers` and `w` holds only integers
+/// that the scales would make fractional (module doc).
+fn scale_weights(w: &Literal, axis: usize, s: &[f32], keep_integers: bool) -> Option<Literal> {
     let v = w.to_f32_vec()?;
     let integers = |x: &[f32]| x.iter().all(|v| v.fract() == 0.0);
-    if integers(&v) && !integers(s) {
+    if keep_integers && integers(&v) && !integers(s) {
         return None;
     }
     let inner: usize = w.dims[axis + 1..].iter().product();
@@ -113,6 +114,7 @@ impl Pass for BatchNormFolding {
         let single = |id: InstId| users[id.index()].len() == 1 && outs[id.index()] == 0;
         let mut rw = Rewriter::new(c);
         let mut changed = false;
+        let ranges = crate::ir::value_range::ranges(m);
         for (i, x) in c.instructions.iter().enumerate() {
             let old = InstId(i as u32);
             let mut done = false;
@@ -131,7 +133,10 @@ impl Pass for BatchNormFolding {
                     };
                     if let (Some(s), Some(w2)) = (
                         s.clone(),
-                        s.as_ref().and_then(|s| scale_weights(wl, axis, s)),
+                        s.as_ref().and_then(|s| {
+                            let data = c.inst(p).operands[0];
+                            scale_weights(wl, axis, s, ranges[data.index()].integer)
+                        }),
                     ) {
                         if b.as_ref().is_none_or(|b| b.is_some()) {
                             let wid = rw.constant(&format!("{}.folded", c.inst(w).name), w2);

@@ -42,7 +42,6 @@ pub mod profiler;
 pub mod sample;
 pub mod target;
 pub mod tiles;
-pub mod value_range;
 pub mod weights;
 pub mod weights_arg;
 pub mod weights_blob;

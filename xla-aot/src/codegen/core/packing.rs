@@ -15,7 +15,7 @@
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
 //! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
-//! byte's range (`value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI
+//! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI
 //! ([`Packings::reads_vnni`]): int8 *quads*, four consecutive k of a column side by side, then
 //! the columns' scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
 //! [`Packings::stored_bytes`] gives the bytes either
@@ -609,7 +609,7 @@ fn vnni_offsets(
     {
         return vec![None; n];
     }
-    let ranges = super::value_range::ranges(hlo);
+    let ranges = crate::ir::value_range::ranges(hlo);
     let mut out = vec![None; n];
     for i in 0..n {
         let Some((_, lhs, rhs, _)) = heavy_in(hlo, InstId(i as u32)) else {

@@ -1,7 +1,7 @@
 //! The integer GEMM micro-kernel on AVX-512 VNNI: `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512`),
 //! 16 i32 accumulators += 16 × 4 products of an unsigned byte and a signed byte each, for the
 //! dots of quantized models: int8 weights times activations that hold integers of one byte's
-//! range (`core/value_range.rs`), such as `convert(q) − zero_point`.
+//! range (`ir/value_range.rs`), such as `convert(q) − zero_point`.
 //!
 //! Contract (the parts of `gemm.rs`'s kernel that differ; tiles, tasks, register epilogue and
 //! store are `gemm.rs`'s):

@@ -1,6 +1,6 @@
 //! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel on
 //! AVX-512 VNNI: a convolution of int8 weights over activations that hold integers of one byte's
-//! range (`core/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with
+//! range (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with
 //! `vpdpbusd` (`cpu/gemm_i8.rs`), 4 input channels per instruction.
 //!
 //! Contract:
