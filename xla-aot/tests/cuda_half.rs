@@ -414,3 +414,64 @@ fn f16_gpu_products_are_exactly_the_f16_block_sums() {
         }
     }
 }
+
+/// `y = conv(x, w)` (stride 2, padding 1: K = 3·3·3 = 27, one full f16 block and a partial one)
+/// with `w` the first `c` output channels of one seeded random kernel.
+fn conv(c: usize) -> Module {
+    let mut rng = SplitMix64(98);
+    let w: Vec<String> = (0..17 * 27)
+        .map(|_| format!("{}", (rng.normal() / 27f64.sqrt()) as f32))
+        .collect();
+    let w = w[..c * 27].join(", ");
+    let text = format!(
+        "HloModule conv{c}\n\nENTRY %main {{\n  %x = f32[2,3,9,10]{{3,2,1,0}} parameter(0)\n  \
+         %w = f32[{c},3,3,3]{{3,2,1,0}} constant({{{w}}})\n  \
+         %y = f32[2,{c},5,5]{{3,2,1,0}} convolution(%x, %w), window={{size=3x3 stride=2x2 pad=1_1x1_1}}, \
+         dim_labels=bf01_oi01->bf01\n  \
+         ROOT %outputs = (f32[2,{c},5,5]{{3,2,1,0}}) tuple(%y), names={{y}}\n}}\n"
+    );
+    xla_aot::ir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// A convolution with 17 output channels runs tiled (16×16 blocks of output pixels × channels,
+/// half shared tiles), one with 15 runs one thread per output; both sum the same f16 blocks in
+/// the same order (input channel, then taps; padding taps add nothing), so the 15 channels they
+/// share are bit for bit the same, and within the f16 sums' bound of the rounded reference.
+#[test]
+fn f16_tiled_and_element_convolutions_sum_the_same_blocks() {
+    let t = Target::resolve("x86_64").unwrap();
+    let mut opts = options(Precision::F16);
+    opts.codegen.grid = true;
+    let (tiled, element) = (conv(17), conv(15));
+    let orin = Target::resolve("jetson-orin").unwrap();
+    for (m, is_tiled) in [(&tiled, true), (&element, false)] {
+        let a = compile_model(m, &orin, &options(Precision::F16)).unwrap();
+        let ptx = &a.ptx.as_ref().unwrap().ptx;
+        assert_eq!(ptx.contains("bar.sync"), is_tiled, "{}: tiled", m.name);
+        assert!(count(ptx, "fma.rn.f16") > 0, "{}: no f16 sums", m.name);
+    }
+    let ins = random_inputs(&tiled, 5);
+    let a = common::run_compiled_with(&tiled, &t, &ins, "conv-tiled", &opts)[0]
+        .to_f32_vec()
+        .unwrap();
+    let b = common::run_compiled_with(&element, &t, &ins, "conv-element", &opts)[0]
+        .to_f32_vec()
+        .unwrap();
+    let (pixels, n) = (25, 2);
+    for img in 0..n {
+        for ch in 0..15 {
+            for p in 0..pixels {
+                let (x, y) = (
+                    a[(img * 17 + ch) * pixels + p],
+                    b[(img * 15 + ch) * pixels + p],
+                );
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "image {img} channel {ch} pixel {p}"
+                );
+            }
+        }
+    }
+    check_grid(&tiled, &ins, Precision::F16, &t, "conv17");
+}
