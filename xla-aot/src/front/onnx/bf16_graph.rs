@@ -8,10 +8,11 @@
 //! the nodes a rewrite emits, such as `Attention`'s decomposition), follows it at node
 //! granularity:
 //! - a node whose float inputs include a bfloat16 value (a run-time value or a constant) and that
-//!   computes new values ([`COMPUTING`]) has its run-time output rounded to bfloat16 (`round-bf16`,
-//!   `UnaryOp::RoundBf16`) and typed bfloat16; so does a `Cast`/`CastLike` to bfloat16;
+//!   computes new values ([`COMPUTING`]) has its run-time (first) output rounded to bfloat16
+//!   (`round-bf16`, `UnaryOp::RoundBf16`) and typed bfloat16; so does a `Cast`/`CastLike` to
+//!   bfloat16;
 //! - a node that only moves or selects values ([`MOVING`]) keeps them (already bfloat16 values)
-//!   and its output is typed bfloat16;
+//!   and its float outputs are typed bfloat16;
 //! - every other node is untouched (integer, boolean and shape ops; ops whose output type is not
 //!   their inputs').
 //!
@@ -82,6 +83,18 @@ pub const COMPUTING: &[&str] = &[
     "Einsum",
     "Conv",
     "ConvTranspose",
+    "LayerNormalization",
+    "BatchNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+    "RMSNormalization",
+    "LpNormalization",
+    "LRN",
+    "AveragePool",
+    "GlobalAveragePool",
+    "CumSum",
+    "Resize",
+    "Upsample",
 ];
 
 /// Ops that move or select values without computing new ones: typed, not rounded.
@@ -104,6 +117,18 @@ pub const MOVING: &[&str] = &[
     "Ceil",
     "Round",
     "Sign",
+    "Split",
+    "Pad",
+    "MaxPool",
+    "GlobalMaxPool",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "GatherElements",
+    "GatherND",
+    "Trilu",
+    "Dropout",
+    "TopK",
+    "Hardmax",
 ];
 
 impl Importer {
@@ -135,13 +160,18 @@ impl Importer {
         if !retype {
             return Ok(outs);
         }
-        if let Some(Some(Val::Rt { id, ty })) = outs.first_mut()
-            && matches!(*ty, dt::FLOAT | dt::BFLOAT16)
-        {
-            if round && !matches!(self.b.inst(*id).op, Op::Unary(UnaryOp::RoundBf16)) {
-                *id = self.un(cx, UnaryOp::RoundBf16, *id)?;
+        // A computing op's first output is its result (LayerNormalization's others are float
+        // statistics); a moving op's float outputs are all moved values (Split, TopK's values).
+        let n = if round { 1 } else { outs.len() };
+        for out in outs.iter_mut().take(n) {
+            if let Some(Val::Rt { id, ty }) = out
+                && matches!(*ty, dt::FLOAT | dt::BFLOAT16)
+            {
+                if round && !matches!(self.b.inst(*id).op, Op::Unary(UnaryOp::RoundBf16)) {
+                    *id = self.un(cx, UnaryOp::RoundBf16, *id)?;
+                }
+                *ty = dt::BFLOAT16;
             }
-            *ty = dt::BFLOAT16;
         }
         Ok(outs)
     }
