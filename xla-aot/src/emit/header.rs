@@ -114,20 +114,41 @@ fn precision_note(m: &Module) -> String {
     };
     let stored = "stored 2 bytes per value where a kernel reads them packed, and on a GPU";
     let what = match m.precision {
-        Precision::Bf16 | Precision::F16 => format!(
-            "both operands of every dot and convolution are rounded to {d}\n * (weights {stored})"
-        ),
-        _ => format!("dot and convolution weights are rounded to {d}\n * ({stored})"),
+        Precision::Bf16 | Precision::F16 => {
+            format!(
+                "both operands of every dot and convolution are rounded to {d} (weights {stored})"
+            )
+        }
+        _ => format!("dot and convolution weights are rounded to {d} ({stored})"),
     };
     let arithmetic = match m.precision {
         Precision::F16 => {
-            "products are summed in f16 in blocks of 16 k, the blocks in f32,\n * where the target has FP16 arithmetic (aarch64 +fullfp16, a GPU), elsewhere in f32"
+            "products are summed in f16 in blocks of 16 k, the blocks in f32, where the target has FP16 arithmetic (aarch64 +fullfp16, a GPU), elsewhere in f32"
         }
         Precision::Bf16 => "products accumulate in f32",
         _ => "all arithmetic is f32",
     };
-    format!("\n * Precision {}: {what}; {arithmetic}.", m.precision)
+    let text = format!("Precision {}: {what}; {arithmetic}.", m.precision);
+    // Wrapped as the header's other comment lines are.
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.len() + 1 + word.len() > NOTE_WIDTH {
+            out.push_str(&format!("\n * {line}"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&format!("\n * {line}"));
+    out
 }
+
+/// The longest line of the precision note after its ` * ` (96 columns with it: the header's
+/// comment lines stay within 100).
+const NOTE_WIDTH: usize = 93;
 
 /// The CUDA section of the header of a CUDA target's library.
 pub fn render_cuda(m: &Module, ptx: &crate::codegen::gpu::ptx::PtxModule) -> String {
