@@ -8,10 +8,11 @@
 //! not depthwise ([`conv_packable`]), or a Winograd-transformed kernel (`winograd.rs`) for a
 //! stride-1 3×3 convolution `winograd::choose` accepts when the buffer plan reserved its scratch. The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
-//! its assigned layout ([`Packings::for_gpu`]: with a half weight precision, the weights of dots
-//! and convolutions in the half type, 2 bytes per value). With a half weight precision (`ir/precision.rs`)
-//! GEMM and convolution panels are stored 2 bytes per value ([`Packings::half_of`]; Winograd
-//! kernels stay f32) and the kernels widen them as they load them (`cpu/vector.rs` `vload`).
+//! its assigned layout ([`Packings::for_gpu`]: with a half weight precision, the weights of
+//! dots and convolutions in the half type, 2 bytes per value). With a half weight precision
+//! (`ir/precision.rs`) GEMM and convolution panels are stored 2 bytes per value
+//! ([`Packings::half_of`]; Winograd kernels stay f32) and the kernels widen them as they load
+//! them (`cpu/vector.rs` `vload`).
 //! With `precision: bf16` on a target with AVX-512 BF16 ([`Packings::reads_bf16_pairs`]) GEMM
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`

@@ -7,9 +7,9 @@
 //! emits PTX with LLVM 14 (for the requested SM up to sm_86; newer SMs get sm_86 / ISA 7.5 code
 //! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
 //! ([`DeviceLayout`]): the weights (in their assigned layouts, not GEMM-packed: grid kernels
-//! index them directly; with a half weight precision those of dots and convolutions 2 bytes per
-//! value, `Packings::for_gpu`), then the planned arena, then a slot per input and output, every region
-//! [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
+//! index them directly; with a half weight precision those of dots and convolutions 2 bytes
+//! per value, `Packings::for_gpu`), then the planned arena, then a slot per input and output,
+//! every region [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
 //! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
 //! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
 //! The host emulation of these kernel bodies is `GridForm::Host` (`Options::grid`),
