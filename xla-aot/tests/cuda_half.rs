@@ -475,3 +475,67 @@ fn f16_tiled_and_element_convolutions_sum_the_same_blocks() {
     }
     check_grid(&tiled, &ins, Precision::F16, &t, "conv17");
 }
+
+/// `xla-aot compile --target jetson-orin --precision f16` gives a library the CUDA app
+/// (`examples/cuda-app`) links with `aarch64-linux-gnu-gcc ... -ldl` and runs under qemu: without
+/// a driver it says so and runs on the Cortex-A78 (whose f16 products are `fmla .8h`); its PTX
+/// has the f16 sums.
+#[test]
+fn jetson_orin_f16_library_links_and_runs_on_the_cpu_under_qemu() {
+    let dir = scratch("cuda-half-orin");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xla-aot"))
+        .args([
+            "compile",
+            "examples/simplenet/model.yaml",
+            "--target",
+            "jetson-orin",
+        ])
+        .args(["--precision", "f16", "--out-dir"])
+        .arg(&dir)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ptx = std::fs::read_to_string(dir.join("simplenet.ptx")).unwrap();
+    assert!(count(&ptx, "fma.rn.f16") > 0 && ptx.contains(".target sm_87"));
+    let header = std::fs::read_to_string(dir.join("simplenet.h")).unwrap();
+    assert!(header.contains("Precision f16"), "{header}");
+    let (compiler, runner) = common::toolchain(&Target::resolve("jetson-orin").unwrap());
+    let exe = dir.join("app");
+    let cc = std::process::Command::new(&compiler)
+        .args(["-O1", "-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(&dir)
+        .arg(repo().join("examples/cuda-app/main.c"))
+        .arg(dir.join("libsimplenet.a"))
+        .args(["-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {compiler} ({e}); install it as .ci/run does"));
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = std::process::Command::new(&runner[0])
+        .args(&runner[1..])
+        .arg(&exe)
+        .current_dir(repo())
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("no CUDA driver") && stdout.contains("CPU"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
