@@ -1,5 +1,5 @@
 //! Half precisions on CUDA targets (issue 18; `codegen/gpu/half.rs`, docs/precision.md): every
-//! example compiles for `cuda-x86_64` (sm_80) and `jetson-orin` (sm_87) with `f16`,
+//! example compiles for `cuda-x86_64` (sm_80) and `jetson-orin` (sm_87, and sm_90) with `f16`,
 //! `f16-weights`, `bf16-weights` and `bf16`; ptxas accepts the PTX; `f16` PTX sums its products
 //! in f16 (`fma.rn.f16`, with `cvt.rn.f16.f32` and `cvt.f32.f16`), the `-weights` precisions widen
 //! 16-bit weights (`cvt.f32.f16` for IEEE half) and the device arena holds them 2 bytes per
@@ -165,6 +165,9 @@ fn half_precisions_compile_for_cuda_targets_with_f16_ptx_arithmetic() {
         let ptx = a.ptx.as_ref().unwrap();
         assert!(count(&ptx.ptx, "fma.rn.f16") > 0);
         assemble(&ptx.ptx, "sm_87", &format!("{ex}-orin"));
+        // Hopper: the same code relabelled (`ptx::relabel`, ISA 7.8).
+        let hopper = xla_aot::codegen::gpu::ptx::relabel(&ptx.ptx, "sm_90");
+        assemble(&hopper, "sm_90", &format!("{ex}-hopper"));
     }
 }
 
