@@ -294,39 +294,71 @@ fn every_example_matches_the_interpreter_through_the_launcher_with_emulated_kern
     let dir = scratch("cuda-emulated");
     fake_driver(&dir, "cc", &[]);
     for ex in EXAMPLES {
-        let (m, a) = compile(ex, "cuda-x86_64");
-        let exe = harness(&a, &dir, "cc");
-        let kernels = grid_kernels(&m, &dir, &common::default_options());
-        let golden = repo().join("examples").join(ex).join("golden");
-        let inputs = common::case_inputs(&m, &golden);
-        let expected = xla_aot::interp::evaluate(&m, &inputs).unwrap();
-        let mut cmd = Command::new(&exe);
-        cmd.arg("io")
-            .arg(inputs.len().to_string())
-            .arg(expected.len().to_string());
-        for (i, lit) in inputs.iter().enumerate() {
-            let p = dir.join(format!("in{i}.bin"));
-            std::fs::write(&p, lit.bytes().unwrap()).unwrap();
-            cmd.arg(&p).arg(lit.bytes().unwrap().len().to_string());
+        let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        let expected_of =
+            |inputs: &[xla_aot::ir::Literal]| xla_aot::interp::evaluate(&m, inputs).unwrap();
+        let got = run_emulated(&dir, &m, &common::default_options(), &expected_of);
+        for (i, (actual, e)) in got.iter().enumerate() {
+            if let Err(msg) = common::check_close(actual, e) {
+                panic!("{ex} output {i} through the CUDA launcher: {msg}");
+            }
         }
-        for (i, e) in expected.iter().enumerate() {
-            cmd.arg(dir.join(format!("out{i}.bin")))
-                .arg(e.bytes().unwrap().len().to_string());
-        }
-        let out = cmd
-            .env("LD_LIBRARY_PATH", &dir)
-            .env("FAKE_CUDA_KERNELS", &kernels)
-            .env("FAKE_CUDA_LOG", dir.join("emulated.log"))
-            .env_remove("FAKE_CUDA_FAIL")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{ex}: {}{}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(dir.join("emulated.log")).unwrap_or_default()
-        );
-        for (i, e) in expected.iter().enumerate() {
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The expected outputs for given inputs (an interpreter run).
+type Reference<'r> = &'r dyn Fn(&[xla_aot::ir::Literal]) -> Vec<xla_aot::ir::Literal>;
+
+/// Compiles `m` for `cuda-x86_64` with `opts`, runs its golden inputs through the launcher on the
+/// emulating fake driver (built in `dir`) and returns each output with the one `expected` gives
+/// for those inputs.
+fn run_emulated(
+    dir: &Path,
+    m: &xla_aot::ir::Module,
+    opts: &CompileOptions,
+    expected: Reference<'_>,
+) -> Vec<(xla_aot::ir::Literal, xla_aot::ir::Literal)> {
+    let ex = &m.name;
+    let t = Target::resolve("cuda-x86_64").unwrap();
+    let a = compile_model(m, &t, opts).unwrap();
+    let exe = harness(&a, dir, "cc");
+    let kernels = grid_kernels(m, dir, opts);
+    let golden = repo().join("examples").join(ex).join("golden");
+    let inputs = common::case_inputs(m, &golden);
+    let expected = expected(&inputs);
+    let mut cmd = Command::new(&exe);
+    cmd.arg("io")
+        .arg(inputs.len().to_string())
+        .arg(expected.len().to_string());
+    for (i, lit) in inputs.iter().enumerate() {
+        let p = dir.join(format!("in{i}.bin"));
+        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
+        cmd.arg(&p).arg(lit.bytes().unwrap().len().to_string());
+    }
+    for (i, e) in expected.iter().enumerate() {
+        cmd.arg(dir.join(format!("out{i}.bin")))
+            .arg(e.bytes().unwrap().len().to_string());
+    }
+    let out = cmd
+        .env("LD_LIBRARY_PATH", dir)
+        .env("FAKE_CUDA_KERNELS", &kernels)
+        .env("FAKE_CUDA_LOG", dir.join("emulated.log"))
+        .env_remove("FAKE_CUDA_FAIL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{ex}: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.join("emulated.log")).unwrap_or_default()
+    );
+    expected
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
             let actual = xla_aot::ir::Literal {
                 dtype: e.dtype,
                 dims: e.dims.clone(),
@@ -336,8 +368,47 @@ fn every_example_matches_the_interpreter_through_the_launcher_with_emulated_kern
                         .into(),
                 ),
             };
-            if let Err(msg) = common::check_close(&actual, e) {
-                panic!("{ex} output {i} through the CUDA launcher: {msg}");
+            (actual, e)
+        })
+        .collect()
+}
+
+/// Largest error of `precision: f16` GPU kernels against the interpreter on the rounded module
+/// (fraction of the output's largest magnitude): `tests/cuda_half.rs` `F16_SUMS_BOUND`.
+const F16_SUMS_BOUND: f64 = 5e-3;
+
+/// Half precisions through the launcher: the device arena holds the dots' and convolutions'
+/// weights 2 bytes per value (`Packings::for_gpu`), the kernels read them there, and the outputs
+/// match the interpreter on the rounded module (`compile::optimize` applies the precision): to
+/// f32 accuracy for `bf16-weights` (exact products), within the f16 sums' bound for `f16`.
+#[test]
+fn half_precisions_match_the_rounded_reference_through_the_launcher() {
+    use xla_aot::ir::Precision;
+    let dir = scratch("cuda-emulated-half");
+    fake_driver(&dir, "cc", &[]);
+    for ex in EXAMPLES {
+        let m = load_spec(&repo().join("examples").join(ex).join("model.yaml"))
+            .unwrap()
+            .module;
+        for p in [Precision::F16, Precision::Bf16Weights] {
+            let opts = CompileOptions {
+                precision: Some(p),
+                ..common::default_options()
+            };
+            let rounded = xla_aot::compile::optimize(&m, &opts).unwrap().module;
+            let expected_of = |inputs: &[xla_aot::ir::Literal]| {
+                xla_aot::interp::evaluate(&rounded, inputs).unwrap()
+            };
+            for (i, (actual, e)) in run_emulated(&dir, &m, &opts, &expected_of)
+                .iter()
+                .enumerate()
+            {
+                if p == Precision::F16 {
+                    let err = common::rel_to_max(actual, e);
+                    assert!(err <= F16_SUMS_BOUND, "{ex} {p} output {i}: {err:.3e}");
+                } else if let Err(msg) = common::check_close(actual, e) {
+                    panic!("{ex} {p} output {i} through the CUDA launcher: {msg}");
+                }
             }
         }
     }

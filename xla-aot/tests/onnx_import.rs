@@ -935,3 +935,97 @@ fn two_nodes_writing_one_name_is_an_error_naming_both() {
         "{e}"
     );
 }
+
+/// bfloat16 `x` rounded (nearest even), as f32.
+fn bf16(x: f32) -> f32 {
+    xla_aot::ir::half::bf16_to_f32(xla_aot::ir::half::f32_to_bf16(x))
+}
+
+/// Softmax over rows of `n` bfloat16 values as onnx's reference computes it on
+/// `ml_dtypes.bfloat16` (`front/onnx/bf16_graph.rs`): every step rounded, the sum in order with a
+/// rounding after each addition (`sequential`), or in f32 rounded once.
+fn softmax_bf16_reference(x: &[f32], n: usize, sequential: bool) -> Vec<f32> {
+    let mut y = Vec::new();
+    for row in x.chunks(n) {
+        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let e: Vec<f32> = row
+            .iter()
+            .map(|&v| bf16((bf16(v - m) as f64).exp() as f32))
+            .collect();
+        let s = if sequential {
+            e[1..].iter().fold(e[0], |s, &v| bf16(s + v))
+        } else {
+            bf16(e.iter().sum())
+        };
+        y.extend(e.iter().map(|&v| bf16(v / s)));
+    }
+    y
+}
+
+/// A bfloat16 Softmax rounds each step as onnx's reference does: over 6 elements the sum is
+/// rounded after every addition (6 slices of the exponentials), over 300 (more than
+/// `BF16_SEQUENTIAL_SUM_MAX`) it is an f32 reduction rounded once; the compiled library gives
+/// the reference's bits, which an f32 sum would not.
+#[test]
+fn bfloat16_softmax_rounds_each_step_as_the_onnx_reference() {
+    let mut m = model(
+        vec![
+            node("short", "Softmax", &["a"], &["ya"]),
+            node("long", "Softmax", &["b"], &["yb"]),
+        ],
+        vec![
+            value("a", data_type::BFLOAT16, &[16, 6]),
+            value("b", data_type::BFLOAT16, &[2, 300]),
+        ],
+        vec![
+            value("ya", data_type::BFLOAT16, &[16, 6]),
+            value("yb", data_type::BFLOAT16, &[2, 300]),
+        ],
+    );
+    m.opset_import[0].version = 13;
+    let module = load(&write("bf16_softmax", &m.encode_to_vec()));
+    let slices = module
+        .entry
+        .instructions
+        .iter()
+        .filter(|i| matches!(i.op, xla_aot::ir::Op::Slice { .. }))
+        .count();
+    assert_eq!(slices, 6, "one slice per element of the short rows only");
+    let input = |n: usize, seed: f32| -> (Vec<f32>, Literal) {
+        let v: Vec<f32> = (0..n)
+            .map(|i| bf16(((i as f32 * 0.731 + seed).sin() * 3.0).round() / 4.0 + 0.01 * i as f32))
+            .collect();
+        let bytes: Vec<u8> = v
+            .iter()
+            .flat_map(|&x| xla_aot::ir::half::f32_to_bf16(x).to_le_bytes())
+            .collect();
+        let lit = Literal {
+            dtype: xla_aot::ir::DType::BF16,
+            dims: Vec::new(),
+            data: xla_aot::ir::LiteralData::Dense(bytes.into()),
+        };
+        (v, lit)
+    };
+    let (a, mut la) = input(16 * 6, 0.3);
+    let (b, mut lb) = input(2 * 300, 1.1);
+    la.dims = vec![16, 6];
+    lb.dims = vec![2, 300];
+    let got = xla_aot::compile::run_host(&module, &[la, lb]).unwrap();
+    let (ya, yb) = (got[0].to_f64_vec(), got[1].to_f64_vec());
+    let want_a = softmax_bf16_reference(&a, 6, true);
+    let f32_sum = softmax_bf16_reference(&a, 6, false);
+    assert!(
+        want_a.iter().zip(&f32_sum).any(|(x, y)| x != y),
+        "the test data tells the sequential sum from an f32 sum"
+    );
+    for (i, (&g, &w)) in ya.iter().zip(&want_a).enumerate() {
+        assert_eq!(g as f32, w, "short row element {i}");
+    }
+    for (i, (&g, &w)) in yb
+        .iter()
+        .zip(&softmax_bf16_reference(&b, 300, false))
+        .enumerate()
+    {
+        assert_eq!(g as f32, w, "long row element {i}");
+    }
+}

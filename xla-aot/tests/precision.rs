@@ -128,13 +128,3 @@ fn f16_widening_is_inline() {
         }
     }
 }
-
-#[test]
-fn cuda_targets_refuse_half_weights() {
-    let (m, _, _) = example("mlp");
-    let t = Target::resolve("cuda-x86_64").unwrap();
-    let e = compile_model(&m, &t, &options(Precision::Bf16Weights))
-        .err()
-        .expect("refused");
-    assert!(e.to_string().contains("CPU targets only"), "{e}");
-}

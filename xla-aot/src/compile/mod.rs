@@ -293,13 +293,6 @@ pub fn compile_model_buckets(
             target.name
         )));
     }
-    let precision = opts.precision.unwrap_or(m.precision);
-    if precision != crate::ir::Precision::F32 && target.cuda_sm.is_some() {
-        return Err(CompileError::Unsupported(format!(
-            "precision `{precision}` is implemented for CPU targets only ({} is a CUDA target); compile with precision f32",
-            target.name
-        )));
-    }
     if !buckets.is_empty() && target.cuda_sm.is_some() {
         return Err(CompileError::Unsupported(format!(
             "`batch_sizes` and `seq_buckets` are not supported on CUDA targets yet ({}); compile one size per library",
@@ -442,9 +435,10 @@ pub fn compile_model_buckets(
         .as_ref()
         .map(|(p, _, _)| header::render_cuda(m, p))
         .unwrap_or_default();
-    // The weights as stored: half-precision ones where the CPU kernels read them packed.
+    // The weights as stored: half-precision ones where the CPU kernels read them packed (on a
+    // CUDA target, as the device arena holds them).
     let packings = if target.cuda_sm.is_some() {
-        crate::codegen::core::packing::Packings::none(m)
+        crate::codegen::core::packing::Packings::for_gpu(m)
     } else {
         let scratch = plan.scratch.map_or(0, |(_, bytes)| bytes);
         crate::codegen::core::packing::Packings::for_cpu(m, target, scratch)

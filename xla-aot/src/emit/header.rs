@@ -6,7 +6,7 @@
 
 use super::c_idents::c_idents;
 use crate::arena::{ARENA_ALIGN, BufferPlan};
-use crate::ir::{DType, Module};
+use crate::ir::{DType, Module, Precision};
 use runtime_min::Status;
 
 const TEMPLATE: &str = include_str!("../../templates/model.h.in");
@@ -109,14 +109,46 @@ pub fn weight_bytes(m: &Module) -> usize {
 
 /// What the header says about a weight precision other than f32 (`ir/precision.rs`).
 fn precision_note(m: &Module) -> String {
-    match m.precision.weight_dtype() {
-        None => String::new(),
-        Some(d) => format!(
-            "\n * Precision {}: dot and convolution weights are rounded to {d} (those read as packed\n * panels are stored 2 bytes per value); all arithmetic is f32.",
-            m.precision
-        ),
+    let Some(d) = m.precision.weight_dtype() else {
+        return String::new();
+    };
+    let stored = "stored 2 bytes per value where a kernel reads them packed, and on a GPU";
+    let what = match m.precision {
+        Precision::Bf16 | Precision::F16 => {
+            format!(
+                "both operands of every dot and convolution are rounded to {d} (weights {stored})"
+            )
+        }
+        _ => format!("dot and convolution weights are rounded to {d} ({stored})"),
+    };
+    let arithmetic = match m.precision {
+        Precision::F16 => {
+            "products are summed in f16 in blocks of 16 k, the blocks in f32, where the target has FP16 arithmetic (aarch64 +fullfp16, a GPU), elsewhere in f32"
+        }
+        Precision::Bf16 => "products accumulate in f32",
+        _ => "all arithmetic is f32",
+    };
+    let text = format!("Precision {}: {what}; {arithmetic}.", m.precision);
+    // Wrapped as the header's other comment lines are.
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.len() + 1 + word.len() > NOTE_WIDTH {
+            out.push_str(&format!("\n * {line}"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
     }
+    out.push_str(&format!("\n * {line}"));
+    out
 }
+
+/// The longest line of the precision note after its ` * ` (96 columns with it: the header's
+/// comment lines stay within 100).
+const NOTE_WIDTH: usize = 93;
 
 /// The CUDA section of the header of a CUDA target's library.
 pub fn render_cuda(m: &Module, ptx: &crate::codegen::gpu::ptx::PtxModule) -> String {

@@ -28,8 +28,12 @@
 //!   is packed multiplies and accumulates in f16 (`fmla .8h`) within blocks of
 //!   `F16_K_BLOCK` consecutive k, each block's sum added into an f32 accumulator
 //!   (`codegen/cpu/gemm_f16.rs`); every other product, and every product on other targets,
-//!   multiplies the rounded values in f32 (as `bf16` does without `vdpbf16ps`). Everything else
-//!   (elementwise ops, reductions, softmax, normalisation statistics) stays f32.
+//!   multiplies the rounded values in f32 (as `bf16` does without `vdpbf16ps`). The PTX of a
+//!   CUDA target sums every dot's and convolution's products in the same f16 blocks
+//!   (`fma.rn.f16`, `codegen/gpu/half.rs`). Everything else (elementwise ops, reductions,
+//!   softmax, normalisation statistics) stays f32.
+//! - On a CUDA target the device arena stores the weights of dots and convolutions in the half
+//!   type, 2 bytes per value, for every half precision (`Packings::for_gpu`).
 //! - The text form names it on the module line (`HloModule m, precision=bf16-weights`) when it is
 //!   not f32.
 
@@ -80,7 +84,7 @@ pub const PRECISIONS: &[(&str, &str)] = &[
     ),
     (
         "f16",
-        "dot and convolution operands rounded to IEEE half; f16 products and sums in blocks of 16 k where the target has FP16 arithmetic (aarch64 +fullfp16), f32 products elsewhere",
+        "dot and convolution operands rounded to IEEE half; f16 products and sums in blocks of 16 k where the target has FP16 arithmetic (aarch64 +fullfp16, the PTX of CUDA targets), f32 products elsewhere",
     ),
 ];
 

@@ -133,7 +133,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
 
     /// One element's bits of dtype `from` as bits of dtype `to` (integers of each size), and
     /// whether the value did not fit.
-    fn convert_bits(
+    pub(crate) fn convert_bits(
         &self,
         x: IntValue<'ctx>,
         from: DType,

@@ -8,9 +8,11 @@
 //! not depthwise ([`conv_packable`]), or a Winograd-transformed kernel (`winograd.rs`) for a
 //! stride-1 3×3 convolution `winograd::choose` accepts when the buffer plan reserved its scratch. The CPU backend decides with [`Packings::for_cpu`] and its kernels ask
 //! [`Packings::reads_packed`]; the GPU (device arena and host emulation) keeps every constant in
-//! its assigned layout ([`Packings::none`]). With a half weight precision (`ir/precision.rs`)
-//! GEMM and convolution panels are stored 2 bytes per value ([`Packings::half_of`]; Winograd
-//! kernels stay f32) and the kernels widen them as they load them (`cpu/vector.rs` `vload`).
+//! its assigned layout ([`Packings::for_gpu`]: with a half weight precision, the weights of
+//! dots and convolutions in the half type, 2 bytes per value). With a half weight precision
+//! (`ir/precision.rs`) GEMM and convolution panels are stored 2 bytes per value
+//! ([`Packings::half_of`]; Winograd kernels stay f32) and the kernels widen them as they load
+//! them (`cpu/vector.rs` `vload`).
 //! With `precision: bf16` on a target with AVX-512 BF16 ([`Packings::reads_bf16_pairs`]) GEMM
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
@@ -45,6 +47,8 @@ enum Packing {
     Conv { groups: usize },
     /// A Winograd-transformed kernel (`winograd::pack_into`).
     Winograd(winograd::Geometry),
+    /// The assigned layout, in the weight precision's half type ([`Packings::for_gpu`]).
+    Narrow,
 }
 
 /// How each constant of a module is stored.
@@ -81,6 +85,24 @@ impl Packings {
             bf16_pairs: false,
             vnni: vec![None; hlo.entry.instructions.len()],
         }
+    }
+
+    /// What the GPU kernels read (device arena and host emulation, `codegen/gpu/half.rs`): every
+    /// constant in its assigned layout; with a half weight precision, a weight whose every use is
+    /// as the weight (rhs) operand of an f32 dot or convolution (its only read in that product's
+    /// fusion) is stored in the half type, 2 bytes per value ([`Packings::half_of`]).
+    pub fn for_gpu(hlo: &Hlo) -> Packings {
+        let mut p = Packings::none(hlo);
+        if hlo.precision.weight_dtype().is_none() {
+            return p;
+        }
+        p.precision = hlo.precision;
+        for i in 0..hlo.entry.instructions.len() {
+            if narrow_on_gpu(hlo, InstId(i as u32)) {
+                p.of[i] = Some(Packing::Narrow);
+            }
+        }
+        p
     }
 
     /// The packings the CPU micro-kernels read on `target`; a convolution takes the Winograd
@@ -219,6 +241,7 @@ impl Packings {
                 Some(groups * (s.dims[0] / groups).div_ceil(nr) * k * nr * 4)
             }
             (Some(Packing::Winograd(g)), Some(_)) => Some(winograd::packed_len(g)),
+            (Some(Packing::Narrow), _) => Some(s.size_bytes()),
             _ => None,
         }
     }
@@ -229,7 +252,9 @@ impl Packings {
     /// output transform (a bf16 `F(4,3)` kernel measured 2.4% of the largest output off).
     pub fn half_of(&self, id: InstId) -> Option<DType> {
         match self.of[id.index()] {
-            Some(Packing::Gemm(_) | Packing::Conv { .. }) => self.precision.weight_dtype(),
+            Some(Packing::Gemm(_) | Packing::Conv { .. } | Packing::Narrow) => {
+                self.precision.weight_dtype()
+            }
             _ => None,
         }
     }
@@ -372,6 +397,7 @@ impl Packings {
                 pack_conv_into(bytes, s, panel_width(s.dims[0] / groups, t), *groups, out)
             }
             (Some(Packing::Winograd(g)), Some(_)) => winograd::pack_into(bytes, g, out),
+            // `Narrow` and unpacked constants: the assigned layout.
             _ => relayout_into(bytes, s, out),
         }
     }
@@ -408,6 +434,51 @@ pub(crate) fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Sha
         }),
         _ => None,
     }
+}
+
+/// Whether constant `c` is read only as the weight (rhs) operand of f32 dots and convolutions,
+/// one read per product (in an output fusion, the heavy op's alone): what [`Packings::for_gpu`]
+/// stores in the half type.
+fn narrow_on_gpu(hlo: &Hlo, c: InstId) -> bool {
+    let e = &hlo.entry;
+    let inst = e.inst(c);
+    if !matches!(inst.op, Op::Constant(_))
+        || inst.shape.dtype != DType::F32
+        || e.outputs.iter().any(|o| o.value == c)
+    {
+        return false;
+    }
+    let mut read = false;
+    for (i, user) in e.instructions.iter().enumerate() {
+        let uses = user.operands.iter().filter(|&&o| o == c).count();
+        if uses == 0 {
+            continue;
+        }
+        let Some((_, lhs, rhs, out)) = heavy_in(hlo, InstId(i as u32)) else {
+            return false;
+        };
+        if uses != 1 || rhs != c || lhs == c || out.dtype != DType::F32 {
+            return false;
+        }
+        // In an output fusion, the weight's parameter feeds the heavy op alone.
+        if let Op::Fusion { computation, .. } = &user.op {
+            let slot = user.operands.iter().position(|&o| o == c);
+            let reads = computation
+                .instructions
+                .iter()
+                .filter(|h| {
+                    h.operands.iter().any(|&o| {
+                        matches!(computation.inst(o).op, Op::Parameter { index } if Some(index) == slot)
+                    })
+                })
+                .count();
+            if reads != 1 {
+                return false;
+            }
+        }
+        read = true;
+    }
+    read
 }
 
 /// Whether a constant holds only integers (below 2^24, so f32 sums of their products with

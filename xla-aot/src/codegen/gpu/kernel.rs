@@ -70,11 +70,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) -> Result<FunctionValue<'ctx>, CodegenError> {
         let c = &self.hlo.entry;
         let inst = c.inst(id);
-        let ins: Vec<DType> = inst
+        let mut ins: Vec<DType> = inst
             .operands
             .iter()
             .map(|&o| c.inst(o).shape.dtype)
             .collect();
+        // A weight stored in a half type is passed as such (an `i16*`, `half.rs` widens it).
+        let narrow = self.be.packings.reads_narrow(self.hlo, id);
+        if let Some((w, d)) = narrow {
+            for (j, &o) in inst.operands.iter().enumerate() {
+                if o == w {
+                    ins[j] = d;
+                }
+            }
+        }
+        self.be.weight.set(narrow.map_or(DType::F32, |(_, d)| d));
         let shared: Vec<bool> = inst
             .operands
             .iter()

@@ -7,7 +7,9 @@
 //! index names (`Backend::elements` visits just that element, so every generic body of
 //! `core/ops.rs` is a per-element body here); dot and convolution have element kernels
 //! (`grid.rs`) and, when large enough, tiled ones (`tiled.rs`). No element reads another's
-//! result. Constants are never packed (`core/packing.rs`' `Packings::none`).
+//! result. Constants are never packed: they keep their assigned layout, weights of dots and
+//! convolutions in the half type with a half weight precision (`core/packing.rs`'
+//! `Packings::for_gpu`; `half.rs` reads them, and forms `precision: f16` products in f16).
 //!
 //! The two forms of the same kernels ([`GridForm`]): on the device, kernels are internal and get
 //! `.entry` wrappers computing the index from the thread grid, and the module has no host entry
@@ -16,6 +18,7 @@
 
 pub mod cuda_host;
 mod grid;
+mod half;
 mod kernel;
 pub mod ptx;
 pub mod tiled;
@@ -54,15 +57,22 @@ pub struct Gpu<'ctx> {
     grid_size: Cell<Option<usize>>,
     /// The device entries generated, in launch order.
     entries: RefCell<Vec<GridLaunch>>,
+    /// How the module's constants are stored (`Packings::for_gpu`).
+    packings: Packings,
+    /// The type the product of the kernel being generated reads its weight (rhs) in: F32, or
+    /// the half type it is stored in (`half.rs`).
+    weight: Cell<DType>,
 }
 
 impl Gpu<'_> {
-    fn new(form: GridForm) -> Self {
+    fn new(form: GridForm, hlo: &Hlo) -> Self {
         Gpu {
             form,
             gid: Cell::new(None),
             grid_size: Cell::new(None),
             entries: RefCell::new(Vec::new()),
+            packings: Packings::for_gpu(hlo),
+            weight: Cell::new(DType::F32),
         }
     }
 
@@ -141,7 +151,14 @@ pub fn build_ptx_module<'ctx>(
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>, Vec<GridLaunch>), CodegenError> {
     let module = module_for(ctx, tm, &hlo.name);
-    let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Device));
+    let mut cg = Cg::new(
+        ctx,
+        &module,
+        hlo,
+        plan,
+        target,
+        Gpu::new(GridForm::Device, hlo),
+    );
     let kernels = cg.build(
         false,
         ProfilerSite {
@@ -166,7 +183,14 @@ pub fn build_host_module<'ctx>(
     target: &Target,
 ) -> Result<(Module<'ctx>, Vec<KernelInfo>), CodegenError> {
     let module = module_for(ctx, tm, &hlo.name);
-    let mut cg = Cg::new(ctx, &module, hlo, plan, target, Gpu::new(GridForm::Host));
+    let mut cg = Cg::new(
+        ctx,
+        &module,
+        hlo,
+        plan,
+        target,
+        Gpu::new(GridForm::Host, hlo),
+    );
     let kernels = cg.build(
         true,
         ProfilerSite {
@@ -190,7 +214,7 @@ pub fn add_host_variant<'ctx>(
     target: &Target,
     site: ProfilerSite<'_>,
 ) -> Result<Vec<KernelInfo>, CodegenError> {
-    let mut cg = Cg::new(ctx, module, v, plan, target, Gpu::new(GridForm::Host));
+    let mut cg = Cg::new(ctx, module, v, plan, target, Gpu::new(GridForm::Host, v));
     cg.build(false, site)
 }
 
@@ -209,7 +233,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             vec![None; self.hlo.entry.instructions.len()]
         } else {
             self.constant_globals(
-                &Packings::none(self.hlo),
+                &self.be.packings,
                 &crate::codegen::core::weights::Placement::InModule,
             )?
             .0

@@ -7,8 +7,9 @@
 //! emits PTX with LLVM 14 (for the requested SM up to sm_86; newer SMs get sm_86 / ISA 7.5 code
 //! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
 //! ([`DeviceLayout`]): the weights (in their assigned layouts, not GEMM-packed: grid kernels
-//! index them directly), then the planned arena, then a slot per input and output, every region
-//! [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
+//! index them directly; with a half weight precision those of dots and convolutions 2 bytes
+//! per value, `Packings::for_gpu`), then the planned arena, then a slot per input and output,
+//! every region [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
 //! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
 //! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
 //! The host emulation of these kernel bodies is `GridForm::Host` (`Options::grid`),
@@ -185,8 +186,9 @@ fn device_arena(
     let mut weights = Vec::new();
     let mut constants = Vec::new();
     let mut constant_at = vec![None; c.instructions.len()];
-    // Device kernels read every constant in its assigned layout.
-    let packings = Packings::none(hlo);
+    // Device kernels read every constant in its assigned layout (weights of dots and convolutions
+    // in the half type of a half weight precision).
+    let packings = Packings::for_gpu(hlo);
     for v in used {
         let inst = c.inst(v);
         let Op::Constant(lit) = &inst.op else {

@@ -10,7 +10,9 @@
 //! slice (zero outside the matrix), the block waits at a barrier, each thread accumulates its
 //! element's 16 products from shared memory, and the block waits again before the next slice;
 //! every loaded element serves 16 threads instead of one. Products are accumulated in K order
-//! with `llvm.fmuladd`, as the per-element kernel does (`grid.rs`).
+//! with `llvm.fmuladd`, as the per-element kernel does (`grid.rs`); with `precision: f16` the
+//! tiles hold halves and each 16-wide K-slice is one f16 block sum (`fma.rn.f16`) added into the
+//! f32 accumulator, the per-element kernel's blocks (`half.rs`).
 //!
 //! In an output fusion (dot + bias + GELU, convolution + batch norm + ReLU6) whose root has the
 //! heavy op's shape, each thread applies the fused epilogue to the element it stored (`Finish`),
@@ -31,7 +33,7 @@ use crate::ir::{DType, DotDims, Shape, Window};
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::module::Linkage;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::{FloatValue, IntValue, PointerValue};
 
 /// Tile side: 16×16 threads is one block of `ptx::BLOCK_THREADS` (256), and a 16-element
 /// K-slice of both operands is 2 KiB of shared memory: far below any SM's limit.
@@ -237,7 +239,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) {
         let gid = self.be.gid.get().expect("tiled kernels are grid kernels");
         let f32t = self.ctx.f32_type();
-        let tile_ty = f32t.array_type(TILE_THREADS as u32);
+        // With `precision: f16` the tiles hold block terms (halves on the device, `half.rs`) and
+        // each K-slice of 16 is one f16 block sum.
+        let f16_sums = self.f16_sums();
+        let term_ty = if f16_sums { self.block_type() } else { f32t };
+        let tile_ty = term_ty.array_type(TILE_THREADS as u32);
         let threads = self.i64(TILE_THREADS as u64);
         let (block, thread) = if self.be.on_device() {
             (
@@ -279,7 +285,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             (
                 self.slot(k.f, tile_ty.into()),
                 self.slot(k.f, tile_ty.into()),
-                self.slot(k.f, tile_ty.into()),
+                self.slot(k.f, f32t.array_type(TILE_THREADS as u32).into()),
             )
         };
         // Element `t` of a tile array (the accumulator is one scalar per thread on the GPU).
@@ -351,15 +357,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let (ty, tx, row, col) = place(cg, t);
                 let ka = cg.add(k0, tx);
                 let kb = cg.add(k0, ty);
-                let load = |cg: &Self,
-                            buf: PointerValue<'ctx>,
-                            ok: IntValue<'ctx>,
-                            off: IntValue<'ctx>| {
-                    // Out-of-range threads read element 0 (always there) and keep zero.
-                    let at = cg.select(ok, off.into(), cg.i64(0).into()).into_int_value();
-                    let v = cg.load(buf, at, DType::F32);
-                    cg.select(ok, v, cg.f32c(0.0).into())
-                };
+                // Out-of-range threads read element 0 (always there) and keep zero.
+                let load =
+                    |cg: &Self,
+                     ok: IntValue<'ctx>,
+                     off: IntValue<'ctx>,
+                     read: &dyn Fn(&Self, IntValue<'ctx>) -> FloatValue<'ctx>| {
+                        let at = cg.select(ok, off.into(), cg.i64(0).into()).into_int_value();
+                        let v = read(cg, at);
+                        cg.select(ok, v.into(), term_ty.const_zero().into())
+                    };
                 let mut a_ok =
                     cg.b.build_and(below(cg, row, p.m), below(cg, ka, p.k), "")
                         .unwrap();
@@ -367,27 +374,46 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 if let Some(e) = exists {
                     a_ok = cg.b.build_and(a_ok, e, "").unwrap();
                 }
-                let a = load(cg, bufs.0, a_ok, a_off);
+                let a = load(cg, a_ok, a_off, &|cg, at| {
+                    let v = cg.load(bufs.0, at, DType::F32).into_float_value();
+                    if f16_sums { cg.to_block(v) } else { v }
+                });
                 let b_ok =
                     cg.b.build_and(below(cg, kb, p.k), below(cg, col, p.n), "")
                         .unwrap();
                 let b_off = (p.b)(cg, batch, kb, col);
-                let b = load(cg, bufs.1, b_ok, b_off);
+                let b = load(cg, b_ok, b_off, &|cg, at| {
+                    if f16_sums {
+                        cg.load_weight_block(bufs.1, at)
+                    } else {
+                        cg.load_weight(bufs.1, at)
+                    }
+                });
                 cg.b.build_store(elem(cg, a_tile, t), a).unwrap();
                 cg.b.build_store(elem(cg, b_tile, t), b).unwrap();
             });
             barrier(cg);
-            // Phase 2: acc += Σ_j A_tile[ty, j] · B_tile[j, tx], in K order.
+            // Phase 2: acc += Σ_j A_tile[ty, j] · B_tile[j, tx], in K order (with `f16`: the 16
+            // products summed in f16 from zero, then that block sum added into acc).
             each_thread(cg, &|cg, t| {
                 let (ty, tx, _, _) = place(cg, t);
                 let slot = acc_of(cg, t);
-                let mut sum = cg.b.build_load(slot, "").unwrap().into_float_value();
+                let acc = cg.b.build_load(slot, "").unwrap().into_float_value();
+                let mut sum = if f16_sums { term_ty.const_zero() } else { acc };
                 for j in 0..TILE as u64 {
                     let ai = cg.add(cg.mul(ty, TILE as u64), cg.i64(j));
                     let bi = cg.add(cg.i64(j * TILE as u64), tx);
                     let a = cg.b.build_load(elem(cg, a_tile, ai), "").unwrap();
                     let b = cg.b.build_load(elem(cg, b_tile, bi), "").unwrap();
-                    sum = cg.fma(a.into_float_value(), b.into_float_value(), sum);
+                    let (a, b) = (a.into_float_value(), b.into_float_value());
+                    sum = if f16_sums {
+                        cg.block_fma(a, b, sum)
+                    } else {
+                        cg.fma(a, b, sum)
+                    };
+                }
+                if f16_sums {
+                    sum = cg.b.build_float_add(acc, cg.widen_block(sum), "").unwrap();
                 }
                 cg.b.build_store(slot, sum).unwrap();
             });

@@ -16,7 +16,9 @@
 //! where offset is the past length, or `nonpad_kv_seqlen[b] - S` for an external cache; Q and K
 //! are each scaled by √scale (scale default 1/√H); `qk_matmul_output` is the scores after the
 //! softcap (mode 0, 1), after the bias (2) or the probabilities (3). Everything computes in f32
-//! (`softmax_precision` is accepted; float16/bfloat16 tensors convert at the C API).
+//! (`softmax_precision` is accepted; float16 tensors convert at the C API); with bfloat16 Q each
+//! node's result is rounded to bfloat16, √scale too, as onnx's reference computes
+//! (`bf16_graph.rs`).
 
 use super::context::{Ctx, Importer, R, ty_of};
 use super::elementwise::Outs;
@@ -102,7 +104,12 @@ impl Importer {
         }
         let mut q = a.q.clone();
         if let Scale::Split(scale) = a.scale {
-            let root = self.const_f32(rw, scale.sqrt() as f32);
+            // In Q's type, as the function body casts it (bfloat16: `bf16_graph.rs`).
+            let mut root = scale.sqrt() as f32;
+            if self.env.get(&q).is_some_and(|v| ty_of(v) == dt::BFLOAT16) {
+                root = crate::ir::Precision::Bf16.round(root);
+            }
+            let root = self.const_f32(rw, root);
             q = self.via1(cx, rw, "Mul", &[q, root.clone()], vec![])?;
             k = self.via1(cx, rw, "Mul", &[k, root], vec![])?;
         }

@@ -141,8 +141,14 @@ pub const SUPPORTED_OPS: &[&str] = &[
 ];
 
 impl Importer {
-    /// Lowers one node.
+    /// Lowers one node, with bfloat16 semantics for its bfloat16 values (`bf16_graph.rs`).
     pub fn lower_node(&mut self, cx: &Ctx) -> R<Outs> {
+        let outs = self.lower_op(cx)?;
+        self.bf16_outputs(cx, outs)
+    }
+
+    /// Lowers one node's op.
+    fn lower_op(&mut self, cx: &Ctx) -> R<Outs> {
         let op = cx.node.op_type.as_str();
         match op {
             "Add" => self.binary(cx, BinaryOp::Add),

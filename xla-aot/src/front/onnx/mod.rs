@@ -22,6 +22,7 @@
 //! The op set and its limits are listed in `docs/import.md`.
 
 mod attention;
+mod bf16_graph;
 mod context;
 mod contrib;
 mod contrib_attention;

@@ -11,7 +11,7 @@
 //! coercion at `axis` (default 1) before; computed stably (max subtracted). LRN is decomposed
 //! into a windowed sum of squares over the channels, a power and a division.
 
-use super::context::{Ctx, Importer, R, Val, broadcast_dims};
+use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
 use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use crate::front::decompose::{self, CountOrder, DEFAULT_EPSILON, Moments};
@@ -494,6 +494,11 @@ impl Importer {
             return Ok(rt(y, dt::FLOAT));
         }
         let axis = cx.axis("axis", cx.attr_i_or("axis", -1)?, xd.len())?;
+        if !log && ty_of(&self.input(cx, 0)?) == dt::BFLOAT16 {
+            // Each step rounded to bfloat16, as onnx's reference (`bf16_graph.rs`).
+            let y = self.softmax_bf16(cx, x, axis)?;
+            return Ok(rt(y, dt::BFLOAT16));
+        }
         let y = decompose::softmax(&mut self.composite(cx), x, axis, log)?;
         Ok(rt(y, dt::FLOAT))
     }
