@@ -169,6 +169,30 @@ enum Command {
         #[arg(long = "dump-to", value_name = "FILE.svg")]
         dump_to: Option<PathBuf>,
     },
+    /// Post-training quantization: calibrate MODEL on a folder of .npy samples with the reference
+    /// interpreter, and write a spec with a `quantize:` section (activation ranges, int8
+    /// weights) that `compile` builds; prints its accuracy against the float model on those
+    /// samples (docs/quantization.md).
+    Quantize {
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        spec: PathBuf,
+        /// The calibration samples: one subfolder per sample holding `<input>.npy` for every
+        /// input, or (one input) one .npy file per sample.
+        #[arg(long, value_name = "DIR")]
+        calibration: PathBuf,
+        /// One weight scale per output channel (default: one per tensor).
+        #[arg(long)]
+        per_channel: bool,
+        /// How activation ranges are chosen: the extremes seen, the 99.99% percentile range, or
+        /// the KL-divergence (entropy) threshold.
+        #[arg(long, default_value = "minmax", value_parser = xla_aot::quant::Method::parse)]
+        method: xla_aot::quant::Method,
+        /// The quantized spec to write (YAML).
+        #[arg(short = 'o', long = "out", value_name = "OUT.yaml")]
+        out: PathBuf,
+        #[command(flatten)]
+        fixed: InputArgs,
+    },
     /// List the built-in targets.
     Targets,
     /// List the optimisation passes, in pipeline order (names for --disable-pass).
@@ -330,6 +354,36 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        Command::Quantize {
+            spec,
+            calibration,
+            per_channel,
+            method,
+            out,
+            fixed,
+        } => match driver::quantize(
+            &spec,
+            &out,
+            &driver::QuantizeRequest {
+                calibration,
+                method,
+                per_channel,
+                inputs: fixed.overrides(),
+            },
+        ) {
+            Ok(r) => {
+                println!(
+                    "quantized {} values on {} samples ({}); against the float model: {}",
+                    r.sites,
+                    r.samples,
+                    method.name(),
+                    r.accuracy
+                );
+                println!("wrote {}", r.written.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
         Command::Passes => {
             for p in xla_aot::passes::PASS_NAMES {
                 println!("{p}");
