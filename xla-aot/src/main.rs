@@ -96,7 +96,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Also make the entry points refuse a call whose arena another call is using (two threads
@@ -158,7 +160,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Run on N threads, lent to the library through its parallel-for hook.
@@ -190,6 +194,10 @@ enum Command {
         /// The quantized spec to write (YAML).
         #[arg(short = 'o', long = "out", value_name = "OUT.yaml")]
         out: PathBuf,
+        /// Run the samples with code compiled for this machine (recompiled per sample) instead
+        /// of the reference interpreter: much faster on large models.
+        #[arg(long)]
+        compiled: bool,
         #[command(flatten)]
         fixed: InputArgs,
     },
@@ -240,7 +248,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         #[command(flatten)]
@@ -360,6 +370,7 @@ fn main() -> ExitCode {
             per_channel,
             method,
             out,
+            compiled,
             fixed,
         } => match driver::quantize(
             &spec,
@@ -369,6 +380,7 @@ fn main() -> ExitCode {
                 method,
                 per_channel,
                 inputs: fixed.overrides(),
+                compiled,
             },
         ) {
             Ok(r) => {

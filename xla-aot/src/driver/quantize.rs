@@ -2,9 +2,10 @@
 //! section.
 //!
 //! Contract: [`quantize`] loads MODEL (any front end), calibrates it on the samples of the
-//! calibration folder with the reference interpreter (`quant/`), applies the ranges, runs the
-//! interpreter on the quantized module as the compiler optimises it (int8 weights included) and
-//! reports its accuracy against the float model on the same samples (max error and top-1
+//! calibration folder with the reference interpreter (`quant/`; with
+//! [`QuantizeRequest::compiled`], code compiled for this machine, recompiled per sample: faster
+//! on large models), applies the ranges, runs the quantized module as the compiler optimises it
+//! (int8 weights included) the same way and reports its accuracy against the float model on the same samples (max error and top-1
 //! agreement of the first output, argmax over its last axis). It writes OUT atomically: MODEL's
 //! own spec (native or `graph:`) with its file references rebased onto OUT's folder, or for an
 //! `.onnx` / HLO file a `graph:` spec naming it, plus a `quantize:` section holding the method,
@@ -30,6 +31,8 @@ pub struct QuantizeRequest {
     pub per_channel: bool,
     /// `--input-shape`, `--dim`, `--freeze` (ONNX): refused for now.
     pub inputs: InputOverrides,
+    /// Run the samples compiled for this machine instead of with the reference interpreter.
+    pub compiled: bool,
 }
 
 /// What `quantize` did.
@@ -78,26 +81,39 @@ pub fn quantize(
     let model = load_spec_with(model_path, &req.inputs)?;
     let m = &model.module;
     let samples = quant::samples::read(&req.calibration, m)?;
-    let c = quant::calibrate(
-        m,
-        &samples,
-        req.method,
-        req.per_channel,
-        &mut quant::interpreter,
-    )?;
+    let mut compiled = |m: &crate::ir::Module, inputs: &[crate::ir::Literal]| {
+        crate::compile::run(m, inputs, &CompileOptions::default())
+            .map(|r| r.outputs)
+            .map_err(|e| e.to_string())
+    };
+    let run: &mut quant::Runner = if req.compiled {
+        &mut compiled
+    } else {
+        &mut quant::interpreter
+    };
+    let c = quant::calibrate(m, &samples, req.method, req.per_channel, run)?;
     let quantized = quant::apply(m, &c.quantization)?;
-    // The module the library is compiled from (int8 weights after the pipeline).
-    let optimized = crate::compile::optimize(&quantized, &CompileOptions::default())?.module;
     let mut accuracy = Accuracy::default();
-    for ((_, inputs), float) in samples.iter().zip(&c.outputs) {
-        let q = crate::interp::evaluate(&optimized, inputs)?;
-        if let (Some(f), Some(q)) = (float.first(), q.first()) {
-            accuracy.add(f, q);
+    if req.compiled {
+        for ((_, inputs), float) in samples.iter().zip(&c.outputs) {
+            let q = crate::compile::run(&quantized, inputs, &CompileOptions::default())?.outputs;
+            if let (Some(f), Some(q)) = (float.first(), q.first()) {
+                accuracy.add(f, q);
+            }
+        }
+    } else {
+        // The module the library is compiled from (int8 weights after the pipeline).
+        let optimized = crate::compile::optimize(&quantized, &CompileOptions::default())?.module;
+        for ((_, inputs), float) in samples.iter().zip(&c.outputs) {
+            let q = crate::interp::evaluate(&optimized, inputs)?;
+            if let (Some(f), Some(q)) = (float.first(), q.first()) {
+                accuracy.add(f, q);
+            }
         }
     }
     let header = format!(
         "# written by xla-aot quantize from {}: {} samples of {}, method {}, int8 weights {}\n\
-         # on those samples (reference interpreter): {accuracy}\n",
+         # on those samples ({}): {accuracy}\n",
         model_path.display(),
         samples.len(),
         req.calibration.display(),
@@ -106,6 +122,11 @@ pub fn quantize(
             "per output channel"
         } else {
             "per tensor"
+        },
+        if req.compiled {
+            "compiled for this machine"
+        } else {
+            "reference interpreter"
         },
     );
     let text = spec_text(model_path, format, source.as_deref(), &c.quantization, out)?;

@@ -5,7 +5,8 @@
 //! XLA HLO text file (`hlo_text/`) or an ONNX model (`onnx/`). Each returns a [`Model`] whose
 //! module passes the verifier, or the first [`SpecError`], rendered the same `file:line:col` way
 //! for every format (ONNX, a binary format, names the node instead of a line). Nothing here panics
-//! on any input.
+//! on any input. A YAML spec's `quantize:` section (either kind) is applied to the lowered model
+//! (`quantize.rs`, post-training quantization through `crate::quant`).
 //!
 //! Layers: the three front ends (`spec`, `onnx`, `hlo_text`) never import each other; they share
 //! the modules beside them: `model` (what they return), `diag` (errors with positions),

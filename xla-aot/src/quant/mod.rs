@@ -225,7 +225,8 @@ pub fn calibrate(
     })
 }
 
-/// How close a quantized model's outputs are to the float model's, on the first output.
+/// How close a quantized model's outputs are to the float model's, on the first output: its max
+/// error, and its top-1 agreement per row of its last axis of extent above 1.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Accuracy {
     /// The largest |quantized - float| over the first output's elements.
@@ -246,7 +247,14 @@ impl Accuracy {
             self.max_error = self.max_error.max((a - b).abs());
             self.max_magnitude = self.max_magnitude.max(a.abs());
         }
-        let row = float.dims.last().copied().unwrap_or(1).max(1);
+        // Rows along the last axis longer than 1 (a classifier's [1, 1000, 1, 1] has one row).
+        let row = float
+            .dims
+            .iter()
+            .rev()
+            .copied()
+            .find(|&d| d > 1)
+            .unwrap_or(1);
         for (fr, qr) in f.chunks(row).zip(q.chunks(row)) {
             self.rows += 1;
             if argmax(fr) == argmax(qr) {
