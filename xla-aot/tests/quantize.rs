@@ -416,3 +416,51 @@ fn light_floor(name: &str) -> f64 {
         _ => 0.0,
     }
 }
+
+#[test]
+fn an_hlo_file_becomes_a_graph_spec() {
+    let dir = scratch("quantize-hlo");
+    let hlo = dir.join("tiny.hlo.txt");
+    std::fs::write(
+        &hlo,
+        "HloModule tiny\n\nENTRY %main {\n  \
+         %x = f32[1,4]{1,0} parameter(0)\n  \
+         %w = f32[4,3]{1,0} constant({{0.5, -1, 2}, {0.25, 3, -0.5}, {1, 1, 1}, {-2, 0.1, 0.3}})\n  \
+         %y = f32[1,3]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+         ROOT %outputs = (f32[1,3]{1,0}) tuple(%y)\n}\n",
+    )
+    .unwrap();
+    let float = load_spec(&hlo).unwrap().module;
+    let cal = dir.join("cal");
+    std::fs::create_dir_all(&cal).unwrap();
+    for k in 0..8 {
+        let x = random_inputs(&float, 300 + k).remove(0);
+        std::fs::write(cal.join(format!("{k}.npy")), write_npy(&x)).unwrap();
+    }
+    let out = dir.join("q").join("tiny_int8.yaml");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let report = quantize(
+        &hlo,
+        &out,
+        &QuantizeRequest {
+            calibration: cal,
+            per_channel: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.sites, 1);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("hlo: ../tiny.hlo.txt"), "{text}");
+    let q = load_spec(&out).unwrap().module;
+    assert_eq!(q.precision, xla_aot::ir::Precision::Int8Weights);
+    // The quantized product, compiled, is within a few quantization steps of the float one.
+    let x = random_inputs(&float, 999);
+    let (f, g) = (
+        xla_aot::compile::run_host(&float, &x).unwrap(),
+        xla_aot::compile::run_host(&q, &x).unwrap(),
+    );
+    let err = common::rel_to_max(&g[0], &f[0]);
+    assert!(err > 0.0 && err < 0.05, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
