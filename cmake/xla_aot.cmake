@@ -7,7 +7,9 @@
 # xla_aot_add_model(<target> SPEC <file> XLA_TARGET <xla-aot target> [NAME <model name>]
 #                   [INPUT_SHAPES <NAME=D0,D1,...>...] [DIMS <SYMBOL=N>...]
 #                   [FREEZE <NAME=VALUE|NAME=FILE.npy>...] [NO_WINOGRAD] [MULTI_ISA]
-#                   [PRECISION <f32|f16-weights|bf16-weights|bf16|f16>])
+#                   [PRECISION <f32|f16-weights|bf16-weights|bf16|f16|int8-weights|int8-weights-per-tensor>]
+#                   [QUANTIZE_CALIBRATION <dir> [QUANTIZE_METHOD <minmax|percentile|entropy>]
+#                    [PER_CHANNEL]])
 #   Runs `xla-aot compile` during the build (again whenever the spec or a weight file changes) and
 #   defines <target>, an imported static library whose include directories hold <name>.h and
 #   runtime-min's xla_aot_runtime.h, and which links the dl library (the CUDA launcher of a CUDA
@@ -23,7 +25,11 @@
 #   PRECISION stores the weights of dots and convolutions in half precision (the CLI's
 #   --precision; `-weights`: f32 arithmetic, half the weight bytes; `bf16`: bfloat16 products,
 #   f32 accumulation; `f16`: IEEE half operands, f16 sums on aarch64 +fullfp16; see
-#   docs/precision.md).
+#   docs/precision.md; `int8-weights`: symmetric int8 weights per output channel).
+#   QUANTIZE_CALIBRATION quantizes the model after training first (`xla-aot quantize SPEC
+#   --calibration <dir> [--method ...] [--per-channel] -o <build dir>/<name>_int8.yaml`, then
+#   compiles that spec): uint8 activations calibrated on the .npy samples of <dir> (relative to
+#   the calling CMakeLists.txt; its files are dependencies), int8 weights (docs/quantization.md).
 #
 # XLA_AOT_EXECUTABLE (cache variable) is the compiler; by default the `xla-aot` on the PATH, else the
 # release build of this checkout. XLA_AOT_DUMP_TO in the environment of the build dumps every stage.
@@ -39,7 +45,7 @@ if(NOT XLA_AOT_EXECUTABLE)
 endif()
 
 function(xla_aot_add_model target)
-  cmake_parse_arguments(ARG "NO_WINOGRAD;MULTI_ISA" "SPEC;XLA_TARGET;NAME;PRECISION" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
+  cmake_parse_arguments(ARG "NO_WINOGRAD;MULTI_ISA;PER_CHANNEL" "SPEC;XLA_TARGET;NAME;PRECISION;QUANTIZE_CALIBRATION;QUANTIZE_METHOD" "INPUT_SHAPES;DIMS;FREEZE" ${ARGN})
   if(ARG_MULTI_ISA)
     if(ARG_XLA_TARGET MATCHES "^aarch64" OR (NOT ARG_XLA_TARGET AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64"))
       set(ARG_XLA_TARGET aarch64-multi)
@@ -127,8 +133,28 @@ function(xla_aot_add_model target)
     endif()
     list(APPEND compile_args --freeze "${f}")
   endforeach()
+  set(quantize_command "")
+  if(ARG_QUANTIZE_CALIBRATION)
+    # Post-training quantization: the quantized spec is what gets compiled.
+    get_filename_component(calibration "${ARG_QUANTIZE_CALIBRATION}" ABSOLUTE)
+    file(GLOB_RECURSE calibration_files "${calibration}/*.npy")
+    list(APPEND deps ${calibration_files})
+    set(quantized "${out}/${name}_int8.yaml")
+    set(quantize_command COMMAND "${XLA_AOT_EXECUTABLE}" quantize "${spec}" --calibration "${calibration}" -o "${quantized}")
+    if(ARG_QUANTIZE_METHOD)
+      list(APPEND quantize_command --method "${ARG_QUANTIZE_METHOD}")
+    endif()
+    if(ARG_PER_CHANNEL)
+      list(APPEND quantize_command --per-channel)
+    endif()
+    list(REMOVE_AT compile_args 1)
+    list(INSERT compile_args 1 "${quantized}")
+  elseif(ARG_QUANTIZE_METHOD OR ARG_PER_CHANNEL)
+    message(FATAL_ERROR "xla_aot_add_model(${target}): QUANTIZE_METHOD and PER_CHANNEL need QUANTIZE_CALIBRATION")
+  endif()
   add_custom_command(
     OUTPUT "${out}/lib${name}.a" "${out}/${name}.h" "${out}/${name}.json"
+    ${quantize_command}
     COMMAND "${XLA_AOT_EXECUTABLE}" ${compile_args}
     DEPENDS ${deps}
     COMMENT "xla-aot: compiling ${name} for ${ARG_XLA_TARGET}"

@@ -63,6 +63,8 @@ pub struct Build {
     no_winograd: bool,
     multi_isa: bool,
     precision: Option<crate::ir::Precision>,
+    /// Post-training quantization: the calibration folder, the method, per-channel weights.
+    quantize: Option<(PathBuf, crate::quant::Method, bool)>,
 }
 
 /// FNV-1a, 64-bit: a dependency-free content hash for the cache key. A collision would skip a
@@ -87,6 +89,7 @@ impl Build {
             no_winograd: false,
             multi_isa: false,
             precision: None,
+            quantize: None,
         }
     }
 
@@ -146,6 +149,20 @@ impl Build {
     /// `--no-winograd`; results then match the reference interpreter to rounding).
     pub fn no_winograd(&mut self, on: bool) -> &mut Build {
         self.no_winograd = on;
+        self
+    }
+
+    /// Quantizes the model after training (`xla-aot quantize`, docs/quantization.md): calibrates
+    /// it on the `.npy` samples of folder `calibration` with the reference interpreter, choosing
+    /// activation ranges with `method`, and stores int8 weights (one scale per output channel
+    /// with `per_channel`, else per tensor). The samples are part of the cache key.
+    pub fn quantize(
+        &mut self,
+        calibration: impl AsRef<Path>,
+        method: crate::quant::Method,
+        per_channel: bool,
+    ) -> &mut Build {
+        self.quantize = Some((calibration.as_ref().to_path_buf(), method, per_channel));
         self
     }
 
@@ -248,6 +265,9 @@ impl Build {
                 inputs.push(p.clone());
             }
         }
+        if let Some((cal, _, _)) = &self.quantize {
+            inputs.extend(calibration_files(cal)?);
+        }
         if self.cargo_metadata {
             for f in &inputs {
                 println!("cargo:rerun-if-changed={}", f.display());
@@ -279,6 +299,7 @@ impl Build {
         fnv1a(&mut key, format!("{:?}", self.inputs).as_bytes());
         fnv1a(&mut key, &[self.no_winograd as u8]);
         fnv1a(&mut key, format!("{:?}", self.precision).as_bytes());
+        fnv1a(&mut key, format!("{:?}", self.quantize).as_bytes());
         for f in inputs.iter().filter(|f| f.is_file()) {
             fnv1a(&mut key, f.to_string_lossy().as_bytes());
             let bytes = crate::util::io::read_bounded(
@@ -327,6 +348,22 @@ impl Build {
             precision: self.precision,
             ..CompileOptions::default()
         };
+        if let Some((cal, method, per_channel)) = &self.quantize {
+            let qerr = |e: crate::quant::QuantError| BuildError::Other(format!("error: {e}"));
+            let samples = crate::quant::samples::read(cal, &model.module).map_err(qerr)?;
+            let c = crate::quant::calibrate(
+                &model.module,
+                &samples,
+                *method,
+                *per_channel,
+                &mut crate::quant::interpreter,
+            )
+            .map_err(qerr)?;
+            model.module = crate::quant::apply(&model.module, &c.quantization).map_err(qerr)?;
+            for (_, b) in &mut model.buckets {
+                *b = crate::quant::apply(b, &c.quantization).map_err(qerr)?;
+            }
+        }
         let artefacts = crate::compile::compile_spec_model(&model, &target, &opts)?;
         let werr = |e: std::io::Error| {
             BuildError::Other(format!("cannot write {}: {}", dir.display(), io_reason(&e)))
@@ -377,6 +414,36 @@ fn target_cpu(encoded: &str) -> Option<String> {
         }
     }
     cpu
+}
+
+/// The files of a calibration folder (and of its sample subfolders), sorted: what a quantized
+/// build depends on.
+fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>, BuildError> {
+    let list = |d: &Path| -> Result<Vec<PathBuf>, BuildError> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map_err(|e| {
+                BuildError::Other(format!(
+                    "error: calibration folder {}: {}",
+                    d.display(),
+                    io_reason(&e)
+                ))
+            })?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        v.sort();
+        Ok(v)
+    };
+    let mut out = vec![dir.to_path_buf()];
+    for p in list(dir)? {
+        if p.is_dir() {
+            out.push(p.clone());
+            out.extend(list(&p)?);
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 mod compare;
+mod quantize;
 pub use compare::{COMPARE_ATOL, COMPARE_RTOL, Difference, compare, compare_within, tolerance};
+pub use quantize::{QuantizeReport, QuantizeRequest, quantize};
 
 /// Errors of a command; all are user errors (exit code 1).
 #[derive(Debug, Error)]
@@ -47,6 +49,9 @@ pub enum DriverError {
     /// The optimisation pipeline failed (a compiler bug).
     #[error("error: {0}")]
     Pipeline(#[from] crate::passes::PipelineError),
+    /// Post-training quantization failed.
+    #[error("error: {0}")]
+    Quant(#[from] crate::quant::QuantError),
 }
 
 /// Options of `xla-aot compile`.

@@ -19,6 +19,7 @@ pub mod ir;
 pub mod limits;
 pub mod passes;
 pub mod profile;
+pub mod quant;
 pub mod target;
 pub mod timeline;
 pub mod util;

@@ -96,7 +96,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Also make the entry points refuse a call whose arena another call is using (two threads
@@ -158,7 +160,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         /// Run on N threads, lent to the library through its parallel-for hook.
@@ -168,6 +172,34 @@ enum Command {
         /// per thread with the tasks of split kernels; µs in tooltips).
         #[arg(long = "dump-to", value_name = "FILE.svg")]
         dump_to: Option<PathBuf>,
+    },
+    /// Post-training quantization: calibrate MODEL on a folder of .npy samples with the reference
+    /// interpreter, and write a spec with a `quantize:` section (activation ranges, int8
+    /// weights) that `compile` builds; prints its accuracy against the float model on those
+    /// samples (docs/quantization.md).
+    Quantize {
+        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        spec: PathBuf,
+        /// The calibration samples: one subfolder per sample holding `<input>.npy` for every
+        /// input, or (one input) one .npy file per sample.
+        #[arg(long, value_name = "DIR")]
+        calibration: PathBuf,
+        /// One weight scale per output channel (default: one per tensor).
+        #[arg(long)]
+        per_channel: bool,
+        /// How activation ranges are chosen: the extremes seen, the 99.99% percentile range, or
+        /// the KL-divergence (entropy) threshold.
+        #[arg(long, default_value = "minmax", value_parser = xla_aot::quant::Method::parse)]
+        method: xla_aot::quant::Method,
+        /// The quantized spec to write (YAML).
+        #[arg(short = 'o', long = "out", value_name = "OUT.yaml")]
+        out: PathBuf,
+        /// Run the samples with code compiled for this machine (recompiled per sample) instead
+        /// of the reference interpreter: much faster on large models.
+        #[arg(long)]
+        compiled: bool,
+        #[command(flatten)]
+        fixed: InputArgs,
     },
     /// List the built-in targets.
     Targets,
@@ -216,7 +248,9 @@ enum Command {
         /// bf16-weights (half the bytes, widened in registers, f32 arithmetic), or bf16 (both
         /// operands of dots and convolutions rounded to bfloat16, f32 accumulation; vdpbf16ps on
         /// AVX-512 BF16), or f16 (operands rounded to IEEE half; f16 sums in blocks of 16 k with
-        /// fmla .8h on aarch64 +fullfp16); see docs/precision.md. Overrides a spec's `precision:`.
+        /// fmla .8h on aarch64 +fullfp16), or int8-weights / int8-weights-per-tensor (symmetric
+        /// int8 per output channel / per tensor, 1 byte each where packed; docs/quantization.md);
+        /// see docs/precision.md. Overrides a spec's `precision:`.
         #[arg(long, value_name = "P", value_parser = xla_aot::ir::Precision::parse)]
         precision: Option<xla_aot::ir::Precision>,
         #[command(flatten)]
@@ -330,6 +364,38 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        Command::Quantize {
+            spec,
+            calibration,
+            per_channel,
+            method,
+            out,
+            compiled,
+            fixed,
+        } => match driver::quantize(
+            &spec,
+            &out,
+            &driver::QuantizeRequest {
+                calibration,
+                method,
+                per_channel,
+                inputs: fixed.overrides(),
+                compiled,
+            },
+        ) {
+            Ok(r) => {
+                println!(
+                    "quantized {} values on {} samples ({}); against the float model: {}",
+                    r.sites,
+                    r.samples,
+                    method.name(),
+                    r.accuracy
+                );
+                println!("wrote {}", r.written.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
         Command::Passes => {
             for p in xla_aot::passes::PASS_NAMES {
                 println!("{p}");

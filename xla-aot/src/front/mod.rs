@@ -5,7 +5,8 @@
 //! XLA HLO text file (`hlo_text/`) or an ONNX model (`onnx/`). Each returns a [`Model`] whose
 //! module passes the verifier, or the first [`SpecError`], rendered the same `file:line:col` way
 //! for every format (ONNX, a binary format, names the node instead of a line). Nothing here panics
-//! on any input.
+//! on any input. A YAML spec's `quantize:` section (either kind) is applied to the lowered model
+//! (`quantize.rs`, post-training quantization through `crate::quant`).
 //!
 //! Layers: the three front ends (`spec`, `onnx`, `hlo_text`) never import each other; they share
 //! the modules beside them: `model` (what they return), `diag` (errors with positions),
@@ -25,6 +26,7 @@ pub mod inputs;
 pub mod model;
 pub mod names;
 pub mod onnx;
+pub mod quantize;
 pub mod spans;
 pub mod spec;
 pub mod weights;
@@ -134,8 +136,8 @@ pub fn spec_from_str_with(
     // parser would read it as part of the first key (then "missing field `inputs`").
     let source = source.strip_prefix(UTF8_BOM).unwrap_or(source);
     check_yaml_depth(path, source)?;
-    if is_graph_spec(source) {
-        load_graph_spec_with(path, source, overrides)
+    let model = if is_graph_spec(source) {
+        load_graph_spec_with(path, source, overrides)?
     } else if !overrides.is_empty() {
         Err(SpecError::new(
             path,
@@ -144,10 +146,11 @@ pub fn spec_from_str_with(
                     .into(),
             ),
         )
-        .hint("a YAML spec declares its input shapes under `inputs:`; edit them there"))
+        .hint("a YAML spec declares its input shapes under `inputs:`; edit them there"))?
     } else {
-        spec::lower_spec(path, source)
-    }
+        spec::lower_spec(path, source)?
+    };
+    quantize::apply_section(path, source, model)
 }
 
 fn read_error(path: &Path, e: &std::io::Error) -> SpecError {
@@ -268,6 +271,10 @@ struct RawGraphSpec {
     graph: RawGraph,
     #[serde(default)]
     params: Option<String>,
+    /// Post-training quantization (`quantize.rs`, applied by [`spec_from_str_with`]).
+    #[serde(default)]
+    #[allow(dead_code)]
+    quantize: Option<serde_yaml::Value>,
 }
 
 /// `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, with what the build fixes about its inputs.
@@ -347,7 +354,7 @@ pub fn load_graph_spec_with(
     let raw: RawGraphSpec = serde_yaml::from_str(source).map_err(|e| {
         diag::yaml_error(path, source, &e)
             .0
-            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}` (with `input_shapes`, `dims`, `freeze`), and `params`; inputs, outputs and ops come from the graph")
+            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}` (with `input_shapes`, `dims`, `freeze`), `params` and `quantize`; inputs, outputs and ops come from the graph")
     })?;
     if let Err(hint) = check_model_name(&raw.name) {
         return Err(at("name", SpecErrorKind::BadName(raw.name.clone()))

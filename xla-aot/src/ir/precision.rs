@@ -34,6 +34,15 @@
 //!   softmax, normalisation statistics) stays f32.
 //! - On a CUDA target the device arena stores the weights of dots and convolutions in the half
 //!   type, 2 bytes per value, for every half precision (`Packings::for_gpu`).
+//! - [`Precision::Int8Weights`] and [`Precision::Int8WeightsPerTensor`] replace every f32 weight
+//!   of a dot or convolution (after the pipeline, as for the half types) by its symmetric int8
+//!   quantization `round_half_even(w / s) · s`, with `s = max|w| / 127` per output channel (the
+//!   columns of a dot's weight, dim 0 of a convolution kernel) or per tensor
+//!   (`compile/weight_rounding.rs`). The rounded module is an ordinary f32 module whose weights
+//!   are exactly int8 × scale, which `codegen/core/packing.rs` (`int8_columns`) stores 1 byte
+//!   each where a kernel reads them packed, as it stores a QDQ ONNX model's dequantized weights;
+//!   so after rounding the module's precision is f32 again. Activations, biases and arithmetic
+//!   stay f32. `xla-aot quantize` (`quant/`) uses these with fake-quantized activations.
 //! - The text form names it on the module line (`HloModule m, precision=bf16-weights`) when it is
 //!   not f32.
 
@@ -56,6 +65,12 @@ pub enum Precision {
     /// where packed); packed dots multiply and accumulate in f16 within blocks of
     /// [`F16_K_BLOCK`] k on targets with FP16 arithmetic, the blocks summed in f32.
     F16,
+    /// Weights rounded to symmetric int8 with one scale per output channel (stored 1 byte where
+    /// packed), f32 arithmetic.
+    Int8Weights,
+    /// Weights rounded to symmetric int8 with one scale per tensor (stored 1 byte where packed),
+    /// f32 arithmetic.
+    Int8WeightsPerTensor,
 }
 
 /// How many consecutive k (from k = 0, in blocks of this many) a `precision: f16` dot sums in f16
@@ -86,6 +101,14 @@ pub const PRECISIONS: &[(&str, &str)] = &[
         "f16",
         "dot and convolution operands rounded to IEEE half; f16 products and sums in blocks of 16 k where the target has FP16 arithmetic (aarch64 +fullfp16, the PTX of CUDA targets), f32 products elsewhere",
     ),
+    (
+        "int8-weights",
+        "dot and convolution weights rounded to symmetric int8 per output channel (1 byte each where packed), f32 arithmetic",
+    ),
+    (
+        "int8-weights-per-tensor",
+        "dot and convolution weights rounded to symmetric int8 with one scale per tensor, f32 arithmetic",
+    ),
 ];
 
 impl Precision {
@@ -97,6 +120,8 @@ impl Precision {
             Precision::Bf16Weights => "bf16-weights",
             Precision::Bf16 => "bf16",
             Precision::F16 => "f16",
+            Precision::Int8Weights => "int8-weights",
+            Precision::Int8WeightsPerTensor => "int8-weights-per-tensor",
         }
     }
 
@@ -108,6 +133,8 @@ impl Precision {
             "bf16-weights" => Ok(Precision::Bf16Weights),
             "bf16" => Ok(Precision::Bf16),
             "f16" => Ok(Precision::F16),
+            "int8-weights" => Ok(Precision::Int8Weights),
+            "int8-weights-per-tensor" => Ok(Precision::Int8WeightsPerTensor),
             _ => Err(format!(
                 "unknown precision `{s}`; expected one of: {}",
                 PRECISIONS
@@ -122,7 +149,7 @@ impl Precision {
     /// The type weights are stored in where a kernel reads them packed (`None`: f32).
     pub fn weight_dtype(self) -> Option<DType> {
         match self {
-            Precision::F32 => None,
+            Precision::F32 | Precision::Int8Weights | Precision::Int8WeightsPerTensor => None,
             Precision::F16Weights | Precision::F16 => Some(DType::F16),
             Precision::Bf16Weights | Precision::Bf16 => Some(DType::BF16),
         }
@@ -144,12 +171,22 @@ impl Precision {
         }
     }
 
+    /// With int8 weights: whether each output channel has its own scale (`None`: not int8).
+    pub fn int8_per_channel(self) -> Option<bool> {
+        match self {
+            Precision::Int8Weights => Some(true),
+            Precision::Int8WeightsPerTensor => Some(false),
+            _ => None,
+        }
+    }
+
     /// `x` rounded to the weight type (nearest even) and widened back: what a weight of this
-    /// precision holds. Identity for f32.
+    /// precision holds. Identity for f32 and the int8 precisions (whose rounding depends on the
+    /// whole channel: `compile/weight_rounding.rs`).
     pub fn round(self, x: f32) -> f32 {
         use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
         match self {
-            Precision::F32 => x,
+            Precision::F32 | Precision::Int8Weights | Precision::Int8WeightsPerTensor => x,
             Precision::F16Weights | Precision::F16 => f16_to_f32(f32_to_f16(x)),
             Precision::Bf16Weights | Precision::Bf16 => bf16_to_f32(f32_to_bf16(x)),
         }
@@ -159,7 +196,7 @@ impl Precision {
     pub fn half_bits(self, x: f32) -> Option<u16> {
         use super::half::{f32_to_bf16, f32_to_f16};
         match self {
-            Precision::F32 => None,
+            Precision::F32 | Precision::Int8Weights | Precision::Int8WeightsPerTensor => None,
             Precision::F16Weights | Precision::F16 => Some(f32_to_f16(x)),
             Precision::Bf16Weights | Precision::Bf16 => Some(f32_to_bf16(x)),
         }

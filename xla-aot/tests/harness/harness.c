@@ -44,7 +44,11 @@ void CAT(MODEL, _set_hwcap)(uint64_t hwcap, uint64_t hwcap2);
 #endif
 #endif
 
+/* Inputs and outputs at most; -DMAX_TENSORS=N raises it (tests/quantize.rs' calibration probes
+ * return every quantized value). */
+#ifndef MAX_TENSORS
 #define MAX_TENSORS 64
+#endif
 
 /* size bytes that end exactly at an inaccessible page; `align` must divide the page size. */
 static void *guarded(size_t size, size_t align) {

@@ -32,6 +32,9 @@ pub struct RawSpec {
     /// The weights' precision (`ir/precision.rs`): `f32`, `f16-weights`, `bf16-weights`, `bf16`, `f16`.
     #[serde(default)]
     pub precision: Option<String>,
+    /// Post-training quantization (`front/quantize.rs`, applied after lowering).
+    #[serde(default)]
+    pub quantize: Option<serde_yaml::Value>,
 }
 
 /// `seq_buckets: {sizes, axis, inputs, outputs, mask}`.
@@ -64,6 +67,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "batch_sizes",
     "seq_buckets",
     "precision",
+    "quantize",
 ];
 
 /// One entry of `inputs`.
