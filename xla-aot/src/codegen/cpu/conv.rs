@@ -219,6 +219,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
+    /// Task unit `u` of a *pixels × channels* convolution: its row unit and its panels
+    /// `[lo, hi)` of `chunks` (all of them, or one of `col_parts` parts when rows are few).
+    fn unit_panels(
+        &self,
+        u: IntValue<'ctx>,
+        col_parts: usize,
+        chunks: usize,
+        oh_count: usize,
+        tiles_per_row: usize,
+    ) -> (RowUnit<'ctx>, IntValue<'ctx>, IntValue<'ctx>) {
+        if col_parts == 1 {
+            return (
+                self.row_unit(u, oh_count, tiles_per_row),
+                self.i64(0),
+                self.i64(chunks as u64),
+            );
+        }
+        let part = self.urem(u, col_parts as u64);
+        let lo = self.udiv(self.mul(part, chunks as u64), col_parts as u64);
+        let hi = self.udiv(
+            self.mul(self.add(part, self.i64(1)), chunks as u64),
+            col_parts as u64,
+        );
+        let ru = self.row_unit(self.udiv(u, col_parts as u64), oh_count, tiles_per_row);
+        (ru, lo, hi)
+    }
+
     /// Input position `o·stride + tap·dilation - pad`, whether it is inside `[0, extent)`, and the
     /// position clamped into the image (safe to address).
     #[allow(clippy::too_many_arguments)]
@@ -531,22 +558,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
-            let (ru, jr_lo, jr_hi) = if col_parts == 1 {
-                (
-                    cg.row_unit(u, oh_count, tiles_per_row),
-                    cg.i64(0),
-                    cg.i64(chunks as u64),
-                )
-            } else {
-                let part = cg.urem(u, col_parts as u64);
-                let lo = cg.udiv(cg.mul(part, chunks as u64), col_parts as u64);
-                let hi = cg.udiv(
-                    cg.mul(cg.add(part, cg.i64(1)), chunks as u64),
-                    col_parts as u64,
-                );
-                let ru = cg.row_unit(cg.udiv(u, col_parts as u64), oh_count, tiles_per_row);
-                (ru, lo, hi)
-            };
+            let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
             let per_rows = |cg: &Self, rows: usize| {
                 cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
                     // Panel `jr` is panel `jp` of group `grp` (`pack_conv`'s order).

@@ -52,7 +52,12 @@ pub(super) fn mc_tiles(t: &Tiles) -> usize {
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The stack buffer of one row block of packed A: `mc · mr` rows of `kc/2` dwords.
     pub(super) fn a_pairs_buffer(&self, f: FunctionValue<'ctx>, t: &Tiles) -> PointerValue<'ctx> {
-        let dwords = t.mc_tiles * t.mr * t.kc.div_ceil(2);
+        self.dword_buffer(f, t.mc_tiles * t.mr * t.kc.div_ceil(2))
+    }
+
+    /// A stack buffer of `dwords` i32 (`f`'s entry block), as an `i32*`: where the bf16 and int8
+    /// kernels pack their A operand and the int8 convolution stages its input rows.
+    pub(super) fn dword_buffer(&self, f: FunctionValue<'ctx>, dwords: usize) -> PointerValue<'ctx> {
         let arr = self.slot(f, self.ctx.i32_type().array_type(dwords as u32).into());
         self.b
             .build_pointer_cast(
@@ -60,6 +65,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.ctx.i32_type().ptr_type(AddressSpace::default()),
                 "",
             )
+            .unwrap()
+    }
+
+    /// The dword at `p + off` (an `i32*`) in all 16 lanes: the row operand of `vdpbf16ps` and
+    /// `vpdpbusd`.
+    pub(super) fn broadcast_dword(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+    ) -> VectorValue<'ctx> {
+        let i32v = self.ctx.i32_type().vec_type(LANES);
+        let d = self
+            .b
+            .build_load(self.gep(p, off), "")
+            .unwrap()
+            .into_int_value();
+        let s = self
+            .b
+            .build_insert_element(i32v.get_undef(), d, self.ctx.i32_type().const_zero(), "")
+            .unwrap();
+        self.b
+            .build_shuffle_vector(s, i32v.get_undef(), i32v.const_zero(), "")
             .unwrap()
     }
 
@@ -272,17 +299,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 2))
                 .collect();
             for (i, row) in acc.iter().enumerate() {
-                let d =
-                    cg.b.build_load(cg.gep(apack, cg.add(a_row[i], q)), "")
-                        .unwrap()
-                        .into_int_value();
-                let s = cg
-                    .b
-                    .build_insert_element(i32v.get_undef(), d, cg.ctx.i32_type().const_zero(), "")
-                    .unwrap();
-                let s =
-                    cg.b.build_shuffle_vector(s, i32v.get_undef(), i32v.const_zero(), "")
-                        .unwrap();
+                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q));
                 for (j, _) in cols.iter().enumerate() {
                     let old = cg.b.build_load(row[j], "").unwrap();
                     let new = cg.call(dp, &[old, s.into(), bv[j].into()]);

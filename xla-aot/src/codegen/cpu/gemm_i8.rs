@@ -51,15 +51,7 @@ pub(super) fn mc_tiles(t: &Tiles) -> usize {
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// The stack buffer of one row block of packed A: `mc · mr` rows of `kc/4` dwords.
     pub(super) fn a_quads_buffer(&self, f: FunctionValue<'ctx>, t: &Tiles) -> PointerValue<'ctx> {
-        let dwords = t.mc_tiles * t.mr * t.kc.div_ceil(4);
-        let arr = self.slot(f, self.ctx.i32_type().array_type(dwords as u32).into());
-        self.b
-            .build_pointer_cast(
-                arr,
-                self.ctx.i32_type().ptr_type(AddressSpace::default()),
-                "",
-            )
-            .unwrap()
+        self.dword_buffer(f, t.mc_tiles * t.mr * t.kc.div_ceil(4))
     }
 
     /// Packs rows `[r0, r1)` of A (row `r` at `r·a_m`, `k` at `k·a_k`), `k ∈ [k0, k0 + klen)`,
@@ -252,17 +244,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 4))
                 .collect();
             for (i, row) in iacc.iter().enumerate() {
-                let d =
-                    cg.b.build_load(cg.gep(apack, cg.add(a_row[i], q)), "")
-                        .unwrap()
-                        .into_int_value();
-                let s = cg
-                    .b
-                    .build_insert_element(i32v.get_undef(), d, cg.ctx.i32_type().const_zero(), "")
-                    .unwrap();
-                let s =
-                    cg.b.build_shuffle_vector(s, i32v.get_undef(), i32v.const_zero(), "")
-                        .unwrap();
+                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q));
                 for (j, p) in row.iter().enumerate() {
                     let old = cg.b.build_load(*p, "").unwrap();
                     let new = cg.call(dp, &[old, s.into(), bv[j].into()]);

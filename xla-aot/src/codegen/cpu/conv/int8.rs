@@ -97,26 +97,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let dp = self.vpdpbusd();
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
-            let (ru, jr_lo, jr_hi) = if col_parts == 1 {
-                (
-                    cg.row_unit(u, oh_count, tiles_per_row),
-                    cg.i64(0),
-                    cg.i64(chunks as u64),
-                )
-            } else {
-                let part = cg.urem(u, col_parts as u64);
-                let lo = cg.udiv(cg.mul(part, chunks as u64), col_parts as u64);
-                let hi = cg.udiv(
-                    cg.mul(cg.add(part, cg.i64(1)), chunks as u64),
-                    col_parts as u64,
-                );
-                let ru = cg.row_unit(cg.udiv(u, col_parts as u64), oh_count, tiles_per_row);
-                (ru, lo, hi)
-            };
+            let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
             let ow0 = cg.mul(ru.tile, mr as u64);
             let per_rows = |cg: &Self, rows: usize| {
                 let sp = span(rows);
-                let stage = cg.stage_buffer(f, kh * sp * groups * c4);
+                let stage = cg.dword_buffer(f, kh * sp * groups * c4);
                 cg.stage_rows(
                     (x, xst),
                     stage,
@@ -192,27 +177,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         })
                                         .collect();
                                     for (i, row) in acc.iter().enumerate() {
-                                        let d = cg
-                                            .b
-                                            .build_load(cg.gep(stage, cg.add(a_base[i], q)), "")
-                                            .unwrap()
-                                            .into_int_value();
-                                        let s =
-                                            cg.b.build_insert_element(
-                                                i32v.get_undef(),
-                                                d,
-                                                i32t.const_zero(),
-                                                "",
-                                            )
-                                            .unwrap();
-                                        let s =
-                                            cg.b.build_shuffle_vector(
-                                                s,
-                                                i32v.get_undef(),
-                                                i32v.const_zero(),
-                                                "",
-                                            )
-                                            .unwrap();
+                                        let s = cg.broadcast_dword(stage, cg.add(a_base[i], q));
                                         for (j, p) in row.iter().enumerate() {
                                             let old = cg.b.build_load(*p, "").unwrap();
                                             let new = cg.call(dp, &[old, s.into(), bv[j].into()]);
@@ -276,22 +241,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             };
             cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
         });
-    }
-
-    /// A stack buffer of `dwords` i32.
-    fn stage_buffer(
-        &self,
-        f: inkwell::values::FunctionValue<'ctx>,
-        dwords: usize,
-    ) -> PointerValue<'ctx> {
-        let arr = self.slot(f, self.ctx.i32_type().array_type(dwords as u32).into());
-        self.b
-            .build_pointer_cast(
-                arr,
-                self.ctx.i32_type().ptr_type(AddressSpace::default()),
-                "",
-            )
-            .unwrap()
     }
 
     /// Stages the input rows of one row tile (module doc): for each of the `kh` taps' input rows
