@@ -59,6 +59,7 @@ pub const COMPUTING: &[&str] = &[
     "Celu",
     "HardSigmoid",
     "HardSwish",
+    "Swish",
     "Softplus",
     "Softsign",
     "Mish",

@@ -78,6 +78,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "MelWeightMatrix",
     "Min",
     "Mish",
+    "IsInf",
+    "IsNaN",
     "Mod",
     "Mul",
     "Neg",
@@ -108,6 +110,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sigmoid",
     "SimplifiedLayerNormalization",
     "Sign",
+    "Swish",
     "Size",
     "Slice",
     "Softmax",
@@ -184,7 +187,8 @@ impl Importer {
             "Relu" | "Sigmoid" | "Tanh" | "Exp" | "Log" | "Sqrt" | "Erf" | "Sin" | "Cos"
             | "Reciprocal" | "LeakyRelu" | "Elu" | "Selu" | "Celu" | "HardSigmoid"
             | "HardSwish" | "Softplus" | "Softsign" | "Mish" | "ThresholdedRelu" | "Sign"
-            | "Floor" | "Ceil" => self.activation(cx, op),
+            | "Floor" | "Ceil" | "Swish" => self.activation(cx, op),
+            "IsNaN" | "IsInf" => self.is_special(cx, op),
             "PRelu" => self.prelu(cx),
             "Gelu" => self.gelu(cx),
             "Identity" => self.identity(cx),

@@ -452,6 +452,46 @@ impl Importer {
         self.add(cx, Op::Unary(op), &[a])
     }
 
+    /// `IsNaN(x)` (`x != x`) and `IsInf(x)` (`|x| == ∞`, or only `+∞` / `−∞` by
+    /// `detect_positive` / `detect_negative`) of a float tensor: bool.
+    pub fn is_special(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let x = self.rt_f32(cx, 0)?;
+        let d = self.dims(x);
+        let cmp = |me: &mut Importer, dir: CompareDir, a: InstId, b: InstId| {
+            me.add(cx, Op::Compare(dir), &[a, b])
+        };
+        let r = if op == "IsNaN" {
+            cmp(self, CompareDir::Ne, x, x)?
+        } else {
+            let pos = cx.attr_i_or("detect_positive", 1)? != 0;
+            let neg = cx.attr_i_or("detect_negative", 1)? != 0;
+            match (pos, neg) {
+                (true, true) => {
+                    let a = self.un(cx, UnaryOp::Abs, x)?;
+                    let inf = self.splat(cx, f32::INFINITY, &d)?;
+                    cmp(self, CompareDir::Eq, a, inf)?
+                }
+                (true, false) | (false, true) => {
+                    let v = if pos {
+                        f32::INFINITY
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                    let inf = self.splat(cx, v, &d)?;
+                    cmp(self, CompareDir::Eq, x, inf)?
+                }
+                (false, false) => {
+                    // Nothing is detected: |x| < −1 is false for every x, NaN included.
+                    let a = self.un(cx, UnaryOp::Abs, x)?;
+                    let m1 = self.splat(cx, -1.0, &d)?;
+                    cmp(self, CompareDir::Lt, a, m1)?
+                }
+            }
+        };
+        Ok(rt(r, dt::BOOL))
+    }
+
     /// The activation functions and float unary ops.
     pub fn activation(&mut self, cx: &Ctx, op: &str) -> R<Outs> {
         let alpha_default = match op {
@@ -541,6 +581,13 @@ impl Importer {
                     let ax = u(me, UnaryOp::Abs, x)?;
                     let den = me.bin(cx, BinaryOp::Add, one, ax)?;
                     me.bin(cx, BinaryOp::Divide, x, den)
+                }
+                "Swish" => {
+                    // x · sigmoid(alpha · x) (opset 24).
+                    let a = me.splat(cx, alpha, d)?;
+                    let ax = me.bin(cx, BinaryOp::Multiply, a, x)?;
+                    let s = u(me, UnaryOp::Logistic, ax)?;
+                    me.bin(cx, BinaryOp::Multiply, x, s)
                 }
                 "Mish" => {
                     let sp = u(me, UnaryOp::Softplus, x)?;
