@@ -1,19 +1,94 @@
-//! Ops that generate a tensor from compile-time scalars: `Range`.
+//! Ops that generate a tensor from compile-time scalars: `Range`, `OneHot`.
 //!
-//! Contract: [`Importer::range`] folds `Range(start, limit, delta)` of constants (initializers,
+//! Contract: [`Importer::one_hot`] compares each (run-time) index, negative ones counted from the
+//! end, with the positions `0..depth` inserted at `axis`: `values[1]` where equal, `values[0]`
+//! elsewhere (an index outside `[−depth, depth)` gives a row of `values[0]`, as ONNX says);
+//! `depth` and `values` must be constants. [`Importer::range`] folds `Range(start, limit, delta)` of constants (initializers,
 //! `Constant`s, shape arithmetic, frozen inputs) into a compile-time tensor of
 //! max(⌈(limit − start) / delta⌉, 0) elements of `start`'s type, as ONNX defines it; run-time
 //! operands, a zero delta and results over [`MAX_RANGE_ELEMENTS`] are errors naming the node.
 
 use super::context::{Ctx, Importer, R};
-use super::elementwise::{Outs, konst};
+use super::elementwise::{Outs, konst, rt};
 use super::tensor::{ConstTensor, Values, is_float_type, is_int_type};
+use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Op};
 
 /// Largest folded `Range`: index tensors of real models are at most a few thousand long; a
 /// million keeps a mistaken delta from building a huge constant.
 pub const MAX_RANGE_ELEMENTS: usize = 1 << 20;
 
 impl Importer {
+    /// `OneHot(indices, depth, values)`, attribute `axis` (default −1).
+    pub fn one_hot(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(3, 3)?;
+        let depth = self.konst(cx, 1, "depth")?;
+        let values = self.konst(cx, 2, "values")?;
+        if depth.element_count() != 1 {
+            return Err(cx.err("input 1 (depth) must hold one value"));
+        }
+        let d = depth.as_f64()[0];
+        if !(d >= 1.0 && d <= MAX_RANGE_ELEMENTS as f64) {
+            return Err(cx.err(format!(
+                "depth is {d}; it must be between 1 and {MAX_RANGE_ELEMENTS}"
+            )));
+        }
+        let depth = d as usize;
+        if values.element_count() != 2 {
+            return Err(cx.err("input 2 (values) must hold two values: [off_value, on_value]"));
+        }
+        let vty = values.ty;
+        let (off, on) = (values.as_f64()[0], values.as_f64()[1]);
+        let (idx, ity) = self.rt(cx, 0)?;
+        if !(is_int_type(ity) || is_float_type(ity)) {
+            return Err(cx.err("input 0 (indices) must be numeric"));
+        }
+        let idx = self.convert(cx, idx, DType::I32)?;
+        let dims = self.dims(idx);
+        let r = dims.len() as i64;
+        let axis = cx.attr_i_or("axis", -1)?;
+        if !(-r - 1..=r).contains(&axis) {
+            return Err(cx.attr_err("axis", format!("is {axis}; the output has rank {}", r + 1)));
+        }
+        let a = if axis < 0 { axis + r + 1 } else { axis } as usize;
+        let mut out = dims.clone();
+        out.insert(a, depth);
+        let int = |me: &mut Importer, v: i32, to: &[usize]| -> R<InstId> {
+            let s = me.b.constant("constant", Literal::from_i32(vec![], &[v]));
+            if to.is_empty() {
+                return Ok(s);
+            }
+            me.bcast(cx, s, Vec::new(), to.to_vec())
+        };
+        // Negative indices count from the end (in f32: exact for these integers; the IR's
+        // arithmetic is on floats).
+        let idx = self.convert(cx, idx, DType::F32)?;
+        let zero = self.splat(cx, 0.0, &dims)?;
+        let dd = self.splat(cx, depth as f32, &dims)?;
+        let neg = self.add(cx, Op::Compare(CompareDir::Lt), &[idx, zero])?;
+        let wrapped = self.add(cx, Op::Binary(BinaryOp::Add), &[idx, dd])?;
+        let idx = self.select(cx, neg, wrapped, idx)?;
+        let map: Vec<usize> = (0..dims.len())
+            .map(|i| if i < a { i } else { i + 1 })
+            .collect();
+        let ib = self.bcast(cx, idx, map, out.clone())?;
+        let pos: Vec<f32> = (0..depth).map(|p| p as f32).collect();
+        let iota = self
+            .b
+            .constant("constant", Literal::from_f32(vec![depth], &pos));
+        let iota = self.bcast(cx, iota, vec![a], out.clone())?;
+        let eq = self.add(cx, Op::Compare(CompareDir::Eq), &[ib, iota])?;
+        let (on_b, off_b) = if is_int_type(vty) {
+            (int(self, on as i32, &out)?, int(self, off as i32, &out)?)
+        } else {
+            (
+                self.splat(cx, on as f32, &out)?,
+                self.splat(cx, off as f32, &out)?,
+            )
+        };
+        let y = self.select(cx, eq, on_b, off_b)?;
+        Ok(rt(y, vty))
+    }
+
     /// `Range(start, limit, delta)`.
     pub fn range(&mut self, cx: &Ctx) -> R<Outs> {
         cx.arity(3, 3)?;
