@@ -28,6 +28,7 @@ mod contrib;
 mod contrib_attention;
 mod control;
 mod conv_transpose;
+mod crop_select;
 mod dispatch;
 mod einsum;
 mod elementwise;
