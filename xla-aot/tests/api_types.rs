@@ -315,3 +315,47 @@ fn cuda_targets_keep_outputs_in_the_computed_dtype_and_refuse_converted_inputs()
         "{err}"
     );
 }
+
+/// A spec input of `dtype: f16` or `bf16` is that type at the C API and f32 inside; every half
+/// goes through a spec's identity (`neg(neg(x))`) unchanged, as through the HLO one.
+#[test]
+fn spec_half_inputs_are_half_at_the_c_api() {
+    let dir = std::env::temp_dir().join(format!("xla-aot-spec-half-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (ty, want) in [("f16", DType::F16), ("bf16", DType::BF16)] {
+        let path = dir.join(format!("{ty}.yaml"));
+        let n = 1 << 16;
+        std::fs::write(
+            &path,
+            format!(
+                "name: h\ninputs:\n  - {{name: x, dtype: {ty}, shape: [{n}]}}\noutputs: [z]\nops:\n  - {{name: y, op: neg, inputs: [x]}}\n  - {{name: z, op: neg, inputs: [y]}}\n"
+            ),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let m = xla_aot::front::spec::lower_spec(&path, &text)
+            .unwrap_or_else(|e| panic!("{ty}: {e}"))
+            .module;
+        assert_eq!(m.input_dtype(0), want, "{ty}");
+        assert_eq!(
+            m.entry.inst(m.entry.parameters()[0]).shape.dtype,
+            DType::F32
+        );
+        let bits: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+        let out = run_host(&m, &[dense(want, vec![n], bits)]).unwrap();
+        let got = out[0].to_f32_vec().unwrap();
+        for h in 0..=u16::MAX {
+            let x = if want == DType::F16 {
+                f16_to_f32(h)
+            } else {
+                xla_aot::ir::api::bf16_to_f32(h)
+            };
+            let g = got[h as usize];
+            assert!(
+                g == x || (g.is_nan() && x.is_nan()),
+                "{ty} {h:#06x}: {g} != {x}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -143,11 +143,20 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
         )
         .expected("at least one input {name, dtype, shape}"));
     }
+    // Half-precision inputs are passed as such at the C API and computed in f32 (`ir/api.rs`).
+    let mut api_inputs: Vec<Option<DType>> = Vec::new();
     for (i, input) in raw.inputs.iter().enumerate() {
         let p = format!("inputs[{i}]");
         claim(&input.name, &format!("{p}.name"), "input")?;
-        let dtype = parse_dtype(&input.dtype)
-            .map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?;
+        let (dtype, api) = match DType::from_name(&input.dtype) {
+            Some(h @ (DType::F16 | DType::BF16)) => (DType::F32, Some(h)),
+            _ => (
+                parse_dtype(&input.dtype)
+                    .map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?,
+                None,
+            ),
+        };
+        api_inputs.push(api);
         let dims = check_dims(&input.shape).map_err(|(j, k)| at(&format!("{p}.shape[{j}]"), k))?;
         let line = spans.find(&p).map_or(0, |x| x.line);
         let id =
@@ -336,6 +345,9 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
         b.output(&name, id);
     }
     let mut module = b.finish();
+    if api_inputs.iter().any(Option::is_some) {
+        module.api.inputs = api_inputs;
+    }
     if let Some(p) = &raw.precision {
         module.precision = crate::ir::Precision::parse(p)
             .map_err(|m| at("precision", SpecErrorKind::Invalid(m)))?;
