@@ -305,47 +305,6 @@ impl Packings {
     /// padding of packed panels is not written): the object writer re-lays each weight straight
     /// into the object it writes, holding no second copy.
     pub fn write_stored(&self, id: InstId, bytes: &[u8], s: &Shape, out: &mut [u8]) {
-        if let (Some(Packing::Gemm(d)), Some(t), Some(_)) =
-            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
-        {
-            let scales = int8_columns(bytes, s, d).expect("decided by Packings::for_cpu");
-            let (k, n) = gemm_kn(s, d);
-            let nr = t.nr();
-            let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
-            pack_gemm_into(bytes, s, d, nr, &mut f32s);
-            write_int8_quads(&f32s, k, nr, &scales, out);
-            return;
-        }
-        if let (Some(Packing::Conv { groups }), Some(t), Some(_)) =
-            (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
-        {
-            let scales = int8_conv_columns(bytes, s).expect("decided by Packings::for_cpu");
-            let (og, c) = (s.dims[0] / groups, s.dims[1]);
-            let nr = panel_width(og, t);
-            let chunks_g = og.div_ceil(nr);
-            let taps = s.dims[2] * s.dims[3];
-            // Each tap's channels padded to whole quads: the f32 panels re-laid with `c4·4` rows
-            // per tap (zeros past `c`), then written as quads.
-            let c4 = c.div_ceil(4) * 4;
-            let mut f32s = vec![0u8; groups * chunks_g * taps * c * nr * 4];
-            pack_conv_into(bytes, s, nr, *groups, &mut f32s);
-            let mut padded = vec![0u8; groups * chunks_g * taps * c4 * nr * 4];
-            for jr in 0..groups * chunks_g {
-                for tap in 0..taps {
-                    let src = ((jr * taps + tap) * c) * nr * 4;
-                    let dst = ((jr * taps + tap) * c4) * nr * 4;
-                    padded[dst..dst + c * nr * 4].copy_from_slice(&f32s[src..src + c * nr * 4]);
-                }
-            }
-            write_int8_quads(
-                &padded,
-                taps * c4,
-                nr,
-                &conv_column_scales(&scales, og, nr, *groups),
-                out,
-            );
-            return;
-        }
         if let (Some(Packing::Gemm(d)), Some(t), true) =
             (&self.of[id.index()], &self.tiles, self.int8[id.index()])
         {
@@ -354,7 +313,11 @@ impl Packings {
             let nr = t.nr();
             let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
             pack_gemm_into(bytes, s, d, nr, &mut f32s);
-            write_int8_panels(&f32s, k, nr, &scales, out);
+            if self.vnni[id.index()].is_some() {
+                write_int8_quads(&f32s, k, nr, &scales, out);
+            } else {
+                write_int8_panels(&f32s, k, nr, &scales, out);
+            }
             return;
         }
         if let (Some(Packing::Conv { groups }), Some(t), true) =
@@ -367,7 +330,23 @@ impl Packings {
             let mut f32s = vec![0u8; groups * chunks_g * k * nr * 4];
             pack_conv_into(bytes, s, nr, *groups, &mut f32s);
             let padded = conv_column_scales(&scales, og, nr, *groups);
-            write_int8_panels(&f32s, k, nr, &padded, out);
+            if self.vnni[id.index()].is_none() {
+                write_int8_panels(&f32s, k, nr, &padded, out);
+                return;
+            }
+            // VNNI quads: each tap's channels padded to whole quads (`c4` rows per tap, zeros
+            // past `c`), then written as quads.
+            let (c, taps) = (s.dims[1], s.dims[2] * s.dims[3]);
+            let c4 = c.div_ceil(4) * 4;
+            let mut quad_rows = vec![0u8; groups * chunks_g * taps * c4 * nr * 4];
+            for jr in 0..groups * chunks_g {
+                for tap in 0..taps {
+                    let src = (jr * taps + tap) * c * nr * 4;
+                    let dst = (jr * taps + tap) * c4 * nr * 4;
+                    quad_rows[dst..dst + c * nr * 4].copy_from_slice(&f32s[src..src + c * nr * 4]);
+                }
+            }
+            write_int8_quads(&quad_rows, taps * c4, nr, &padded, out);
             return;
         }
         if let (Some(len), Some(_)) = (self.packed_f32_len(id, s), self.half_of(id)) {

@@ -40,7 +40,7 @@ const LANES: u32 = 16;
 /// (`kc · nr` bytes) takes the L1D share an f32 one does; a multiple of 4, so blocks start at a
 /// quad.
 pub(super) fn kc(t: &Tiles) -> usize {
-    (t.kc * 4).max(4) / 4 * 4
+    (t.kc * 4).max(4)
 }
 
 /// Row tiles per row block: as many as fit `A_BLOCK_BYTES` at `kc/4` dwords a row.
