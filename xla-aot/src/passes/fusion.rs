@@ -147,20 +147,19 @@ impl FusionPass {
         if is_output {
             return Err("the producer is a model output, so it is stored anyway".into());
         }
+        if matches!(pi.op, Op::ReduceWindow { .. }) {
+            return pool_epilogue(g, &c.instructions[g.root], i, ci, pi, n_users, dup_groups);
+        }
         if matches!(
             pi.op,
-            Op::Reduce { .. }
-                | Op::ReduceWindow { .. }
-                | Op::Argmax { .. }
-                | Op::TopK { .. }
-                | Op::Sample
+            Op::Reduce { .. } | Op::Argmax { .. } | Op::TopK { .. } | Op::Sample
         ) {
             return Err(format!(
                 "the producer is a reduction ({}): inlining it would redo the whole reduction for every element",
                 pi.op.opcode()
             ));
         }
-        if let Some(h) = g.heavy {
+        if let Some(h) = g.heavy.filter(|&h| is_heavy(&c.instructions[h].op)) {
             if c.instructions[h].operands.iter().any(|o| o.index() == p) {
                 return Err(format!(
                     "the fusion's {} reads this value from memory, so it is stored anyway",
@@ -311,11 +310,52 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
     false
 }
 
+/// Whether max/min pool `pi` joins group `g` as the operand of its elementwise epilogue member
+/// `ci` (index `i`): the group becomes an `input` fusion whose pool is computed first and whose
+/// epilogue (a bias, ReLU, requantization that `passes/pool_first.rs` moved after the pool) is
+/// applied to each pooled value before it is stored, one kernel instead of two.
+fn pool_epilogue(
+    g: &Group,
+    root: &Instruction,
+    i: usize,
+    ci: &Instruction,
+    pi: &Instruction,
+    n_users: usize,
+    dup_groups: usize,
+) -> Result<&'static str, String> {
+    if !matches!(g.kind, FusionKind::Loop) || g.heavy.is_some() {
+        return Err(
+            "the producer is a reduction (reduce-window): only an elementwise epilogue \
+             group may hold one, once"
+                .into(),
+        );
+    }
+    if !root.shape.same_type(&pi.shape) || root.shape.layout != pi.shape.layout {
+        return Err(
+            "the epilogue's result is laid out unlike the pool's, so it cannot be stored in place"
+                .into(),
+        );
+    }
+    if !(ci.op.is_elementwise() && g.direct.contains(&i) && ci.shape.same_type(&pi.shape)) {
+        return Err(
+            "the pool's consumer does not read it elementwise at the same index, so inlining \
+             it would redo the pool for every element"
+                .into(),
+        );
+    }
+    if n_users != 1 || dup_groups != 1 {
+        return Err(format!(
+            "the pool has {n_users} users in {dup_groups} fusions and is never recomputed"
+        ));
+    }
+    Ok("pool epilogue: applied to each pooled value before it is stored")
+}
+
 /// How many windows of the group's reduce-window read each element of its operand (rounded
 /// up; 1 for other groups): a 3×3 max pool with stride 2 reads each element ⌈9/4⌉ = 3 times, the
 /// 5-channel window of LRN 5 times.
 fn window_reads(c: &Computation, g: &Group) -> usize {
-    match &c.instructions[g.root].op {
+    match &c.instructions[g.heavy.unwrap_or(g.root)].op {
         Op::ReduceWindow { window, .. } if g.kind == FusionKind::Input => {
             let taps: usize = window.size.iter().product();
             let steps: usize = window.stride.iter().product();
@@ -406,6 +446,10 @@ impl Pass for FusionPass {
                             if is_heavy(&c.instructions[p].op) {
                                 grp.heavy = Some(p);
                                 grp.kind = FusionKind::Output;
+                            }
+                            if matches!(c.instructions[p].op, Op::ReduceWindow { .. }) {
+                                grp.heavy = Some(p);
+                                grp.kind = FusionKind::Input;
                             }
                             if grp.direct.contains(&i)
                                 && c.instructions[p].op.is_elementwise()

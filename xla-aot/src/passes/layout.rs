@@ -140,10 +140,19 @@ fn channels_minor_chain(
     seed: usize,
 ) -> Vec<usize> {
     let mut chain = vec![seed];
+    // Members at or after a spatial pool: a model output reading one of them stays out of the
+    // chain (it reads the pooled, small, channels-minor value and writes the C API's layout)
+    // instead of keeping the whole chain row-major, as when a pool's epilogue (`pool_first.rs`
+    // moves a ReLU after the pool) is the model's output.
+    let mut pooled = vec![false];
     let mut k = 0;
     while k < chain.len() {
         let dims = &c.instructions[chain[k]].shape.dims;
+        let after_pool = pooled[k];
         for u in &users_of[chain[k]] {
+            if after_pool && is_output[u.index()] {
+                continue;
+            }
             let ui = c.inst(*u);
             let spatial_pool = matches!(&ui.op, Op::ReduceWindow { window, .. }
                 if ui.shape.rank() == 4 && window.size[0] == 1 && window.size[1] == 1
@@ -157,10 +166,12 @@ fn channels_minor_chain(
                 && ui.shape.dims == *dims;
             if (same_shape || spatial_pool) && !chain.contains(&u.index()) {
                 chain.push(u.index());
+                pooled.push(after_pool || spatial_pool);
             }
             if let Some(s) = channel_shuffle(c, users_of, chain[k], u.index()) {
                 if !is_output[s] && !chain.contains(&s) {
                     chain.push(s);
+                    pooled.push(after_pool);
                 }
             }
         }

@@ -8,7 +8,9 @@
 //!
 //! Why this order: constant folding first turns the batch-norm statistics into per-channel
 //! constants; the algebraic simplifier removes identities that lowering and folding leave behind;
-//! batch-norm folding then has constants to fold into the weights; CSE merges what is left
+//! batch-norm folding then has constants to fold into the weights; max pools then move before
+//! the monotone chains that fed them (what batch-norm folding left: bias, ReLU, quantization),
+//! so those run on the pooled values; CSE merges what is left
 //! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
 
 pub mod bn_fold;
@@ -17,6 +19,7 @@ pub mod cse;
 pub mod dce;
 pub mod fusion;
 pub mod layout;
+pub mod pool_first;
 pub mod rewrite;
 pub mod schedule;
 pub mod simplify;
@@ -55,6 +58,7 @@ pub const PASS_NAMES: &[&str] = &[
     "constant-folding",
     "algebraic-simplifier",
     "batchnorm-folding",
+    "pool-first",
     "cse",
     "dce",
     "layout-assignment",
@@ -70,6 +74,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "constant-folding",
         "algebraic-simplifier",
         "batchnorm-folding",
+        "pool-first",
         "cse",
         "dce",
     ],
@@ -84,6 +89,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "constant-folding" => Box::new(const_fold::ConstantFolding::default()),
         "algebraic-simplifier" => Box::new(simplify::AlgebraicSimplifier),
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
+        "pool-first" => Box::new(pool_first::PoolFirst),
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
         "fusion" => Box::new(fusion::FusionPass::default()),

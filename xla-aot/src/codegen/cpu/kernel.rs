@@ -168,6 +168,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
             FusionKind::Input => {
+                if !matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
+                    return self.pool_with_epilogue(k, comp);
+                }
                 if matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
                     if let Some((chain, param)) =
                         epilogue::recognize_operand(comp, root.operands[0])
@@ -247,6 +250,45 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 cg.store(k.out, cg.offset(idx, shape), v, shape.dtype);
             });
         });
+    }
+
+    /// An input fusion whose root is the elementwise epilogue of a max/min pool
+    /// (`passes/fusion.rs`, `pool_epilogue`): in vector registers when the pool's operand and the
+    /// epilogue are chains of per-channel steps, else the pool into the output and the epilogue
+    /// swept over it.
+    fn pool_with_epilogue(&self, k: &Kernel<'ctx>, comp: &Computation) {
+        let heavy = comp
+            .ids()
+            .find(|&id| matches!(comp.inst(id).op, Op::ReduceWindow { .. }))
+            .expect("an input fusion without a reduction root holds its pool");
+        let h = comp.inst(heavy);
+        let Op::ReduceWindow { kind, window } = &h.op else {
+            unreachable!("found as a reduce-window")
+        };
+        if let (Some(epi), Some((chain, param))) = (
+            epilogue::recognize(comp, heavy),
+            epilogue::recognize_operand(comp, h.operands[0]),
+        ) {
+            let xs = comp
+                .instructions
+                .iter()
+                .find(|i| i.op == Op::Parameter { index: param })
+                .map(|i| i.shape.clone())
+                .expect("the chain ends at a parameter");
+            if self.pool_in_registers(k, *kind, window, &h.shape, &xs, param, &chain, &epi) {
+                return;
+            }
+        }
+        let shapes: Vec<Shape> = h
+            .operands
+            .iter()
+            .map(|&o| comp.inst(o).shape.clone())
+            .collect();
+        let at = |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, h.operands[j], ix, k, None);
+        *self.be.pool_runs.borrow_mut() = channel_runs(comp, h.operands[0]).map(|(_, r)| r);
+        self.body(k, &h.op, &h.shape, &shapes, &at, &[]);
+        self.be.pool_runs.replace(None);
+        self.output_fusion_sweep(k, comp, heavy);
     }
 
     /// The loops computing `op` into `k.out`: operands of elemental ops, reductions and argmax come

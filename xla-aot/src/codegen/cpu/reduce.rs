@@ -58,7 +58,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.reduce_in_registers(k, *kind, dimensions, out, xs, param, chain)
             }
             Op::ReduceWindow { kind, window } => {
-                self.pool_in_registers(k, *kind, window, out, xs, param, chain)
+                let none = RegEpilogue { steps: Vec::new() };
+                self.pool_in_registers(k, *kind, window, out, xs, param, chain, &none)
             }
             _ => false,
         }
@@ -125,7 +126,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let pos = kept.iter().position(|&kd| kd == d).unwrap();
                     oidx[pos] = o[j];
                 }
-                cg.store_vectors(k, out, &mut oidx, m_out, group, &accs);
+                cg.store_vectors(
+                    k,
+                    out,
+                    &mut oidx,
+                    m_out,
+                    group,
+                    (&accs, &RegEpilogue { steps: Vec::new() }),
+                );
             }
         });
         true
@@ -140,7 +148,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// taps in the padding skipped, as [`Cg::reduce_window`]'s loops combine them), and each output
     /// vector is stored once. Returns `false` (emitting nothing) when the shapes do not fit.
     #[allow(clippy::too_many_arguments)]
-    fn pool_in_registers(
+    pub(super) fn pool_in_registers(
         &self,
         k: &Kernel<'ctx>,
         kind: ReduceKind,
@@ -149,6 +157,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         x: &Shape,
         param: usize,
         chain: &RegEpilogue,
+        epi: &RegEpilogue,
     ) -> bool {
         let Some(&m) = out.layout.minor_to_major.first() else {
             return false;
@@ -194,7 +203,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     });
                 });
                 let mut idx = oidx.clone();
-                cg.store_vectors(k, out, &mut idx, m, group, &accs);
+                cg.store_vectors(k, out, &mut idx, m, group, (&accs, epi));
             }
         });
         true
@@ -274,12 +283,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         idx: &mut [IntValue<'ctx>],
         m: usize,
         group: &[VecCol],
-        accs: &[PointerValue<'ctx>],
+        (accs, epi): (&[PointerValue<'ctx>], &RegEpilogue),
     ) {
         for (v, &acc) in group.iter().zip(accs) {
             idx[m] = self.i64(v.col as u64);
             let off = self.offset(idx, out);
-            let val = self.b.build_load(acc, "").unwrap().into_vector_value();
+            let mut val = self.b.build_load(acc, "").unwrap().into_vector_value();
+            if !epi.steps.is_empty() {
+                let at = idx.to_vec();
+                let role = |d: usize| {
+                    if d == m {
+                        TilePos::Col
+                    } else {
+                        TilePos::At(at[d])
+                    }
+                };
+                let col = self.i64(v.col as u64);
+                val = self.apply_epilogue(epi, k, val, self.i64(0), col, v, &role);
+            }
             self.store_lanes(k.out, off, val, v.store);
         }
     }

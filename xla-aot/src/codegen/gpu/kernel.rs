@@ -157,6 +157,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match kind {
             FusionKind::Loop => self.fused_loop(k, comp),
             FusionKind::Input => {
+                if !matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
+                    // A pool with an elementwise epilogue (`passes/fusion.rs`): each thread pools
+                    // its element into the output, then finishes it with the epilogue.
+                    let heavy = comp
+                        .ids()
+                        .find(|&id| matches!(comp.inst(id).op, Op::ReduceWindow { .. }))
+                        .expect("an input fusion without a reduction root holds its pool");
+                    let h = comp.inst(heavy);
+                    let at = |j: usize, ix: Ix<'_, 'ctx>| {
+                        self.value_of(comp, h.operands[j], ix, k, None)
+                    };
+                    self.body(k, &h.op, &h.shape, &shapes(h), &at, &[]);
+                    self.output_fusion_sweep(k, comp, heavy);
+                    return;
+                }
                 let at =
                     |j: usize, ix: Ix<'_, 'ctx>| self.value_of(comp, root.operands[j], ix, k, None);
                 self.body(k, &root.op, &root.shape, &shapes(root), &at, &[]);
