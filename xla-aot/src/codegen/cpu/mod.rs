@@ -74,8 +74,9 @@ pub struct Cpu {
     /// Whether that packed rhs holds GEMM panels of bfloat16 pairs for `vdpbf16ps`
     /// (`Packings::reads_bf16_pairs`, `gemm_bf16.rs`).
     bf16_pairs: Cell<bool>,
-    /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand
-    /// (`Packings::reads_vnni`, `gemm_i8.rs`).
+    /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand: the
+    /// unsigned one of `Packings::reads_vnni` plus the dot product's `gemm_i8::byte_shift`
+    /// (`a + offset` are the bytes `vpdpbusd` or `sdot` reads, `gemm_i8.rs`).
     vnni: Cell<Option<i32>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,

@@ -1,7 +1,8 @@
-//! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel on
-//! AVX-512 VNNI: a convolution of int8 weights over activations that hold integers of one byte's
-//! range (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with
-//! `vpdpbusd` (`cpu/gemm_i8.rs`), 4 input channels per instruction.
+//! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel: a
+//! convolution of int8 weights over activations that hold integers of one byte's range
+//! (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with the
+//! target's 4-byte dot product (`cpu/gemm_i8.rs` `QuadDot`: `vpdpbusd` on AVX-512 VNNI, `sdot` on
+//! aarch64 with dotprod), 4 input channels per instruction.
 //!
 //! Contract:
 //! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
@@ -9,8 +10,8 @@
 //!   `((jr·T·C4 + t·C4 + q)·nr + j)·4`, `C4 = ⌈(C/G)/4⌉`; then each padded column's f32 scale
 //!   `s`, then its i32 sum of int8 values `Σq`.
 //! - Per row tile (`rows` output pixels of one output row), the input rows its taps read are
-//!   staged once into a stack buffer as unsigned bytes `a + o` (`o`: the byte offset of
-//!   `Packings::reads_vnni`): `KH` rows × the tile's pixel span × groups × `C4` quads, a pixel in
+//!   staged once into a stack buffer as bytes `a + o` (`o`: the byte offset of `Cpu.vnni`,
+//!   `Packings::reads_vnni`'s plus `gemm_i8::byte_shift`): `KH` rows × the tile's pixel span × groups × `C4` quads, a pixel in
 //!   the padding holding `o` (the value 0 as a byte), channels past `C/G` holding 0. At most
 //!   `VNNI_STAGE_BYTES` (the packing decision checks it). Then every tap of every pixel is in the
 //!   buffer: the tile has no bounds checks.
@@ -32,8 +33,8 @@ use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
-/// Lanes of one `vpdpbusd` accumulator (a zmm of i32).
-const LANES: u32 = 16;
+/// Channels staged per vector step where they are contiguous (16 bytes).
+const STAGE_C: u32 = 16;
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     #[allow(clippy::too_many_arguments)]
@@ -93,8 +94,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         let units = row_units * col_parts;
         let i32t = self.ctx.i32_type();
-        let i32v = i32t.vec_type(LANES);
-        let dp = self.vpdpbusd();
+        let dp = self.quad_dot();
+        let lanes = dp.lanes;
+        let i32v = i32t.vec_type(lanes);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
@@ -123,7 +125,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
                         // i32 sums from −offset·Σq.
                         let o = i32t.const_int((-offset) as u64, true);
-                        let neg_o = VectorType::const_vector(&vec![o; LANES as usize]);
+                        let neg_o = VectorType::const_vector(&vec![o; lanes as usize]);
                         let start: Vec<VectorValue<'ctx>> = cols
                             .iter()
                             .map(|v| {
@@ -177,10 +179,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         })
                                         .collect();
                                     for (i, row) in acc.iter().enumerate() {
-                                        let s = cg.broadcast_dword(stage, cg.add(a_base[i], q));
+                                        let s =
+                                            cg.broadcast_dword(stage, cg.add(a_base[i], q), lanes);
                                         for (j, p) in row.iter().enumerate() {
                                             let old = cg.b.build_load(*p, "").unwrap();
-                                            let new = cg.call(dp, &[old, s.into(), bv[j].into()]);
+                                            let new = cg.dot_quads(&dp, old, s, bv[j]);
                                             cg.b.build_store(*p, new).unwrap();
                                         }
                                     }
@@ -189,7 +192,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         }
                         let scales: Vec<VectorValue<'ctx>> = cols
                             .iter()
-                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), LANES))
+                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), lanes))
                             .collect();
                         for (i, row) in acc.iter().enumerate() {
                             let owi = cg.add(ow0, cg.i64(i as u64));
@@ -202,7 +205,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let off = cg.add(pix, cg.mul(ch, ost[1]));
                                 let sum = cg.b.build_load(*slot, "").unwrap().into_vector_value();
                                 let xf =
-                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(LANES), "")
+                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
                                         .unwrap();
                                 let mut val = cg.b.build_float_mul(xf, *s, "").unwrap();
                                 if let Some(e) = epi {
@@ -267,12 +270,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .unwrap();
         let fill = i8t.const_int(offset as u64 & 0xff, false);
         // Channels in 16-lane vectors where they are contiguous, whole vectors per group.
-        let vec_c = if xst[1] == 1 && c % LANES as usize == 0 {
-            c / LANES as usize
+        let vec_c = if xst[1] == 1 && c % STAGE_C as usize == 0 {
+            c / STAGE_C as usize
         } else {
             0
         };
-        let off16 = VectorType::const_vector(&vec![off; LANES as usize]);
+        let off16 = VectorType::const_vector(&vec![off; STAGE_C as usize]);
         for y in 0..kh {
             let ih = self
                 .b
@@ -304,17 +307,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         ok,
                         &mut |cg| {
                             cg.for_loop(vec_c, &mut |cg, v| {
-                                let xv = cg.vload(x, cg.add(src, cg.mul(v, LANES as u64)), LANES);
+                                let xv =
+                                    cg.vload(x, cg.add(src, cg.mul(v, STAGE_C as u64)), STAGE_C);
                                 let iv =
-                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(LANES), "")
+                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(STAGE_C), "")
                                         .unwrap();
                                 let iv = cg.b.build_int_add(iv, off16, "").unwrap();
                                 let bv =
-                                    cg.b.build_int_truncate(iv, i8t.vec_type(LANES), "")
+                                    cg.b.build_int_truncate(iv, i8t.vec_type(STAGE_C), "")
                                         .unwrap();
                                 let vp =
                                     cg.b.build_pointer_cast(
-                                        cg.gep(bytes, cg.add(dst, cg.mul(v, LANES as u64))),
+                                        cg.gep(bytes, cg.add(dst, cg.mul(v, STAGE_C as u64))),
                                         bv.get_type().ptr_type(AddressSpace::default()),
                                         "",
                                     )
@@ -322,7 +326,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let st = cg.b.build_store(vp, bv).unwrap();
                                 st.set_alignment(1).unwrap();
                             });
-                            let done = (vec_c * LANES as usize) as u64;
+                            let done = (vec_c * STAGE_C as usize) as u64;
                             cg.for_range(cg.i64(done), cg.i64((c4 * 4) as u64), &mut |cg, ci| {
                                 let inside = cg
                                     .b
