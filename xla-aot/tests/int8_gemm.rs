@@ -1,13 +1,13 @@
 //! The integer kernels (`codegen/cpu/gemm_i8.rs`, `cpu/conv/int8.rs`): products and
 //! convolutions of int8 weights over activations that hold integers of one byte's range multiply
-//! with `vpdpbusd` on AVX-512 VNNI and with `sdot` on aarch64 with dotprod (`aarch64-a78`, run
-//! under `qemu-aarch64`). On the shapes that stress the quad packing (K not a multiple of 4,
-//! several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4, padding,
+//! with `vpdpbusd` on AVX-512 VNNI, with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
+//! `smull`/`sadalp` on baseline NEON (`aarch64-neon`), the aarch64 code run under `qemu-aarch64`.
+//! On the shapes that stress the quad packing (K not a multiple of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4, padding,
 //! strides, dilation, groups, input staged from NCHW and from NHWC), with signed and unsigned
 //! activation ranges, a register epilogue and unit or per-column scales, the compiled code
 //! matches the reference interpreter, bit for bit where the f32 path is exact (unit scales), and
-//! the aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is in the code for VNNI targets
-//! only, `sdot` for dotprod targets only.
+//! the aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is in the code
+//! for VNNI targets only, `sdot` for dotprod targets only.
 
 mod common;
 
@@ -351,8 +351,13 @@ fn vpdpbusd_is_in_the_code_of_vnni_targets_only() {
     );
 }
 
-/// The aarch64 target with dotprod: its int8 dots and convolutions take `sdot`.
-const DOTPROD: &str = "aarch64-a78";
+/// The aarch64 targets, the instruction their int8 dots take and the CPU QEMU emulates for
+/// them: `sdot` with dotprod; `smull`/`sadalp` on baseline NEON, run on an emulated Cortex-A72
+/// (no dotprod, so a stray `sdot` would fault).
+const AARCH64: [(&str, &str, Option<&str>); 2] = [
+    ("aarch64-a78", "sdot", None),
+    ("aarch64-neon", "sadalp", Some("cortex-a72")),
+];
 
 /// The x86 results the aarch64 ones are compared with: the VNNI kernels where this CPU runs
 /// them, else the f32 path of `x86_64-avx512` (the same numbers where both are exact).
@@ -373,14 +378,19 @@ fn same_bits(a: &Literal, b: &Literal) -> usize {
         .count()
 }
 
-/// Runs `m` compiled for aarch64-a78 under qemu and checks it against the reference and x86:
-/// close always; bit for bit with the reference where `exact` (integer weights, sums below
-/// 2^24), with x86's VNNI kernels always (with x86's f32 path where `exact`).
-fn check_dotprod(m: &Module, ins: &[Literal], exact: bool) {
-    let a78 = Target::resolve(DOTPROD).unwrap();
+/// Runs `m` compiled for the aarch64 target `name` under qemu (on `cpu`, or QEMU's default)
+/// and checks it against the reference and x86: close always; bit for bit with the reference
+/// where `exact` (integer weights, sums below 2^24), with x86's VNNI kernels always (with x86's
+/// f32 path where `exact`).
+fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, Option<&str>)) {
+    let t = Target::resolve(name).unwrap();
     let expected = evaluate(m, ins).unwrap();
-    let tag = format!("int8-{}-{DOTPROD}", m.name);
-    let arm = run_compiled(m, &a78, ins, &tag);
+    let tag = format!("int8-{}-{name}", m.name);
+    let opts = common::default_options();
+    let arm = common::run_compiled_emulated(m, &t, ins, &tag, &opts, &[(None, cpu, false)])
+        .remove(0)
+        .1
+        .unwrap_or_else(|e| panic!("{tag}: {e}"));
     if let Err(msg) = check_close(&arm[0], &expected[0]) {
         panic!("{tag}: {msg}");
     }
@@ -393,10 +403,15 @@ fn check_dotprod(m: &Module, ins: &[Literal], exact: bool) {
         );
     }
     if let Some(x) = x86_reference() {
-        let x86 = run_compiled(m, &x, ins, &format!("int8-{}-{}-ref", m.name, x.name));
+        let x86 = run_compiled(
+            m,
+            &x,
+            ins,
+            &format!("int8-{}-{name}-{}-ref", m.name, x.name),
+        );
         let same = same_bits(&arm[0], &x86[0]);
         eprintln!("{tag}: {same} of {n} values have {}'s bits", x.name);
-        // Both int8 kernels give an exact sum rounded once: the same bits for any scales.
+        // The int8 kernels all give an exact sum rounded once: the same bits for any scales.
         if exact || x.has_avx512_vnni() {
             assert_eq!(same, n, "{tag}: differs from {}", x.name);
         }
@@ -404,33 +419,44 @@ fn check_dotprod(m: &Module, ins: &[Literal], exact: bool) {
 }
 
 #[test]
-fn sdot_products_match_the_reference_and_x86() {
+fn aarch64_products_match_the_reference_and_x86() {
     for &(name, dims, zp, unit, epi) in CASES {
         let m = model(name, dims, zp, unit, epi);
-        check_dotprod(&m, &input(&m, 5), unit);
+        for (target, _, cpu) in AARCH64 {
+            check_aarch64(&m, &input(&m, 5), unit, (target, cpu));
+        }
     }
 }
 
 #[test]
-fn sdot_convolutions_match_the_reference_and_x86() {
+fn aarch64_convolutions_match_the_reference_and_x86() {
     for m in &conv_cases() {
-        let asm = assembly(m, DOTPROD);
-        assert!(
-            asm.matches("sdot").count() >= 2,
-            "{}: the integer convolutions took no sdot",
-            m.name
-        );
-        check_dotprod(m, &input(m, 9), m.name != "i8_conv_rgb");
+        for (target, instruction, cpu) in AARCH64 {
+            let asm = assembly(m, target);
+            assert!(
+                asm.matches(instruction).count() >= 2,
+                "{}: the integer convolutions took no {instruction} on {target}",
+                m.name
+            );
+            check_aarch64(m, &input(m, 9), m.name != "i8_conv_rgb", (target, cpu));
+        }
     }
 }
 
 #[test]
-fn sdot_is_in_the_code_of_dotprod_targets_only() {
+fn aarch64_int8_dots_are_sdot_with_dotprod_and_smull_sadalp_without() {
     let m = model("i8_asm_arm", (8, 130, 40), 128, false, false);
     let asm = |name: &str| assembly(&m, name);
-    // aarch64-multi: its dotprod variant (aarch64-a78's code) has it.
-    for name in [DOTPROD, "aarch64-multi"] {
+    // aarch64-multi: its dotprod variant (aarch64-a78's code) has sdot, its baseline smull.
+    for name in ["aarch64-a78", "aarch64-multi"] {
         assert!(asm(name).contains("sdot"), "{name}: no sdot");
+    }
+    for name in ["aarch64-neon", "aarch64-multi"] {
+        let a = asm(name);
+        assert!(
+            a.contains("smull") && a.contains("sadalp"),
+            "{name}: no smull/sadalp"
+        );
     }
     assert!(
         !asm("aarch64-neon").contains("sdot"),

@@ -18,7 +18,7 @@
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
 //! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
 //! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI, or
-//! for `sdot` on aarch64 with dotprod ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8
+//! for `sdot` / `smull` on aarch64 ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8
 //! *quads*, four consecutive k of a column side by side, then the columns' scales and sums
 //! ([`write_int8_quads`], `cpu/gemm_i8.rs`). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
@@ -280,8 +280,8 @@ impl Packings {
     }
 
     /// The byte offset of the dot computed by entry instruction `id` when it reads its weight as
-    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd` or `sdot`
-    /// (`cpu/gemm_i8.rs`).
+    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd`, `sdot` or `smull`
+    /// (`cpu/quad_dot.rs`).
     pub fn reads_vnni(&self, hlo: &Hlo, id: InstId) -> Option<i32> {
         let (_, _, rhs, _) = heavy_in(hlo, id)?;
         self.vnni[rhs.index()]
@@ -637,18 +637,18 @@ fn write_int8_panels(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut
 /// accumulators (`llvm.x86.avx512.vpdpbusd.512`).
 pub const VNNI_LANES: u32 = 16;
 
-/// Lanes of the vectors the quads are read in on aarch64 with dotprod: one 128-bit register of
-/// i32 accumulators (`llvm.aarch64.neon.sdot.v4i32.v16i8`).
+/// Lanes of the vectors the quads are read in on aarch64: one 128-bit register of i32
+/// accumulators (`llvm.aarch64.neon.sdot.v4i32.v16i8`; baseline NEON folds two into one).
 pub const DOTPROD_LANES: u32 = 4;
 
-/// The i32 lanes of the 4-byte dot product instruction that reads int8 quads on `target`
-/// (`cpu/gemm_i8.rs` `QuadDot`): `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64 with dotprod;
-/// `None` where there is none. Quads are stored the same way for both: a vector of `lanes`
-/// columns × 4 k is `4 · lanes` consecutive bytes of a panel.
+/// The i32 lanes of the 4-byte dot product that reads int8 quads on `target` (`cpu/quad_dot.rs`):
+/// `vpdpbusd` on AVX-512 VNNI; on aarch64 `sdot` with dotprod, else `smull`/`sadalp` (baseline
+/// NEON, every aarch64 target); `None` where there is none. Quads are stored the same way for
+/// all: a vector of `lanes` columns × 4 k is `4 · lanes` consecutive bytes of a panel.
 pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
     if target.has_avx512_vnni() {
         Some(VNNI_LANES)
-    } else if target.has_dotprod() {
+    } else if target.arch == crate::target::Arch::Aarch64 {
         Some(DOTPROD_LANES)
     } else {
         None
@@ -660,7 +660,7 @@ const VNNI_MAX_K: usize = 65_536;
 
 /// Per entry instruction, the byte offset of the int8 GEMM weights stored as VNNI quads: on a
 /// target with a 4-byte dot product whose vectors are the tiles' ([`quad_dot_lanes`]: AVX-512
-/// VNNI with 16 lanes, aarch64 dotprod with 4), an f32 module's int8 GEMM weight (`int8`) whose
+/// VNNI with 16 lanes, aarch64 with 4), an f32 module's int8 GEMM weight (`int8`) whose
 /// dot's data operand holds integers within one byte's range.
 fn vnni_offsets(
     hlo: &Hlo,

@@ -167,6 +167,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         if vnni.is_some() {
             t.kc = gemm_i8::kc(&t);
+            t.mr = gemm_i8::mr(&t, self.target);
         }
         if f16 {
             // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).

@@ -1,9 +1,8 @@
 //! The integer GEMM micro-kernel: i32 accumulators += products of 4 bytes each, with the
-//! target's 4-byte dot product ([`QuadDot`]): `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512`, 16
-//! lanes of unsigned × signed bytes) on AVX-512 VNNI, `sdot` (`llvm.aarch64.neon.sdot.v4i32.v16i8`,
-//! 4 lanes of signed × signed bytes) on aarch64 with dotprod; for the dots of quantized models:
-//! int8 weights times activations that hold integers of one byte's range (`ir/value_range.rs`),
-//! such as `convert(q) − zero_point`.
+//! target's 4-byte dot product (`quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64 with
+//! dotprod, `smull`/`sadalp` on baseline NEON); for the dots of quantized models: int8 weights
+//! times activations that hold integers of one byte's range (`ir/value_range.rs`), such as
+//! `convert(q) − zero_point`.
 //!
 //! Contract (the parts of `gemm.rs`'s kernel that differ; tiles, tasks, register epilogue and
 //! store are `gemm.rs`'s):
@@ -11,8 +10,8 @@
 //!   `lanes` i32 is `lanes` columns × k `4q..4q+3`; after the panels, each padded column's f32
 //!   scale `s`, then the i32 sum of its int8 values `Σq`.
 //! - A's integers plus the dot's byte offset `o` are the bytes the instruction reads: `o` is the
-//!   unsigned offset of `Packings::reads_vnni` plus [`byte_shift`] (0 for `vpdpbusd`'s
-//!   unsigned bytes, −128 for `sdot`'s signed ones, `Cpu.vnni`); they are packed per row block
+//!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for `vpdpbusd`'s
+//!   unsigned bytes, −128 for the signed ones of aarch64, `Cpu.vnni`); they are packed per row block
 //!   and K-block into a stack buffer of at most `gemm_bf16::A_BLOCK_BYTES` ([`Cg::pack_a_quads`]):
 //!   row `r` of the block at dword `r · kc/4`, quad `q` (k `k0 + 4q + b` in byte `b`, zero past
 //!   K) at `+ q`; the micro-kernel broadcasts one dword per row and quad.
@@ -28,13 +27,14 @@
 
 use super::Cg;
 use super::gemm_bf16::A_BLOCK_BYTES;
+use super::quad_dot::DotKind;
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
-use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
 /// Stores the f32 tile's starting value (zero, or C: the previous K-blocks' sums as bits) into
 /// its accumulators.
@@ -43,31 +43,24 @@ pub(super) type Init<'f, 'a, 'ctx> = dyn Fn(&Cg<'a, 'ctx>) + 'f;
 /// k packed per vector step of A (16 bytes: 4 quads), where A's k is contiguous.
 const PACK_K: u32 = 16;
 
-/// The 4-byte dot product of the target, `acc[i] += Σ_j a.byte[4i+j] · b.byte[4i+j]` over
-/// vectors of `lanes` i32, b's bytes signed (the int8 weights) and a's unsigned (`vpdpbusd`) or
-/// signed (`sdot`).
-#[derive(Clone, Copy)]
-pub(super) struct QuadDot<'ctx> {
-    /// i32 lanes of one accumulator: 16 (a zmm) for `vpdpbusd`, 4 (a q register) for `sdot`.
-    pub lanes: u32,
-    /// The intrinsic.
-    f: FunctionValue<'ctx>,
-    /// Its byte operands are `<16 x i8>` (`sdot`), not `<lanes x i32>` (`vpdpbusd`).
-    bytes: bool,
-}
-
-/// What a target's dot product adds to the unsigned byte offset of its data operand
-/// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`), −128 where it reads signed
-/// ones (`sdot`: `a + o − 128` is in [−128, 127] exactly when `a + o` is in [0, 255]).
-pub(super) fn byte_shift(target: &crate::target::Target) -> i32 {
-    if target.has_avx512_vnni() { 0 } else { -128 }
-}
-
 /// The K-block of the int8 kernel: 4× the f32 kernel's (`Tiles::kc`), so a panel's K-block
 /// (`kc · nr` bytes) takes the L1D share an f32 one does; a multiple of 4, so blocks start at a
 /// quad.
 pub(super) fn kc(t: &Tiles) -> usize {
     (t.kc * 4).max(4)
+}
+
+/// Rows of an int8 micro-tile on `target`: the f32 tile's (`Tiles::mr`), fewer where one
+/// accumulator takes two registers (baseline NEON, `quad_dot.rs`) so that the accumulators, one
+/// register per B vector, the broadcast row and `smull`'s two products stay in registers.
+pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
+    match DotKind::of(target).map(DotKind::registers) {
+        Some(r) if r > 1 => {
+            let regs = target.vector_registers as usize;
+            (regs.saturating_sub(t.nv + 3) / (t.nv * r)).clamp(1, t.mr)
+        }
+        _ => t.mr,
+    }
 }
 
 /// Row tiles per row block: as many as fit `A_BLOCK_BYTES` at `kc/4` dwords a row.
@@ -76,48 +69,6 @@ pub(super) fn mc_tiles(t: &Tiles) -> usize {
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// The target's 4-byte dot product ([`QuadDot`]); only asked where `Packings::reads_vnni`
-    /// chose quads, i.e. on AVX-512 VNNI or aarch64 dotprod (`packing::quad_dot_lanes`).
-    pub(super) fn quad_dot(&self) -> QuadDot<'ctx> {
-        let (name, lanes, bytes) = if self.target.has_avx512_vnni() {
-            ("llvm.x86.avx512.vpdpbusd.512", 16, false)
-        } else {
-            ("llvm.aarch64.neon.sdot.v4i32.v16i8", 4, true)
-        };
-        let f = self.m.get_function(name).unwrap_or_else(|| {
-            let i = self.ctx.i32_type().vec_type(lanes);
-            let x = if bytes {
-                self.ctx.i8_type().vec_type(lanes * 4)
-            } else {
-                i
-            };
-            let ty = i.fn_type(&[i.into(), x.into(), x.into()], false);
-            self.m.add_function(name, ty, None)
-        });
-        QuadDot { lanes, f, bytes }
-    }
-
-    /// `acc + dot(a, b)` ([`QuadDot`]): `a` the broadcast quad of a row, `b` the weights'
-    /// quads, both `<lanes x i32>`.
-    pub(super) fn dot_quads(
-        &self,
-        d: &QuadDot<'ctx>,
-        acc: BasicValueEnum<'ctx>,
-        a: VectorValue<'ctx>,
-        b: VectorValue<'ctx>,
-    ) -> BasicValueEnum<'ctx> {
-        let (a, b) = if d.bytes {
-            let ty = self.ctx.i8_type().vec_type(d.lanes * 4);
-            (
-                self.b.build_bit_cast(a, ty, "").unwrap(),
-                self.b.build_bit_cast(b, ty, "").unwrap(),
-            )
-        } else {
-            (a.into(), b.into())
-        };
-        self.call(d.f, &[acc, a, b])
-    }
-
     /// The stack buffer of one row block of packed A: `mc · mr` rows of `kc/4` dwords.
     pub(super) fn a_quads_buffer(&self, f: FunctionValue<'ctx>, t: &Tiles) -> PointerValue<'ctx> {
         self.dword_buffer(f, t.mc_tiles * t.mr * t.kc.div_ceil(4))
@@ -211,7 +162,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// The K loop of an int8 micro-tile, then its entry into the f32 tile: for each quad `q` of
     /// the K-block, one B load per vector of `cols` (panel `jr·pp + col/nr`, byte
-    /// `((panel·K4 + k0/4 + q)·nr + col%nr)·4`) and one dot product ([`QuadDot`]) per
+    /// `((panel·K4 + k0/4 + q)·nr + col%nr)·4`) and one dot product (`quad_dot.rs`) per
     /// accumulator with row `i`'s broadcast dword of `apack`. The sums start from what `init`
     /// stores into `acc` (zero in the first K-block, else C, which holds the previous blocks'
     /// i32 sums as bits) plus, in the first K-block (`first`), `−offset · Σq`; in the last
@@ -264,7 +215,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // The i32 sums, starting from −offset·Σq in the first K-block.
         let iacc: Vec<Vec<PointerValue<'ctx>>> = acc
             .iter()
-            .map(|row| row.iter().map(|_| self.slot(f, i32v.into())).collect())
+            .map(|row| {
+                row.iter()
+                    .map(|_| self.slot(f, dp.acc_type(self).into()))
+                    .collect()
+            })
             .collect();
         let start: Vec<VectorValue<'ctx>> = cols
             .iter()
@@ -297,7 +252,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .unwrap()
                     .into_vector_value();
                 let sum = self.b.build_int_add(before, *s, "").unwrap();
-                self.b.build_store(*ip, sum).unwrap();
+                self.b.build_store(*ip, self.dot_begin(&dp, sum)).unwrap();
             }
         }
         let step = 4 * nr64;
@@ -332,6 +287,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         for (row, irow) in acc.iter().zip(&iacc) {
             for (j, (p, ip)) in row.iter().zip(irow).enumerate() {
                 let sum = self.b.build_load(*ip, "").unwrap().into_vector_value();
+                let sum = self.dot_end(&dp, sum);
                 let x = self.b.build_signed_int_to_float(sum, f32v, "").unwrap();
                 let scaled = self.b.build_float_mul(x, scales[j], "").unwrap();
                 let bits = self.b.build_bit_cast(sum, f32v, "").unwrap();

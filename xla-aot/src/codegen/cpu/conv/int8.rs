@@ -1,8 +1,8 @@
 //! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel: a
 //! convolution of int8 weights over activations that hold integers of one byte's range
 //! (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with the
-//! target's 4-byte dot product (`cpu/gemm_i8.rs` `QuadDot`: `vpdpbusd` on AVX-512 VNNI, `sdot` on
-//! aarch64 with dotprod), 4 input channels per instruction.
+//! target's 4-byte dot product (`cpu/quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64
+//! with dotprod, `smull`/`sadalp` on baseline NEON), 4 input channels per step.
 //!
 //! Contract:
 //! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
@@ -11,8 +11,9 @@
 //!   `s`, then its i32 sum of int8 values `Σq`.
 //! - Per row tile (`rows` output pixels of one output row), the input rows its taps read are
 //!   staged once into a stack buffer as bytes `a + o` (`o`: the byte offset of `Cpu.vnni`,
-//!   `Packings::reads_vnni`'s plus `gemm_i8::byte_shift`): `KH` rows × the tile's pixel span × groups × `C4` quads, a pixel in
-//!   the padding holding `o` (the value 0 as a byte), channels past `C/G` holding 0. At most
+//!   `Packings::reads_vnni`'s plus `quad_dot::byte_shift`): `KH` rows × the tile's pixel span ×
+//!   groups × `C4` quads, a pixel in the padding holding `o` (the value 0 as a byte), channels
+//!   past `C/G` holding 0. At most
 //!   `VNNI_STAGE_BYTES` (the packing decision checks it). Then every tap of every pixel is in the
 //!   buffer: the tile has no bounds checks.
 //! - Each output element is `Σ (a + o)·q` over taps and channels in i32 (exact: K ≤ 65536),
@@ -23,6 +24,7 @@
 use super::super::Cg;
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
+use super::super::quad_dot::DotKind;
 use super::super::vector::{VecCol, vectors};
 use super::{COL_PARTS, ConvShape, MAX_PIXEL_ROWS, MIN_ROW_UNITS, spare_registers};
 use crate::codegen::core::Kernel;
@@ -71,7 +73,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
-        let rows_max = ((regs - nv - spare_registers(regs)) / nv).clamp(1, MAX_PIXEL_ROWS);
+        // An accumulator takes two registers on baseline NEON (`quad_dot.rs`).
+        let acc_regs = DotKind::of(self.target).map_or(1, DotKind::registers);
+        let rows_max =
+            ((regs - nv - spare_registers(regs)) / (nv * acc_regs)).clamp(1, MAX_PIXEL_ROWS);
         let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
@@ -142,8 +147,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 start
                                     .iter()
                                     .map(|s| {
-                                        let p = cg.slot(f, i32v.into());
-                                        cg.b.build_store(p, *s).unwrap();
+                                        let p = cg.slot(f, dp.acc_type(cg).into());
+                                        cg.b.build_store(p, cg.dot_begin(&dp, *s)).unwrap();
                                         p
                                     })
                                     .collect()
@@ -204,6 +209,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let ch = cg.add(oc0, cg.i64(v.col as u64));
                                 let off = cg.add(pix, cg.mul(ch, ost[1]));
                                 let sum = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                let sum = cg.dot_end(&dp, sum);
                                 let xf =
                                     cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
                                         .unwrap();
