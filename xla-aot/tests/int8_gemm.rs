@@ -463,3 +463,29 @@ fn aarch64_int8_dots_are_sdot_with_dotprod_and_smull_sadalp_without() {
         "aarch64-neon has sdot"
     );
 }
+
+/// `aarch64-multi` under qemu: on a CPU with dotprod (`neoverse-n1`) the dispatcher runs the
+/// `dotprod` variant (`sdot`), on one without (`cortex-a72`) the `neon` variant (`smull`/
+/// `sadalp`); both give the reference's bits (integer weights: exact sums).
+#[test]
+fn aarch64_multi_runs_sdot_or_smull_by_the_cpu_with_the_same_bits() {
+    let t = Target::resolve("aarch64-multi").unwrap();
+    let m = model("i8_multi", (19, 515, 40), 121, true, true);
+    let ins = input(&m, 5);
+    let expected = evaluate(&m, &ins).unwrap();
+    let plan = [
+        (None, Some("neoverse-n1"), false),
+        (None, Some("cortex-a72"), false),
+    ];
+    let opts = common::default_options();
+    let runs = common::run_compiled_emulated(&m, &t, &ins, "int8-multi", &opts, &plan);
+    for ((ran, got), want) in runs.iter().zip(["dotprod", "neon"]) {
+        assert_eq!(ran, want);
+        let got = got.as_ref().unwrap_or_else(|e| panic!("{want}: {e}"));
+        assert_eq!(
+            same_bits(&got[0], &expected[0]),
+            expected[0].element_count(),
+            "aarch64-multi {want}: not bit for bit"
+        );
+    }
+}
