@@ -643,12 +643,13 @@ pub const DOTPROD_LANES: u32 = 4;
 
 /// The i32 lanes of the 4-byte dot product that reads int8 quads on `target` (`cpu/quad_dot.rs`):
 /// `vpdpbusd` on AVX-512 VNNI; on aarch64 `sdot` with dotprod, else `smull`/`sadalp` (baseline
-/// NEON, every aarch64 target); `None` where there is none. Quads are stored the same way for
-/// all: a vector of `lanes` columns × 4 k is `4 · lanes` consecutive bytes of a panel.
+/// NEON: every aarch64 target whose file does not turn NEON off); `None` where there is none.
+/// Quads are stored the same way for all: a vector of `lanes` columns × 4 k is `4 · lanes`
+/// consecutive bytes of a panel.
 pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
     if target.has_avx512_vnni() {
         Some(VNNI_LANES)
-    } else if target.arch == crate::target::Arch::Aarch64 {
+    } else if target.arch == crate::target::Arch::Aarch64 && !target.features.contains("-neon") {
         Some(DOTPROD_LANES)
     } else {
         None

@@ -18,7 +18,8 @@
 //! [`byte_shift`].
 
 use super::Cg;
-use crate::target::{Arch, Target};
+use crate::codegen::core::packing::{VNNI_LANES, quad_dot_lanes};
+use crate::target::Target;
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValueEnum, FunctionValue, VectorValue};
 
@@ -31,17 +32,13 @@ pub(super) enum DotKind {
 }
 
 impl DotKind {
-    /// The kind `target` takes; `None` where it has none (x86-64 without AVX-512 VNNI, PTX,
-    /// Cortex-M). Which kernels take it at all is `core/packing.rs`'s `quad_dot_lanes`.
+    /// The kind `target` takes: where `packing::quad_dot_lanes` has a dot product; `None`
+    /// elsewhere (x86-64 without AVX-512 VNNI, PTX, Cortex-M). Which kernels take it at all is `core/packing.rs`'s `quad_dot_lanes`.
     pub(super) fn of(target: &Target) -> Option<DotKind> {
-        if target.has_avx512_vnni() {
-            Some(DotKind::Vnni)
-        } else if target.has_dotprod() {
-            Some(DotKind::Sdot)
-        } else if target.arch == Arch::Aarch64 {
-            Some(DotKind::Neon)
-        } else {
-            None
+        match quad_dot_lanes(target)? {
+            VNNI_LANES => Some(DotKind::Vnni),
+            _ if target.has_dotprod() => Some(DotKind::Sdot),
+            _ => Some(DotKind::Neon),
         }
     }
 
