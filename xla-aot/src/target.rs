@@ -316,20 +316,7 @@ impl Target {
     pub fn has_f16_arith(&self) -> bool {
         self.arch == Arch::Aarch64
             && (self.features.split(',').any(|f| f.trim() == "+fullfp16")
-                || matches!(
-                    self.cpu.as_str(),
-                    "cortex-a55"
-                        | "cortex-a75"
-                        | "cortex-a76"
-                        | "cortex-a77"
-                        | "cortex-a78"
-                        | "cortex-x1"
-                        | "neoverse-n1"
-                        | "neoverse-n2"
-                        | "neoverse-v1"
-                        | "apple-a13"
-                        | "apple-a14"
-                ))
+                || ARMV8_2_CPUS.contains(&self.cpu.as_str()))
     }
 
     /// Whether the target has AVX-512 BF16 (`vdpbf16ps`): `+avx512bf16` in its features (`host`
@@ -358,6 +345,16 @@ impl Target {
                 ))
     }
 
+    /// Whether the target has the Armv8.2-A dot product (`sdot`/`udot`, the int8 products of
+    /// `cpu/gemm_i8.rs` on aarch64): `+dotprod` in its features, or a CPU LLVM 14 gives it to
+    /// ([`ARMV8_2_CPUS`]: `aarch64-a78`'s `cortex-a78`, hence `aarch64-multi`'s `dotprod` variant,
+    /// which AT_HWCAP selects only with ASIMDDP, `target/isa.rs`).
+    pub fn has_dotprod(&self) -> bool {
+        self.arch == Arch::Aarch64
+            && (self.features.split(',').any(|f| f.trim() == "+dotprod")
+                || ARMV8_2_CPUS.contains(&self.cpu.as_str()))
+    }
+
     /// Whether code for this target runs on the machine xla-aot runs on.
     pub fn runs_here(&self) -> bool {
         let host = host_triple();
@@ -383,6 +380,23 @@ impl Target {
         }
     }
 }
+
+/// The aarch64 CPUs to which LLVM 14 gives both FP16 arithmetic and the dot product (Armv8.2-A
+/// and later with both extensions): each was checked with LLVM 14's `llc`, which selects
+/// `llvm.aarch64.neon.sdot` for them (and cannot for cortex-a72 or carmel).
+const ARMV8_2_CPUS: &[&str] = &[
+    "cortex-a55",
+    "cortex-a75",
+    "cortex-a76",
+    "cortex-a77",
+    "cortex-a78",
+    "cortex-x1",
+    "neoverse-n1",
+    "neoverse-n2",
+    "neoverse-v1",
+    "apple-a13",
+    "apple-a14",
+];
 
 fn host_triple() -> String {
     TargetMachine::get_default_triple()
@@ -641,6 +655,14 @@ mod tests {
         assert!(Target::resolve("aarch64-a78").unwrap().has_f16_arith());
         assert!(!Target::resolve("aarch64-neon").unwrap().has_f16_arith());
         assert!(!Target::resolve("x86_64-avx512").unwrap().has_f16_arith());
+    }
+
+    #[test]
+    fn dotprod_is_aarch64_a78_not_baseline_neon() {
+        assert!(Target::resolve("aarch64-a78").unwrap().has_dotprod());
+        assert!(!Target::resolve("aarch64-neon").unwrap().has_dotprod());
+        assert!(!Target::resolve("aarch64-multi").unwrap().has_dotprod());
+        assert!(!Target::resolve("x86_64-avx512-vnni").unwrap().has_dotprod());
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The integer kernels (`codegen/cpu/gemm_i8.rs`, `cpu/conv/int8.rs`): products and
 //! convolutions of int8 weights over activations that hold integers of one byte's range multiply
-//! with `vpdpbusd` on AVX-512 VNNI. On the shapes that stress the quad packing (K not a multiple
-//! of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4,
-//! padding, strides, dilation, groups, input staged from NCHW and from NHWC), with signed and
-//! unsigned activation ranges, a register epilogue and unit or per-column scales, the compiled
-//! code matches the reference interpreter, bit for bit where the f32 path is exact (unit scales);
-//! `vpdpbusd` is in the code for VNNI targets only.
+//! with `vpdpbusd` on AVX-512 VNNI, with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
+//! `smull`/`sadalp` on baseline NEON (`aarch64-neon`), the aarch64 code run under `qemu-aarch64`.
+//! On the shapes that stress the quad packing (K not a multiple of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4, padding,
+//! strides, dilation, groups, input staged from NCHW and from NHWC), with signed and unsigned
+//! activation ranges, a register epilogue and unit or per-column scales, the compiled code
+//! matches the reference interpreter, bit for bit where the f32 path is exact (unit scales), and
+//! the aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is in the code
+//! for VNNI targets only, `sdot` for dotprod targets only.
 
 mod common;
 
@@ -240,12 +242,9 @@ fn conv_model(
     parse_module(&t).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-#[test]
-fn vnni_convolutions_match_the_reference() {
-    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
-    let mut opts = common::default_options();
-    opts.codegen.assembly = true;
-    let cases = [
+/// The convolution cases: both integer convolutions of each take the int8 kernel.
+fn conv_cases() -> Vec<Module> {
+    vec![
         // 3 channels (one quad, three bytes used), 3×3 stride 2 pad 1; then 32 → 48 dilated 3×3.
         conv_model(
             "i8_conv_rgb",
@@ -274,12 +273,14 @@ fn vnni_convolutions_match_the_reference() {
             100,
             true,
         ),
-    ];
-    for m in &cases {
-        let asm = compile_model(m, &vnni, &opts)
-            .unwrap()
-            .assembly
-            .unwrap_or_default();
+    ]
+}
+
+#[test]
+fn vnni_convolutions_match_the_reference() {
+    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+    for m in &conv_cases() {
+        let asm = assembly(m, &vnni.name);
         assert!(
             asm.matches("vpdpbusd").count() >= 2,
             "{}: the integer convolutions took no vpdpbusd",
@@ -307,18 +308,21 @@ fn vnni_convolutions_match_the_reference() {
     }
 }
 
+/// The assembly of `m` compiled for the target named `name`.
+fn assembly(m: &Module, name: &str) -> String {
+    let mut opts = common::default_options();
+    opts.codegen.assembly = true;
+    let t = Target::resolve(name).unwrap();
+    compile_model(m, &t, &opts)
+        .unwrap()
+        .assembly
+        .unwrap_or_default()
+}
+
 #[test]
 fn vpdpbusd_is_in_the_code_of_vnni_targets_only() {
     let m = model("i8_asm", (8, 130, 40), 128, false, false);
-    let mut opts = common::default_options();
-    opts.codegen.assembly = true;
-    let asm = |name: &str| {
-        let t = Target::resolve(name).unwrap();
-        compile_model(&m, &t, &opts)
-            .unwrap()
-            .assembly
-            .unwrap_or_default()
-    };
+    let asm = |name: &str| assembly(&m, name);
     for name in ["x86_64-avx512-vnni", "x86_64-avx512-bf16"] {
         assert!(asm(name).contains("vpdpbusd"), "{name}: no vpdpbusd");
     }
@@ -340,13 +344,148 @@ fn vpdpbusd_is_in_the_code_of_vnni_targets_only() {
         t.push_str("  %d = f32[8,40]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT %outputs = (f32[8,40]{1,0}) tuple(%d), names={y}\n}\n");
         parse_module(&t).unwrap()
     };
-    let t = Target::resolve("x86_64-avx512-vnni").unwrap();
-    let a = compile_model(&float, &t, &opts)
-        .unwrap()
-        .assembly
-        .unwrap_or_default();
+    let a = assembly(&float, "x86_64-avx512-vnni");
     assert!(
         !a.contains("vpdpbusd"),
         "a float data operand took vpdpbusd"
     );
+}
+
+/// The aarch64 targets, the instruction their int8 dots take and the CPU QEMU emulates for
+/// them: `sdot` with dotprod; `smull`/`sadalp` on baseline NEON, run on an emulated Cortex-A72
+/// (no dotprod, so a stray `sdot` would fault).
+const AARCH64: [(&str, &str, Option<&str>); 2] = [
+    ("aarch64-a78", "sdot", None),
+    ("aarch64-neon", "sadalp", Some("cortex-a72")),
+];
+
+/// The x86 results the aarch64 ones are compared with: the VNNI kernels where this CPU runs
+/// them, else the f32 path of `x86_64-avx512` (the same numbers where both are exact).
+fn x86_reference() -> Option<Target> {
+    ["x86_64-avx512-vnni", "x86_64-avx512", "x86_64-avx2"]
+        .into_iter()
+        .map(|n| Target::resolve(n).unwrap())
+        .find(Target::runs_here)
+}
+
+/// How many elements of `a` and `b` have the same bits.
+fn same_bits(a: &Literal, b: &Literal) -> usize {
+    let (a, b) = (a.to_f32_vec().unwrap(), b.to_f32_vec().unwrap());
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(&b)
+        .filter(|(x, y)| x.to_bits() == y.to_bits())
+        .count()
+}
+
+/// Runs `m` compiled for the aarch64 target `name` under qemu (on `cpu`, or QEMU's default)
+/// and checks it against the reference and x86: close always; bit for bit with the reference
+/// where `exact` (integer weights, sums below 2^24), with x86's VNNI kernels always (with x86's
+/// f32 path where `exact`).
+fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, Option<&str>)) {
+    let t = Target::resolve(name).unwrap();
+    let expected = evaluate(m, ins).unwrap();
+    let tag = format!("int8-{}-{name}", m.name);
+    let opts = common::default_options();
+    let arm = common::run_compiled_emulated(m, &t, ins, &tag, &opts, &[(None, cpu, false)])
+        .remove(0)
+        .1
+        .unwrap_or_else(|e| panic!("{tag}: {e}"));
+    if let Err(msg) = check_close(&arm[0], &expected[0]) {
+        panic!("{tag}: {msg}");
+    }
+    let n = expected[0].element_count();
+    if exact {
+        assert_eq!(
+            same_bits(&arm[0], &expected[0]),
+            n,
+            "{tag}: not bit for bit"
+        );
+    }
+    if let Some(x) = x86_reference() {
+        let x86 = run_compiled(
+            m,
+            &x,
+            ins,
+            &format!("int8-{}-{name}-{}-ref", m.name, x.name),
+        );
+        let same = same_bits(&arm[0], &x86[0]);
+        eprintln!("{tag}: {same} of {n} values have {}'s bits", x.name);
+        // The int8 kernels all give an exact sum rounded once: the same bits for any scales.
+        if exact || x.has_avx512_vnni() {
+            assert_eq!(same, n, "{tag}: differs from {}", x.name);
+        }
+    }
+}
+
+#[test]
+fn aarch64_products_match_the_reference_and_x86() {
+    for &(name, dims, zp, unit, epi) in CASES {
+        let m = model(name, dims, zp, unit, epi);
+        for (target, _, cpu) in AARCH64 {
+            check_aarch64(&m, &input(&m, 5), unit, (target, cpu));
+        }
+    }
+}
+
+#[test]
+fn aarch64_convolutions_match_the_reference_and_x86() {
+    for m in &conv_cases() {
+        for (target, instruction, cpu) in AARCH64 {
+            let asm = assembly(m, target);
+            assert!(
+                asm.matches(instruction).count() >= 2,
+                "{}: the integer convolutions took no {instruction} on {target}",
+                m.name
+            );
+            check_aarch64(m, &input(m, 9), m.name != "i8_conv_rgb", (target, cpu));
+        }
+    }
+}
+
+#[test]
+fn aarch64_int8_dots_are_sdot_with_dotprod_and_smull_sadalp_without() {
+    let m = model("i8_asm_arm", (8, 130, 40), 128, false, false);
+    let asm = |name: &str| assembly(&m, name);
+    // aarch64-multi: its dotprod variant (aarch64-a78's code) has sdot, its baseline smull.
+    for name in ["aarch64-a78", "aarch64-multi"] {
+        assert!(asm(name).contains("sdot"), "{name}: no sdot");
+    }
+    for name in ["aarch64-neon", "aarch64-multi"] {
+        let a = asm(name);
+        assert!(
+            a.contains("smull") && a.contains("sadalp"),
+            "{name}: no smull/sadalp"
+        );
+    }
+    assert!(
+        !asm("aarch64-neon").contains("sdot"),
+        "aarch64-neon has sdot"
+    );
+}
+
+/// `aarch64-multi` under qemu: on a CPU with dotprod (`neoverse-n1`) the dispatcher runs the
+/// `dotprod` variant (`sdot`), on one without (`cortex-a72`) the `neon` variant (`smull`/
+/// `sadalp`); both give the reference's bits (integer weights: exact sums).
+#[test]
+fn aarch64_multi_runs_sdot_or_smull_by_the_cpu_with_the_same_bits() {
+    let t = Target::resolve("aarch64-multi").unwrap();
+    let m = model("i8_multi", (19, 515, 40), 121, true, true);
+    let ins = input(&m, 5);
+    let expected = evaluate(&m, &ins).unwrap();
+    let plan = [
+        (None, Some("neoverse-n1"), false),
+        (None, Some("cortex-a72"), false),
+    ];
+    let opts = common::default_options();
+    let runs = common::run_compiled_emulated(&m, &t, &ins, "int8-multi", &opts, &plan);
+    for ((ran, got), want) in runs.iter().zip(["dotprod", "neon"]) {
+        assert_eq!(ran, want);
+        let got = got.as_ref().unwrap_or_else(|e| panic!("{want}: {e}"));
+        assert_eq!(
+            same_bits(&got[0], &expected[0]),
+            expected[0].element_count(),
+            "aarch64-multi {want}: not bit for bit"
+        );
+    }
 }

@@ -88,3 +88,80 @@ fn models_quantized_by_onnxruntime_match_its_int8_kernels() {
     let Some(root) = data_dir() else { return };
     common::run_cases(&root, CASES, run);
 }
+
+/// The QDQ squeezenet (uint8 activations) compiled for aarch64, whose integer convolutions take
+/// `sdot` on `aarch64-a78` and `smull`/`sadalp` on `aarch64-neon` (`cpu/quad_dot.rs`), run under
+/// `qemu-aarch64` (aarch64-neon on an emulated Cortex-A72, without dotprod): within the bound of
+/// onnxruntime as on x86, and bit for bit x86's outputs where this CPU runs the VNNI kernels (all
+/// sum the same integers exactly and round once; the f32 code around them does the same
+/// operations in the same order).
+#[test]
+fn squeezenet_qdq_on_aarch64_equals_x86() {
+    use xla_aot::target::Target;
+    let Some(root) = data_dir() else { return };
+    let dir = root.join("squeezenet_qdq_u8");
+    let path = dir.join("squeezenet_qdq_u8.onnx");
+    let bytes = std::fs::read(&path).unwrap();
+    let m = import_file_with(
+        &path,
+        &bytes,
+        "squeezenet_qdq_u8",
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let x = common::npy(&dir.join("input_0.npy"));
+    let want = common::npy(&dir.join("output_0.npy")).to_f64_vec();
+    let max = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+    let x86 = vnni
+        .runs_here()
+        .then(|| common::run_compiled(&m, &vnni, std::slice::from_ref(&x), "quant-sqz-vnni"));
+    let mut opts = common::default_options();
+    for (name, instruction, cpu) in [
+        ("aarch64-a78", "sdot", None),
+        ("aarch64-neon", "sadalp", Some("cortex-a72")),
+    ] {
+        let t = Target::resolve(name).unwrap();
+        opts.codegen.assembly = true;
+        let asm = xla_aot::compile::compile_model(&m, &t, &opts)
+            .unwrap()
+            .assembly
+            .unwrap_or_default();
+        assert!(
+            asm.contains(instruction),
+            "{name}: the integer convolutions took no {instruction}"
+        );
+        opts.codegen.assembly = false;
+        let tag = format!("quant-sqz-{name}");
+        let runs = [(None, cpu, false)];
+        let arm =
+            common::run_compiled_emulated(&m, &t, std::slice::from_ref(&x), &tag, &opts, &runs)
+                .remove(0)
+                .1
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let g = arm[0].to_f64_vec();
+        let worst = g
+            .iter()
+            .zip(&want)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= bound(&dir, max),
+            "{name}: max error {worst:.3e} over the bound"
+        );
+        let Some(x86) = &x86 else {
+            eprintln!("this CPU has no AVX-512 VNNI: the x86 comparison is skipped");
+            continue;
+        };
+        let (a, b) = (arm[0].to_f32_vec().unwrap(), x86[0].to_f32_vec().unwrap());
+        let same = a
+            .iter()
+            .zip(&b)
+            .filter(|(p, q)| p.to_bits() == q.to_bits())
+            .count();
+        eprintln!(
+            "squeezenet_qdq_u8: {name} max error {worst:.3e} vs onnxruntime; {same} of {} values have x86 VNNI's bits",
+            a.len()
+        );
+        assert_eq!(same, a.len(), "{name} differs from x86_64-avx512-vnni");
+    }
+}

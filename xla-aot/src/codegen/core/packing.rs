@@ -17,10 +17,10 @@
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
 //! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
-//! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI
-//! ([`Packings::reads_vnni`]): int8 *quads*, four consecutive k of a column side by side, then
-//! the columns' scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
-//! [`Packings::stored_bytes`] gives the bytes either
+//! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI, or
+//! for `sdot` / `smull` on aarch64 ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8
+//! *quads*, four consecutive k of a column side by side, then the columns' scales and sums
+//! ([`write_int8_quads`], `cpu/gemm_i8.rs`). [`Packings::stored_bytes`] gives the bytes either
 //! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
@@ -280,7 +280,8 @@ impl Packings {
     }
 
     /// The byte offset of the dot computed by entry instruction `id` when it reads its weight as
-    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd` (`cpu/gemm_i8.rs`).
+    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd`, `sdot` or `smull`
+    /// (`cpu/quad_dot.rs`).
     pub fn reads_vnni(&self, hlo: &Hlo, id: InstId) -> Option<i32> {
         let (_, _, rhs, _) = heavy_in(hlo, id)?;
         self.vnni[rhs.index()]
@@ -632,15 +633,35 @@ fn write_int8_panels(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut
     }
 }
 
-/// Lanes of the vectors VNNI quads are laid out for: one 512-bit register of i32 accumulators
-/// (`llvm.x86.avx512.vpdpbusd.512`).
+/// Lanes of the vectors VNNI quads are laid out for on x86-64: one 512-bit register of i32
+/// accumulators (`llvm.x86.avx512.vpdpbusd.512`).
 pub const VNNI_LANES: u32 = 16;
+
+/// Lanes of the vectors the quads are read in on aarch64: one 128-bit register of i32
+/// accumulators (`llvm.aarch64.neon.sdot.v4i32.v16i8`; baseline NEON folds two into one).
+pub const DOTPROD_LANES: u32 = 4;
+
+/// The i32 lanes of the 4-byte dot product that reads int8 quads on `target` (`cpu/quad_dot.rs`):
+/// `vpdpbusd` on AVX-512 VNNI; on aarch64 `sdot` with dotprod, else `smull`/`sadalp` (baseline
+/// NEON: every aarch64 target whose file does not turn NEON off); `None` where there is none.
+/// Quads are stored the same way for all: a vector of `lanes` columns × 4 k is `4 · lanes`
+/// consecutive bytes of a panel.
+pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
+    if target.has_avx512_vnni() {
+        Some(VNNI_LANES)
+    } else if target.arch == crate::target::Arch::Aarch64 && !target.features.contains("-neon") {
+        Some(DOTPROD_LANES)
+    } else {
+        None
+    }
+}
 
 /// Most k a VNNI product sums in i32: 255 · 128 · K stays below 2^31 (no wrap-around).
 const VNNI_MAX_K: usize = 65_536;
 
 /// Per entry instruction, the byte offset of the int8 GEMM weights stored as VNNI quads: on a
-/// target with AVX-512 VNNI and 16-lane vectors, an f32 module's int8 GEMM weight (`int8`) whose
+/// target with a 4-byte dot product whose vectors are the tiles' ([`quad_dot_lanes`]: AVX-512
+/// VNNI with 16 lanes, aarch64 with 4), an f32 module's int8 GEMM weight (`int8`) whose
 /// dot's data operand holds integers within one byte's range.
 fn vnni_offsets(
     hlo: &Hlo,
@@ -653,8 +674,7 @@ fn vnni_offsets(
     let candidate =
         |i: usize| int8[i] && matches!(of[i], Some(Packing::Gemm(_) | Packing::Conv { .. }));
     if !(0..n).any(candidate)
-        || !target.has_avx512_vnni()
-        || t.lanes != VNNI_LANES
+        || quad_dot_lanes(target) != Some(t.lanes)
         || hlo.precision != Precision::F32
     {
         return vec![None; n];
@@ -723,8 +743,9 @@ fn quads_len(k: usize, n_pad: usize) -> usize {
 /// Writes GEMM panels (`f32s`, [`pack_gemm`]'s layout, `k` rows of `nr` columns per panel) whose
 /// columns are int8 × `scales` as VNNI quads: panel `p` holds the int8 of `B[4q + b, p·nr + j]` at
 /// byte `((p·K4 + q)·nr + j)·4 + b` with `K4 = ⌈K/4⌉` (zero past K), so 64 bytes are 16 columns ×
-/// 4 k, one `vpdpbusd` operand. Then one f32 scale per padded column, then one i32 per padded
-/// column: the sum of its int8 values (the zero-point correction of `cpu/gemm_i8.rs`).
+/// 4 k, one `vpdpbusd` operand, and 16 bytes 4 columns × 4 k, one `sdot` operand. Then one f32
+/// scale per padded column, then one i32 per padded column: the sum of its int8 values (the
+/// zero-point correction of `cpu/gemm_i8.rs`).
 fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut [u8]) {
     let k4 = k.div_ceil(4);
     let n_pad = f32s.len() / 4 / k.max(1);

@@ -167,6 +167,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         if vnni.is_some() {
             t.kc = gemm_i8::kc(&t);
+            t.mr = gemm_i8::mr(&t, self.target);
         }
         if f16 {
             // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
@@ -460,7 +461,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             );
         };
         if let (Some((buf, r0)), Some(offset)) = (apack, plan.vnni) {
-            // The f32 tile is initialised after the integer loop, which holds its own sums.
+            // The integer loop initialises the tile: between K-blocks C holds its i32 sums.
             let row_in_block = self.b.build_int_sub(row0, r0, "").unwrap();
             self.i8_k_loop(
                 f,
@@ -471,7 +472,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 cols,
                 (buf, t.kc.div_ceil(4)),
                 (row_in_block, jr),
-                (k0, klen, first),
+                (k0, klen),
+                (first, last),
                 offset,
             );
         } else if let Some((buf, r0)) = apack {

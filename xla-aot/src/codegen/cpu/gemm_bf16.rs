@@ -68,14 +68,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .unwrap()
     }
 
-    /// The dword at `p + off` (an `i32*`) in all 16 lanes: the row operand of `vdpbf16ps` and
-    /// `vpdpbusd`.
+    /// The dword at `p + off` (an `i32*`) in all `lanes` lanes: the row operand of `vdpbf16ps`
+    /// and of the int8 dot products (`gemm_i8.rs`).
     pub(super) fn broadcast_dword(
         &self,
         p: PointerValue<'ctx>,
         off: IntValue<'ctx>,
+        lanes: u32,
     ) -> VectorValue<'ctx> {
-        let i32v = self.ctx.i32_type().vec_type(LANES);
+        let i32v = self.ctx.i32_type().vec_type(lanes);
         let d = self
             .b
             .build_load(self.gep(p, off), "")
@@ -299,7 +300,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 2))
                 .collect();
             for (i, row) in acc.iter().enumerate() {
-                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q));
+                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q), LANES);
                 for (j, _) in cols.iter().enumerate() {
                     let old = cg.b.build_load(row[j], "").unwrap();
                     let new = cg.call(dp, &[old, s.into(), bv[j].into()]);

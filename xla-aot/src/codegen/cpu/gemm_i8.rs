@@ -1,27 +1,33 @@
-//! The integer GEMM micro-kernel on AVX-512 VNNI: `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512`),
-//! 16 i32 accumulators += 16 × 4 products of an unsigned byte and a signed byte each, for the
-//! dots of quantized models: int8 weights times activations that hold integers of one byte's
-//! range (`ir/value_range.rs`), such as `convert(q) − zero_point`.
+//! The integer GEMM micro-kernel: i32 accumulators += products of 4 bytes each, with the
+//! target's 4-byte dot product (`quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64 with
+//! dotprod, `smull`/`sadalp` on baseline NEON); for the dots of quantized models: int8 weights
+//! times activations that hold integers of one byte's range (`ir/value_range.rs`), such as
+//! `convert(q) − zero_point`.
 //!
 //! Contract (the parts of `gemm.rs`'s kernel that differ; tiles, tasks, register epilogue and
 //! store are `gemm.rs`'s):
-//! - B is an int8 weight stored as VNNI quads (`core/packing.rs` `write_int8_quads`): one 512-bit
-//!   load is 16 columns × k `4q..4q+3`; after the panels, each padded column's f32 scale `s`, then
-//!   the i32 sum of its int8 values `Σq`.
-//! - A's integers plus the dot's byte offset `o` (`Packings::reads_vnni`) are unsigned bytes; they
-//!   are packed per row block and K-block into a stack buffer of at most
-//!   `gemm_bf16::A_BLOCK_BYTES` ([`Cg::pack_a_quads`]): row `r` of the block at dword `r · kc/4`,
-//!   quad `q` (k `k0 + 4q + b` in byte `b`, zero past K) at `+ q`; the micro-kernel broadcasts
-//!   one dword per row and quad.
-//! - Per K-block, `Σ (a + o)·q` is summed exactly in i32 (no overflow below 2^31: K ≤ 65536),
-//!   the first K-block starting from `−o·Σq` so the offset cancels; the block's sum then enters
-//!   the f32 accumulator tile as `acc + f32(sum) · s`. With unit scales (the zero-point-shifted
-//!   integers of onnxruntime's QLinear kernels, `front/onnx/quant.rs`) and sums below 2^24 this
-//!   is bit for bit the f32 kernel's result; otherwise it is the exact product sum rounded once,
-//!   within the f32 reference's summation error.
+//! - B is an int8 weight stored as VNNI quads (`core/packing.rs` `write_int8_quads`): one load of
+//!   `lanes` i32 is `lanes` columns × k `4q..4q+3`; after the panels, each padded column's f32
+//!   scale `s`, then the i32 sum of its int8 values `Σq`.
+//! - A's integers plus the dot's byte offset `o` are the bytes the instruction reads: `o` is the
+//!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for `vpdpbusd`'s
+//!   unsigned bytes, −128 for the signed ones of aarch64, `Cpu.vnni`); they are packed per row block
+//!   and K-block into a stack buffer of at most `gemm_bf16::A_BLOCK_BYTES` ([`Cg::pack_a_quads`]):
+//!   row `r` of the block at dword `r · kc/4`, quad `q` (k `k0 + 4q + b` in byte `b`, zero past
+//!   K) at `+ q`; the micro-kernel broadcasts one dword per row and quad.
+//! - `Σ (a + o)·q` is summed exactly in i32 (no overflow below 2^31: K ≤ 65536), starting from
+//!   `−o·Σq` so the offset cancels: the sums are the same integers whichever instruction made
+//!   them. Between K-blocks the tile's sums wait in C as i32 bits (C is the f32 output, 4 bytes
+//!   an element; nothing reads it before the last K-block has stored its floats); after the last
+//!   block each becomes `f32(sum) · s`, the register epilogue and the store of `gemm.rs`. So an
+//!   output is the exact product sum rounded once, then scaled once: the same bits on every
+//!   target whatever its K-blocks (`Tiles::kc`), and with unit scales (the zero-point-shifted
+//!   integers of onnxruntime's QLinear kernels, `front/onnx/quant.rs`) and sums below 2^24 bit
+//!   for bit the f32 kernel's result.
 
 use super::Cg;
 use super::gemm_bf16::A_BLOCK_BYTES;
+use super::quad_dot::DotKind;
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
@@ -30,17 +36,31 @@ use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
-/// Stores the f32 tile's starting value (zero, or C) into its accumulators.
+/// Stores the f32 tile's starting value (zero, or C: the previous K-blocks' sums as bits) into
+/// its accumulators.
 pub(super) type Init<'f, 'a, 'ctx> = dyn Fn(&Cg<'a, 'ctx>) + 'f;
 
-/// Lanes of one `vpdpbusd` accumulator (a zmm of i32).
-const LANES: u32 = 16;
+/// k packed per vector step of A (16 bytes: 4 quads), where A's k is contiguous.
+const PACK_K: u32 = 16;
 
 /// The K-block of the int8 kernel: 4× the f32 kernel's (`Tiles::kc`), so a panel's K-block
 /// (`kc · nr` bytes) takes the L1D share an f32 one does; a multiple of 4, so blocks start at a
 /// quad.
 pub(super) fn kc(t: &Tiles) -> usize {
     (t.kc * 4).max(4)
+}
+
+/// Rows of an int8 micro-tile on `target`: the f32 tile's (`Tiles::mr`), fewer where one
+/// accumulator takes two registers (baseline NEON, `quad_dot.rs`) so that the accumulators, one
+/// register per B vector, the broadcast row and `smull`'s two products stay in registers.
+pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
+    match DotKind::of(target).map(DotKind::registers) {
+        Some(r) if r > 1 => {
+            let regs = target.vector_registers as usize;
+            (regs.saturating_sub(t.nv + 3) / (t.nv * r)).clamp(1, t.mr)
+        }
+        _ => t.mr,
+    }
 }
 
 /// Row tiles per row block: as many as fit `A_BLOCK_BYTES` at `kc/4` dwords a row.
@@ -55,7 +75,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Packs rows `[r0, r1)` of A (row `r` at `r·a_m`, `k` at `k·a_k`), `k ∈ [k0, k0 + klen)`,
-    /// plus `offset`, as unsigned byte quads into `buf` (module doc).
+    /// plus `offset`, as byte quads into `buf` (module doc).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pack_a_quads(
         &self,
@@ -82,21 +102,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.i64(0)
         };
         let off = i32t.const_int(offset as u64, true);
-        let off16 = VectorType::const_vector(&vec![off; LANES as usize]);
+        let off16 = VectorType::const_vector(&vec![off; PACK_K as usize]);
         self.for_range(r0, r1, &mut |cg, r| {
             let src = cg.add(cg.mul(r, g.a_m), cg.mul(k0, g.a_k));
             let dst = cg.mul(cg.b.build_int_sub(r, r0, "").unwrap(), kc4 as u64);
             cg.for_range(cg.i64(0), chunks, &mut |cg, c| {
-                let x = cg.vload(a, cg.add(src, cg.mul(c, 16)), LANES);
+                let x = cg.vload(a, cg.add(src, cg.mul(c, 16)), PACK_K);
                 let i =
-                    cg.b.build_float_to_signed_int(x, i32t.vec_type(LANES), "")
+                    cg.b.build_float_to_signed_int(x, i32t.vec_type(PACK_K), "")
                         .unwrap();
                 let i = cg.b.build_int_add(i, off16, "").unwrap();
                 let bytes =
-                    cg.b.build_int_truncate(i, cg.ctx.i8_type().vec_type(LANES), "")
+                    cg.b.build_int_truncate(i, cg.ctx.i8_type().vec_type(PACK_K), "")
                         .unwrap();
                 let d =
-                    cg.b.build_bit_cast(bytes, i32t.vec_type(LANES / 4), "")
+                    cg.b.build_bit_cast(bytes, i32t.vec_type(PACK_K / 4), "")
                         .unwrap()
                         .into_vector_value();
                 let vp =
@@ -140,22 +160,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
-    /// `llvm.x86.avx512.vpdpbusd.512(acc, a, b)`: `acc[i] += Σ_j u8(a.byte[4i+j]) · s8(b.byte[4i+j])`.
-    pub(super) fn vpdpbusd(&self) -> FunctionValue<'ctx> {
-        const NAME: &str = "llvm.x86.avx512.vpdpbusd.512";
-        self.m.get_function(NAME).unwrap_or_else(|| {
-            let i = self.ctx.i32_type().vec_type(LANES);
-            let ty = i.fn_type(&[i.into(), i.into(), i.into()], false);
-            self.m.add_function(NAME, ty, None)
-        })
-    }
-
     /// The K loop of an int8 micro-tile, then its entry into the f32 tile: for each quad `q` of
     /// the K-block, one B load per vector of `cols` (panel `jr·pp + col/nr`, byte
-    /// `((panel·K4 + k0/4 + q)·nr + col%nr)·4`) and one `vpdpbusd` per accumulator with row `i`'s
-    /// broadcast dword of `apack`; then `acc[i][j] = init(i, j) + f32(sum) · s` where `init`
-    /// stores the f32 tile's starting value (zero or C) into `acc` first. In the first K-block
-    /// (`first`) the sums start from `−offset · Σq`.
+    /// `((panel·K4 + k0/4 + q)·nr + col%nr)·4`) and one dot product (`quad_dot.rs`) per
+    /// accumulator with row `i`'s broadcast dword of `apack`. The sums start from what `init`
+    /// stores into `acc` (zero in the first K-block, else C, which holds the previous blocks'
+    /// i32 sums as bits) plus, in the first K-block (`first`), `−offset · Σq`; in the last
+    /// (`last`) `acc = f32(sum) · s`, else `acc` = the sum's bits, for the next block.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn i8_k_loop(
         &self,
@@ -167,12 +178,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         cols: &[VecCol],
         (apack, kc4): (PointerValue<'ctx>, usize),
         (row_in_block, jr): (IntValue<'ctx>, IntValue<'ctx>),
-        (k0, klen, first): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
+        (k0, klen): (IntValue<'ctx>, IntValue<'ctx>),
+        (first, last): (IntValue<'ctx>, IntValue<'ctx>),
         offset: i32,
     ) {
         let k4 = g.k.div_ceil(4) as u64;
         let nr64 = nr as u64;
-        let i32v = self.ctx.i32_type().vec_type(LANES);
+        let dp = self.quad_dot();
+        let lanes = dp.lanes;
+        let i32v = self.ctx.i32_type().vec_type(lanes);
         let n_pad = g.n.div_ceil(nr) * nr;
         let quads_bytes = n_pad * k4 as usize * 4;
         let q0 = self
@@ -201,7 +215,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // The i32 sums, starting from −offset·Σq in the first K-block.
         let iacc: Vec<Vec<PointerValue<'ctx>>> = acc
             .iter()
-            .map(|row| row.iter().map(|_| self.slot(f, i32v.into())).collect())
+            .map(|row| {
+                row.iter()
+                    .map(|_| self.slot(f, dp.acc_type(self).into()))
+                    .collect()
+            })
             .collect();
         let start: Vec<VectorValue<'ctx>> = cols
             .iter()
@@ -215,7 +233,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let o = self.ctx.i32_type().const_int((-offset) as u64, true);
                 let neg = self
                     .b
-                    .build_int_mul(sums, VectorType::const_vector(&vec![o; LANES as usize]), "")
+                    .build_int_mul(sums, VectorType::const_vector(&vec![o; lanes as usize]), "")
                     .unwrap();
                 self.b
                     .build_select(first, neg, i32v.const_zero(), "")
@@ -223,9 +241,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .into_vector_value()
             })
             .collect();
-        for row in &iacc {
-            for (p, s) in row.iter().zip(&start) {
-                self.b.build_store(*p, *s).unwrap();
+        // The sums so far: zero, or C's bits from the previous K-block.
+        init(self);
+        for (row, irow) in acc.iter().zip(&iacc) {
+            for ((p, ip), s) in row.iter().zip(irow).zip(&start) {
+                let before = self.b.build_load(*p, "").unwrap();
+                let before = self
+                    .b
+                    .build_bit_cast(before, i32v, "")
+                    .unwrap()
+                    .into_vector_value();
+                let sum = self.b.build_int_add(before, *s, "").unwrap();
+                self.b.build_store(*ip, self.dot_begin(&dp, sum)).unwrap();
             }
         }
         let step = 4 * nr64;
@@ -237,37 +264,34 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .b
             .build_right_shift(quads, self.i64(2), false, "")
             .unwrap();
-        let dp = self.vpdpbusd();
         self.for_range(self.i64(0), quads, &mut |cg, q| {
             let bv: Vec<VectorValue<'ctx>> = b_base
                 .iter()
                 .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 4))
                 .collect();
             for (i, row) in iacc.iter().enumerate() {
-                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q));
+                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q), lanes);
                 for (j, p) in row.iter().enumerate() {
                     let old = cg.b.build_load(*p, "").unwrap();
-                    let new = cg.call(dp, &[old, s.into(), bv[j].into()]);
+                    let new = cg.dot_quads(&dp, old, s, bv[j]);
                     cg.b.build_store(*p, new).unwrap();
                 }
             }
         });
-        // Into the f32 tile: acc = init + f32(sum) · s.
-        init(self);
+        // Into the f32 tile: f32(sum) · s after the last K-block, else the sum's bits.
         let scales: Vec<VectorValue<'ctx>> = cols
             .iter()
-            .map(|v| self.column_scales(b, quads_bytes, col_of(v).1, LANES))
+            .map(|v| self.column_scales(b, quads_bytes, col_of(v).1, lanes))
             .collect();
-        let fma = self.vec_fmuladd(LANES);
+        let f32v = self.vec_ty(lanes);
         for (row, irow) in acc.iter().zip(&iacc) {
             for (j, (p, ip)) in row.iter().zip(irow).enumerate() {
                 let sum = self.b.build_load(*ip, "").unwrap().into_vector_value();
-                let x = self
-                    .b
-                    .build_signed_int_to_float(sum, self.vec_ty(LANES), "")
-                    .unwrap();
-                let old = self.b.build_load(*p, "").unwrap();
-                let new = self.call(fma, &[x.into(), scales[j].into(), old]);
+                let sum = self.dot_end(&dp, sum);
+                let x = self.b.build_signed_int_to_float(sum, f32v, "").unwrap();
+                let scaled = self.b.build_float_mul(x, scales[j], "").unwrap();
+                let bits = self.b.build_bit_cast(sum, f32v, "").unwrap();
+                let new = self.b.build_select(last, scaled.into(), bits, "").unwrap();
                 self.b.build_store(*p, new).unwrap();
             }
         }

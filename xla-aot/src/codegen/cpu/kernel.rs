@@ -13,7 +13,7 @@
 //! a weight is read packed is asked of the module's [`Packings`](crate::codegen::core::packing::Packings),
 //! never decided here.
 
-use super::{Cg, conv, epilogue, gemm};
+use super::{Cg, conv, epilogue, gemm, quad_dot};
 use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::layout::geometry;
 use crate::codegen::core::ops::At;
@@ -93,7 +93,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .bf16_pairs
             .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
-        self.be.vnni.set(self.be.packings.reads_vnni(self.hlo, id));
+        let shift = quad_dot::byte_shift(self.target);
+        self.be
+            .vnni
+            .set(self.be.packings.reads_vnni(self.hlo, id).map(|o| o + shift));
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
         *self.be.scalar_consts.borrow_mut() = inst
             .operands

@@ -38,6 +38,7 @@ pub mod multi_isa;
 mod parallel;
 pub mod peak;
 pub mod pool;
+mod quad_dot;
 mod reduce;
 mod stage;
 pub mod strided_out;
@@ -74,8 +75,9 @@ pub struct Cpu {
     /// Whether that packed rhs holds GEMM panels of bfloat16 pairs for `vdpbf16ps`
     /// (`Packings::reads_bf16_pairs`, `gemm_bf16.rs`).
     bf16_pairs: Cell<bool>,
-    /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand
-    /// (`Packings::reads_vnni`, `gemm_i8.rs`).
+    /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand: the
+    /// unsigned one of `Packings::reads_vnni` plus the dot product's `quad_dot::byte_shift`
+    /// (`a + offset` are the bytes `vpdpbusd`, `sdot` or `smull` reads, `quad_dot.rs`).
     vnni: Cell<Option<i32>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,

@@ -9,9 +9,9 @@
 //! `(x - zero_point) · scale` with the subtraction exact (integers below 2^24) and one f32
 //! multiply. Both fold at import time when their inputs are constants (the int8 weights of a QDQ
 //! model become f32 weights, so convolutions keep their packed-weight kernels). Everything
-//! between dequantize and quantize is written in f32, the exact reference; on AVX-512 VNNI the
-//! products of QLinearConv / QLinearMatMul's integers take `vpdpbusd` kernels with the same
-//! sums (`cpu/gemm_i8.rs`, `cpu/conv/int8.rs`, docs/import.md). float8 and 4-bit types are
+//! between dequantize and quantize is written in f32, the exact reference; on AVX-512 VNNI and
+//! aarch64 dotprod the products of QLinearConv / QLinearMatMul's integers take `vpdpbusd` /
+//! `sdot` kernels with the same sums (`cpu/gemm_i8.rs`, `cpu/conv/int8.rs`, docs/import.md). float8 and 4-bit types are
 //! refused with an error naming the node.
 
 use super::context::{Ctx, Importer, R, Val, ty_of};

@@ -1,7 +1,8 @@
-//! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel on
-//! AVX-512 VNNI: a convolution of int8 weights over activations that hold integers of one byte's
-//! range (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with
-//! `vpdpbusd` (`cpu/gemm_i8.rs`), 4 input channels per instruction.
+//! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel: a
+//! convolution of int8 weights over activations that hold integers of one byte's range
+//! (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with the
+//! target's 4-byte dot product (`cpu/quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64
+//! with dotprod, `smull`/`sadalp` on baseline NEON), 4 input channels per step.
 //!
 //! Contract:
 //! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
@@ -9,9 +10,10 @@
 //!   `((jr·T·C4 + t·C4 + q)·nr + j)·4`, `C4 = ⌈(C/G)/4⌉`; then each padded column's f32 scale
 //!   `s`, then its i32 sum of int8 values `Σq`.
 //! - Per row tile (`rows` output pixels of one output row), the input rows its taps read are
-//!   staged once into a stack buffer as unsigned bytes `a + o` (`o`: the byte offset of
-//!   `Packings::reads_vnni`): `KH` rows × the tile's pixel span × groups × `C4` quads, a pixel in
-//!   the padding holding `o` (the value 0 as a byte), channels past `C/G` holding 0. At most
+//!   staged once into a stack buffer as bytes `a + o` (`o`: the byte offset of `Cpu.vnni`,
+//!   `Packings::reads_vnni`'s plus `quad_dot::byte_shift`): `KH` rows × the tile's pixel span ×
+//!   groups × `C4` quads, a pixel in the padding holding `o` (the value 0 as a byte), channels
+//!   past `C/G` holding 0. At most
 //!   `VNNI_STAGE_BYTES` (the packing decision checks it). Then every tap of every pixel is in the
 //!   buffer: the tile has no bounds checks.
 //! - Each output element is `Σ (a + o)·q` over taps and channels in i32 (exact: K ≤ 65536),
@@ -22,6 +24,7 @@
 use super::super::Cg;
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
+use super::super::quad_dot::DotKind;
 use super::super::vector::{VecCol, vectors};
 use super::{COL_PARTS, ConvShape, MAX_PIXEL_ROWS, MIN_ROW_UNITS, spare_registers};
 use crate::codegen::core::Kernel;
@@ -32,8 +35,8 @@ use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
-/// Lanes of one `vpdpbusd` accumulator (a zmm of i32).
-const LANES: u32 = 16;
+/// Channels staged per vector step where they are contiguous (16 bytes).
+const STAGE_C: u32 = 16;
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     #[allow(clippy::too_many_arguments)]
@@ -70,7 +73,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
-        let rows_max = ((regs - nv - spare_registers(regs)) / nv).clamp(1, MAX_PIXEL_ROWS);
+        // An accumulator takes two registers on baseline NEON (`quad_dot.rs`).
+        let acc_regs = DotKind::of(self.target).map_or(1, DotKind::registers);
+        let rows_max =
+            ((regs - nv - spare_registers(regs)) / (nv * acc_regs)).clamp(1, MAX_PIXEL_ROWS);
         let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
@@ -93,8 +99,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         let units = row_units * col_parts;
         let i32t = self.ctx.i32_type();
-        let i32v = i32t.vec_type(LANES);
-        let dp = self.vpdpbusd();
+        let dp = self.quad_dot();
+        let lanes = dp.lanes;
+        let i32v = i32t.vec_type(lanes);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
@@ -123,7 +130,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
                         // i32 sums from −offset·Σq.
                         let o = i32t.const_int((-offset) as u64, true);
-                        let neg_o = VectorType::const_vector(&vec![o; LANES as usize]);
+                        let neg_o = VectorType::const_vector(&vec![o; lanes as usize]);
                         let start: Vec<VectorValue<'ctx>> = cols
                             .iter()
                             .map(|v| {
@@ -140,8 +147,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 start
                                     .iter()
                                     .map(|s| {
-                                        let p = cg.slot(f, i32v.into());
-                                        cg.b.build_store(p, *s).unwrap();
+                                        let p = cg.slot(f, dp.acc_type(cg).into());
+                                        cg.b.build_store(p, cg.dot_begin(&dp, *s)).unwrap();
                                         p
                                     })
                                     .collect()
@@ -177,10 +184,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         })
                                         .collect();
                                     for (i, row) in acc.iter().enumerate() {
-                                        let s = cg.broadcast_dword(stage, cg.add(a_base[i], q));
+                                        let s =
+                                            cg.broadcast_dword(stage, cg.add(a_base[i], q), lanes);
                                         for (j, p) in row.iter().enumerate() {
                                             let old = cg.b.build_load(*p, "").unwrap();
-                                            let new = cg.call(dp, &[old, s.into(), bv[j].into()]);
+                                            let new = cg.dot_quads(&dp, old, s, bv[j]);
                                             cg.b.build_store(*p, new).unwrap();
                                         }
                                     }
@@ -189,7 +197,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         }
                         let scales: Vec<VectorValue<'ctx>> = cols
                             .iter()
-                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), LANES))
+                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), lanes))
                             .collect();
                         for (i, row) in acc.iter().enumerate() {
                             let owi = cg.add(ow0, cg.i64(i as u64));
@@ -201,8 +209,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let ch = cg.add(oc0, cg.i64(v.col as u64));
                                 let off = cg.add(pix, cg.mul(ch, ost[1]));
                                 let sum = cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                let sum = cg.dot_end(&dp, sum);
                                 let xf =
-                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(LANES), "")
+                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
                                         .unwrap();
                                 let mut val = cg.b.build_float_mul(xf, *s, "").unwrap();
                                 if let Some(e) = epi {
@@ -267,12 +276,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .unwrap();
         let fill = i8t.const_int(offset as u64 & 0xff, false);
         // Channels in 16-lane vectors where they are contiguous, whole vectors per group.
-        let vec_c = if xst[1] == 1 && c % LANES as usize == 0 {
-            c / LANES as usize
+        let vec_c = if xst[1] == 1 && c % STAGE_C as usize == 0 {
+            c / STAGE_C as usize
         } else {
             0
         };
-        let off16 = VectorType::const_vector(&vec![off; LANES as usize]);
+        let off16 = VectorType::const_vector(&vec![off; STAGE_C as usize]);
         for y in 0..kh {
             let ih = self
                 .b
@@ -304,17 +313,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         ok,
                         &mut |cg| {
                             cg.for_loop(vec_c, &mut |cg, v| {
-                                let xv = cg.vload(x, cg.add(src, cg.mul(v, LANES as u64)), LANES);
+                                let xv =
+                                    cg.vload(x, cg.add(src, cg.mul(v, STAGE_C as u64)), STAGE_C);
                                 let iv =
-                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(LANES), "")
+                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(STAGE_C), "")
                                         .unwrap();
                                 let iv = cg.b.build_int_add(iv, off16, "").unwrap();
                                 let bv =
-                                    cg.b.build_int_truncate(iv, i8t.vec_type(LANES), "")
+                                    cg.b.build_int_truncate(iv, i8t.vec_type(STAGE_C), "")
                                         .unwrap();
                                 let vp =
                                     cg.b.build_pointer_cast(
-                                        cg.gep(bytes, cg.add(dst, cg.mul(v, LANES as u64))),
+                                        cg.gep(bytes, cg.add(dst, cg.mul(v, STAGE_C as u64))),
                                         bv.get_type().ptr_type(AddressSpace::default()),
                                         "",
                                     )
@@ -322,7 +332,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let st = cg.b.build_store(vp, bv).unwrap();
                                 st.set_alignment(1).unwrap();
                             });
-                            let done = (vec_c * LANES as usize) as u64;
+                            let done = (vec_c * STAGE_C as usize) as u64;
                             cg.for_range(cg.i64(done), cg.i64((c4 * 4) as u64), &mut |cg, ci| {
                                 let inside = cg
                                     .b

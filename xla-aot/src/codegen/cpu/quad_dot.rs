@@ -1,0 +1,230 @@
+//! The 4-byte dot product of the int8 kernels (`gemm_i8.rs`, `conv/int8.rs`), per ISA: one output
+//! lane sums the products of 4 bytes of a row of A (a broadcast dword) and 4 int8 weights of one
+//! column (a quad of `core/packing.rs` `write_int8_quads`), into exact i32.
+//!
+//! Contract: the kernels hold one accumulator ([`QuadDot::acc_type`]) per output vector of
+//! `lanes` i32, made by [`Cg::dot_begin`] from the starting sums, grown by [`Cg::dot_quads`] with
+//! one vector of A's broadcast quad and one of B's quads (`<lanes x i32>`, 4 bytes a lane), and
+//! read by [`Cg::dot_end`] as `<lanes x i32>` sums. Every kind computes the same integers:
+//! - [`DotKind::Vnni`] (AVX-512 VNNI): `vpdpbusd` on 16 lanes, A's bytes unsigned;
+//! - [`DotKind::Sdot`] (aarch64 with dotprod): `sdot` on 4 lanes, A's bytes signed;
+//! - [`DotKind::Neon`] (baseline aarch64 NEON): per 16 bytes `smull` + `smull2` (8 products
+//!   each, s8·s8 in i16: at most 2^14 in magnitude, exact) and `sadalp` (pairwise sums into
+//!   i32), into two registers per accumulator (each lane holds half a column: k `4q, 4q+1` or
+//!   `4q+2, 4q+3`), which `addp` folds into the 4 columns at the end. No i16 sum of two products
+//!   is kept (`smlal`), as 2 · 128 · 128 does not fit in i16.
+//!
+//! A's bytes are `a + o` with `o` the unsigned offset of `value_range::Range::u8_offset` plus
+//! [`byte_shift`].
+
+use super::Cg;
+use crate::codegen::core::packing::{VNNI_LANES, quad_dot_lanes};
+use crate::target::Target;
+use inkwell::types::VectorType;
+use inkwell::values::{BasicValueEnum, FunctionValue, VectorValue};
+
+/// Which instruction sequence makes the products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DotKind {
+    Vnni,
+    Sdot,
+    Neon,
+}
+
+impl DotKind {
+    /// The kind `target` takes: where `packing::quad_dot_lanes` has a dot product; `None`
+    /// elsewhere (x86-64 without AVX-512 VNNI, PTX, Cortex-M). Which kernels take it at all is `core/packing.rs`'s `quad_dot_lanes`.
+    pub(super) fn of(target: &Target) -> Option<DotKind> {
+        match quad_dot_lanes(target)? {
+            VNNI_LANES => Some(DotKind::Vnni),
+            _ if target.has_dotprod() => Some(DotKind::Sdot),
+            _ => Some(DotKind::Neon),
+        }
+    }
+
+    /// Vector registers one accumulator takes (the kernels size their tiles by it).
+    pub(super) fn registers(self) -> usize {
+        if self == DotKind::Neon { 2 } else { 1 }
+    }
+}
+
+/// What a target's dot product adds to the unsigned byte offset of its data operand
+/// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`), −128 where it reads signed
+/// ones (`sdot`, `smull`: `a + o − 128` is in [−128, 127] exactly when `a + o` is in [0, 255]).
+pub(super) fn byte_shift(target: &Target) -> i32 {
+    if DotKind::of(target) == Some(DotKind::Vnni) {
+        0
+    } else {
+        -128
+    }
+}
+
+/// The target's dot product, with its intrinsics declared in the module.
+#[derive(Clone, Copy)]
+pub(super) struct QuadDot<'ctx> {
+    pub kind: DotKind,
+    /// i32 lanes (output columns) of one accumulator: 16 for `vpdpbusd`, else 4.
+    pub lanes: u32,
+    /// `vpdpbusd`, `sdot`, or (Neon) `saddlp.v4i32.v8i16`.
+    f: FunctionValue<'ctx>,
+    /// Neon: `smull.v8i16` and `addp.v4i32`.
+    neon: Option<(FunctionValue<'ctx>, FunctionValue<'ctx>)>,
+}
+
+impl<'ctx> QuadDot<'ctx> {
+    /// The type of one accumulator: `<lanes x i32>`, or two of them (`<8 x i32>`) for Neon.
+    pub(super) fn acc_type(&self, cg: &Cg<'_, 'ctx>) -> VectorType<'ctx> {
+        cg.ctx
+            .i32_type()
+            .vec_type(self.lanes * self.kind.registers() as u32)
+    }
+}
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// The target's dot product ([`QuadDot`]); only asked where `Packings::reads_vnni` chose
+    /// quads (`packing::quad_dot_lanes`).
+    pub(super) fn quad_dot(&self) -> QuadDot<'ctx> {
+        let kind = DotKind::of(self.target).expect("quads only where the target has a dot");
+        let i32t = self.ctx.i32_type();
+        let declare = |name: &str, ret: VectorType<'ctx>, args: &[VectorType<'ctx>]| {
+            self.m.get_function(name).unwrap_or_else(|| {
+                let args: Vec<_> = args.iter().map(|t| (*t).into()).collect();
+                self.m.add_function(name, ret.fn_type(&args, false), None)
+            })
+        };
+        let (v4, b16) = (i32t.vec_type(4), self.ctx.i8_type().vec_type(16));
+        match kind {
+            DotKind::Vnni => {
+                let v16 = i32t.vec_type(16);
+                QuadDot {
+                    kind,
+                    lanes: 16,
+                    f: declare("llvm.x86.avx512.vpdpbusd.512", v16, &[v16, v16, v16]),
+                    neon: None,
+                }
+            }
+            DotKind::Sdot => QuadDot {
+                kind,
+                lanes: 4,
+                f: declare("llvm.aarch64.neon.sdot.v4i32.v16i8", v4, &[v4, b16, b16]),
+                neon: None,
+            },
+            DotKind::Neon => {
+                let (h8, b8) = (
+                    self.ctx.i16_type().vec_type(8),
+                    self.ctx.i8_type().vec_type(8),
+                );
+                QuadDot {
+                    kind,
+                    lanes: 4,
+                    f: declare("llvm.aarch64.neon.saddlp.v4i32.v8i16", v4, &[h8]),
+                    neon: Some((
+                        declare("llvm.aarch64.neon.smull.v8i16", h8, &[b8, b8]),
+                        declare("llvm.aarch64.neon.addp.v4i32", v4, &[v4, v4]),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// An accumulator holding the sums `start` (`<lanes x i32>`). Neon: column `c`'s sum in lane
+    /// `2c` of the two registers, zero in the others (what [`Cg::dot_end`]'s `addp` folds).
+    pub(super) fn dot_begin(
+        &self,
+        d: &QuadDot<'ctx>,
+        start: VectorValue<'ctx>,
+    ) -> VectorValue<'ctx> {
+        if d.kind != DotKind::Neon {
+            return start;
+        }
+        let zero = start.get_type().const_zero();
+        let mask: Vec<_> = [0u64, 4, 1, 4, 2, 4, 3, 4]
+            .iter()
+            .map(|&i| self.ctx.i32_type().const_int(i, false))
+            .collect();
+        self.b
+            .build_shuffle_vector(start, zero, VectorType::const_vector(&mask), "")
+            .unwrap()
+    }
+
+    /// `acc + dot(a, b)`: `a` the broadcast quad of a row, `b` the weights' quads, both
+    /// `<lanes x i32>`.
+    pub(super) fn dot_quads(
+        &self,
+        d: &QuadDot<'ctx>,
+        acc: BasicValueEnum<'ctx>,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+    ) -> BasicValueEnum<'ctx> {
+        if d.kind == DotKind::Vnni {
+            return self.call(d.f, &[acc, a.into(), b.into()]);
+        }
+        let b16 = self.ctx.i8_type().vec_type(16);
+        let a = self
+            .b
+            .build_bit_cast(a, b16, "")
+            .unwrap()
+            .into_vector_value();
+        let b = self
+            .b
+            .build_bit_cast(b, b16, "")
+            .unwrap()
+            .into_vector_value();
+        if d.kind == DotKind::Sdot {
+            return self.call(d.f, &[acc, a.into(), b.into()]);
+        }
+        // Neon: smull / smull2 on each half, sadalp into the matching register.
+        let Some((smull, _)) = d.neon else {
+            unreachable!("a Neon dot declares smull")
+        };
+        let half = |v: VectorValue<'ctx>, hi: bool| {
+            let base = if hi { 8 } else { 0 };
+            let mask: Vec<_> = (0..8u64)
+                .map(|i| self.ctx.i32_type().const_int(base + i, false))
+                .collect();
+            self.b
+                .build_shuffle_vector(v, b16.get_undef(), VectorType::const_vector(&mask), "")
+                .unwrap()
+        };
+        let sums: Vec<VectorValue<'ctx>> = [false, true]
+            .iter()
+            .map(|&hi| {
+                let p = self.call(smull, &[half(a, hi).into(), half(b, hi).into()]);
+                self.call(d.f, &[p]).into_vector_value()
+            })
+            .collect();
+        let both_mask: Vec<_> = (0..8u64)
+            .map(|i| self.ctx.i32_type().const_int(i, false))
+            .collect();
+        let both = self
+            .b
+            .build_shuffle_vector(sums[0], sums[1], VectorType::const_vector(&both_mask), "")
+            .unwrap();
+        self.b
+            .build_int_add(acc.into_vector_value(), both, "")
+            .unwrap()
+            .into()
+    }
+
+    /// The `<lanes x i32>` sums of accumulator `acc` (Neon: `addp` of its two registers).
+    pub(super) fn dot_end(&self, d: &QuadDot<'ctx>, acc: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let Some((_, addp)) = d.neon else {
+            return acc;
+        };
+        let part = |base: u64| {
+            let mask: Vec<_> = (0..4u64)
+                .map(|i| self.ctx.i32_type().const_int(base + i, false))
+                .collect();
+            self.b
+                .build_shuffle_vector(
+                    acc,
+                    acc.get_type().get_undef(),
+                    VectorType::const_vector(&mask),
+                    "",
+                )
+                .unwrap()
+        };
+        self.call(addp, &[part(0).into(), part(4).into()])
+            .into_vector_value()
+    }
+}
