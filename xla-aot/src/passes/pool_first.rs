@@ -14,7 +14,8 @@
 //!   `multiply` or `divide` (data on the left for divide) by a constant side whose every value
 //!   is positive and finite, `maximum`/`minimum`, `clamp` (data in the middle), `exp`, `tanh`,
 //!   `logistic`, `erf`, `softplus`, the bf16/f16 roundings, and `convert` between f32 and i32.
-//!   IEEE rounding is monotone, so each of these is non-decreasing in its data operand.
+//!   IEEE rounding is monotone, so each of these is non-decreasing in its data operand. Binary
+//!   steps must be f32 (integer arithmetic can wrap).
 //! - A side operand is a scalar, or a `broadcast` that repeats its operand along every windowed
 //!   dim (the window has size, stride, padding or dilation there), or a splat constant: the same
 //!   value for every position of a window.
@@ -152,6 +153,8 @@ fn step(c: &Computation, id: InstId, w: &Window) -> Option<Step> {
                 sides: Vec::new(),
             })
         }
+        // Integer arithmetic can wrap, which is not monotone.
+        Op::Binary(_) if inst.shape.dtype != DType::F32 => None,
         Op::Binary(b) => match b {
             BinaryOp::Add | BinaryOp::Maximum | BinaryOp::Minimum => {
                 one_side(0, false).or_else(|| one_side(1, false))

@@ -219,3 +219,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         });
     }
 }
+
+/// The pool of an input fusion whose root is the pool's elementwise epilogue
+/// (`passes/fusion.rs`, `pool_epilogue`), if `comp` is one: its one `reduce-window`.
+pub(crate) fn epilogue_pool(comp: &Computation) -> Option<InstId> {
+    let root = comp.inst(comp.outputs.first()?.value);
+    if matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
+        return None;
+    }
+    comp.ids()
+        .find(|&id| matches!(comp.inst(id).op, Op::ReduceWindow { .. }))
+}

@@ -16,7 +16,7 @@
 use super::{Cg, conv, epilogue, gemm, quad_dot};
 use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::layout::geometry;
-use crate::codegen::core::ops::At;
+use crate::codegen::core::ops::{At, epilogue_pool};
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
 use crate::ir::shuffle::{ChannelShuffle, channel_shuffle_at};
 use crate::ir::{Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window};
@@ -171,23 +171,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
             FusionKind::Input => {
-                if !matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
-                    return self.pool_with_epilogue(k, comp);
+                if let Some(pool) = epilogue_pool(comp) {
+                    return self.pool_with_epilogue(k, comp, pool);
                 }
-                if matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
-                    if let Some((chain, param)) =
-                        epilogue::recognize_operand(comp, root.operands[0])
-                    {
-                        let xs = comp
-                            .instructions
-                            .iter()
-                            .find(|i| i.op == Op::Parameter { index: param })
-                            .map(|i| i.shape.clone())
-                            .expect("the chain ends at a parameter");
-                        if self.reduction_in_registers(k, &root.op, &root.shape, &xs, param, &chain)
-                        {
-                            return;
-                        }
+                if let Some((chain, param)) = epilogue::recognize_operand(comp, root.operands[0]) {
+                    let xs = param_shape(comp, param);
+                    if self.reduction_in_registers(k, &root.op, &root.shape, &xs, param, &chain) {
+                        return;
                     }
                 }
                 let at =
@@ -259,11 +249,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// (`passes/fusion.rs`, `pool_epilogue`): in vector registers when the pool's operand and the
     /// epilogue are chains of per-channel steps, else the pool into the output and the epilogue
     /// swept over it.
-    fn pool_with_epilogue(&self, k: &Kernel<'ctx>, comp: &Computation) {
-        let heavy = comp
-            .ids()
-            .find(|&id| matches!(comp.inst(id).op, Op::ReduceWindow { .. }))
-            .expect("an input fusion without a reduction root holds its pool");
+    fn pool_with_epilogue(&self, k: &Kernel<'ctx>, comp: &Computation, heavy: InstId) {
         let h = comp.inst(heavy);
         let Op::ReduceWindow { kind, window } = &h.op else {
             unreachable!("found as a reduce-window")
@@ -272,12 +258,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             epilogue::recognize(comp, heavy),
             epilogue::recognize_operand(comp, h.operands[0]),
         ) {
-            let xs = comp
-                .instructions
-                .iter()
-                .find(|i| i.op == Op::Parameter { index: param })
-                .map(|i| i.shape.clone())
-                .expect("the chain ends at a parameter");
+            let xs = param_shape(comp, param);
             if self.pool_in_registers(k, *kind, window, &h.shape, &xs, param, &chain, &epi) {
                 return;
             }
@@ -466,4 +447,13 @@ fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
     let shape = &comp.inst(id).shape;
     let &m = shape.layout.minor_to_major.first()?;
     ConcatRuns::find(comp, id, m, shape.dims[m]).map(|r| (m, r))
+}
+
+/// The shape of fused parameter `param` (the bottom of a recognised operand chain).
+fn param_shape(comp: &Computation, param: usize) -> Shape {
+    comp.instructions
+        .iter()
+        .find(|i| i.op == Op::Parameter { index: param })
+        .map(|i| i.shape.clone())
+        .expect("the chain ends at a parameter")
 }

@@ -8,7 +8,7 @@
 //! launcher tests runs them as the GPU would run their PTX, `tests/harness/fake_cuda.c`).
 
 use super::{Cg, tiled};
-use crate::codegen::core::ops::At;
+use crate::codegen::core::ops::{At, epilogue_pool};
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
 use crate::ir::{Computation, DType, FusionKind, InstId, Instruction, Op, Shape};
 use inkwell::IntPredicate;
@@ -157,13 +157,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match kind {
             FusionKind::Loop => self.fused_loop(k, comp),
             FusionKind::Input => {
-                if !matches!(root.op, Op::Reduce { .. } | Op::ReduceWindow { .. }) {
+                if let Some(heavy) = epilogue_pool(comp) {
                     // A pool with an elementwise epilogue (`passes/fusion.rs`): each thread pools
                     // its element into the output, then finishes it with the epilogue.
-                    let heavy = comp
-                        .ids()
-                        .find(|&id| matches!(comp.inst(id).op, Op::ReduceWindow { .. }))
-                        .expect("an input fusion without a reduction root holds its pool");
                     let h = comp.inst(heavy);
                     let at = |j: usize, ix: Ix<'_, 'ctx>| {
                         self.value_of(comp, h.operands[j], ix, k, None)
