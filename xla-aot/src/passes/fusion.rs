@@ -6,7 +6,8 @@
 //! and every decision, yes or no, is logged with its reason (`fusion.log` in dumps). Groups with
 //! more than one instruction become `fusion` instructions calling a fused computation:
 //! - `loop`: elementwise ops, broadcasts, reshapes, slices, pads, concatenations, gathers;
-//! - `input`: a reduce or reduce-window whose operand is computed inline;
+//! - `input`: a reduce or reduce-window whose operand is computed inline; a reduce-window may
+//!   also carry an elementwise epilogue of its shape and layout ([`pool_epilogue`]);
 //! - `output`: a dot or convolution followed by an elementwise epilogue (bias, activation,
 //!   residual add) applied to its result in place.
 //!
@@ -96,6 +97,8 @@ struct Group {
     /// Members whose value reaches the root through same-shape elementwise ops only: an output
     /// fusion's dot or convolution must be one of them (its epilogue reads it at the same index).
     direct: BTreeSet<usize>,
+    /// The member whose result the epilogue members finish: an output fusion's dot or
+    /// convolution, or the pool of an input fusion rooted at its epilogue.
     heavy: Option<usize>,
     /// Sum of the members' per-element [`cost`]s: the size of the kernel's loop body.
     cost: u32,
@@ -310,7 +313,7 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
     false
 }
 
-/// Whether max/min pool `pi` joins group `g` as the operand of its elementwise epilogue member
+/// Whether pool `pi` (any `reduce-window`) joins group `g` as the operand of its elementwise epilogue member
 /// `ci` (index `i`): the group becomes an `input` fusion whose pool is computed first and whose
 /// epilogue (a bias, ReLU, requantization that `passes/pool_first.rs` moved after the pool) is
 /// applied to each pooled value before it is stored, one kernel instead of two.
