@@ -173,3 +173,52 @@ fn sampling_ops_match_the_interpreter_in_grid_form() {
         assert_eq!(a.bytes(), e.bytes(), "sampler output {i} in grid form");
     }
 }
+
+/// A channel shuffle moved to the grouped convolution after it (`passes/shuffle_sink.rs`): in
+/// grid form the convolution reads each input channel at the shuffle's source position
+/// (`gpu/grid.rs`), matching the interpreter.
+#[test]
+fn grouped_convolutions_read_through_channel_shuffles_in_grid_form() {
+    let list = |n: usize, k: usize| {
+        (0..n)
+            .map(|i| format!("{}", ((i * k) % 17) as f32 / 8.0 - 1.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = format!(
+        "HloModule shuffle_grid\n\nENTRY %main {{\n\
+  %x = f32[1,12,5,6]{{3,2,1,0}} parameter(0)\n\
+  %z = f32[] constant(0)\n\
+  %zb = f32[1,12,5,6]{{3,2,1,0}} broadcast(%z), dimensions={{}}\n\
+  %r = f32[1,12,5,6]{{3,2,1,0}} maximum(%x, %zb)\n\
+  %s1 = f32[1,3,4,5,6]{{4,3,2,1,0}} reshape(%r)\n\
+  %st = f32[1,4,3,5,6]{{4,3,2,1,0}} transpose(%s1), dimensions={{0,2,1,3,4}}\n\
+  %s = f32[1,12,5,6]{{3,2,1,0}} reshape(%st)\n\
+  %dw = f32[12,1,3,3]{{3,2,1,0}} constant({{{}}})\n\
+  %d = f32[1,12,5,6]{{3,2,1,0}} convolution(%s, %dw), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01, feature_group_count=12\n\
+  %g = f32[6,4,3,3]{{3,2,1,0}} constant({{{}}})\n\
+  %y = f32[1,6,5,6]{{3,2,1,0}} convolution(%d, %g), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01, feature_group_count=3\n\
+  ROOT %outputs = (f32[1,6,5,6]{{3,2,1,0}}) tuple(%y), names={{y}}\n}}\n",
+        list(108, 5),
+        list(216, 7)
+    );
+    let m = xla_aot::ir::parse_module(&text).unwrap();
+    let inputs = vec![xla_aot::driver::random_input(
+        xla_aot::ir::DType::F32,
+        &[1, 12, 5, 6],
+        11,
+    )];
+    let opt = xla_aot::compile::optimize(&m, &CompileOptions::default()).unwrap();
+    let printed = xla_aot::ir::print_module(&opt.module);
+    assert_eq!(printed.matches(".sunk = ").count(), 3, "{printed}");
+    let expected = evaluate(&m, &inputs).unwrap();
+    let t = Target::resolve("x86_64").unwrap();
+    let mut opts = CompileOptions::default();
+    opts.codegen.grid = true;
+    let actual = run_compiled_with(&m, &t, &inputs, "grid-shuffle", &opts);
+    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+        if let Err(msg) = check_close(a, e) {
+            panic!("shuffle_grid output {i} in grid form: {msg}");
+        }
+    }
+}

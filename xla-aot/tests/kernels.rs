@@ -601,6 +601,42 @@ fn channel_shuffles_match_the_interpreter_on_every_target() {
         .op("{name: y, op: global_avg_pool, inputs: [qs]}")
         .output("y");
     check_everywhere(&s.module());
+    // Shuffles that end at grouped convolutions (`passes/shuffle_sink.rs`), which read their
+    // input through them: 4 groups of 6 past a ReLU and a depthwise conv into a 1×1 conv with
+    // 3 groups of 8 input channels (a multiple of 4: unrolled runs), then 2 groups of 6 past a
+    // ReLU into a padded 3×3 conv with 4 groups of 3 (not a multiple of 2: one division per
+    // channel; padding reads the zero line).
+    let mut s = Spec::new("shuffle_grouped", 45);
+    s.input("x", &[2, 24, 9, 11])
+        .weight("w0", &[24, 24, 1, 1])
+        .weight("g", &[24, 6, 1, 1])
+        .weight("b", &[24])
+        .weight("dw", &[24, 1, 3, 3])
+        .weight("g2", &[12, 8, 1, 1])
+        .weight("g3", &[8, 3, 3, 3])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: c, op: conv2d, inputs: [p, g, b], groups: 4}")
+        .op("{name: r, op: relu, inputs: [c]}")
+        .op("{name: r5, op: reshape, inputs: [r], shape: [2, 4, 6, 9, 11]}")
+        .op("{name: t, op: transpose, inputs: [r5], perm: [0, 2, 1, 3, 4]}")
+        .op("{name: sh, op: reshape, inputs: [t], shape: [2, 24, 9, 11]}")
+        .op("{name: d, op: conv2d, inputs: [sh, dw], padding: [1, 1, 1, 1], groups: 24}")
+        .op("{name: q, op: conv2d, inputs: [d, g2], groups: 3}")
+        .op("{name: q5, op: reshape, inputs: [q], shape: [2, 2, 6, 9, 11]}")
+        .op("{name: qt, op: transpose, inputs: [q5], perm: [0, 2, 1, 3, 4]}")
+        .op("{name: qs, op: reshape, inputs: [qt], shape: [2, 12, 9, 11]}")
+        .op("{name: qr, op: relu, inputs: [qs]}")
+        .op("{name: y, op: conv2d, inputs: [qr, g3], padding: [1, 1, 1, 1], groups: 4}")
+        .output("y");
+    let m = s.module();
+    let opt = xla_aot::compile::optimize(&m, &Default::default()).unwrap();
+    let text = xla_aot::ir::print_module(&opt.module);
+    assert_eq!(
+        text.matches(".sunk = ").count(),
+        6,
+        "both shuffles move to their convs:\n{text}"
+    );
+    check_everywhere(&m);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //!
 //! Contract: [`channel_shuffle_at`] recognises the pattern from its last reshape, by dims and
 //! opcodes only (layouts and users are the callers' concern: layout assignment and the CPU's
-//! fused loops).
+//! fused loops). [`conv_input`] is where a convolution inside an output fusion reads its input:
+//! a fusion parameter, or a parameter through a channel shuffle (`passes/fusion.rs`
+//! `shuffle_prologue`), whose channel `s` the kernels read at [`ChannelShuffle::source`]`(s)`.
 
 use super::{Computation, InstId, Op};
 
@@ -14,6 +16,22 @@ pub struct ChannelShuffle {
     pub input: InstId,
     pub groups: usize,
     pub per_group: usize,
+}
+
+impl ChannelShuffle {
+    /// The input channel that output channel `s` holds: `s = j·G + g` holds `g·K + j`.
+    pub fn source(&self, s: usize) -> usize {
+        (s % self.groups) * self.per_group + s / self.groups
+    }
+}
+
+/// The value a convolution operand `x` of computation `c` reads its elements from, and the
+/// channel shuffle between, if `x` is one.
+pub fn conv_input(c: &Computation, x: InstId) -> (InstId, Option<ChannelShuffle>) {
+    match channel_shuffle_at(c, x) {
+        Some(s) => (s.input, Some(s)),
+        None => (x, None),
+    }
 }
 
 /// The channel shuffle whose last reshape is `id`, if it is one.

@@ -179,14 +179,14 @@ fn verify_computation<'a>(
                         .collect();
                     let root_layout = &computation.inst(computation.outputs[0].value).shape.layout;
                     let ok = heavy.len() == 1
-                        && heavy[0]
-                            .operands
-                            .iter()
-                            .all(|&o| matches!(computation.inst(o).op, Op::Parameter { .. }))
+                        && heavy[0].operands.iter().all(|&o| {
+                            let x = crate::ir::shuffle::conv_input(computation, o).0;
+                            matches!(computation.inst(x).op, Op::Parameter { .. })
+                        })
                         && heavy[0].shape.layout == *root_layout;
                     if !ok {
                         return Err(fail(
-                            "an output fusion holds exactly one dot or convolution, whose operands are parameters and whose layout is the result's".into(),
+                            "an output fusion holds exactly one dot or convolution, whose operands are parameters (or a parameter through a channel shuffle) and whose layout is the result's".into(),
                         ));
                     }
                 }

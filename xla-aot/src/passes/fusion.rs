@@ -9,7 +9,8 @@
 //! - `input`: a reduce or reduce-window whose operand is computed inline; a reduce-window may
 //!   also carry an elementwise epilogue of its shape and layout ([`pool_epilogue`]);
 //! - `output`: a dot or convolution followed by an elementwise epilogue (bias, activation,
-//!   residual add) applied to its result in place.
+//!   residual add) applied to its result in place; a grouped convolution may also read its input
+//!   through a channel shuffle ([`shuffle_prologue`]), the one operand chain a heavy op inlines.
 //!
 //! Cost model. A producer with one consumer is always fused (it saves a store and a load per
 //! element and costs nothing). A producer with `k > 1` consumers is recomputed in each consumer it
@@ -29,7 +30,10 @@
 use super::Pass;
 use super::rewrite::users;
 use crate::ir::inst::table::{self, Cost};
-use crate::ir::{BinaryOp, Computation, FusionKind, InstId, Instruction, Module, Op, Output};
+use crate::ir::shuffle::conv_input;
+use crate::ir::{
+    BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output,
+};
 use crate::limits::MAX_FUSION_COST;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -135,6 +139,9 @@ impl FusionPass {
             Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
             _ => {}
         }
+        if let Some(verdict) = shuffle_prologue(c, ci, p, n_users, is_output) {
+            return verdict;
+        }
         if reads_operands_from_memory(&ci.op) {
             return Err(format!(
                 "the consumer ({}) reads its operands from memory: recomputing an operand element for every use would multiply its cost",
@@ -163,7 +170,8 @@ impl FusionPass {
             ));
         }
         if let Some(h) = g.heavy.filter(|&h| is_heavy(&c.instructions[h].op)) {
-            if c.instructions[h].operands.iter().any(|o| o.index() == p) {
+            let read = |o: &InstId| o.index() == p || conv_input(c, *o).0.index() == p;
+            if c.instructions[h].operands.iter().any(read) {
                 return Err(format!(
                     "the fusion's {} reads this value from memory, so it is stored anyway",
                     c.instructions[h].op.opcode()
@@ -313,6 +321,53 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
     false
 }
 
+/// Whether producer `p` joins convolution `ci` as its *shuffle prologue*, if `p` is the last
+/// reshape of a channel shuffle (`ir/shuffle.rs`) that `ci` reads as its input: a grouped f32
+/// convolution (`1 < groups < C`, so neither dense nor depthwise) reads each of its input channels
+/// at the shuffle's source position (`cpu/conv.rs`, `gpu/grid.rs`), so the shuffled value is never
+/// stored. The shuffle's transpose and first reshape then join as its single-consumer operands; its
+/// input stays a kernel argument (the convolution reads it from memory). `passes/shuffle_sink.rs`
+/// moves shuffles to such convolutions. `None` when `p` is no such shuffle.
+fn shuffle_prologue(
+    c: &Computation,
+    ci: &Instruction,
+    p: usize,
+    n_users: usize,
+    is_output: bool,
+) -> Option<Result<&'static str, String>> {
+    let Op::Convolution {
+        feature_group_count: groups,
+        ..
+    } = ci.op
+    else {
+        return None;
+    };
+    if ci.operands[0].index() != p {
+        return None;
+    }
+    let s = crate::ir::shuffle::channel_shuffle_at(c, InstId(p as u32))?;
+    let channels = s.groups * s.per_group;
+    let pi = &c.instructions[p];
+    let t = pi.operands[0];
+    let split = c.inst(t).operands[0];
+    let (users_of, _) = users(c);
+    let single = |x: InstId| users_of[x.index()].len() == 1;
+    Some(
+        if pi.shape.dtype != DType::F32 || !(1 < groups && groups < channels) {
+            Err("a channel shuffle is read in place only by a grouped f32 convolution".into())
+        } else if is_output || n_users != 1 || !single(t) || !single(split) {
+            Err(
+                "the shuffled value (or a step of the shuffle) has other readers, so it is stored"
+                    .into(),
+            )
+        } else {
+            Ok(
+                "shuffle prologue: the grouped convolution reads each input channel at its source position",
+            )
+        },
+    )
+}
+
 /// Whether pool `pi` (any `reduce-window`) joins group `g` as the operand of its elementwise epilogue member
 /// `ci` (index `i`): the group becomes an `input` fusion whose pool is computed first and whose
 /// epilogue (a bias, ReLU, requantization that `passes/pool_first.rs` moved after the pool) is
@@ -448,6 +503,11 @@ impl Pass for FusionPass {
                             grp.cost = grp.cost.saturating_add(cost(&c.instructions[p].op));
                             if is_heavy(&c.instructions[p].op) {
                                 grp.heavy = Some(p);
+                                grp.kind = FusionKind::Output;
+                            }
+                            if is_heavy(&inst.op) && grp.heavy.is_none() {
+                                // A shuffle prologue joined its convolution (the group's root).
+                                grp.heavy = Some(i);
                                 grp.kind = FusionKind::Output;
                             }
                             if matches!(c.instructions[p].op, Op::ReduceWindow { .. }) {

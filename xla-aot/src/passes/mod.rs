@@ -10,7 +10,9 @@
 //! constants; the algebraic simplifier removes identities that lowering and folding leave behind;
 //! batch-norm folding then has constants to fold into the weights; max pools then move before
 //! the monotone chains that fed them (what batch-norm folding left: bias, ReLU, quantization),
-//! so those run on the pooled values; CSE merges what is left
+//! so those run on the pooled values; channel shuffles then move down to the convolution that
+//! reads them (past the per-channel bias, ReLU and depthwise convolution between);
+//! CSE merges what is left
 //! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
 
 pub mod bn_fold;
@@ -22,6 +24,7 @@ pub mod layout;
 pub mod pool_first;
 pub mod rewrite;
 pub mod schedule;
+pub mod shuffle_sink;
 pub mod simplify;
 
 use crate::ir::{Module, VerifyError, verify};
@@ -59,6 +62,7 @@ pub const PASS_NAMES: &[&str] = &[
     "algebraic-simplifier",
     "batchnorm-folding",
     "pool-first",
+    "shuffle-sinking",
     "cse",
     "dce",
     "layout-assignment",
@@ -75,6 +79,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "algebraic-simplifier",
         "batchnorm-folding",
         "pool-first",
+        "shuffle-sinking",
         "cse",
         "dce",
     ],
@@ -90,6 +95,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "algebraic-simplifier" => Box::new(simplify::AlgebraicSimplifier),
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
         "pool-first" => Box::new(pool_first::PoolFirst),
+        "shuffle-sinking" => Box::new(shuffle_sink::ShuffleSink),
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
         "fusion" => Box::new(fusion::FusionPass::default()),

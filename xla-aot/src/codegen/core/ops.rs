@@ -9,6 +9,7 @@
 //! these (`cpu/reduce.rs`); dot and convolution have no generic body.
 
 use super::emitter::{Backend, Emitter, Ix, Kernel};
+use crate::ir::shuffle::{ChannelShuffle, conv_input};
 use crate::ir::{Computation, DType, InstId, Op, ReduceKind, Shape, Window};
 use inkwell::FloatPredicate;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
@@ -185,7 +186,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     }
 
     /// An output fusion's heavy op (its dot or convolution) and the buffers of its operands
-    /// (parameters of the fusion, so kernel arguments).
+    /// (parameters of the fusion, so kernel arguments; a convolution's input may be a parameter
+    /// through a channel shuffle, `ir/shuffle.rs` `conv_input`: its buffer is the parameter's).
     pub(crate) fn output_fusion_heavy(
         &self,
         k: &Kernel<'ctx>,
@@ -200,12 +202,43 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let bufs: Vec<PointerValue<'ctx>> = h
             .operands
             .iter()
-            .map(|&o| match comp.inst(o).op {
+            .map(|&o| match comp.inst(conv_input(comp, o).0).op {
                 Op::Parameter { index } => k.args[index],
-                _ => unreachable!("fusion never inlines the operands of a dot or convolution"),
+                _ => {
+                    unreachable!("fusion inlines no operand of a dot or convolution but a shuffle")
+                }
             })
             .collect();
         (heavy, bufs)
+    }
+
+    /// The channel of a shuffle's input that its channel `ch` holds
+    /// ([`ChannelShuffle::source`]: `(ch mod G)·K + ch div G`).
+    pub(crate) fn shuffle_source(&self, s: &ChannelShuffle, ch: IntValue<'ctx>) -> IntValue<'ctx> {
+        let g = self.i64(s.groups as u64);
+        let rem = self.b.build_int_unsigned_rem(ch, g, "").unwrap();
+        let quo = self.b.build_int_unsigned_div(ch, g, "").unwrap();
+        let base = self
+            .b
+            .build_int_mul(rem, self.i64(s.per_group as u64), "")
+            .unwrap();
+        self.b.build_int_add(base, quo, "").unwrap()
+    }
+
+    /// The channel shuffle an output fusion's convolution `heavy` reads its input through
+    /// (`ir/shuffle.rs` `conv_input`), and that input's shape (the fusion parameter's: its
+    /// layout gives the strides the kernel reads with).
+    pub(crate) fn conv_shuffle(
+        &self,
+        comp: &Computation,
+        heavy: InstId,
+    ) -> Option<(ChannelShuffle, Shape)> {
+        let h = comp.inst(heavy);
+        if !matches!(h.op, Op::Convolution { .. }) {
+            return None;
+        }
+        let (x, s) = conv_input(comp, h.operands[0]);
+        Some((s?, comp.inst(x).shape.clone()))
     }
 
     /// An output fusion's epilogue, in place: the heavy value is read back from the output

@@ -405,7 +405,7 @@ pub(crate) fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Sha
                 };
                 Some((
                     h.op.clone(),
-                    param(h.operands[0])?,
+                    param(crate::ir::shuffle::conv_input(computation, h.operands[0]).0)?,
                     param(h.operands[1])?,
                     h.shape.clone(),
                 ))

@@ -22,6 +22,10 @@
 //!   channels minor. Each tap is a vector multiply-add along channels; a tile is a few pixels ×
 //!   a few channel vectors.
 //!
+//! - A convolution reading its input through a channel shuffle (an output fusion's shuffle
+//!   prologue, `passes/fusion.rs`) runs `PixelsByChannels` when its kernel is packed, reading
+//!   group `g`'s channel `ci` at the shuffle's source channel (`ir/shuffle.rs`), else the loops.
+//!
 //! Every output element is one running sum over taps and input channels in a fixed order (taps
 //! outer, channels inner for the first path; channels outer, taps inner for the second), so
 //! results do not depend on tile sizes or threads, and match the interpreter to rounding.
@@ -44,6 +48,11 @@ mod int8;
 /// Most pixel rows in one [`ConvPath::PixelsByChannels`] tile: rows of one tile share a base
 /// address (constant offsets), so the register file, not address registers, is the limit.
 const MAX_PIXEL_ROWS: usize = 24;
+
+/// Most shuffle groups a [`ConvPath::PixelsByChannels`] step loop unrolls when it reads its
+/// input through a channel shuffle (ShuffleNet uses 2–8 groups); more groups take one division
+/// per step instead.
+const MAX_SHUFFLE_RUNS: usize = 8;
 
 /// Below this many row tiles a [`ConvPath::PixelsByChannels`] convolution also splits its panels
 /// into [`COL_PARTS`] parts per task unit: resnet50's 7×7 maps have 7 row tiles, which two
@@ -556,6 +565,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         let units = row_units * col_parts;
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
+        // Input read through a channel shuffle: group `grp`'s channel `ci` is input channel
+        // `source(grp·c + ci)` (`ir/shuffle.rs`), one integer remainder and quotient per step.
+        let shuffle = self.be.in_shuffle.get();
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
@@ -567,7 +579,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     } else {
                         (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
                     };
-                    let x_grp = cg.mul(cg.mul(grp, c as u64), xst[1]);
+                    let x_grp = match shuffle {
+                        Some(_) => cg.i64(0),
+                        None => cg.mul(cg.mul(grp, c as u64), xst[1]),
+                    };
+                    // With `c` a multiple of the shuffle's G, channel `ci = q·G + r` of group
+                    // `grp` is source channel `r·K + grp·c/G + q`: the loop runs over `q` with
+                    // the G values of `r` unrolled, constant offsets instead of a division.
+                    let runs =
+                        shuffle.filter(|s| c % s.groups == 0 && s.groups <= MAX_SHUFFLE_RUNS);
                     let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let ow0 = cg.mul(ru.tile, mr as u64);
@@ -619,7 +639,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 // A pixel whose tap falls in the padding reads zeros: its row
                                 // points at a zero line (one select per tap, not per channel),
                                 // when the channels are contiguous and few enough.
-                                let zero_rows = pads && checked && xst[1] == 1 && c <= ZERO_LINE;
+                                let zero_rows = pads
+                                    && checked
+                                    && xst[1] == 1
+                                    && if shuffle.is_some() { c_all } else { c } <= ZERO_LINE;
                                 let row_ptr: Vec<PointerValue<'ctx>> = if zero_rows {
                                     let zeros = cg.zero_line();
                                     (0..rows)
@@ -637,7 +660,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 } else {
                                     Vec::new()
                                 };
-                                let mut step = |cg: &Self, ci: IntValue<'ctx>| {
+                                let step = |cg: &Self, ci: IntValue<'ctx>, ch: IntValue<'ctx>| {
                                     let krow = cg.add(
                                         panel,
                                         cg.mul(cg.add(cg.i64((tap * c) as u64), ci), nr as u64),
@@ -657,7 +680,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     for i in 0..rows {
                                         if zero_rows {
                                             let a = cg
-                                                .load(row_ptr[i], ci, DType::F32)
+                                                .load(row_ptr[i], ch, DType::F32)
                                                 .into_float_value();
                                             for (j, v) in cols.iter().enumerate() {
                                                 cg.fma_into(acc[i][j], cg.splat(a, v.lanes), bv[j]);
@@ -667,7 +690,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         let mut a = cg
                                             .load(
                                                 x,
-                                                cg.add(base[i], cg.mul(ci, xst[1])),
+                                                cg.add(base[i], cg.mul(ch, xst[1])),
                                                 DType::F32,
                                             )
                                             .into_float_value();
@@ -681,7 +704,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         }
                                     }
                                 };
-                                cg.for_loop(c, &mut step);
+                                match (shuffle, runs) {
+                                    (_, Some(s)) => {
+                                        let per = (c / s.groups) as u64;
+                                        let base = cg.mul(grp, per);
+                                        cg.for_loop(c / s.groups, &mut |cg, q| {
+                                            let at = cg.add(base, q);
+                                            for r in 0..s.groups {
+                                                let ci = cg.add(
+                                                    cg.mul(q, s.groups as u64),
+                                                    cg.i64(r as u64),
+                                                );
+                                                let ch =
+                                                    cg.add(at, cg.i64((r * s.per_group) as u64));
+                                                step(cg, ci, ch);
+                                            }
+                                        });
+                                    }
+                                    (Some(s), None) => cg.for_loop(c, &mut |cg, ci| {
+                                        let ch = cg.add(cg.mul(grp, c as u64), ci);
+                                        step(cg, ci, cg.shuffle_source(&s, ch))
+                                    }),
+                                    (None, None) => cg.for_loop(c, &mut |cg, ci| step(cg, ci, ci)),
+                                }
                             }
                         }
                         for (i, row) in acc.iter().enumerate() {

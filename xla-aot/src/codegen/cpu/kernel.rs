@@ -201,7 +201,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // are stored (`epilogue.rs`); otherwise the epilogue sweeps the output.
                 self.be.reg_epi.replace(epilogue::recognize(comp, heavy));
                 self.be.epi_applied.set(false);
-                self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
+                let mut opnds = shapes(h);
+                if let Some((s, xs)) = self.conv_shuffle(comp, heavy) {
+                    // The input is read through its channel shuffle, with the parameter's strides.
+                    self.be.in_shuffle.set(Some(s));
+                    opnds[0] = xs;
+                }
+                self.body(k, &h.op, &h.shape, &opnds, &no_at, &bufs);
+                self.be.in_shuffle.set(None);
                 self.be.reg_epi.replace(None);
                 if self.be.epi_applied.get() {
                     return;
@@ -347,6 +354,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: &[PointerValue<'ctx>],
     ) {
         let opnd = |j: usize| &opnds[j];
+        if self.be.in_shuffle.get().is_some() {
+            // Read through a channel shuffle: the packed micro-kernel or the loops read each
+            // input channel at its source (`passes/fusion.rs` admits only grouped f32 convs,
+            // which neither Winograd nor the channels-major paths take).
+            let packed = self.be.packed_rhs.get();
+            if packed {
+                let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
+                let applied = self.conv_fast(
+                    k,
+                    conv::ConvPath::PixelsByChannels,
+                    window,
+                    *feature_group_count,
+                    (opnd(0), opnd(1), shape),
+                    (index(bufs[0]), index(bufs[1])),
+                    self.be.reg_epi.borrow().clone(),
+                );
+                self.be.epi_applied.set(applied);
+            } else {
+                self.conv_loops(k, window, feature_group_count, shape, opnds, bufs);
+            }
+            return;
+        }
         if let Some(g) = self.be.winograd.get() {
             let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();
             let epi = self.be.reg_epi.borrow().clone();

@@ -106,6 +106,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     "",
                 )
                 .unwrap();
+            // Read through a channel shuffle (`ir/shuffle.rs`): channel `cin` is at its source.
+            let cin = match cg.be.in_shuffle.get() {
+                Some(s) => cg.shuffle_source(&s, cin),
+                None => cin,
+            };
             let mut wi = vec![oc, ci];
             wi.extend_from_slice(taps);
             let wv = cg

@@ -110,8 +110,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         .unwrap();
                 let cin0 = cg.b.build_int_mul(g, cg.i64(cin_g as u64), "").unwrap();
                 let mut valid = cg.ctx.bool_type().const_all_ones();
-                let mut xi: Vec<IntValue<'ctx>> =
-                    vec![n, cg.b.build_int_add(cin0, ci, "").unwrap()];
+                let cin = cg.b.build_int_add(cin0, ci, "").unwrap();
+                // Read through a channel shuffle (`ir/shuffle.rs`): channel `cin` is at its source.
+                let cin = match cg.be.in_shuffle.get() {
+                    Some(s) => cg.shuffle_source(&s, cin),
+                    None => cin,
+                };
+                let mut xi: Vec<IntValue<'ctx>> = vec![n, cin];
                 for dd in 0..sp {
                     let p = cg.window_pos(oidx[2 + dd], taps[dd], window, dd);
                     valid =

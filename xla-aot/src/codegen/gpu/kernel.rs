@@ -189,8 +189,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
                     cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 };
+                let shuffled = self.conv_shuffle(comp, heavy);
                 let (l, r) = (
-                    &comp.inst(h.operands[0]).shape,
+                    match &shuffled {
+                        // Read through a channel shuffle, with the parameter's strides.
+                        Some((_, xs)) => xs,
+                        None => &comp.inst(h.operands[0]).shape,
+                    },
                     &comp.inst(h.operands[1]).shape,
                 );
                 match &h.op {
@@ -204,14 +209,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     Op::Convolution {
                         window,
                         feature_group_count,
-                    } if same_place && tiled::conv_pays(*feature_group_count, l, r, &h.shape) => {
+                    } if same_place
+                        && shuffled.is_none()
+                        && tiled::conv_pays(*feature_group_count, l, r, &h.shape) =>
+                    {
                         let shapes = (l, r, &h.shape);
                         self.conv_tiled(k, window, shapes, (bufs[0], bufs[1]), Some(&finish));
                         return;
                     }
                     _ => {}
                 }
-                self.body(k, &h.op, &h.shape, &shapes(h), &no_at, &bufs);
+                let mut opnds = shapes(h);
+                opnds[0] = l.clone();
+                self.be.in_shuffle.set(shuffled.map(|(s, _)| s));
+                self.body(k, &h.op, &h.shape, &opnds, &no_at, &bufs);
+                self.be.in_shuffle.set(None);
                 self.output_fusion_sweep(k, comp, heavy);
             }
         }

@@ -62,6 +62,9 @@ pub struct Gpu<'ctx> {
     /// The type the product of the kernel being generated reads its weight (rhs) in: F32, or
     /// the half type it is stored in (`half.rs`).
     weight: Cell<DType>,
+    /// The channel shuffle the convolution being generated reads its input through
+    /// (`ir/shuffle.rs` `conv_input`): input channel `s` is read at `source(s)`.
+    in_shuffle: Cell<Option<crate::ir::shuffle::ChannelShuffle>>,
 }
 
 impl Gpu<'_> {
@@ -73,6 +76,7 @@ impl Gpu<'_> {
             entries: RefCell::new(Vec::new()),
             packings: Packings::for_gpu(hlo),
             weight: Cell::new(DType::F32),
+            in_shuffle: Cell::new(None),
         }
     }
 

@@ -275,8 +275,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .build_pointer_cast(stage, i8t.ptr_type(AddressSpace::default()), "")
             .unwrap();
         let fill = i8t.const_int(offset as u64 & 0xff, false);
-        // Channels in 16-lane vectors where they are contiguous, whole vectors per group.
-        let vec_c = if xst[1] == 1 && c % STAGE_C as usize == 0 {
+        // Channels in 16-lane vectors where they are contiguous, whole vectors per group; one
+        // by one from their sources when read through a channel shuffle (`ir/shuffle.rs`).
+        let shuffle = self.be.in_shuffle.get();
+        let vec_c = if shuffle.is_none() && xst[1] == 1 && c % STAGE_C as usize == 0 {
             c / STAGE_C as usize
         } else {
             0
@@ -308,7 +310,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 cg.for_loop(groups, &mut |cg, g| {
                     // First byte of this pixel's group: ((px·G + g)·C4)·4.
                     let dst = cg.mul(cg.add(cg.mul(px, groups as u64), g), (c4 * 4) as u64);
-                    let src = cg.add(pix, cg.mul(g, (c as u64) * xst[1]));
+                    let src = match shuffle {
+                        Some(_) => pix,
+                        None => cg.add(pix, cg.mul(g, (c as u64) * xst[1])),
+                    };
                     cg.if_else(
                         ok,
                         &mut |cg| {
@@ -339,6 +344,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     .build_int_compare(IntPredicate::ULT, ci, cg.i64(c as u64), "")
                                     .unwrap();
                                 let cc = cg.umin(ci, cg.i64(c as u64 - 1));
+                                let cc = match &shuffle {
+                                    // `src` is the pixel's (no group offset): the source channel.
+                                    Some(s) => {
+                                        cg.shuffle_source(s, cg.add(cg.mul(g, c as u64), cc))
+                                    }
+                                    None => cc,
+                                };
                                 let a =
                                     cg.b.build_load(cg.gep(x, cg.add(src, cg.mul(cc, xst[1]))), "")
                                         .unwrap()
