@@ -177,6 +177,18 @@ fn step(c: &Computation, id: InstId, w: &Window) -> Option<Step> {
     }
 }
 
+/// The window of `r` if it is a max or min `reduce-window` of f32 data (what both rewrites take).
+fn max_min_pool(r: &Instruction) -> Option<&Window> {
+    match &r.op {
+        Op::ReduceWindow { kind, window }
+            if *kind != ReduceKind::Add && r.shape.dtype == DType::F32 =>
+        {
+            Some(window)
+        }
+        _ => None,
+    }
+}
+
 /// The chain under `R` (bottom first) and its input, if `R` is a pool the rewrite applies to.
 fn chain(
     c: &Computation,
@@ -185,12 +197,7 @@ fn chain(
     outs: &[usize],
 ) -> Option<(Vec<Step>, InstId)> {
     let ri = c.inst(r);
-    let Op::ReduceWindow { kind, window } = &ri.op else {
-        return None;
-    };
-    if *kind == ReduceKind::Add || ri.shape.dtype != DType::F32 {
-        return None;
-    }
+    let window = max_min_pool(ri)?;
     // Every window holds an input element.
     let covered = (0..window.rank())
         .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d]);
@@ -225,18 +232,14 @@ fn concat_dim(cat: &Instruction) -> usize {
 /// can move before its own operand's chain.
 fn split_concat(c: &Computation, r: InstId, users: &[Vec<InstId>], outs: &[usize]) -> bool {
     let ri = c.inst(r);
-    let Op::ReduceWindow { kind, window } = &ri.op else {
+    let Some(window) = max_min_pool(ri) else {
         return false;
     };
     let x = ri.operands[0];
     let Op::Concatenate { dimension } = c.inst(x).op else {
         return false;
     };
-    *kind != ReduceKind::Add
-        && ri.shape.dtype == DType::F32
-        && !windowed(window, dimension)
-        && users[x.index()].iter().all(|&u| u == r)
-        && outs[x.index()] == 0
+    !windowed(window, dimension) && users[x.index()].iter().all(|&u| u == r) && outs[x.index()] == 0
 }
 
 /// A side operand rebuilt at `shape` (the pooled dims, the side's element type).
@@ -287,7 +290,7 @@ impl Pass for PoolFirst {
         if plans.is_empty() && splits.is_empty() {
             return false;
         }
-        rebuild(m, |rw, old, inst, ops| {
+        rebuild(m, |rw, old, inst, _ops| {
             if splits.contains(&old) {
                 // One pool per operand of the concatenation, joined after.
                 let cat = rw.old.inst(inst.operands[0]).clone();
@@ -306,7 +309,6 @@ impl Pass for PoolFirst {
                         shape: Shape::new(inst.shape.dtype, dims),
                     }));
                 }
-                let _ = ops;
                 let id = rw.push(Instruction {
                     name: format!("{}.cat", inst.name),
                     op: cat.op.clone(),

@@ -114,6 +114,11 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
 }
 
 impl RegEpilogue {
+    /// No steps: values are stored as computed.
+    pub fn none() -> RegEpilogue {
+        RegEpilogue { steps: Vec::new() }
+    }
+
     /// The strides of every [`Operand::Full`] the chain reads.
     pub fn full_strides(&self) -> Vec<&[u64]> {
         let mut out = Vec::new();

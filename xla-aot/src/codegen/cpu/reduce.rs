@@ -58,7 +58,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.reduce_in_registers(k, *kind, dimensions, out, xs, param, chain)
             }
             Op::ReduceWindow { kind, window } => {
-                let none = RegEpilogue { steps: Vec::new() };
+                let none = RegEpilogue::none();
                 self.pool_in_registers(k, *kind, window, out, xs, param, chain, &none)
             }
             _ => false,
@@ -132,7 +132,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     &mut oidx,
                     m_out,
                     group,
-                    (&accs, &RegEpilogue { steps: Vec::new() }),
+                    (&accs, &RegEpilogue::none()),
                 );
             }
         });
