@@ -10,6 +10,12 @@ default graph optimisations: its int8 kernels) and `bound.txt`: the largest |our
 scale of the last DequantizeLinear), then that step.
 
     .venv/bin/python scripts/onnx_quantized.py --light target/onnx-light --out target/onnx-quantized
+
+With `--all-light`, writes every one of the nine light architectures instead, QDQ with uint8 and
+with int8 activations (`<arch>_qdq_u8`, `<arch>_qdq_s8`; issue 17's first bar), for
+`bench/onnx_vs_ort.py --onnx` to check and time (not a CI test: vgg19 alone is 548 MB):
+
+    .venv/bin/python scripts/onnx_quantized.py --all-light --out target/onnx-quantized-light
 """
 
 import argparse
@@ -101,6 +107,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--light", default=os.environ.get("XLA_AOT_ONNX_LIGHT_DIR", "target/onnx-light"))
     ap.add_argument("--out", default="target/onnx-quantized")
+    ap.add_argument("--all-light", action="store_true",
+                    help="the nine light architectures, QDQ with uint8 and int8 activations")
     args = ap.parse_args()
     import numpy as np
     import onnx
@@ -120,6 +128,10 @@ def main():
         ("shufflenet_qop_u8", "shufflenet", "qop", "u8", 5),
         ("mlp_dynamic", None, None, None, None),
     ]
+    if args.all_light:
+        light = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
+                 "shufflenet", "squeezenet", "vgg19", "zfnet512"]
+        cases = [(f"{m}_qdq_{a}", m, "qdq", a, 1) for m in light for a in ("u8", "s8")]
     if os.path.isdir(args.out):
         shutil.rmtree(args.out)
     for name, light, fmt, act, steps in cases:

@@ -13,7 +13,7 @@ use xla_aot::front::{spec::op_kinds, spec_from_str};
 use xla_aot::interp::evaluate;
 use xla_aot::util::rng::SplitMix64;
 
-/// Rounds per run: 3 rounds × 42 ops × 3 targets ≈ 380 compiled op instances.
+/// Rounds per run: 3 rounds × 44 ops × 3 targets ≈ 380 compiled op instances.
 const DEFAULT_ROUNDS: u64 = 3;
 
 struct Gen {
@@ -351,6 +351,48 @@ impl Gen {
                     format!("{{name: {y}, op: embedding, inputs: [{x}, {p}t]}}"),
                     &y,
                 );
+            }
+            "quantize" | "dequantize" => {
+                // Per tensor or per channel (axis 1), with or without a zero point, u8 or i8;
+                // `dequantize` reads a `quantize` of its own (per tensor) first.
+                let s = self.shape_r(1, 4, 1, 6);
+                self.input(&x, "f32", &s);
+                let per_channel = s.len() >= 2 && self.rng.below(2) == 0;
+                let sd: Vec<usize> = if per_channel { vec![s[1]] } else { Vec::new() };
+                let n: usize = sd.iter().product();
+                let scales: Vec<String> = (0..n)
+                    .map(|_| format!("{:.4}", 0.01 + 0.05 * self.rng.unit()))
+                    .collect();
+                let _ = writeln!(
+                    self.constants,
+                    "  - {{name: {p}s, shape: {sd:?}, value: [{}]}}",
+                    scales.join(", ")
+                );
+                let dtype = self.pick(&["u8", "i8"]);
+                let zp = if self.rng.below(2) == 0 {
+                    let z = if dtype == "u8" { 128 } else { -3 };
+                    let _ = writeln!(self.constants, "  - {{name: {p}z, value: {z}, dtype: i32}}");
+                    format!(", {p}z")
+                } else {
+                    String::new()
+                };
+                let axis = if per_channel { ", axis: 1" } else { "" };
+                if kind == "quantize" {
+                    self.op(
+                        format!("{{name: {y}, op: quantize, inputs: [{x}, {p}s{}], dtype: {dtype}{axis}}}", if per_channel { "" } else { &zp }),
+                        &y,
+                    );
+                } else {
+                    let _ = writeln!(self.constants, "  - {{name: {p}t, value: 0.03}}");
+                    let _ = writeln!(
+                        self.ops,
+                        "  - {{name: {p}q, op: quantize, inputs: [{x}, {p}t{zp}], dtype: {dtype}}}"
+                    );
+                    self.op(
+                        format!("{{name: {y}, op: dequantize, inputs: [{p}q, {p}s]{axis}}}"),
+                        &y,
+                    );
+                }
             }
             "leaky_relu" | "clamp" | "gelu" => {
                 let s = self.shape_r(1, 4, 1, 6);

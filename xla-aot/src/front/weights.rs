@@ -43,6 +43,7 @@ fn st_dtype(d: safetensors::Dtype) -> Option<DType> {
         S::F16 => DType::F16,
         S::BF16 => DType::BF16,
         S::I8 => DType::I8,
+        S::U8 => DType::U8,
         S::BOOL => DType::Pred,
         _ => return None,
     })

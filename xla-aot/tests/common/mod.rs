@@ -97,6 +97,19 @@ pub fn compare(
             None => Ok((0.0, 0)),
         };
     }
+    if actual.dtype != DType::F32 {
+        // Other C API dtypes (u8, i8, int64, halves ...): the same bytes.
+        let (a, e) = (actual.bytes().unwrap(), expected.bytes().unwrap());
+        let w = actual.dtype.size_bytes().max(1);
+        return match a.chunks(w).zip(e.chunks(w)).position(|(x, y)| x != y) {
+            Some(i) => Err(format!(
+                "element {i}: got bytes {:?}, expected {:?}",
+                &a[i * w..(i + 1) * w],
+                &e[i * w..(i + 1) * w]
+            )),
+            None => Ok((0.0, 0)),
+        };
+    }
     let (a, e) = (actual.to_f32_vec().unwrap(), expected.to_f32_vec().unwrap());
     let mut worst = (0.0f64, 0usize);
     for (i, (&x, &y)) in a.iter().zip(&e).enumerate() {

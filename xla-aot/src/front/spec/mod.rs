@@ -35,7 +35,7 @@ fn parse_dtype(s: &str) -> Result<DType, (SpecErrorKind, Option<String>)> {
         Some(d @ (DType::F32 | DType::I32)) => Ok(d),
         Some(d) => Err((
             SpecErrorKind::UnsupportedDtype(d.name().into()),
-            Some("use f32 (or i32 for indices)".into()),
+            Some("use f32 (or i32 for indices; u8, i8, f16 and bf16 for inputs)".into()),
         )),
         None => {
             let hint = nearest(s, ["f32", "i32"]).map(|n| format!("did you mean `{n}`?"));
@@ -134,6 +134,7 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
         b: Builder::new(&raw.name),
         env: HashMap::new(),
         later_ops: HashMap::new(),
+        dequantized: HashMap::new(),
     };
 
     if raw.inputs.is_empty() {
@@ -150,6 +151,8 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
         claim(&input.name, &format!("{p}.name"), "input")?;
         let (dtype, api) = match DType::from_name(&input.dtype) {
             Some(h @ (DType::F16 | DType::BF16)) => (DType::F32, Some(h)),
+            // Quantized inputs: their integers, computed in i32 (`dequantize` reads them).
+            Some(q @ (DType::U8 | DType::I8)) => (DType::I32, Some(q)),
             _ => (
                 parse_dtype(&input.dtype)
                     .map_err(|(k, h)| at(&format!("{p}.dtype"), k).maybe_hint(h))?,
@@ -340,13 +343,26 @@ fn lower_raw(path: &Path, source: &str, raw: &raw::RawSpec) -> Result<Model, Spe
             }
         }
     }
+    // A `quantize` result that is a model output reaches the caller in its `dtype` (u8 or i8).
+    let api_outputs: Vec<Option<DType>> = outputs
+        .iter()
+        .map(|(name, _)| {
+            let d = decls.iter().find(|d| &d.name == name)?;
+            if d.kind != "quantize" {
+                return None;
+            }
+            let dt = d.attr("dtype").and_then(|v| v.as_str()).unwrap_or("u8");
+            lower::q_range(dt).map(|(_, _, t)| t)
+        })
+        .collect();
     let mut b = lw.b;
     for (name, id) in outputs {
         b.output(&name, id);
     }
     let mut module = b.finish();
-    if api_inputs.iter().any(Option::is_some) {
+    if api_inputs.iter().any(Option::is_some) || api_outputs.iter().any(Option::is_some) {
         module.api.inputs = api_inputs;
+        module.api.outputs = api_outputs;
     }
     if let Some(p) = &raw.precision {
         module.precision = crate::ir::Precision::parse(p)

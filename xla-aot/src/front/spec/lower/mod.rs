@@ -10,10 +10,12 @@
 
 mod attrs;
 mod nn;
+mod quant;
 mod shape_ops;
 mod tensors;
 
 pub use attrs::describe;
+pub use quant::q_range;
 pub use tensors::literal_from_values;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
@@ -75,6 +77,8 @@ pub const OPS: &[(&str, &[&str], usize, usize)] = &[
         1,
     ),
     ("global_avg_pool", &[], 1, 1),
+    ("quantize", &["dtype", "axis"], 2, 3),
+    ("dequantize", &["axis"], 2, 3),
     ("softmax", &["axis"], 1, 1),
     ("log_softmax", &["axis"], 1, 1),
     ("layer_norm", &["axis", "epsilon"], 1, 3),
@@ -132,7 +136,7 @@ impl OpDecl {
         format!("ops[{}]", self.index)
     }
 
-    fn attr(&self, key: &str) -> Option<&Value> {
+    pub fn attr(&self, key: &str) -> Option<&Value> {
         self.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 }
@@ -164,6 +168,8 @@ pub struct Lowerer<'a> {
     pub env: HashMap<String, Defined>,
     /// Op names with their index, for "used before definition" errors.
     pub later_ops: HashMap<String, usize>,
+    /// `dequantize` results: their centred integers, scale and axis (`quant.rs`).
+    pub dequantized: HashMap<InstId, quant::Dequantized>,
 }
 
 type R<T> = Result<T, SpecError>;
@@ -260,7 +266,10 @@ impl<'a> Lowerer<'a> {
         // Every op takes f32 tensors except the indices of `embedding` and the scalars of
         // `sample` (checked there).
         for (j, &id) in ins.iter().enumerate() {
-            let exempt = (d.kind == "embedding" && j == 0) || (d.kind == "sample" && j > 0);
+            let exempt = (d.kind == "embedding" && j == 0)
+                || (d.kind == "sample" && j > 0)
+                || (d.kind == "dequantize" && j == 0)
+                || (matches!(d.kind.as_str(), "quantize" | "dequantize") && j == 2);
             if !exempt {
                 self.expect_dtype(d, j, id, DType::F32)?;
             }
@@ -595,6 +604,8 @@ impl<'a> Lowerer<'a> {
                     &[x, ins[1], ins[2], knobs[0], knobs[1], knobs[2]],
                 )
             }
+            "quantize" => self.quantize(d, &ins),
+            "dequantize" => self.dequantize(d, &ins),
             "embedding" => {
                 self.expect_dtype(d, 0, ins[0], DType::I32)?;
                 self.expect_rank(d, 1, ins[1], &[2], "table [vocabulary, features]")?;
@@ -616,6 +627,7 @@ fn arity_hint(kind: &str) -> String {
             "inputs: [logits, seed, step] or [logits, seed, step, temperature, top_k, top_p]".into()
         }
         "matmul" => "inputs: [a, b]".into(),
+        "quantize" | "dequantize" => "inputs: [x, scale] or [x, scale, zero_point]".into(),
         "concat" => "inputs: one or more tensors".into(),
         "add" | "sub" | "mul" | "div" | "maximum" | "minimum" | "pow" => "inputs: [a, b]".into(),
         _ => "inputs: [x]".into(),

@@ -105,7 +105,8 @@ impl<'a> Lowerer<'a> {
         }
         let name = &d.name;
         let has_bias = ins.len() == 3;
-        let conv_name = if has_bias {
+        let (x, w, x_scale) = self.integer_operands(d, x, w)?;
+        let conv_name = if has_bias || x_scale.is_some() {
             format!("{name}.conv")
         } else {
             name.clone()
@@ -119,6 +120,7 @@ impl<'a> Lowerer<'a> {
             },
             &[x, w],
         )?;
+        let conv = self.rescale(d, conv, x_scale, 1, has_bias)?;
         if !has_bias {
             return Ok(conv);
         }
@@ -180,7 +182,8 @@ impl<'a> Lowerer<'a> {
         )?;
         let name = &d.name;
         let has_bias = ins.len() == 3;
-        let dot_name = if has_bias {
+        let (x, w, x_scale) = self.integer_operands(d, x, w)?;
+        let dot_name = if has_bias || x_scale.is_some() {
             format!("{name}.dot")
         } else {
             name.clone()
@@ -195,6 +198,8 @@ impl<'a> Lowerer<'a> {
             }),
             &[x, w],
         )?;
+        let out_dim = xd.len() - 1;
+        let dot = self.rescale(d, dot, x_scale, out_dim, has_bias)?;
         if !has_bias {
             return Ok(dot);
         }

@@ -20,10 +20,21 @@ impl<'a> Lowerer<'a> {
             return Ok(def.id);
         }
         if self.weights.contains(name) {
-            let lit = self
+            let mut lit = self
                 .weights
                 .load(name)
                 .map_err(|m| self.err(&path, SpecErrorKind::Weight(m)))?;
+            if matches!(lit.dtype, DType::I8 | DType::U8) {
+                // Quantized weights: their integers, for `dequantize` (`quant.rs`).
+                let signed = lit.dtype == DType::I8;
+                let v: Vec<i32> = lit
+                    .bytes()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&b| if signed { b as i8 as i32 } else { b as i32 })
+                    .collect();
+                lit = Literal::from_i32(lit.dims.clone(), &v);
+            }
             if !lit.dtype.is_supported() || lit.dtype == DType::Pred {
                 return Err(self
                     .err(
@@ -178,14 +189,20 @@ impl<'a> Lowerer<'a> {
                     )),
                 )
                 .hint("store the weight as float32"),
-            _ => self.err(
-                &path,
-                SpecErrorKind::Shape {
-                    op: d.name.clone(),
-                    kind: d.kind.clone(),
-                    detail: format!("`{}` has dtype {have}, expected {want}", d.inputs[j]),
-                },
-            ),
+            _ => self
+                .err(
+                    &path,
+                    SpecErrorKind::Shape {
+                        op: d.name.clone(),
+                        kind: d.kind.clone(),
+                        detail: format!("`{}` has dtype {have}, expected {want}", d.inputs[j]),
+                    },
+                )
+                .maybe_hint((have == DType::I32 && want == DType::F32).then(|| {
+                    "integers (u8/i8 inputs and quantize results are held in i32) become f32 \
+                     through `dequantize`"
+                        .to_string()
+                })),
         })
     }
 
