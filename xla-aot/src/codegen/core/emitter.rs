@@ -228,8 +228,11 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     /// Declares a kernel `void name(T* noalias out, U* noalias in0, ...)` the way `abi` says,
     /// leaving the builder in its entry block; with `abi.index_param`, its last parameter is
     /// the invocation's index (`Kernel::f`'s parameter after the buffers).
-    /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse), so neither it nor
-    /// the output may be `noalias`.
+    /// `shared[j]`: operand `j` occupies the output's bytes (in-place reuse, `arena/mod.rs`: it is
+    /// read only at the element the kernel writes). Where it has the output's element type, the
+    /// kernel reads it through the output pointer (the same address), so LLVM sees one buffer
+    /// read and written at the same index and vectorizes without run-time overlap checks, and the
+    /// output stays `noalias`; otherwise neither it nor the output is `noalias`.
     pub(crate) fn declare_kernel_with(
         &self,
         abi: KernelAbi,
@@ -257,7 +260,10 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             f.add_attribute(AttributeLoc::Function, self.attr("noinline"));
         }
         let mut noalias = Vec::with_capacity(tys.len());
-        let any_shared = shared.iter().any(|&s| s);
+        // Shared operands of the output's type are read through the output pointer.
+        let redirected = |j: usize| shared.get(j).copied().unwrap_or(false) && ins[j] == out;
+        let any_shared =
+            (0..ins.len()).any(|j| shared.get(j).copied().unwrap_or(false) && !redirected(j));
         for p in 0..nbufs as u32 {
             let is_shared = if p == 0 {
                 any_shared
@@ -275,11 +281,18 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
         self.b
             .position_at_end(self.ctx.append_basic_block(f, "entry"));
+        let out = f.get_nth_param(0).unwrap().into_pointer_value();
         Kernel {
             f,
-            out: f.get_nth_param(0).unwrap().into_pointer_value(),
+            out,
             args: (1..nbufs as u32)
-                .map(|p| f.get_nth_param(p).unwrap().into_pointer_value())
+                .map(|p| {
+                    if redirected(p as usize - 1) {
+                        out
+                    } else {
+                        f.get_nth_param(p).unwrap().into_pointer_value()
+                    }
+                })
                 .collect(),
             noalias,
         }

@@ -110,8 +110,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let caller = self.b.get_insert_block().unwrap();
         self.b
             .position_at_end(self.ctx.append_basic_block(body_fn, "entry"));
-        let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len() as u32)
-            .map(|i| body_fn.get_nth_param(i).unwrap().into_pointer_value())
+        // A buffer that is the output pointer itself (an in-place operand read through it,
+        // `declare_kernel_with`) is read through the task's output parameter too.
+        let ptrs: Vec<PointerValue<'ctx>> = (0..bufs.len())
+            .map(|i| {
+                let i = if i > 0 && bufs[i] == bufs[0] { 0 } else { i };
+                body_fn
+                    .get_nth_param(i as u32)
+                    .unwrap()
+                    .into_pointer_value()
+            })
             .collect();
         let ti = body_fn
             .get_nth_param(bufs.len() as u32)
