@@ -174,9 +174,9 @@ fn sampling_ops_match_the_interpreter_in_grid_form() {
     }
 }
 
-/// A channel shuffle moved to the grouped convolution after it (`passes/shuffle_sink.rs`): in
-/// grid form the convolution reads each input channel at the shuffle's source position
-/// (`gpu/grid.rs`), matching the interpreter.
+/// A channel shuffle moved to the grouped convolution after it (`passes/shuffle_sink.rs`), and a
+/// strided channel slice read by a convolution: in grid form each convolution reads its input
+/// channels at their source positions (`gpu/grid.rs`), matching the interpreter.
 #[test]
 fn grouped_convolutions_read_through_channel_shuffles_in_grid_form() {
     let list = |n: usize, k: usize| {
@@ -198,9 +198,13 @@ fn grouped_convolutions_read_through_channel_shuffles_in_grid_form() {
   %d = f32[1,12,5,6]{{3,2,1,0}} convolution(%s, %dw), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01, feature_group_count=12\n\
   %g = f32[6,4,3,3]{{3,2,1,0}} constant({{{}}})\n\
   %y = f32[1,6,5,6]{{3,2,1,0}} convolution(%d, %g), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01, feature_group_count=3\n\
-  ROOT %outputs = (f32[1,6,5,6]{{3,2,1,0}}) tuple(%y), names={{y}}\n}}\n",
+  %sl = f32[1,5,5,6]{{3,2,1,0}} slice(%r), slice={{[0:1:1], [2:11:2], [0:5:1], [0:6:1]}}\n\
+  %h = f32[3,5,3,3]{{3,2,1,0}} constant({{{}}})\n\
+  %v = f32[1,3,5,6]{{3,2,1,0}} convolution(%sl, %h), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01\n\
+  ROOT %outputs = (f32[1,6,5,6]{{3,2,1,0}}, f32[1,3,5,6]{{3,2,1,0}}) tuple(%y, %v), names={{y, v}}\n}}\n",
         list(108, 5),
-        list(216, 7)
+        list(216, 7),
+        list(135, 3)
     );
     let m = xla_aot::ir::parse_module(&text).unwrap();
     let inputs = vec![xla_aot::driver::random_input(
@@ -211,6 +215,7 @@ fn grouped_convolutions_read_through_channel_shuffles_in_grid_form() {
     let opt = xla_aot::compile::optimize(&m, &CompileOptions::default()).unwrap();
     let printed = xla_aot::ir::print_module(&opt.module);
     assert_eq!(printed.matches(".sunk = ").count(), 3, "{printed}");
+    assert!(printed.contains("kind=output, calls=%fused.v"), "{printed}");
     let expected = evaluate(&m, &inputs).unwrap();
     let t = Target::resolve("x86_64").unwrap();
     let mut opts = CompileOptions::default();

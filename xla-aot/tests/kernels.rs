@@ -640,6 +640,48 @@ fn channel_shuffles_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn convolutions_read_channel_slices_in_place_on_every_target() {
+    // ShuffleNet v2's block: the input's channels split in two halves, one convolved (1×1,
+    // depthwise 3×3, 1×1), both concatenated; and a strided slice (every other channel) into a
+    // padded 3×3 convolution, and a slice into a grouped one. Each slice read by a convolution is
+    // its prologue (`passes/fusion.rs` `channel_prologue`): never stored.
+    let mut s = Spec::new("slice_conv", 46);
+    s.input("x", &[2, 24, 7, 9])
+        .weight("w0", &[24, 24, 1, 1])
+        .weight("a", &[12, 12, 1, 1])
+        .weight("dw", &[12, 1, 3, 3])
+        .weight("b", &[12, 12, 1, 1])
+        .weight("w3", &[10, 12, 3, 3])
+        .weight("g", &[8, 3, 1, 1])
+        .op("{name: p, op: conv2d, inputs: [x, w0]}")
+        .op("{name: pr, op: relu, inputs: [p]}")
+        .op("{name: h1, op: slice, inputs: [pr], starts: [0], ends: [12], axes: [1]}")
+        .op("{name: h2, op: slice, inputs: [pr], starts: [12], ends: [24], axes: [1]}")
+        .op("{name: c1, op: conv2d, inputs: [h2, a]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: d, op: conv2d, inputs: [r1, dw], padding: [1, 1, 1, 1], groups: 12}")
+        .op("{name: c2, op: conv2d, inputs: [d, b]}")
+        .op("{name: y, op: concat, inputs: [h1, c2], axis: 1}")
+        .op("{name: ev, op: slice, inputs: [pr], starts: [1], ends: [24], axes: [1], steps: [2]}")
+        .op("{name: z, op: conv2d, inputs: [ev, w3], padding: [1, 1, 1, 1]}")
+        .op("{name: gs, op: slice, inputs: [pr], starts: [3], ends: [15], axes: [1]}")
+        .op("{name: q, op: conv2d, inputs: [gs, g], groups: 4}")
+        .output("y")
+        .output("z")
+        .output("q");
+    let m = s.module();
+    let opt = xla_aot::compile::optimize(&m, &Default::default()).unwrap();
+    let text = xla_aot::ir::print_module(&opt.module);
+    let prologues = text
+        .split("\n}\n")
+        .filter(|f| f.trim_start().starts_with("%fused"))
+        .filter(|f| f.contains(" slice(") && f.contains(" convolution("))
+        .count();
+    assert_eq!(prologues, 3, "three slices read in place:\n{text}");
+    check_everywhere(&m);
+}
+
+#[test]
 fn grouped_convolutions_match_the_interpreter_on_every_target() {
     // Channels-minor chain (pixels × channels with panels per group): 3 groups of 5 input and 5
     // output channels (odd, a partial vector), stride 2, asymmetric padding, dilation; then a

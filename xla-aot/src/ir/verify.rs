@@ -186,7 +186,7 @@ fn verify_computation<'a>(
                         && heavy[0].shape.layout == *root_layout;
                     if !ok {
                         return Err(fail(
-                            "an output fusion holds exactly one dot or convolution, whose operands are parameters (or a parameter through a channel shuffle) and whose layout is the result's".into(),
+                            "an output fusion holds exactly one dot or convolution, whose operands are parameters (or a parameter through a channel shuffle or slice) and whose layout is the result's".into(),
                         ));
                     }
                 }

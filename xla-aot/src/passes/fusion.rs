@@ -10,7 +10,7 @@
 //!   also carry an elementwise epilogue of its shape and layout ([`pool_epilogue`]);
 //! - `output`: a dot or convolution followed by an elementwise epilogue (bias, activation,
 //!   residual add) applied to its result in place; a grouped convolution may also read its input
-//!   through a channel shuffle ([`shuffle_prologue`]), the one operand chain a heavy op inlines.
+//!   through a channel shuffle or slice ([`channel_prologue`]), the one operand chain a heavy op inlines.
 //!
 //! Cost model. A producer with one consumer is always fused (it saves a store and a load per
 //! element and costs nothing). A producer with `k > 1` consumers is recomputed in each consumer it
@@ -139,7 +139,7 @@ impl FusionPass {
             Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
             _ => {}
         }
-        if let Some(verdict) = shuffle_prologue(c, ci, p, n_users, is_output) {
+        if let Some(verdict) = channel_prologue(c, ci, p, n_users, is_output) {
             return verdict;
         }
         if reads_operands_from_memory(&ci.op) {
@@ -321,14 +321,16 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
     false
 }
 
-/// Whether producer `p` joins convolution `ci` as its *shuffle prologue*, if `p` is the last
-/// reshape of a channel shuffle (`ir/shuffle.rs`) that `ci` reads as its input: a grouped f32
-/// convolution (`1 < groups < C`, so neither dense nor depthwise) reads each of its input channels
-/// at the shuffle's source position (`cpu/conv.rs`, `gpu/grid.rs`), so the shuffled value is never
-/// stored. The shuffle's transpose and first reshape then join as its single-consumer operands; its
-/// input stays a kernel argument (the convolution reads it from memory). `passes/shuffle_sink.rs`
-/// moves shuffles to such convolutions. `None` when `p` is no such shuffle.
-fn shuffle_prologue(
+/// Whether producer `p` joins convolution `ci` as its *channel prologue*: `p` is what `ci` reads
+/// as its input, and either the last reshape of a channel shuffle (`ir/shuffle.rs`) read by a
+/// grouped f32 convolution (`1 < groups < C`; `passes/shuffle_sink.rs` moves shuffles there and
+/// folds them into dense ones), or a slice along the channels (ONNX `Split`) read by an f32
+/// convolution that is not depthwise. The convolution reads each input channel at its source
+/// channel in the sliced or shuffled value's input (`cpu/conv.rs`, `cpu/loops.rs`,
+/// `gpu/grid.rs`), so the slice or shuffle is never stored; a shuffle's transpose and first
+/// reshape then join as its single-consumer operands, and the source stays a kernel argument
+/// (read from memory). `None` when `p` is neither.
+fn channel_prologue(
     c: &Computation,
     ci: &Instruction,
     p: usize,
@@ -345,13 +347,28 @@ fn shuffle_prologue(
     if ci.operands[0].index() != p {
         return None;
     }
-    let s = crate::ir::shuffle::channel_shuffle_at(c, InstId(p as u32))?;
-    let channels = s.groups * s.per_group;
+    let id = InstId(p as u32);
     let pi = &c.instructions[p];
-    let t = pi.operands[0];
-    let split = c.inst(t).operands[0];
+    let w = &c.inst(ci.operands[1]).shape;
     let (users_of, _) = users(c);
     let single = |x: InstId| users_of[x.index()].len() == 1;
+    if crate::ir::shuffle::channel_slice_at(c, id).is_some() {
+        let depthwise = groups > 1 && w.dims.get(1) == Some(&1) && w.dims[0] == groups;
+        return Some(if pi.shape.dtype != DType::F32 || depthwise {
+            Err(
+                "a channel slice is read in place only by an f32 convolution that is not depthwise"
+                    .into(),
+            )
+        } else if is_output || n_users != 1 {
+            Err("the channel slice has other readers, so it is stored".into())
+        } else {
+            Ok("slice prologue: the convolution reads its input channels in the sliced value")
+        });
+    }
+    let s = crate::ir::shuffle::channel_shuffle_at(c, id)?;
+    let channels = s.groups * s.per_group;
+    let t = pi.operands[0];
+    let split = c.inst(t).operands[0];
     Some(
         if pi.shape.dtype != DType::F32 || !(1 < groups && groups < channels) {
             Err("a channel shuffle is read in place only by a grouped f32 convolution".into())

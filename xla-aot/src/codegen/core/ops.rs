@@ -9,7 +9,7 @@
 //! these (`cpu/reduce.rs`); dot and convolution have no generic body.
 
 use super::emitter::{Backend, Emitter, Ix, Kernel};
-use crate::ir::shuffle::{ChannelShuffle, conv_input};
+use crate::ir::shuffle::{ChannelMap, conv_input};
 use crate::ir::{Computation, DType, InstId, Op, ReduceKind, Shape, Window};
 use inkwell::FloatPredicate;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
@@ -212,9 +212,22 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         (heavy, bufs)
     }
 
-    /// The channel of a shuffle's input that its channel `ch` holds
-    /// ([`ChannelShuffle::source`]: `(ch mod G)·K + ch div G`).
-    pub(crate) fn shuffle_source(&self, s: &ChannelShuffle, ch: IntValue<'ctx>) -> IntValue<'ctx> {
+    /// The input channel that channel `ch` of a channel map holds ([`ChannelMap::source`]: a
+    /// shuffle's `(ch mod G)·K + ch div G`, a slice's `start + ch·step`).
+    pub(crate) fn channel_source(&self, m: &ChannelMap, ch: IntValue<'ctx>) -> IntValue<'ctx> {
+        let s = match m {
+            ChannelMap::Shuffle(s) => s,
+            ChannelMap::Slice { start, step } => {
+                let scaled = self
+                    .b
+                    .build_int_mul(ch, self.i64(*step as u64), "")
+                    .unwrap();
+                return self
+                    .b
+                    .build_int_add(scaled, self.i64(*start as u64), "")
+                    .unwrap();
+            }
+        };
         let g = self.i64(s.groups as u64);
         let rem = self.b.build_int_unsigned_rem(ch, g, "").unwrap();
         let quo = self.b.build_int_unsigned_div(ch, g, "").unwrap();
@@ -225,14 +238,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.b.build_int_add(base, quo, "").unwrap()
     }
 
-    /// The channel shuffle an output fusion's convolution `heavy` reads its input through
-    /// (`ir/shuffle.rs` `conv_input`), and that input's shape (the fusion parameter's: its
-    /// layout gives the strides the kernel reads with).
-    pub(crate) fn conv_shuffle(
+    /// The channel map an output fusion's convolution `heavy` reads its input through
+    /// (`ir/shuffle.rs` `conv_input`), and that input's shape (the fusion parameter's: its dims
+    /// and layout give the strides the kernel reads with).
+    pub(crate) fn conv_channels(
         &self,
         comp: &Computation,
         heavy: InstId,
-    ) -> Option<(ChannelShuffle, Shape)> {
+    ) -> Option<(ChannelMap, Shape)> {
         let h = comp.inst(heavy);
         if !matches!(h.op, Op::Convolution { .. }) {
             return None;

@@ -416,6 +416,30 @@ pub(crate) fn heavy_in(hlo: &Hlo, id: InstId) -> Option<(Op, InstId, InstId, Sha
     }
 }
 
+/// The logical input shape of the convolution that entry instruction `id` computes, when it
+/// reads its input through a channel map (an output fusion's prologue, `ir/shuffle.rs`
+/// `conv_input`): the convolution operand's dims with the layout of the buffer it reads (the
+/// map's source, [`heavy_in`]'s lhs), whose channels are minor exactly when the source's are.
+pub(crate) fn mapped_conv_input(hlo: &Hlo, id: InstId) -> Option<Shape> {
+    let Op::Fusion {
+        kind: FusionKind::Output,
+        computation,
+    } = &hlo.entry.inst(id).op
+    else {
+        return None;
+    };
+    let h = computation
+        .instructions
+        .iter()
+        .find(|h| matches!(h.op, Op::Convolution { .. }))?;
+    let x = h.operands[0];
+    let (src, map) = crate::ir::shuffle::conv_input(computation, x);
+    map.map(|_| Shape {
+        layout: computation.inst(src).shape.layout.clone(),
+        ..computation.inst(x).shape.clone()
+    })
+}
+
 /// Whether constant `c` is read only as the weight (rhs) operand of f32 dots and convolutions,
 /// one read per product (in an output fusion, the heavy op's alone): what [`Packings::for_gpu`]
 /// stores in the half type.
@@ -495,7 +519,13 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
         if uses != 1 || rhs != c || lhs == c {
             return None;
         }
-        let (ls, rs) = (&e.inst(lhs).shape, &e.inst(rhs).shape);
+        // A convolution reading its input through a channel map decides on the mapped input's
+        // shape, and never takes Winograd (its transform reads the input plainly).
+        let mapped = mapped_conv_input(hlo, InstId(i as u32));
+        let (ls, rs) = (
+            mapped.as_ref().unwrap_or(&e.inst(lhs).shape),
+            &e.inst(rhs).shape,
+        );
         let this = match &op {
             Op::Dot(d) => {
                 let g = geometry(d, ls, rs, &out)?;
@@ -507,9 +537,9 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
             Op::Convolution {
                 window,
                 feature_group_count: groups,
-            } => match winograd::choose(window, *groups, ls, rs, &out, cx.target)
-                .filter(|g| g.scratch_bytes() <= cx.scratch && !integer_valued(e.inst(c)))
-            {
+            } => match winograd::choose(window, *groups, ls, rs, &out, cx.target).filter(|g| {
+                g.scratch_bytes() <= cx.scratch && !integer_valued(e.inst(c)) && mapped.is_none()
+            }) {
                 Some(g) => Packing::Winograd(g),
                 None if conv_packable(window, *groups, ls, rs, &out, t) => {
                     Packing::Conv { groups: *groups }

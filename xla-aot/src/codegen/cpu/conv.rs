@@ -38,6 +38,7 @@ use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
 use crate::codegen::core::packing::{Tiles, conv_staged, panel_width};
+use crate::ir::shuffle::ChannelMap;
 use crate::ir::{DType, Shape, Window};
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, FunctionValue, IntValue, PointerValue, VectorValue};
@@ -482,6 +483,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             2 * (os.element_count() * ws.dims[1] * window.size.iter().product::<usize>()) as u64;
         let mut cs = ConvShape::new(window, groups, xs, ws, os);
         cs.ost = self.out_strides(os);
+        if let Some(src) = self.be.in_source.borrow().as_ref() {
+            // Read through a channel map: the source buffer's strides (`kernel.rs`).
+            cs.xst = physical_strides(src);
+        }
         let mut epi = epi;
         if path == ConvPath::ChannelsByPixels {
             let ow = cs.ow as u64;
@@ -567,7 +572,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         // Input read through a channel shuffle: group `grp`'s channel `ci` is input channel
         // `source(grp·c + ci)` (`ir/shuffle.rs`), one integer remainder and quotient per step.
-        let shuffle = self.be.in_shuffle.get();
+        let shuffle = self.be.in_channels.get();
+        // Channels of the buffer read (a channel map's source has its own count).
+        let c_read = self
+            .be
+            .in_source
+            .borrow()
+            .as_ref()
+            .map_or(c_all, |s| s.dims[1]);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let (ru, jr_lo, jr_hi) = cg.unit_panels(u, col_parts, chunks, oh_count, tiles_per_row);
@@ -586,8 +598,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     // With `c` a multiple of the shuffle's G, channel `ci = q·G + r` of group
                     // `grp` is source channel `r·K + grp·c/G + q`: the loop runs over `q` with
                     // the G values of `r` unrolled, constant offsets instead of a division.
-                    let runs =
-                        shuffle.filter(|s| c % s.groups == 0 && s.groups <= MAX_SHUFFLE_RUNS);
+                    let runs = match shuffle {
+                        Some(ChannelMap::Shuffle(s))
+                            if c % s.groups == 0 && s.groups <= MAX_SHUFFLE_RUNS =>
+                        {
+                            Some(s)
+                        }
+                        _ => None,
+                    };
                     let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
                     let tile_body = |cg: &Self, rows: usize, cols: &[VecCol], checked: bool| {
                         let ow0 = cg.mul(ru.tile, mr as u64);
@@ -642,7 +660,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let zero_rows = pads
                                     && checked
                                     && xst[1] == 1
-                                    && if shuffle.is_some() { c_all } else { c } <= ZERO_LINE;
+                                    && if shuffle.is_some() { c_read } else { c } <= ZERO_LINE;
                                 let row_ptr: Vec<PointerValue<'ctx>> = if zero_rows {
                                     let zeros = cg.zero_line();
                                     (0..rows)
@@ -723,7 +741,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     }
                                     (Some(s), None) => cg.for_loop(c, &mut |cg, ci| {
                                         let ch = cg.add(cg.mul(grp, c as u64), ci);
-                                        step(cg, ci, cg.shuffle_source(&s, ch))
+                                        step(cg, ci, cg.channel_source(&s, ch))
                                     }),
                                     (None, None) => cg.for_loop(c, &mut |cg, ci| step(cg, ci, ci)),
                                 }

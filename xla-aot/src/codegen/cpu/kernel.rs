@@ -202,13 +202,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.be.reg_epi.replace(epilogue::recognize(comp, heavy));
                 self.be.epi_applied.set(false);
                 let mut opnds = shapes(h);
-                if let Some((s, xs)) = self.conv_shuffle(comp, heavy) {
-                    // The input is read through its channel shuffle, with the parameter's strides.
-                    self.be.in_shuffle.set(Some(s));
-                    opnds[0] = xs;
+                if let Some((m, xs)) = self.conv_channels(comp, heavy) {
+                    // The input is read through its channel map, from the parameter's buffer
+                    // (decisions see its dims with the buffer's layout, as `core/packing.rs`).
+                    opnds[0].layout = xs.layout.clone();
+                    self.be.in_channels.set(Some(m));
+                    self.be.in_source.replace(Some(xs));
                 }
                 self.body(k, &h.op, &h.shape, &opnds, &no_at, &bufs);
-                self.be.in_shuffle.set(None);
+                self.be.in_channels.set(None);
+                self.be.in_source.replace(None);
                 self.be.reg_epi.replace(None);
                 if self.be.epi_applied.get() {
                     return;
@@ -354,10 +357,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         bufs: &[PointerValue<'ctx>],
     ) {
         let opnd = |j: usize| &opnds[j];
-        if self.be.in_shuffle.get().is_some() {
-            // Read through a channel shuffle: the packed micro-kernel or the loops read each
-            // input channel at its source (`passes/fusion.rs` admits only grouped f32 convs,
-            // which neither Winograd nor the channels-major paths take).
+        if self.be.in_channels.get().is_some() {
+            // Read through a channel map: the packed micro-kernel or the loops read each input
+            // channel at its source (`passes/fusion.rs` admits only f32 convs that are not
+            // depthwise; `core/packing.rs` gives them no Winograd).
             let packed = self.be.packed_rhs.get();
             if packed {
                 let index = |p: PointerValue<'ctx>| k.args.iter().position(|&a| a == p).unwrap();

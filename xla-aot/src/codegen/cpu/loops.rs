@@ -89,6 +89,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let sp = window.rank();
         let cin_g = w[1];
         let cout_g = w[0] / feature_group_count;
+        // The buffer x is read from: a channel map's source (`kernel.rs`), else x itself.
+        let x_buf = self
+            .be
+            .in_source
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| opnds[0].clone());
         self.zero(k, shape.element_count());
         // Loops: n, o, ci (per group), window taps (outer); output spatial (inner).
         let mut outer = vec![x[0], w[0], cin_g];
@@ -107,8 +114,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 )
                 .unwrap();
             // Read through a channel shuffle (`ir/shuffle.rs`): channel `cin` is at its source.
-            let cin = match cg.be.in_shuffle.get() {
-                Some(s) => cg.shuffle_source(&s, cin),
+            let cin = match cg.be.in_channels.get() {
+                Some(m) => cg.channel_source(&m, cin),
                 None => cin,
             };
             let mut wi = vec![oc, ci];
@@ -137,7 +144,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     xi.push(cg.window_pos(s[dd], taps[dd], window, dd));
                 }
                 let xv = cg
-                    .load(bufs[0], cg.offset(&xi, &opnds[0]), DType::F32)
+                    .load(bufs[0], cg.offset(&xi, &x_buf), DType::F32)
                     .into_float_value();
                 let mut oi = vec![n, oc];
                 oi.extend_from_slice(s);

@@ -52,7 +52,7 @@ pub use crate::codegen::core::profiler::ProfilerSite;
 use crate::codegen::core::target::module_for;
 use crate::codegen::core::weights::{ExternalWeight, ExternalWeights, Placement};
 use crate::codegen::core::{Backend, CodegenError, Emitter, KernelInfo};
-use crate::ir::shuffle::ChannelShuffle;
+use crate::ir::shuffle::ChannelMap;
 use crate::ir::{DType, InstId, Module as Hlo, Shape};
 use crate::target::Target;
 pub use batch::{BatchPlan, Bucket};
@@ -89,9 +89,11 @@ pub struct Cpu {
     /// The concatenations the pool of the input fusion being generated reads along its
     /// channels (`core/concat_runs.rs`), for `reduce.rs`'s channels-minor pooling.
     pool_runs: RefCell<Option<ConcatRuns>>,
-    /// The channel shuffle the convolution being generated reads its input through
-    /// (`ir/shuffle.rs` `conv_input`): input channel `s` is read at `source(s)`.
-    in_shuffle: Cell<Option<ChannelShuffle>>,
+    /// The channel map the convolution being generated reads its input through
+    /// (`ir/shuffle.rs` `conv_input`; input channel `s` is read at `source(s)`), and the shape of
+    /// the buffer it reads (whose strides the kernel uses; its channels are the source's).
+    in_channels: Cell<Option<ChannelMap>>,
+    in_source: RefCell<Option<Shape>>,
     /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
     /// (register epilogues use the number instead of loading it).
     scalar_consts: RefCell<Vec<Option<f32>>>,
@@ -119,7 +121,8 @@ impl Cpu {
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),
             pool_runs: RefCell::new(None),
-            in_shuffle: Cell::new(None),
+            in_channels: Cell::new(None),
+            in_source: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
             out_strides: RefCell::new(None),
             hook_owner: hook_owner.to_string(),

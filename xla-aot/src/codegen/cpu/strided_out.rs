@@ -11,7 +11,7 @@
 
 use super::{Cg, conv, epilogue};
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::packing::{Packings, heavy_in};
+use crate::codegen::core::packing::{Packings, heavy_in, mapped_conv_input};
 use crate::ir::{InstId, Module as Hlo, Op, Shape};
 
 /// Whether the CPU kernel of entry instruction `id` can write its result with strides it is
@@ -39,6 +39,10 @@ pub fn writes_strided(hlo: &Hlo, packings: &Packings, id: InstId) -> bool {
         if !epi.full_strides().is_empty() {
             return false;
         }
+    }
+    if mapped_conv_input(hlo, id).is_some() {
+        // Read through a channel map: the micro-kernel when packed, else the loops (`kernel.rs`).
+        return packings.reads_packed(hlo, id);
     }
     if packings.winograd(hlo, id).is_some() {
         return true;

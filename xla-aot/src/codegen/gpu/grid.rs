@@ -112,8 +112,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let mut valid = cg.ctx.bool_type().const_all_ones();
                 let cin = cg.b.build_int_add(cin0, ci, "").unwrap();
                 // Read through a channel shuffle (`ir/shuffle.rs`): channel `cin` is at its source.
-                let cin = match cg.be.in_shuffle.get() {
-                    Some(s) => cg.shuffle_source(&s, cin),
+                let cin = match cg.be.in_channels.get() {
+                    Some(m) => cg.channel_source(&m, cin),
                     None => cin,
                 };
                 let mut xi: Vec<IntValue<'ctx>> = vec![n, cin];

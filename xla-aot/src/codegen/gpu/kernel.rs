@@ -189,7 +189,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let v = cg.value_of(comp, id, Ix::Multi(idx), k, Some(heavy));
                     cg.store(k.out, cg.offset(idx, &root.shape), v, root.shape.dtype);
                 };
-                let shuffled = self.conv_shuffle(comp, heavy);
+                let shuffled = self.conv_channels(comp, heavy);
                 let (l, r) = (
                     match &shuffled {
                         // Read through a channel shuffle, with the parameter's strides.
@@ -221,9 +221,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
                 let mut opnds = shapes(h);
                 opnds[0] = l.clone();
-                self.be.in_shuffle.set(shuffled.map(|(s, _)| s));
+                self.be.in_channels.set(shuffled.map(|(s, _)| s));
                 self.body(k, &h.op, &h.shape, &opnds, &no_at, &bufs);
-                self.be.in_shuffle.set(None);
+                self.be.in_channels.set(None);
                 self.output_fusion_sweep(k, comp, heavy);
             }
         }

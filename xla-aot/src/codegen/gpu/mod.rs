@@ -64,7 +64,7 @@ pub struct Gpu<'ctx> {
     weight: Cell<DType>,
     /// The channel shuffle the convolution being generated reads its input through
     /// (`ir/shuffle.rs` `conv_input`): input channel `s` is read at `source(s)`.
-    in_shuffle: Cell<Option<crate::ir::shuffle::ChannelShuffle>>,
+    in_channels: Cell<Option<crate::ir::shuffle::ChannelMap>>,
 }
 
 impl Gpu<'_> {
@@ -76,7 +76,7 @@ impl Gpu<'_> {
             entries: RefCell::new(Vec::new()),
             packings: Packings::for_gpu(hlo),
             weight: Cell::new(DType::F32),
-            in_shuffle: Cell::new(None),
+            in_channels: Cell::new(None),
         }
     }
 

@@ -277,7 +277,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let fill = i8t.const_int(offset as u64 & 0xff, false);
         // Channels in 16-lane vectors where they are contiguous, whole vectors per group; one
         // by one from their sources when read through a channel shuffle (`ir/shuffle.rs`).
-        let shuffle = self.be.in_shuffle.get();
+        let shuffle = self.be.in_channels.get();
         let vec_c = if shuffle.is_none() && xst[1] == 1 && c % STAGE_C as usize == 0 {
             c / STAGE_C as usize
         } else {
@@ -347,7 +347,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let cc = match &shuffle {
                                     // `src` is the pixel's (no group offset): the source channel.
                                     Some(s) => {
-                                        cg.shuffle_source(s, cg.add(cg.mul(g, c as u64), cc))
+                                        cg.channel_source(s, cg.add(cg.mul(g, c as u64), cc))
                                     }
                                     None => cc,
                                 };
