@@ -931,6 +931,46 @@ fn bf16_products_split_between_threads_change_no_bit() {
 }
 
 #[test]
+fn bf16_activations_are_packed_into_the_arena_scratch_per_task() {
+    // `precision: bf16` on AVX-512 BF16: the product packs A (as bfloat16 pairs) into per-task
+    // slices of the arena's kernel scratch (`gemm_pack.rs`), not into a stack buffer: the plan
+    // reserves one 64 KiB row block per task, at most 16 tasks. An f32 product reads A in place
+    // and reserves none. Split between 3 threads it gives one thread's bits, and it matches the
+    // rounded reference (odd M and K, partial panels, a bias + ReLU epilogue).
+    let mut s = Spec::new("bf16_scratch", 29);
+    s.input("x", &[301, 515])
+        .weight("w", &[230, 515])
+        .weight("b", &[230])
+        .op("{name: d, op: dense, inputs: [x, w, b]}")
+        .op("{name: y, op: relu, inputs: [d]}")
+        .output("y");
+    let m = s.module();
+    let bf16 = Target::resolve("x86_64-avx512-bf16").unwrap();
+    let opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    let scratch = |t: &Target, o: &CompileOptions| compile_model(&m, t, o).unwrap().plan.scratch;
+    let f32_target = Target::resolve("x86_64-avx512").unwrap();
+    assert_eq!(scratch(&f32_target, &common::default_options()), None);
+    let (_, bytes) = scratch(&bf16, &opts).expect("kernel scratch for the bf16 product");
+    // 22 row tiles of 14 rows (more than the 8 column chunks: tasks split the rows), so 16
+    // tasks; each slice a row block of 4 tiles (64 KiB / 14 rows of K-blocks of 512 k) of 256
+    // pair dwords a row.
+    assert_eq!(bytes, 16 * (4 * 14) * 256 * 4);
+    if !bf16.runs_here() {
+        eprintln!("this CPU has no AVX-512 BF16: the bf16 product is compiled, not run");
+        return;
+    }
+    assert!(hook_calls_with(&m, &bf16, 3, &opts) >= 1);
+    let ins = random_inputs(&m, 7);
+    let rounded = xla_aot::compile::optimize(&m, &opts).unwrap().module;
+    let expected = evaluate(&rounded, &ins).unwrap();
+    let actual = common::run_compiled_with(&m, &bf16, &ins, "kernels-bf16-scratch", &opts);
+    check_close(&actual[0], &expected[0]).unwrap();
+}
+
+#[test]
 fn the_thread_hook_splits_pooling_elementwise_and_reductions_and_changes_no_bit() {
     // No dot, no convolution: a max pool (294 Ki window taps), a large fused elementwise loop
     // (a sigmoid-weighted x over 288 Ki elements), a transpose to channels-minor and a global
