@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{check_close, random_inputs, repo, run_compiled, scratch, toolchain};
+use common::{
+    check_close, hook_calls_with, link_with_options, random_inputs, run_compiled, toolchain,
+};
 use std::fmt::Write as _;
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::interp::evaluate;
@@ -782,87 +784,9 @@ fn link_with(
     link_with_options(m, t, source, tag, &CompileOptions::default())
 }
 
-/// [`link_with`] with compile options `opts`.
-fn link_with_options(
-    m: &Module,
-    t: &Target,
-    source: &str,
-    tag: &str,
-    opts: &CompileOptions,
-) -> (std::path::PathBuf, std::path::PathBuf, usize) {
-    let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
-    let art = compile_model(m, t, opts).unwrap();
-    let lib = dir.join(format!("lib{}.a", art.name));
-    std::fs::write(&lib, &art.archive).unwrap();
-    let (cc, _) = toolchain(t);
-    let exe = dir.join(tag);
-    let out = std::process::Command::new(&cc)
-        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
-        .arg(format!("-DMODEL={}", art.name))
-        .arg("-I")
-        .arg(repo().join("runtime-min/include"))
-        .arg(repo().join(source))
-        .arg(&lib)
-        .args(["-lpthread", "-o"])
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, exe, art.plan.arena_size)
-}
-
 /// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
 fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
     hook_calls_with(m, t, threads, &CompileOptions::default())
-}
-
-/// [`hook_calls`] with compile options `opts`.
-fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions) -> usize {
-    let (dir, exe, arena) =
-        link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
-    let (_, runner) = toolchain(t);
-    let ins = random_inputs(m, 11);
-    let mut args = vec![
-        threads.to_string(),
-        arena.to_string(),
-        ins.len().to_string(),
-        m.entry.outputs.len().to_string(),
-    ];
-    for (i, lit) in ins.iter().enumerate() {
-        let p = dir.join(format!("in{i}.bin"));
-        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
-        args.push(p.display().to_string());
-        args.push(lit.bytes().unwrap().len().to_string());
-    }
-    for (i, o) in m.entry.outputs.iter().enumerate() {
-        args.push(dir.join(format!("out{i}.bin")).display().to_string());
-        args.push(m.entry.inst(o.value).shape.size_bytes().to_string());
-    }
-    let mut cmd = if runner.is_empty() {
-        std::process::Command::new(&exe)
-    } else {
-        let mut c = std::process::Command::new(&runner[0]);
-        c.args(&runner[1..]).arg(&exe);
-        c
-    };
-    let r = cmd.args(&args).output().unwrap();
-    assert!(
-        r.status.success(),
-        "{} on {}: {}",
-        m.name,
-        t.name,
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let text = String::from_utf8_lossy(&r.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
-    text.trim()
-        .strip_prefix("hook calls: ")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected harness output {text}"))
 }
 
 #[test]
