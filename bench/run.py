@@ -46,6 +46,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXAMPLES = ["simplenet", "mlp", "mobilenet_block", "tiny_transformer"]
 GEMMS = [256, 512, 1024]
+# Larger products, timed only when --models names them (numpy alone takes ~0.1 s a call).
+LARGE_GEMMS = [2048]
 PEERS = ["xla", "ort", "numpy"]
 REQUIREMENTS = ["numpy", "pyyaml", "jax", "jaxlib", "onnx", "onnxruntime"]
 
@@ -103,9 +105,9 @@ def models(selected, tmp):
         spec = yaml.safe_load(open(os.path.join(d, "model.yaml")))
         ins = [os.path.join(d, "golden", "inputs", i["name"] + ".npy") for i in spec["inputs"]]
         out.append((ex, os.path.join(d, "model.yaml"), ins))
-    for n in GEMMS:
+    for n in GEMMS + LARGE_GEMMS:
         name = f"gemm{n}"
-        if selected and name not in selected:
+        if (selected or n in LARGE_GEMMS) and name not in selected:
             continue
         d = os.path.join(tmp, "specs", name)
         os.makedirs(os.path.join(d, "w"), exist_ok=True)

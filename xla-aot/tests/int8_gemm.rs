@@ -140,6 +140,45 @@ fn vnni_products_match_the_reference() {
     }
 }
 
+#[test]
+fn int8_products_pack_their_activations_into_the_arena_scratch() {
+    // The quads of A go to per-task slices of the arena's kernel scratch (`gemm_pack.rs`), not
+    // the stack, wherever the product multiplies quads: VNNI and both aarch64 kernels. With
+    // VNNI (14-row tiles): 300 rows with K = 64 (16 quads a row, one K-block) are 22 row tiles,
+    // split between at most 16 tasks, each slice a row block of all 22; 37 rows with K = 1100
+    // (K-blocks of 512 k: 128 quads a row) are 3 row tiles, 3 tasks of one block of 3 tiles.
+    let rows = model("i8_scratch_rows", (300, 64, 33), 0, false, false);
+    let blocks = model("i8_scratch_blocks", (37, 1100, 45), 128, false, true);
+    let vnni_bytes = [16 * (22 * 14 * 16) * 4, 3 * (3 * 14 * 128) * 4];
+    for t in ["x86_64-avx512-vnni", "aarch64-a78", "aarch64-neon"] {
+        let target = Target::resolve(t).unwrap();
+        let opts = common::default_options();
+        for (m, want) in [&rows, &blocks].into_iter().zip(vnni_bytes) {
+            let art = compile_model(m, &target, &opts).unwrap();
+            let (_, bytes) = art
+                .plan
+                .scratch
+                .unwrap_or_else(|| panic!("{t} {}: no kernel scratch", m.name));
+            if t == "x86_64-avx512-vnni" {
+                assert_eq!(bytes, want, "{t} {}", m.name);
+            }
+        }
+    }
+    // The f32 kernel of the same product on a target without quad dot products takes none.
+    let f32_only = Target::resolve("x86_64-avx2").unwrap();
+    let art = compile_model(&rows, &f32_only, &common::default_options()).unwrap();
+    assert_eq!(art.plan.scratch, None);
+    // Split between 3 threads through the hook (9.8 MFLOP, 22 row tiles: each task packs its
+    // rows into its own slice), the product gives one thread's bits.
+    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+    if vnni.runs_here() {
+        let m = model("i8_scratch_threads", (300, 256, 64), 3, false, true);
+        assert!(common::hook_calls_with(&m, &vnni, 3, &common::default_options()) >= 1);
+    } else {
+        eprintln!("this CPU has no AVX-512 VNNI: the threaded int8 product is compiled, not run");
+    }
+}
+
 /// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel.
 fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
     let per: usize = dims[1..].iter().product();

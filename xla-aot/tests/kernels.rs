@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{check_close, random_inputs, repo, run_compiled, scratch, toolchain};
+use common::{
+    check_close, hook_calls_with, link_with_options, random_inputs, run_compiled, toolchain,
+};
 use std::fmt::Write as _;
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::interp::evaluate;
@@ -860,87 +862,9 @@ fn link_with(
     link_with_options(m, t, source, tag, &CompileOptions::default())
 }
 
-/// [`link_with`] with compile options `opts`.
-fn link_with_options(
-    m: &Module,
-    t: &Target,
-    source: &str,
-    tag: &str,
-    opts: &CompileOptions,
-) -> (std::path::PathBuf, std::path::PathBuf, usize) {
-    let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
-    let art = compile_model(m, t, opts).unwrap();
-    let lib = dir.join(format!("lib{}.a", art.name));
-    std::fs::write(&lib, &art.archive).unwrap();
-    let (cc, _) = toolchain(t);
-    let exe = dir.join(tag);
-    let out = std::process::Command::new(&cc)
-        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
-        .arg(format!("-DMODEL={}", art.name))
-        .arg("-I")
-        .arg(repo().join("runtime-min/include"))
-        .arg(repo().join(source))
-        .arg(&lib)
-        .args(["-lpthread", "-o"])
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, exe, art.plan.arena_size)
-}
-
 /// Runs `m` through `tests/harness/parallel.c` with `threads` threads; returns the hook's call count.
 fn hook_calls(m: &Module, t: &Target, threads: usize) -> usize {
     hook_calls_with(m, t, threads, &CompileOptions::default())
-}
-
-/// [`hook_calls`] with compile options `opts`.
-fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions) -> usize {
-    let (dir, exe, arena) =
-        link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
-    let (_, runner) = toolchain(t);
-    let ins = random_inputs(m, 11);
-    let mut args = vec![
-        threads.to_string(),
-        arena.to_string(),
-        ins.len().to_string(),
-        m.entry.outputs.len().to_string(),
-    ];
-    for (i, lit) in ins.iter().enumerate() {
-        let p = dir.join(format!("in{i}.bin"));
-        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
-        args.push(p.display().to_string());
-        args.push(lit.bytes().unwrap().len().to_string());
-    }
-    for (i, o) in m.entry.outputs.iter().enumerate() {
-        args.push(dir.join(format!("out{i}.bin")).display().to_string());
-        args.push(m.entry.inst(o.value).shape.size_bytes().to_string());
-    }
-    let mut cmd = if runner.is_empty() {
-        std::process::Command::new(&exe)
-    } else {
-        let mut c = std::process::Command::new(&runner[0]);
-        c.args(&runner[1..]).arg(&exe);
-        c
-    };
-    let r = cmd.args(&args).output().unwrap();
-    assert!(
-        r.status.success(),
-        "{} on {}: {}",
-        m.name,
-        t.name,
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let text = String::from_utf8_lossy(&r.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
-    text.trim()
-        .strip_prefix("hook calls: ")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected harness output {text}"))
 }
 
 #[test]
@@ -1006,6 +930,46 @@ fn bf16_products_split_between_threads_change_no_bit() {
         let calls = hook_calls_with(&m, &t, 3, &opts);
         assert!(calls >= 1, "{}: {calls} hook calls", t.name);
     }
+}
+
+#[test]
+fn bf16_activations_are_packed_into_the_arena_scratch_per_task() {
+    // `precision: bf16` on AVX-512 BF16: the product packs A (as bfloat16 pairs) into per-task
+    // slices of the arena's kernel scratch (`gemm_pack.rs`), not into a stack buffer: the plan
+    // reserves one 64 KiB row block per task, at most 16 tasks. An f32 product reads A in place
+    // and reserves none. Split between 3 threads it gives one thread's bits, and it matches the
+    // rounded reference (odd M and K, partial panels, a bias + ReLU epilogue).
+    let mut s = Spec::new("bf16_scratch", 29);
+    s.input("x", &[301, 515])
+        .weight("w", &[230, 515])
+        .weight("b", &[230])
+        .op("{name: d, op: dense, inputs: [x, w, b]}")
+        .op("{name: y, op: relu, inputs: [d]}")
+        .output("y");
+    let m = s.module();
+    let bf16 = Target::resolve("x86_64-avx512-bf16").unwrap();
+    let opts = CompileOptions {
+        precision: Some(xla_aot::ir::Precision::Bf16),
+        ..common::default_options()
+    };
+    let scratch = |t: &Target, o: &CompileOptions| compile_model(&m, t, o).unwrap().plan.scratch;
+    let f32_target = Target::resolve("x86_64-avx512").unwrap();
+    assert_eq!(scratch(&f32_target, &common::default_options()), None);
+    let (_, bytes) = scratch(&bf16, &opts).expect("kernel scratch for the bf16 product");
+    // 22 row tiles of 14 rows (more than the 8 column chunks: tasks split the rows), so 16
+    // tasks; each slice a row block of 4 tiles (64 KiB / 14 rows of K-blocks of 512 k) of 256
+    // pair dwords a row.
+    assert_eq!(bytes, 16 * (4 * 14) * 256 * 4);
+    if !bf16.runs_here() {
+        eprintln!("this CPU has no AVX-512 BF16: the bf16 product is compiled, not run");
+        return;
+    }
+    assert!(hook_calls_with(&m, &bf16, 3, &opts) >= 1);
+    let ins = random_inputs(&m, 7);
+    let rounded = xla_aot::compile::optimize(&m, &opts).unwrap().module;
+    let expected = evaluate(&rounded, &ins).unwrap();
+    let actual = common::run_compiled_with(&m, &bf16, &ins, "kernels-bf16-scratch", &opts);
+    check_close(&actual[0], &expected[0]).unwrap();
 }
 
 #[test]

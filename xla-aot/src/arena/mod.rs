@@ -91,6 +91,9 @@ pub struct BufferPlan {
     /// use while it runs (kernels run one at a time); `None` until a backend reserves it with
     /// [`reserve_scratch`].
     pub scratch: Option<(usize, usize)>,
+    /// Whether Winograd convolutions may use the kernel scratch (else only the GEMMs that pack
+    /// A take it, `codegen/cpu/gemm_pack.rs`): [`BufferPlan::winograd_scratch`].
+    pub scratch_winograd: bool,
     /// Per instruction: the concatenation whose buffer it is written into (`concat_views.rs`);
     /// its location is then its slice of that buffer, and its kernel writes with the
     /// concatenation's strides.
@@ -106,14 +109,27 @@ pub struct BufferPlan {
 }
 
 /// Appends `bytes` of kernel scratch to the arena (no-op for 0): the CPU backend's Winograd
-/// convolutions keep their transformed tiles there (`codegen/core/winograd.rs`).
-pub fn reserve_scratch(mut p: BufferPlan, bytes: usize) -> BufferPlan {
+/// convolutions keep their transformed tiles there (`codegen/core/winograd.rs`) when `winograd`,
+/// and its bf16 and int8 GEMMs pack A there (`codegen/cpu/gemm_pack.rs`).
+pub fn reserve_scratch(mut p: BufferPlan, bytes: usize, winograd: bool) -> BufferPlan {
+    p.scratch_winograd = winograd;
     if bytes > 0 {
         let offset = align(p.arena_size);
         p.scratch = Some((offset, align(bytes)));
         p.arena_size = offset + align(bytes);
     }
     p
+}
+
+impl BufferPlan {
+    /// The kernel scratch bytes a Winograd convolution may take: what the CPU backend decides
+    /// Winograd with (`Packings::for_cpu`); 0 in a build without Winograd.
+    pub fn winograd_scratch(&self) -> usize {
+        match self.scratch {
+            Some((_, bytes)) if self.scratch_winograd => bytes,
+            _ => 0,
+        }
+    }
 }
 
 /// Appends the in-use word of a `--checks` build to the arena (`codegen/core/canary.rs`).
@@ -345,6 +361,7 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
         assembled,
         slices,
         scratch: None,
+        scratch_winograd: false,
         canary: None,
     }
 }

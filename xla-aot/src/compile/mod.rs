@@ -55,7 +55,7 @@ pub struct CompileOptions {
 
 /// `plan` with what `target`'s backend adds for `m`: on a CPU, concatenations assembled in place
 /// by their operands' kernels (`arena/concat_views.rs`) and the kernel scratch of the Winograd
-/// convolutions (unless [`CompileOptions::no_winograd`]); then the in-use word of a
+/// convolutions (unless [`CompileOptions::no_winograd`]) and of the GEMMs that pack A; then the in-use word of a
 /// [`CompileOptions::checks`] build. CUDA targets keep `plan` as it is.
 pub fn plan_for_target(
     m: &Module,
@@ -67,11 +67,19 @@ pub fn plan_for_target(
         return plan;
     }
     use crate::codegen::core::packing::Packings;
-    let scratch = if opts.no_winograd {
+    let winograd = if opts.no_winograd {
         0
     } else {
         Packings::scratch_for_cpu(m, target)
     };
+    // The bf16 and int8 GEMMs pack A into the same scratch (`codegen/cpu/gemm_pack.rs`);
+    // kernels run one at a time, so the largest need is the scratch.
+    let gemm = crate::codegen::cpu::gemm_pack::scratch_bytes(
+        m,
+        target,
+        &Packings::for_cpu(m, target, winograd),
+    );
+    let scratch = winograd.max(gemm);
     // Concatenations whose operands' kernels write through its strides are assembled in place.
     let plan = if m
         .entry
@@ -79,14 +87,14 @@ pub fn plan_for_target(
         .iter()
         .any(|i| matches!(i.op, crate::ir::Op::Concatenate { .. }))
     {
-        let packings = Packings::for_cpu(m, target, scratch);
+        let packings = Packings::for_cpu(m, target, winograd);
         crate::arena::plan_with_views(m, &|id| {
             crate::codegen::cpu::strided_out::writes_strided(m, &packings, id)
         })
     } else {
         plan
     };
-    let plan = crate::arena::reserve_scratch(plan, scratch);
+    let plan = crate::arena::reserve_scratch(plan, scratch, !opts.no_winograd);
     if opts.checks {
         crate::arena::reserve_canary(plan)
     } else {
@@ -440,8 +448,7 @@ pub fn compile_model_buckets(
     let packings = if target.cuda_sm.is_some() {
         crate::codegen::core::packing::Packings::for_gpu(m)
     } else {
-        let scratch = plan.scratch.map_or(0, |(_, bytes)| bytes);
-        crate::codegen::core::packing::Packings::for_cpu(m, target, scratch)
+        crate::codegen::core::packing::Packings::for_cpu(m, target, plan.winograd_scratch())
     };
     let weights_bytes = header::stored_weight_bytes(m, &packings);
     // A microcontroller library states its flash and RAM bytes (`emit/footprint.rs`).

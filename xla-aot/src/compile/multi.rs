@@ -93,6 +93,14 @@ pub(super) fn compile(
             constants: crate::codegen::core::weights::Placement::InModule,
         });
     }
+    // Variants may plan different kernel scratch (Winograd tiles, packed A), so different arena
+    // sizes; the header's `ARENA_SIZE` is the largest. Every variant's entry points check an
+    // output against that whole arena (an output in the tail only a larger variant uses is
+    // refused by all), so each variant's plan is given the largest size.
+    let arena_size = inputs.iter().map(|v| v.plan.arena_size).max().unwrap_or(0);
+    for v in &mut inputs {
+        v.plan.arena_size = arena_size;
+    }
     let shared = multi_weights::share(&inputs);
     for (v, p) in inputs.iter_mut().zip(shared.placements) {
         v.constants = p;

@@ -42,10 +42,7 @@ pub(super) fn share(variants: &[VariantInput<'_>]) -> Shared {
     let n = variants.len();
     let packings: Vec<Packings> = variants
         .iter()
-        .map(|v| {
-            let scratch = v.plan.scratch.map_or(0, |(_, bytes)| bytes);
-            Packings::for_cpu(&v.module, v.target, scratch)
-        })
+        .map(|v| Packings::for_cpu(&v.module, v.target, v.plan.winograd_scratch()))
         .collect();
     let buckets = variants.iter().any(|v| !v.buckets.is_empty());
     let Some(first) = variants.first() else {

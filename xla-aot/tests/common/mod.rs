@@ -457,3 +457,83 @@ pub fn run_cases(
     }
     assert!(failed.is_empty(), "failing: {}", failed.join(", "));
 }
+
+/// Compiles `m` for `t` with `opts` and links it with the C program `source` (a path in the
+/// repository) into a scratch directory: (directory, executable, arena size).
+pub fn link_with_options(
+    m: &Module,
+    t: &Target,
+    source: &str,
+    tag: &str,
+    opts: &CompileOptions,
+) -> (std::path::PathBuf, std::path::PathBuf, usize) {
+    let dir = scratch(&format!("{tag}-{}-{}", m.name, t.name));
+    let art = compile_model(m, t, opts).unwrap();
+    let lib = dir.join(format!("lib{}.a", art.name));
+    std::fs::write(&lib, &art.archive).unwrap();
+    let (cc, _) = toolchain(t);
+    let exe = dir.join(tag);
+    let out = std::process::Command::new(&cc)
+        .args(["-O2", "-std=c11", "-Wall", "-Werror"])
+        .arg(format!("-DMODEL={}", art.name))
+        .arg("-I")
+        .arg(repo().join("runtime-min/include"))
+        .arg(repo().join(source))
+        .arg(&lib)
+        .args(["-lpthread", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, exe, art.plan.arena_size)
+}
+
+/// Runs `m` compiled with `opts` through `tests/harness/parallel.c` with `threads` threads (which
+/// checks that they give one thread's bits); returns the hook's call count.
+pub fn hook_calls_with(m: &Module, t: &Target, threads: usize, opts: &CompileOptions) -> usize {
+    let (dir, exe, arena) =
+        link_with_options(m, t, "xla-aot/tests/harness/parallel.c", "parallel", opts);
+    let (_, runner) = toolchain(t);
+    let ins = random_inputs(m, 11);
+    let mut args = vec![
+        threads.to_string(),
+        arena.to_string(),
+        ins.len().to_string(),
+        m.entry.outputs.len().to_string(),
+    ];
+    for (i, lit) in ins.iter().enumerate() {
+        let p = dir.join(format!("in{i}.bin"));
+        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
+        args.push(p.display().to_string());
+        args.push(lit.bytes().unwrap().len().to_string());
+    }
+    for (i, o) in m.entry.outputs.iter().enumerate() {
+        args.push(dir.join(format!("out{i}.bin")).display().to_string());
+        args.push(m.entry.inst(o.value).shape.size_bytes().to_string());
+    }
+    let mut cmd = if runner.is_empty() {
+        std::process::Command::new(&exe)
+    } else {
+        let mut c = std::process::Command::new(&runner[0]);
+        c.args(&runner[1..]).arg(&exe);
+        c
+    };
+    let r = cmd.args(&args).output().unwrap();
+    assert!(
+        r.status.success(),
+        "{} on {}: {}",
+        m.name,
+        t.name,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let text = String::from_utf8_lossy(&r.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    text.trim()
+        .strip_prefix("hook calls: ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected harness output {text}"))
+}

@@ -16,23 +16,27 @@
 //! - Work is split into tasks by output tiles (column panels, or row tiles when there are fewer
 //!   panels than threads); the kernel runs them through the app's parallel-for hook
 //!   (`parallel.rs`) when one is registered and the product is large enough to pay for it.
+//! - The f32 kernel reads A in place; the bf16 and int8 kernels pack it, each task into its own
+//!   slice of the arena's kernel scratch (`gemm_pack.rs`, which [`gemm_tiles`] and the task split
+//!   are shared with, so the buffer plan reserves what the kernel uses).
 
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm_bf16;
 use super::gemm_i8;
+use super::gemm_pack::{self, APack};
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use crate::ir::{DType, F16_K_BLOCK, Precision, Shape};
-use inkwell::IntPredicate;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::{AddressSpace, IntPredicate};
 
 /// Independent accumulator chains that keep the FMA units busy: FMA latency (4 cycles on
 /// Skylake, Zen 2-4 and Cortex-A78) times FMA pipes (2). A tile with fewer accumulators (a
 /// matrix-vector product, M = 1) covers several panels at once to reach this many.
-const MIN_CHAINS: usize = 8;
+pub(super) const MIN_CHAINS: usize = 8;
 
 /// Bytes between addresses that map to the same L1D set, and the ways of a set, of the x86-64
 /// cores the targets describe (32 KiB, 8 ways, 64-byte lines: 4 KiB). Arm L1Ds differ (A72:
@@ -70,6 +74,64 @@ pub fn rows_for_issue(count: usize, rows_max: usize, nv: usize) -> usize {
         .unwrap_or(1)
 }
 
+/// Which GEMM micro-kernel a product takes (`gemm.rs` f32 unless one of these is set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Kind {
+    /// `vdpbf16ps` on bfloat16 pairs (`gemm_bf16.rs`).
+    pub bf16: bool,
+    /// f16 blocks (`gemm_f16.rs`).
+    pub f16: bool,
+    /// Dot products of int8 quads (`gemm_i8.rs`: `vpdpbusd`, `sdot` or `smull`).
+    pub vnni: bool,
+}
+
+/// The tiles of the GEMM kernel of kind `kind` for geometry `g` on `target`: the target's
+/// ([`Tiles::for_target`]) with the kernel's K-block, rows per tile and row block.
+pub(super) fn gemm_tiles(g: &Geometry, target: &crate::target::Target, kind: Kind) -> Tiles {
+    let Kind { bf16, f16, vnni } = kind;
+    let mut t = Tiles::for_target(target);
+    if bf16 {
+        t.kc = gemm_bf16::kc(&t);
+    }
+    if vnni {
+        t.kc = gemm_i8::kc(&t);
+        t.mr = gemm_i8::mr(&t, target);
+    }
+    if f16 {
+        // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
+        t.kc = t.kc.next_multiple_of(F16_K_BLOCK);
+    }
+    let a_row_bytes = if vnni {
+        g.k.div_ceil(4) * 4
+    } else {
+        g.k.div_ceil(2) * 4
+    };
+    let packs_a = bf16 || vnni;
+    if g.m <= t.mr && (!packs_a || a_row_bytes * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
+        // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
+        // panel's stream into pieces. Stream every panel whole.
+        t.kc = g.k.max(1);
+    }
+    if (g.a_m * 4) % L1_SET_STRIDE == 0 && g.m > L1_WAYS {
+        // Rows of A a multiple of 4 KiB apart share one L1 set: a tile reading more of them
+        // than the set has ways evicts its own rows every step (gemm1024 ran at 65%).
+        t.mr = t.mr.min(L1_WAYS);
+    }
+    t.mr = rows_for_issue(g.m, t.mr, t.nv);
+    if packs_a {
+        // K shorter than the K-block: packed rows are K long, not `kc` (more rows fit the row
+        // block, and the scratch slices are smaller).
+        t.kc = t.kc.min(g.k.max(1));
+    }
+    if bf16 {
+        t.mc_tiles = gemm_bf16::mc_tiles(&t);
+    }
+    if vnni {
+        t.mc_tiles = gemm_i8::mc_tiles(&t);
+    }
+    t
+}
+
 /// The static plan of one GEMM kernel.
 struct Plan {
     t: Tiles,
@@ -94,6 +156,9 @@ struct Plan {
     vnni: Option<i32>,
     /// The output fusion's register epilogue and the role of each output dim.
     epi: Option<(RegEpilogue, Vec<DimRole>)>,
+    /// The bf16 or int8 kernel packs A into per-task slices of the kernel scratch (`gemm_pack.rs`);
+    /// `None`: into a stack buffer.
+    slices: Option<APack>,
 }
 
 /// Where an output dim of a dot lies in the micro-tile (for a register epilogue).
@@ -161,46 +226,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             && self.hlo.precision == Precision::F16
             && self.target.has_f16_arith();
         let vnni = self.be.vnni.get().filter(|_| packed);
-        let mut t = Tiles::for_target(self.target);
-        if bf16 {
-            t.kc = gemm_bf16::kc(&t);
-        }
-        if vnni.is_some() {
-            t.kc = gemm_i8::kc(&t);
-            t.mr = gemm_i8::mr(&t, self.target);
-        }
-        if f16 {
-            // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
-            t.kc = t.kc.next_multiple_of(F16_K_BLOCK);
-        }
-        let a_row_bytes = if vnni.is_some() {
-            g.k.div_ceil(4) * 4
-        } else {
-            g.k.div_ceil(2) * 4
+        let kind = Kind {
+            bf16,
+            f16,
+            vnni: vnni.is_some(),
         };
-        let packs_a = bf16 || vnni.is_some();
-        if g.m <= t.mr && (!packs_a || a_row_bytes * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
-            // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
-            // panel's stream into pieces. Stream every panel whole.
-            t.kc = g.k.max(1);
-        }
-        if (g.a_m * 4) % L1_SET_STRIDE == 0 && g.m > L1_WAYS {
-            // Rows of A a multiple of 4 KiB apart share one L1 set: a tile reading more of them
-            // than the set has ways evicts its own rows every step (gemm1024 ran at 65%).
-            t.mr = t.mr.min(L1_WAYS);
-        }
-        t.mr = rows_for_issue(g.m, t.mr, t.nv);
-        if bf16 {
-            t.mc_tiles = gemm_bf16::mc_tiles(&t);
-        }
-        if vnni.is_some() {
-            t.mc_tiles = gemm_i8::mc_tiles(&t);
-        }
-        let rows_per_tile = t.mr;
-        let pp = MIN_CHAINS
-            .div_ceil(rows_per_tile * t.nv)
-            .clamp(1, 4)
-            .min(g.n.div_ceil(t.nr()).max(1));
+        let t = gemm_tiles(g, self.target, kind);
+        // Each task packs A (bf16 pairs, int8 quads) into its own slice of the kernel scratch
+        // (its last argument) when the buffer plan reserved it, else into a stack buffer.
+        let slices = (bf16 || vnni.is_some())
+            .then(|| gemm_pack::a_pack(g, &t, kind))
+            .filter(|p| self.be.a_pack.get() == Some(*p));
+        let (pp, _, split_cols) = gemm_pack::units(g, &t);
         let cw = pp * t.nr();
         let plan = Plan {
             t,
@@ -210,17 +247,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             part_cols: g.n % cw,
             full_rows: g.m / t.mr,
             part_rows: g.m % t.mr,
-            split_cols: g.n.div_ceil(cw) >= g.m.div_ceil(t.mr),
+            split_cols,
             bf16,
             f16,
             vnni,
             epi,
+            slices,
         };
         let units = if plan.split_cols {
             plan.chunks()
         } else {
             plan.row_tiles()
         };
+        // No more tasks than the scratch has slices.
+        let units = slices.map_or(units, |p| units.min(p.tasks));
         let bufs: Vec<PointerValue<'ctx>> = std::iter::once(k.out)
             .chain(k.args.iter().copied())
             .collect();
@@ -265,10 +305,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let bsizes: Vec<usize> = g.batch.iter().map(|x| x.0).collect();
         let nkb = g.k.div_ceil(t.kc);
         let nrb = plan.row_tiles().div_ceil(t.mc_tiles);
-        let apack = if plan.vnni.is_some() {
-            Some(self.a_quads_buffer(f, t))
-        } else {
-            plan.bf16.then(|| self.a_pairs_buffer(f, t))
+        let apack = match plan.slices {
+            // This task's slice of the kernel scratch (the last argument).
+            Some(p) => {
+                let scratch = *tk.args.last().expect("the scratch argument");
+                let dwords = self
+                    .b
+                    .build_pointer_cast(
+                        scratch,
+                        self.ctx.i32_type().ptr_type(AddressSpace::default()),
+                        "",
+                    )
+                    .unwrap();
+                Some(self.gep(dwords, self.mul(ti, p.slice_dwords as u64)))
+            }
+            None if plan.vnni.is_some() => Some(self.a_quads_buffer(f, t)),
+            None => plan.bf16.then(|| self.a_pairs_buffer(f, t)),
         };
         self.loop_nest(&bsizes, &mut |cg, bi| {
             let mut offs = [cg.i64(0), cg.i64(0), cg.i64(0)];

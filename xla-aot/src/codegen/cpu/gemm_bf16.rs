@@ -7,8 +7,9 @@
 //!   512-bit load is 16 columns × k `2q, 2q+1`.
 //! - A is rounded to bfloat16 (nearest even, as `round-bf16`: in a `precision: bf16` module it
 //!   already holds rounded values, so this is exact; `vcvtneps2bf16`, 32 k into 16 pairs per two
-//!   instructions) and packed per row block and K-block into a
-//!   stack buffer of at most [`A_BLOCK_BYTES`] ([`Cg::pack_a_pairs`]): row `r` of the block at
+//!   instructions) and packed per row block and K-block into the task's slice of the arena's
+//!   kernel scratch (`gemm_pack.rs`; a stack buffer when the buffer plan reserved none), of at
+//!   most [`A_BLOCK_BYTES`] ([`Cg::pack_a_pairs`]): row `r` of the block at
 //!   dword `r · kc/2`, pair `q` (k `k0 + 2q` in the low half, `k0 + 2q + 1` in the high half, zero
 //!   past K) at `+ q`. The micro-kernel broadcasts one dword per row and pair (`vdpbf16ps`'s
 //!   `{1to16}` memory operand).
@@ -27,9 +28,10 @@ use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 
-/// Bytes of the stack buffer a task packs one row block of A into (bounds the row block): 64 KiB,
-/// a small part of a thread's stack (2 MiB and more on the hosts AVX-512 BF16 runs on) that stays
-/// in L2 while every column panel of the K-block passes over it.
+/// Bytes of the buffer a task packs one row block of A into (bounds the row block): 64 KiB, which
+/// stays in L2 while every column panel of the K-block passes over it. The buffer is the task's
+/// slice of the arena's kernel scratch (`gemm_pack.rs`), or, in a kernel compiled against a plan
+/// that reserved none, a stack buffer.
 pub(super) const A_BLOCK_BYTES: usize = 64 * 1024;
 
 /// Lanes of one `vdpbf16ps` accumulator (a zmm of f32).
@@ -50,13 +52,15 @@ pub(super) fn mc_tiles(t: &Tiles) -> usize {
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// The stack buffer of one row block of packed A: `mc · mr` rows of `kc/2` dwords.
+    /// A stack buffer of one row block of packed A, `mc · mr` rows of `kc/2` dwords: where a
+    /// kernel without kernel scratch packs (`gemm_pack.rs`).
     pub(super) fn a_pairs_buffer(&self, f: FunctionValue<'ctx>, t: &Tiles) -> PointerValue<'ctx> {
         self.dword_buffer(f, t.mc_tiles * t.mr * t.kc.div_ceil(2))
     }
 
     /// A stack buffer of `dwords` i32 (`f`'s entry block), as an `i32*`: where the bf16 and int8
-    /// kernels pack their A operand and the int8 convolution stages its input rows.
+    /// kernels pack their A operand when they take no kernel scratch, and where the int8
+    /// convolution stages its input rows.
     pub(super) fn dword_buffer(&self, f: FunctionValue<'ctx>, dwords: usize) -> PointerValue<'ctx> {
         let arr = self.slot(f, self.ctx.i32_type().array_type(dwords as u32).into());
         self.b

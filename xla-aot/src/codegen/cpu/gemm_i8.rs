@@ -12,7 +12,9 @@
 //! - A's integers plus the dot's byte offset `o` are the bytes the instruction reads: `o` is the
 //!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for `vpdpbusd`'s
 //!   unsigned bytes, −128 for the signed ones of aarch64, `Cpu.vnni`); they are packed per row block
-//!   and K-block into a stack buffer of at most `gemm_bf16::A_BLOCK_BYTES` ([`Cg::pack_a_quads`]):
+//!   and K-block into the task's slice of the arena's kernel scratch (`gemm_pack.rs`; a stack
+//!   buffer when the buffer plan reserved none), of at most `gemm_bf16::A_BLOCK_BYTES`
+//!   ([`Cg::pack_a_quads`]):
 //!   row `r` of the block at dword `r · kc/4`, quad `q` (k `k0 + 4q + b` in byte `b`, zero past
 //!   K) at `+ q`; the micro-kernel broadcasts one dword per row and quad.
 //! - `Σ (a + o)·q` is summed exactly in i32 (no overflow below 2^31: K ≤ 65536), starting from
@@ -69,7 +71,8 @@ pub(super) fn mc_tiles(t: &Tiles) -> usize {
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
-    /// The stack buffer of one row block of packed A: `mc · mr` rows of `kc/4` dwords.
+    /// A stack buffer of one row block of packed A, `mc · mr` rows of `kc/4` dwords: where a
+    /// kernel without kernel scratch packs (`gemm_pack.rs`).
     pub(super) fn a_quads_buffer(&self, f: FunctionValue<'ctx>, t: &Tiles) -> PointerValue<'ctx> {
         self.dword_buffer(f, t.mc_tiles * t.mr * t.kc.div_ceil(4))
     }

@@ -72,14 +72,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .iter()
             .map(|&o| self.plan.in_place[id.index()] == Some(o))
             .collect();
-        // A Winograd convolution also takes the plan's kernel scratch, after its operands.
+        // A Winograd convolution, and a GEMM that packs A, also take the plan's kernel scratch,
+        // after their operands.
         let wino = self.be.packings.winograd(self.hlo, id);
+        let a_pack = self.a_pack_of(id);
         let mut ins = ins;
-        if wino.is_some() {
+        if wino.is_some() || a_pack.is_some() {
             ins.push(DType::F32);
             shared.push(false);
         }
         self.be.winograd.set(wino);
+        self.be.a_pack.set(a_pack);
         // A weight stored in a narrow type is passed as such (an `i16*`, or `i8*` for int8).
         let half = self.be.packings.reads_narrow(self.hlo, id);
         if let Some((w, d)) = half {

@@ -30,6 +30,7 @@ mod gemm;
 mod gemm_bf16;
 mod gemm_f16;
 mod gemm_i8;
+pub(crate) mod gemm_pack;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
@@ -82,6 +83,9 @@ pub struct Cpu {
     vnni: Cell<Option<i32>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
+    /// The current kernel's packed-A plan, when its f32 GEMM packs A into the kernel scratch
+    /// (`gemm_pack.rs`).
+    a_pack: Cell<Option<gemm_pack::APack>>,
     /// The register epilogue of the output fusion being generated (`epilogue.rs`).
     reg_epi: RefCell<Option<epilogue::RegEpilogue>>,
     /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
@@ -118,6 +122,7 @@ impl Cpu {
             bf16_pairs: Cell::new(false),
             vnni: Cell::new(None),
             winograd: Cell::new(None),
+            a_pack: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),
             pool_runs: RefCell::new(None),
@@ -134,6 +139,16 @@ impl Cpu {
 
 /// The emitter of a CPU module.
 pub(crate) type Cg<'a, 'ctx> = Emitter<'a, 'ctx, Cpu>;
+
+impl<'a, 'ctx> Cg<'a, 'ctx> {
+    /// The packed-A plan of the kernel of entry instruction `id` (`gemm_pack.rs`), when the
+    /// buffer plan reserved enough kernel scratch for it.
+    fn a_pack_of(&self, id: InstId) -> Option<gemm_pack::APack> {
+        let reserved = self.plan.scratch.map_or(0, |(_, bytes)| bytes);
+        gemm_pack::of(self.hlo, self.target, &self.be.packings, id)
+            .filter(|p| p.bytes() <= reserved)
+    }
+}
 
 impl<'ctx> Backend<'ctx> for Cpu {
     /// A CPU kernel computes its whole output, in memory order.
@@ -154,7 +169,7 @@ impl<'ctx> Backend<'ctx> for Cpu {
     }
 
     fn takes_scratch<'a>(cg: &Cg<'a, 'ctx>, id: InstId) -> bool {
-        cg.be.packings.winograd(cg.hlo, id).is_some()
+        cg.be.packings.winograd(cg.hlo, id).is_some() || cg.a_pack_of(id).is_some()
     }
 
     fn copy_kernel<'a>(cg: &Cg<'a, 'ctx>, name: &str, d: DType, n: usize) -> FunctionValue<'ctx> {
@@ -265,8 +280,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         site: ProfilerSite<'_>,
     ) -> Result<Vec<KernelInfo>, CodegenError> {
         self.check_module()?;
-        let scratch = self.plan.scratch.map_or(0, |(_, bytes)| bytes);
-        self.be.packings = Packings::for_cpu(self.hlo, self.target, scratch);
+        self.be.packings = Packings::for_cpu(self.hlo, self.target, self.plan.winograd_scratch());
         let (globals, external) = self.constant_globals(&self.be.packings, &self.be.placement)?;
         self.be.external = external;
         let (kernels, calls) = self.kernels()?;

@@ -23,7 +23,7 @@ use inkwell::values::{FunctionValue, IntValue, PointerValue};
 
 /// Kernels of at most this many flops run as one task even with a thread hook: a fork-join
 /// through a thread pool costs a few microseconds, the time of about this many flops on one core.
-const PARALLEL_MIN_FLOPS: u64 = 1 << 20;
+pub(super) const PARALLEL_MIN_FLOPS: u64 = 1 << 20;
 
 /// Loop-nest kernels (elementwise and fused loops, reductions, pooling) of at most this many
 /// element visits (elements read or written, window taps counted) run as one task: such loops
