@@ -23,6 +23,7 @@
 
 mod attention;
 mod bf16_graph;
+mod bitshift;
 mod context;
 mod contrib;
 mod contrib_attention;
