@@ -1,0 +1,208 @@
+//! Index-driven ONNX ops on small models built here (the node tests bind their int64 indices at
+//! compile time; these run them as run-time int32 inputs too): GatherND with run-time indices
+//! wraps negative coordinates and clamps out-of-range ones into the data, on the interpreter and
+//! the host JIT alike; ScatterND and ReverseSequence with run-time indices or lengths are errors
+//! naming the node; BitShift is exact on int32 values beyond the node tests' small ones.
+
+mod common;
+
+use common::onnx_proto::{node, value};
+use prost::Message;
+use std::path::PathBuf;
+use xla_aot::front::onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
+    attribute_type, data_type,
+};
+use xla_aot::front::{Format, load_file};
+use xla_aot::ir::{Literal, Module};
+
+fn model(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> ModelProto {
+    ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        producer_name: "onnx_indexing.rs".into(),
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn write(tag: &str, m: &ModelProto) -> PathBuf {
+    let dir = common::scratch(&format!("onnx-indexing-{tag}"));
+    let p = dir.join(format!("{tag}.onnx"));
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    p
+}
+
+fn load(tag: &str, m: &ModelProto) -> Module {
+    load_file(&write(tag, m), Format::Onnx)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .module
+}
+
+fn import_err(tag: &str, m: &ModelProto) -> String {
+    match load_file(&write(tag, m), Format::Onnx) {
+        Ok(_) => panic!("{tag}: imported, expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn attr_int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INT,
+        i: v,
+        ..Default::default()
+    }
+}
+
+fn attr_str(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::STRING,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+/// Runs `m` on the interpreter and the host JIT; both must agree, the JIT's result is returned.
+fn run_both(m: &Module, inputs: &[Literal]) -> Vec<Literal> {
+    let want = xla_aot::interp::evaluate(m, inputs).unwrap();
+    let got = xla_aot::compile::run_host(m, inputs).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        common::check_close(g, w).unwrap();
+    }
+    got
+}
+
+#[test]
+fn gather_nd_run_time_indices_wrap_and_clamp_into_the_data() {
+    let mut g = node("g0", "GatherND", &["data", "idx"], &["y"]);
+    let m = model(
+        13,
+        vec![g.clone()],
+        vec![
+            value("data", data_type::FLOAT, &[3, 4]),
+            value("idx", data_type::INT32, &[4, 2]),
+        ],
+        vec![value("y", data_type::FLOAT, &[4])],
+    );
+    let m = load("gathernd", &m);
+    let data = Literal::from_f32(vec![3, 4], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    // (0, 1); (-1 → 2, 0); (2, 5 → clamped 3); (7 → clamped 2, -9 → -5 → clamped 0).
+    let idx = Literal::from_i32(vec![4, 2], &[0, 1, -1, 0, 2, 5, 7, -9]);
+    let y = run_both(&m, &[data.clone(), idx]);
+    assert_eq!(y[0].to_f32_vec().unwrap(), vec![1.0, 8.0, 11.0, 8.0]);
+
+    // batch_dims = 1: one row per batch entry.
+    g.attribute.push(attr_int("batch_dims", 1));
+    let m = model(
+        13,
+        vec![g],
+        vec![
+            value("data", data_type::FLOAT, &[2, 3, 2]),
+            value("idx", data_type::INT32, &[2, 1]),
+        ],
+        vec![value("y", data_type::FLOAT, &[2, 2])],
+    );
+    let m = load("gathernd_batch", &m);
+    let data = Literal::from_f32(
+        vec![2, 3, 2],
+        &(0..12).map(|v| v as f32).collect::<Vec<_>>(),
+    );
+    let idx = Literal::from_i32(vec![2, 1], &[2, -3]);
+    let y = run_both(&m, &[data, idx]);
+    assert_eq!(y[0].to_f32_vec().unwrap(), vec![4.0, 5.0, 6.0, 7.0]);
+}
+
+#[test]
+fn run_time_scatter_indices_and_sequence_lengths_are_errors_naming_the_node() {
+    let m = model(
+        18,
+        vec![node("s0", "ScatterND", &["data", "idx", "upd"], &["y"])],
+        vec![
+            value("data", data_type::FLOAT, &[4, 2]),
+            value("idx", data_type::INT32, &[2, 1]),
+            value("upd", data_type::FLOAT, &[2, 2]),
+        ],
+        vec![value("y", data_type::FLOAT, &[4, 2])],
+    );
+    let e = import_err("scatternd_rt", &m);
+    assert!(
+        e.contains("node #0 `s0` (ScatterND)")
+            && e.contains("must be known at compile time")
+            && e.contains("--freeze"),
+        "{e}"
+    );
+    let m = model(
+        18,
+        vec![node("r0", "ReverseSequence", &["x", "lens"], &["y"])],
+        vec![
+            value("x", data_type::FLOAT, &[3, 2]),
+            value("lens", data_type::INT32, &[2]),
+        ],
+        vec![value("y", data_type::FLOAT, &[3, 2])],
+    );
+    let e = import_err("revseq_rt", &m);
+    assert!(
+        e.contains("node #0 `r0` (ReverseSequence)") && e.contains("sequence_lens"),
+        "{e}"
+    );
+}
+
+/// A shift direction, the values, the shifts and the expected results.
+type ShiftCase = (&'static str, [i32; 4], [i32; 4], [i32; 4]);
+
+#[test]
+fn bit_shift_is_exact_on_larger_int32_values() {
+    let cases: [ShiftCase; 2] = [
+        (
+            "LEFT",
+            [12345, -12345, 1 << 20, 3],
+            [7, 3, 11, 30],
+            // 2^31 and 3·2^30 wrap to two's complement.
+            [12345 << 7, -12345 << 3, i32::MIN, -(1 << 30)],
+        ),
+        (
+            "RIGHT",
+            [12345, -12345, -1, i32::MIN],
+            [7, 3, 31, 4],
+            [12345 >> 7, -12345 >> 3, -1, i32::MIN >> 4],
+        ),
+    ];
+    for (dir, x, s, want) in cases {
+        let mut n = node("b0", "BitShift", &["x", "s"], &["y"]);
+        n.attribute.push(attr_str("direction", dir));
+        let m = model(
+            11,
+            vec![n],
+            vec![
+                value("x", data_type::INT32, &[4]),
+                value("s", data_type::INT32, &[4]),
+            ],
+            vec![value("y", data_type::INT32, &[4])],
+        );
+        let m = load(&format!("bitshift_{dir}"), &m);
+        let y = run_both(
+            &m,
+            &[
+                Literal::from_i32(vec![4], &x),
+                Literal::from_i32(vec![4], &s),
+            ],
+        );
+        assert_eq!(y[0].to_i32_vec().unwrap(), want, "{dir}");
+    }
+}
