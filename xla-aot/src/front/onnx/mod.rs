@@ -46,6 +46,7 @@ mod reduce;
 mod resize;
 mod rewrite;
 mod rnn;
+mod rotary;
 mod scatter;
 mod shape_ops;
 mod spectral;
