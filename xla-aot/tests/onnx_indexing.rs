@@ -2,7 +2,9 @@
 //! compile time; these run them as run-time int32 inputs too): GatherND with run-time indices
 //! wraps negative coordinates and clamps out-of-range ones into the data, on the interpreter and
 //! the host JIT alike; ScatterND and ReverseSequence with run-time indices or lengths are errors
-//! naming the node; BitShift is exact on int32 values beyond the node tests' small ones.
+//! naming the node; BitShift is exact on int32 values beyond the node tests' small ones;
+//! GridSample matches ONNX's reference in every mode × padding × align_corners combination (the
+//! node tests cover reflection only with bilinear) on points far outside the image.
 
 mod common;
 
@@ -204,5 +206,114 @@ fn bit_shift_is_exact_on_larger_int32_values() {
             ],
         );
         assert_eq!(y[0].to_i32_vec().unwrap(), want, "{dir}");
+    }
+}
+
+/// One GridSample case: mode, padding mode, align_corners, and ONNX's reference output
+/// (`onnx.reference.ReferenceEvaluator`, onnx 1.23) for [`GRID_X`] and [`GRID_G`].
+type GridCase = (&'static str, &'static str, i64, [f32; 5]);
+
+/// X[1, 1, 3, 4] = ((0..12) / 2 − 2)².
+const GRID_X: [f32; 12] = [
+    4.0, 2.25, 1.0, 0.25, 0.0, 0.25, 1.0, 2.25, 4.0, 6.25, 9.0, 12.25,
+];
+/// grid[1, 1, 5, 2] (x, y): three points outside [−1, 1], two inside.
+const GRID_G: [f32; 10] = [-1.7, 0.3, 0.9, -1.4, 2.2, 2.6, -0.35, 0.8, 0.1, -0.05];
+
+const GRID_CASES: [GridCase; 18] = [
+    ("linear", "zeros", 0, [0.0, 0.0, 0.0, 4.640001, 0.82]),
+    ("linear", "zeros", 1, [0.0, 0.2175, 0.0, 5.00375, 0.7725]),
+    ("linear", "border", 0, [1.8, 0.25, 12.25, 5.8, 0.82]),
+    ("linear", "border", 1, [1.2, 0.3625, 12.25, 5.00375, 0.7725]),
+    (
+        "linear",
+        "reflection",
+        0,
+        [2.835, 0.45, 1.944999, 5.8, 0.82],
+    ),
+    (
+        "linear",
+        "reflection",
+        1,
+        [2.1175, 1.0425, 1.36, 5.00375, 0.7725],
+    ),
+    ("nearest", "zeros", 0, [0.0, 0.0, 0.0, 6.25, 1.0]),
+    ("nearest", "zeros", 1, [0.0, 0.25, 0.0, 6.25, 1.0]),
+    ("nearest", "border", 0, [0.0, 0.25, 12.25, 6.25, 1.0]),
+    ("nearest", "border", 1, [0.0, 0.25, 12.25, 6.25, 1.0]),
+    ("nearest", "reflection", 0, [0.25, 0.25, 2.25, 6.25, 1.0]),
+    ("nearest", "reflection", 1, [0.25, 0.25, 2.25, 6.25, 1.0]),
+    (
+        "cubic",
+        "zeros",
+        0,
+        [-0.011482, -0.005927, 0.0, 5.218257, 0.359118],
+    ),
+    (
+        "cubic",
+        "zeros",
+        1,
+        [-0.029241, 0.003998, 0.021168, 5.657799, 0.414533],
+    ),
+    (
+        "cubic",
+        "border",
+        0,
+        [1.366875, 0.167313, 12.25, 6.113778, 0.353855],
+    ),
+    (
+        "cubic",
+        "border",
+        1,
+        [0.675, 0.327837, 12.25, 5.06502, 0.412048],
+    ),
+    (
+        "cubic",
+        "reflection",
+        0,
+        [2.486771, 0.252077, 1.862216, 6.244721, 0.353855],
+    ),
+    (
+        "cubic",
+        "reflection",
+        1,
+        [2.085026, 0.093534, 0.991168, 5.632933, 0.413417],
+    ),
+];
+
+/// ONNX's reference prints six decimals; f32 coordinate arithmetic adds a few ulps.
+const GRID_TOL: f32 = 2e-5;
+
+#[test]
+fn grid_sample_matches_the_onnx_reference_in_every_mode_and_padding() {
+    for (mode, padding, align, want) in GRID_CASES {
+        let mut n = node("gs0", "GridSample", &["x", "grid"], &["y"]);
+        n.attribute.push(attr_str("mode", mode));
+        n.attribute.push(attr_str("padding_mode", padding));
+        n.attribute.push(attr_int("align_corners", align));
+        let m = model(
+            20,
+            vec![n],
+            vec![
+                value("x", data_type::FLOAT, &[1, 1, 3, 4]),
+                value("grid", data_type::FLOAT, &[1, 1, 5, 2]),
+            ],
+            vec![value("y", data_type::FLOAT, &[1, 1, 1, 5])],
+        );
+        let m = load(&format!("gridsample_{mode}_{padding}_{align}"), &m);
+        let y = run_both(
+            &m,
+            &[
+                Literal::from_f32(vec![1, 1, 3, 4], &GRID_X),
+                Literal::from_f32(vec![1, 1, 5, 2], &GRID_G),
+            ],
+        );
+        let got = y[0].to_f32_vec().unwrap();
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= GRID_TOL * (1.0 + w.abs()),
+                "{mode} {padding} align_corners={align}: got {got:?}, want {want:?}"
+            );
+        }
     }
 }

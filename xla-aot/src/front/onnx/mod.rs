@@ -35,6 +35,7 @@ mod einsum;
 mod elementwise;
 mod generate;
 mod graph_inputs;
+mod grid_sample;
 mod indexing;
 mod loops;
 mod nn;
