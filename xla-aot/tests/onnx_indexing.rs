@@ -165,6 +165,39 @@ fn run_time_scatter_indices_and_sequence_lengths_are_errors_naming_the_node() {
     );
 }
 
+#[test]
+fn a_scatter_piling_thousands_of_updates_on_one_element_is_an_error() {
+    const N: usize = 10_000;
+    let mut n = node("s0", "ScatterElements", &["data", "idx", "upd"], &["y"]);
+    n.attribute.push(attr_str("reduction", "add"));
+    let mut m = model(
+        18,
+        vec![n],
+        vec![
+            value("data", data_type::FLOAT, &[N as i64]),
+            value("upd", data_type::FLOAT, &[N as i64]),
+        ],
+        vec![value("y", data_type::FLOAT, &[N as i64])],
+    );
+    m.graph
+        .as_mut()
+        .unwrap()
+        .initializer
+        .push(xla_aot::front::onnx::proto::TensorProto {
+            name: "idx".into(),
+            dims: vec![N as i64],
+            data_type: data_type::INT64,
+            int64_data: vec![0; N],
+            ..Default::default()
+        });
+    let e = import_err("scatter_pile", &m);
+    assert!(
+        e.contains("node #0 `s0` (ScatterElements)")
+            && e.contains("10000 updates go to one element"),
+        "{e}"
+    );
+}
+
 /// A shift direction, the values, the shifts and the expected results.
 type ShiftCase = (&'static str, [i32; 4], [i32; 4], [i32; 4]);
 

@@ -11,7 +11,8 @@
 //! at import time (negative indices wrap, out-of-range ones are errors), then each target
 //! position takes its updates in index order, one gather and select per layer of duplicates:
 //! `none` keeps the last update, `add`/`mul`/`max`/`min` combine the data with every update
-//! (in f32 for integer data, converted back).
+//! (in f32 for integer data, converted back); at most [`MAX_SCATTER_GATHERED`] elements are
+//! gathered in all.
 
 use super::context::{Ctx, Importer, R, Val, ty_of};
 use super::elementwise::{Outs, rt};
@@ -19,6 +20,12 @@ use super::proto::data_type as dt;
 use super::tensor::{is_int_type, runtime_dtype, strides};
 use crate::ir::shape::dims_str;
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Op};
+
+/// Most elements a scatter's layers may gather in all (layers of duplicate targets × data
+/// elements): a layer per duplicate keeps the common one-write-per-target scatter at one gather,
+/// but thousands of updates to one target would build thousands of full-size gathers; 2^26 (64 Mi
+/// elements, a quarter of a second of gathers on one core) stops that at import time.
+const MAX_SCATTER_GATHERED: usize = 1 << 26;
 
 /// How a scatter combines an update with the value already at its target.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -260,6 +267,12 @@ impl Importer {
             }
         }
         let layers = by_target.iter().map(Vec::len).max().unwrap_or(0);
+        if layers.saturating_mul(total) > MAX_SCATTER_GATHERED {
+            return Err(cx.err(format!(
+                "{layers} updates go to one element; the scatter would gather {layers} × {total} elements (at most {MAX_SCATTER_GATHERED})"
+            ))
+            .hint("scatter fewer updates to one position (a histogram is better written as a one-hot MatMul or ReduceSum)"));
+        }
         let arith = red != Reduction::None;
         if arith && dty == DType::Pred {
             return Err(cx.err("a reducing scatter of bool tensors is not supported"));
