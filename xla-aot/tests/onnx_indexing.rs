@@ -1,10 +1,11 @@
-//! Index-driven ONNX ops on small models built here (the node tests bind their int64 indices at
-//! compile time; these run them as run-time int32 inputs too): GatherND with run-time indices
-//! wraps negative coordinates and clamps out-of-range ones into the data, on the interpreter and
-//! the host JIT alike; ScatterND and ReverseSequence with run-time indices or lengths are errors
-//! naming the node; BitShift is exact on int32 values beyond the node tests' small ones;
-//! GridSample matches ONNX's reference in every mode × padding × align_corners combination (the
-//! node tests cover reflection only with bilinear) on points far outside the image.
+//! Index-driven ONNX ops on small models built here, with run-time int32 indices and values the
+//! node tests do not reach: GatherND with run-time indices wraps negative coordinates and clamps
+//! out-of-range ones into the data, on the interpreter and the host JIT alike; ScatterND with
+//! run-time indices wraps negative ones, skips rows outside the data and reduces duplicates;
+//! ScatterElements and ReverseSequence with run-time indices or lengths are errors naming the
+//! node; BitShift is exact on int32 values beyond the node tests' small ones; GridSample matches
+//! ONNX's reference in every mode × padding × align_corners combination (the node tests cover
+//! reflection only with bilinear) on points far outside the image.
 
 mod common;
 
@@ -130,21 +131,75 @@ fn gather_nd_run_time_indices_wrap_and_clamp_into_the_data() {
     assert_eq!(y[0].to_f32_vec().unwrap(), vec![4.0, 5.0, 6.0, 7.0]);
 }
 
-#[test]
-fn run_time_scatter_indices_and_sequence_lengths_are_errors_naming_the_node() {
+/// ScatterND(data[4, 2], run-time int32 indices[3, 1], updates[3, 2]) with `reduction`.
+fn scatter_nd_rt(tag: &str, reduction: &str, idx: [i32; 3]) -> Vec<f32> {
+    let mut n = node("s0", "ScatterND", &["data", "idx", "upd"], &["y"]);
+    n.attribute.push(attr_str("reduction", reduction));
     let m = model(
         18,
-        vec![node("s0", "ScatterND", &["data", "idx", "upd"], &["y"])],
+        vec![n],
         vec![
             value("data", data_type::FLOAT, &[4, 2]),
-            value("idx", data_type::INT32, &[2, 1]),
+            value("idx", data_type::INT32, &[3, 1]),
+            value("upd", data_type::FLOAT, &[3, 2]),
+        ],
+        vec![value("y", data_type::FLOAT, &[4, 2])],
+    );
+    let m = load(tag, &m);
+    let data: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let y = run_both(
+        &m,
+        &[
+            Literal::from_f32(vec![4, 2], &data),
+            Literal::from_i32(vec![3, 1], &idx),
+            Literal::from_f32(vec![3, 2], &[10.0, 11.0, 20.0, 21.0, 30.0, 31.0]),
+        ],
+    );
+    y[0].to_f32_vec().unwrap()
+}
+
+#[test]
+fn scatter_nd_with_run_time_indices_wraps_and_skips_rows_outside_the_data() {
+    // -1 is row 3; 7 is outside the data and writes nothing.
+    assert_eq!(
+        scatter_nd_rt("scatternd_rt_none", "none", [-1, 1, 7]),
+        vec![0.0, 1.0, 20.0, 21.0, 4.0, 5.0, 10.0, 11.0]
+    );
+    // Three updates to row 1 (-3 wraps to 1) add up.
+    assert_eq!(
+        scatter_nd_rt("scatternd_rt_add", "add", [1, 1, -3]),
+        vec![0.0, 1.0, 62.0, 66.0, 4.0, 5.0, 6.0, 7.0]
+    );
+    assert_eq!(
+        scatter_nd_rt("scatternd_rt_max", "max", [1, 1, -3]),
+        vec![0.0, 1.0, 30.0, 31.0, 4.0, 5.0, 6.0, 7.0]
+    );
+    assert_eq!(
+        scatter_nd_rt("scatternd_rt_mul", "mul", [0, 2, 2]),
+        vec![0.0, 11.0, 2.0, 3.0, 4.0 * 600.0, 5.0 * 651.0, 6.0, 7.0]
+    );
+}
+
+#[test]
+fn run_time_scatter_elements_indices_and_sequence_lengths_are_errors_naming_the_node() {
+    let m = model(
+        18,
+        vec![node(
+            "s0",
+            "ScatterElements",
+            &["data", "idx", "upd"],
+            &["y"],
+        )],
+        vec![
+            value("data", data_type::FLOAT, &[4, 2]),
+            value("idx", data_type::INT32, &[2, 2]),
             value("upd", data_type::FLOAT, &[2, 2]),
         ],
         vec![value("y", data_type::FLOAT, &[4, 2])],
     );
-    let e = import_err("scatternd_rt", &m);
+    let e = import_err("scatter_elements_rt", &m);
     assert!(
-        e.contains("node #0 `s0` (ScatterND)")
+        e.contains("node #0 `s0` (ScatterElements)")
             && e.contains("must be known at compile time")
             && e.contains("--freeze"),
         "{e}"

@@ -49,6 +49,7 @@ mod rewrite;
 mod rnn;
 mod rotary;
 mod scatter;
+mod scatter_rt;
 mod shape_ops;
 mod spectral;
 mod tensor;

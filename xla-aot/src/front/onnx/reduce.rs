@@ -157,7 +157,7 @@ impl Importer {
     /// The product of f32 `x` over `axes` (sorted, non-empty, no zero extent): the reduced axes
     /// moved last and flattened to `n`, then halves multiplied pairwise until one column is left
     /// (an odd column carried over), ⌈log₂ n⌉ steps and n − 1 multiplies per result.
-    fn product(&mut self, cx: &Ctx, x: InstId, axes: &[usize]) -> R<InstId> {
+    pub(super) fn product(&mut self, cx: &Ctx, x: InstId, axes: &[usize]) -> R<InstId> {
         let xd = self.dims(x);
         let kept: Vec<usize> = (0..xd.len()).filter(|i| !axes.contains(i)).collect();
         let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();

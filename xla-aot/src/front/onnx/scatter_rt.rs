@@ -1,0 +1,170 @@
+//! ScatterND with run-time indices, as comparisons of every data row with every index tuple.
+//!
+//! Contract: the data is `[P, S]` rows (P = Π dims[..k], S = Π dims[k..]), the U index tuples
+//! give row numbers r_u computed in f32 (negative coordinates wrap; a tuple with a coordinate
+//! outside its axis after wrapping matches no row, so nothing is written out of bounds). The
+//! match matrix M[p, u] = (r_u = p) decides every row: `none` takes the update of the last
+//! matching tuple (one max-reduction over u and one gather), `add`/`mul`/`max`/`min` reduce the
+//! matching updates (the others replaced by the reduction's identity) over u and combine the
+//! result with the row. The work is P·U comparisons (P·U·S for the reductions), linear in the
+//! data for the usual few updates (a KV-cache write of one step); beyond
+//! [`MAX_RUNTIME_SCATTER_WORK`] it is an error naming the node.
+
+use super::context::{Ctx, Importer, R};
+use super::elementwise::{Outs, rt};
+use super::scatter::Reduction;
+use super::tensor::{is_int_type, runtime_dtype, strides};
+use crate::ir::shape::dims_str;
+use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Op, ReduceKind};
+
+/// Most elements of a run-time scatter's match matrix (P·U, or P·U·S for a reduction): 2^24
+/// (16 Mi) keeps the matrix under 64 MB and its comparisons under ~10 ms on one core; larger
+/// scatters need constant indices.
+pub const MAX_RUNTIME_SCATTER_WORK: usize = 1 << 24;
+
+impl Importer {
+    /// `ScatterND(data, indices, updates)` with run-time `indices`.
+    pub(super) fn scatter_nd_rt(
+        &mut self,
+        cx: &Ctx,
+        red: Reduction,
+        data: InstId,
+        ty: i32,
+    ) -> R<Outs> {
+        let dd = self.dims(data);
+        let (ind, ity) = self.rt(cx, 1)?;
+        if !is_int_type(ity) {
+            return Err(cx.err("input 1 (indices) must be integers"));
+        }
+        let id = self.dims(ind);
+        let (upd, uty) = self.rt(cx, 2)?;
+        let ud = self.dims(upd);
+        let q = id.len();
+        let k = id.last().copied().unwrap_or(0);
+        let mut want = id[..q.saturating_sub(1)].to_vec();
+        if k <= dd.len() {
+            want.extend(&dd[k..]);
+        }
+        if q < 1 || k < 1 || k > dd.len() || ud != want {
+            return Err(cx.err(format!(
+                "indices {} and updates {} do not address data {} (updates must be indices.dims[..-1] ++ data.dims[k..], k = the last index dim, 1 to rank)",
+                dims_str(&id),
+                dims_str(&ud),
+                dims_str(&dd)
+            )));
+        }
+        let dty = self.b.dtype(data);
+        if runtime_dtype(uty) != Some(dty) {
+            return Err(cx.err("updates must have the data's element type"));
+        }
+        let p: usize = dd[..k].iter().product();
+        let s: usize = dd[k..].iter().product();
+        let u: usize = id[..q - 1].iter().product();
+        let work = if red == Reduction::None {
+            p.saturating_mul(u)
+        } else {
+            p.saturating_mul(u).saturating_mul(s)
+        };
+        if work > MAX_RUNTIME_SCATTER_WORK {
+            return Err(cx
+                .err(format!(
+                    "a run-time scatter of {u} index tuples into {p} rows compares {work} elements (at most {MAX_RUNTIME_SCATTER_WORK})"
+                ))
+                .hint("make the indices an initializer or a Constant, or freeze the input (--freeze NAME=VALUE)"));
+        }
+        if p == 0 || s == 0 || u == 0 {
+            return Err(cx.err("scattering empty tensors is not supported"));
+        }
+        // Row number of every tuple, -1 for a tuple outside the data.
+        let f = self.convert(cx, ind, DType::F32)?;
+        let f = self.reshape(cx, f, vec![u, k])?;
+        let rs = strides(&dd[..k]);
+        let mut row = self.splat(cx, 0.0, &[u])?;
+        let mut valid: Option<InstId> = None;
+        let zero = self.splat(cx, 0.0, &[u])?;
+        for (j, &st) in rs.iter().enumerate() {
+            let col = self.crop(cx, f, vec![0, j], vec![u, j + 1])?;
+            let col = self.reshape(cx, col, vec![u])?;
+            let n = self.splat(cx, dd[j] as f32, &[u])?;
+            let neg = self.add(cx, Op::Compare(CompareDir::Lt), &[col, zero])?;
+            let wrapped = self.bin(cx, BinaryOp::Add, col, n)?;
+            let col = self.select(cx, neg, wrapped, col)?;
+            let ge = self.add(cx, Op::Compare(CompareDir::Ge), &[col, zero])?;
+            let lt = self.add(cx, Op::Compare(CompareDir::Lt), &[col, n])?;
+            let ok = self.select(cx, ge, lt, ge)?;
+            valid = Some(match valid {
+                Some(v) => self.select(cx, v, ok, v)?,
+                None => ok,
+            });
+            let stv = self.splat(cx, st as f32, &[u])?;
+            let off = self.bin(cx, BinaryOp::Multiply, col, stv)?;
+            row = self.bin(cx, BinaryOp::Add, row, off)?;
+        }
+        let none = self.splat(cx, -1.0, &[u])?;
+        let valid = valid.ok_or_else(|| cx.err("internal: no index columns"))?;
+        let row = self.select(cx, valid, row, none)?;
+        // M[p, u] = (row_u == p).
+        let iota: Vec<f32> = (0..p).map(|v| v as f32).collect();
+        let rows = self.b.constant("rows", Literal::from_f32(vec![p], &iota));
+        let rows = self.bcast(cx, rows, vec![0], vec![p, u])?;
+        let rb = self.bcast(cx, row, vec![1], vec![p, u])?;
+        let m = self.add(cx, Op::Compare(CompareDir::Eq), &[rows, rb])?;
+        let arith = red != Reduction::None;
+        let to = if arith { DType::F32 } else { dty };
+        if arith && dty == DType::Pred {
+            return Err(cx.err("a reducing scatter of bool tensors is not supported"));
+        }
+        let data2 = self.reshape(cx, data, vec![p, s])?;
+        let data2 = self.convert(cx, data2, to)?;
+        let upd2 = self.reshape(cx, upd, vec![u, s])?;
+        let upd2 = self.convert(cx, upd2, to)?;
+        let y = if red == Reduction::None {
+            // The last matching tuple: max over u of (u + 1 where matching, else 0).
+            let ord: Vec<f32> = (1..=u).map(|v| v as f32).collect();
+            let ord = self.b.constant("order", Literal::from_f32(vec![u], &ord));
+            let ord = self.bcast(cx, ord, vec![1], vec![p, u])?;
+            let z = self.splat(cx, 0.0, &[p, u])?;
+            let key = self.select(cx, m, ord, z)?;
+            let last = self.reduce_raw(cx, ReduceKind::Max, key, &[1])?;
+            let zp = self.splat(cx, 0.0, &[p])?;
+            let hit = self.add(cx, Op::Compare(CompareDir::Gt), &[last, zp])?;
+            let one = self.splat(cx, 1.0, &[p])?;
+            let src = self.bin(cx, BinaryOp::Subtract, last, one)?;
+            let src = self.bin(cx, BinaryOp::Maximum, src, zp)?;
+            let src = self.convert(cx, src, DType::I32)?;
+            let g = self.add(cx, Op::Gather, &[upd2, src])?;
+            let hb = self.bcast(cx, hit, vec![0], vec![p, s])?;
+            self.select(cx, hb, g, data2)?
+        } else {
+            let identity = match red {
+                Reduction::Add => 0.0,
+                Reduction::Mul => 1.0,
+                Reduction::Max => f32::NEG_INFINITY,
+                _ => f32::INFINITY,
+            };
+            let mb = self.bcast(cx, m, vec![0, 1], vec![p, u, s])?;
+            let ub = self.bcast(cx, upd2, vec![1, 2], vec![p, u, s])?;
+            let id3 = self.splat(cx, identity, &[p, u, s])?;
+            let t = self.select(cx, mb, ub, id3)?;
+            let (r, op) = match red {
+                Reduction::Add => (
+                    self.reduce_raw(cx, ReduceKind::Add, t, &[1])?,
+                    BinaryOp::Add,
+                ),
+                Reduction::Max => (
+                    self.reduce_raw(cx, ReduceKind::Max, t, &[1])?,
+                    BinaryOp::Maximum,
+                ),
+                Reduction::Min => (
+                    self.reduce_raw(cx, ReduceKind::Min, t, &[1])?,
+                    BinaryOp::Minimum,
+                ),
+                _ => (self.product(cx, t, &[1])?, BinaryOp::Multiply),
+            };
+            self.bin(cx, op, data2, r)?
+        };
+        let y = self.convert(cx, y, dty)?;
+        let y = self.reshape(cx, y, dd)?;
+        Ok(rt(y, ty))
+    }
+}
