@@ -2,10 +2,10 @@
 //! node tests do not reach: GatherND with run-time indices wraps negative coordinates and clamps
 //! out-of-range ones into the data, on the interpreter and the host JIT alike; ScatterND with
 //! run-time indices wraps negative ones, skips rows outside the data and reduces duplicates;
-//! ScatterElements and ReverseSequence with run-time indices or lengths are errors naming the
-//! node; BitShift is exact on int32 values beyond the node tests' small ones; GridSample matches
-//! ONNX's reference in every mode × padding × align_corners combination (the node tests cover
-//! reflection only with bilinear) on points far outside the image.
+//! ScatterElements does the same along its axis; ReverseSequence with run-time lengths is an
+//! error naming the node; BitShift is exact on int32 values beyond the node tests' small ones;
+//! GridSample matches ONNX's reference in every mode × padding × align_corners combination (the
+//! node tests cover reflection only with bilinear) on points far outside the image.
 
 mod common;
 
@@ -180,30 +180,77 @@ fn scatter_nd_with_run_time_indices_wraps_and_skips_rows_outside_the_data() {
     );
 }
 
-#[test]
-fn run_time_scatter_elements_indices_and_sequence_lengths_are_errors_naming_the_node() {
+/// ScatterElements(data, run-time int32 indices, updates) along `axis` with `reduction`.
+fn scatter_elements_rt(
+    tag: &str,
+    axis: i64,
+    reduction: &str,
+    (dd, data): (&[i64], &[f32]),
+    (id, idx, upd): (&[i64], &[i32], &[f32]),
+) -> Vec<f32> {
+    let mut n = node("s0", "ScatterElements", &["data", "idx", "upd"], &["y"]);
+    n.attribute.push(attr_int("axis", axis));
+    n.attribute.push(attr_str("reduction", reduction));
     let m = model(
         18,
-        vec![node(
-            "s0",
-            "ScatterElements",
-            &["data", "idx", "upd"],
-            &["y"],
-        )],
+        vec![n],
         vec![
-            value("data", data_type::FLOAT, &[4, 2]),
-            value("idx", data_type::INT32, &[2, 2]),
-            value("upd", data_type::FLOAT, &[2, 2]),
+            value("data", data_type::FLOAT, dd),
+            value("idx", data_type::INT32, id),
+            value("upd", data_type::FLOAT, id),
         ],
-        vec![value("y", data_type::FLOAT, &[4, 2])],
+        vec![value("y", data_type::FLOAT, dd)],
     );
-    let e = import_err("scatter_elements_rt", &m);
-    assert!(
-        e.contains("node #0 `s0` (ScatterElements)")
-            && e.contains("must be known at compile time")
-            && e.contains("--freeze"),
-        "{e}"
+    let m = load(tag, &m);
+    let u = |d: &[i64]| d.iter().map(|&v| v as usize).collect::<Vec<_>>();
+    let y = run_both(
+        &m,
+        &[
+            Literal::from_f32(u(dd), data),
+            Literal::from_i32(u(id), idx),
+            Literal::from_f32(u(id), upd),
+        ],
     );
+    y[0].to_f32_vec().unwrap()
+}
+
+#[test]
+fn scatter_elements_with_run_time_indices_wraps_skips_and_reduces() {
+    let data: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    // Along axis 1 of [3, 4] with [2, 2] indices: row 0 writes 10 at -1 (column 3) and nothing
+    // at 5; row 1 writes twice at column 0 (the last wins, or both add); row 2 is not indexed.
+    let at = (
+        &[2i64, 2][..],
+        &[-1, 5, 0, 0][..],
+        &[10.0, 11.0, 20.0, 21.0][..],
+    );
+    assert_eq!(
+        scatter_elements_rt("se_rt_none", 1, "none", (&[3, 4], &data), at),
+        vec![
+            0.0, 1.0, 2.0, 10.0, 21.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0
+        ]
+    );
+    assert_eq!(
+        scatter_elements_rt("se_rt_add", 1, "add", (&[3, 4], &data), at),
+        vec![
+            0.0, 1.0, 2.0, 13.0, 45.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0
+        ]
+    );
+    // Along axis 0 of [3, 2]: (2, 0) <- 7 and (-3 = 0, 1) <- 8.
+    assert_eq!(
+        scatter_elements_rt(
+            "se_rt_axis0",
+            0,
+            "none",
+            (&[3, 2], &data[..6]),
+            (&[1, 2], &[2, -3], &[7.0, 8.0])
+        ),
+        vec![0.0, 8.0, 2.0, 3.0, 7.0, 5.0]
+    );
+}
+
+#[test]
+fn run_time_sequence_lengths_are_an_error_naming_the_node() {
     let m = model(
         18,
         vec![node("r0", "ReverseSequence", &["x", "lens"], &["y"])],

@@ -5,10 +5,9 @@
 //! `[Π dims[..batch_dims + k], dims[batch_dims + k..]...]` with one gather: constant indices
 //! fold to flat row numbers at import time (negative ones wrap, out-of-range ones are errors
 //! naming the node); run-time indices compute the row number in f32, each coordinate wrapped
-//! when negative and then clamped into its axis, so no read leaves the data. ScatterElements
-//! needs its indices at compile time (an initializer, a constant or `--freeze`; the IR has no
-//! scatter, and a run-time one is an error naming the node), and so does ScatterND but for the
-//! run-time form of `scatter_rt.rs`. With constant indices every update's target is resolved
+//! when negative and then clamped into its axis, so no read leaves the data. The scatters'
+//! run-time indices take the comparison forms of `scatter_rt.rs` (the IR has no scatter); with
+//! constant indices (an initializer, a constant or `--freeze`) every update's target is resolved
 //! at import time (negative indices wrap, out-of-range ones are errors), then each target
 //! position takes its updates in index order, one gather and select per layer of duplicates:
 //! `none` keeps the last update, `add`/`mul`/`max`/`min` combine the data with every update
@@ -137,6 +136,9 @@ impl Importer {
         cx.arity(3, 3)?;
         let red = reduction(cx)?;
         let (data, ty) = self.rt(cx, 0)?;
+        if matches!(self.input(cx, 1)?, Val::Rt { .. }) {
+            return self.scatter_elements_rt(cx, red, data, ty);
+        }
         let dd = self.dims(data);
         let idx = self.scatter_indices(cx)?;
         let (id, iv) = (idx.dims.clone(), idx.as_i64());
