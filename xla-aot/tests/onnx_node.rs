@@ -56,6 +56,11 @@ const AARCH64_SAMPLE: &[&str] = &[
     "test_rms_normalization_3d_axis_negative_2_epsilon",
     "test_attention_4d_causal_expanded",
     "test_lrn",
+    // Index-driven decompositions (gathers with computed indices, selects).
+    "test_gridsample_bicubic",
+    "test_gridsample_reflection_padding",
+    "test_scatter_elements_with_duplicate_indices",
+    "test_bitshift_left_int8_overflow",
     // C API dtypes: float16 output rounding, uint8 inputs and output (`ir/api.rs`).
     "test_cast_FLOAT_to_FLOAT16",
     "test_add_uint8",

@@ -96,6 +96,11 @@ pub const COMPUTING: &[&str] = &[
     "CumSum",
     "Resize",
     "Upsample",
+    "GridSample",
+    "RotaryEmbedding",
+    "ScatterND",
+    "ScatterElements",
+    "Scatter",
 ];
 
 /// Ops that move or select values without computing new ones: typed, not rounded.
@@ -126,6 +131,7 @@ pub const MOVING: &[&str] = &[
     "SpaceToDepth",
     "GatherElements",
     "GatherND",
+    "ReverseSequence",
     "Trilu",
     "Dropout",
     "TopK",

@@ -130,7 +130,7 @@ fn fold_where(
 
 impl Importer {
     /// Inputs as f32 instructions (ints converted), with the first input's ONNX type.
-    fn as_f32(&mut self, cx: &Ctx, js: &[usize]) -> R<(Vec<InstId>, i32)> {
+    pub(super) fn as_f32(&mut self, cx: &Ctx, js: &[usize]) -> R<(Vec<InstId>, i32)> {
         let mut ids = Vec::new();
         let mut ty0 = None;
         for &j in js {
@@ -618,7 +618,7 @@ impl Importer {
 
     /// trunc of an f32 value via f32 → i32 → f32; values at or above 2^23 in magnitude (and
     /// non-finite ones) are already integral and pass unchanged.
-    fn truncated(&mut self, cx: &Ctx, x: InstId) -> R<InstId> {
+    pub(super) fn truncated(&mut self, cx: &Ctx, x: InstId) -> R<InstId> {
         let d = self.dims(x);
         let i = self.convert(cx, x, DType::I32)?;
         let t = self.convert(cx, i, DType::F32)?;
@@ -630,7 +630,7 @@ impl Importer {
 
     /// Floor (or with `up`, Ceil) of an f32 value: the truncation, stepped toward -inf / +inf
     /// where it moved the other way.
-    fn rounded(&mut self, cx: &Ctx, x: InstId, up: bool) -> R<InstId> {
+    pub(super) fn rounded(&mut self, cx: &Ctx, x: InstId, up: bool) -> R<InstId> {
         let t = self.truncated(cx, x)?;
         let one = self.splat(cx, 1.0, &self.dims(x))?;
         let (dir, step) = if up {

@@ -1,5 +1,8 @@
-//! Ops that generate a tensor from compile-time scalars: `Range`, `OneHot`.
+//! Ops that generate a tensor from compile-time scalars or a shape: `Range`, `OneHot`, `EyeLike`.
 //!
+//! [`Importer::eye_like`] folds to a compile-time tensor of the input's (static) 2-D shape: 1 on
+//! the diagonal shifted by `k` (positive: above the main one), 0 elsewhere, of type `dtype`
+//! (default: the input's type).
 //! Contract: [`Importer::one_hot`] compares each (run-time) index, negative ones counted from the
 //! end, with the positions `0..depth` inserted at `axis`: `values[1]` where equal, `values[0]`
 //! elsewhere (an index outside `[−depth, depth)` gives a row of `values[0]`, as ONNX says);
@@ -87,6 +90,55 @@ impl Importer {
         };
         let y = self.select(cx, eq, on_b, off_b)?;
         Ok(rt(y, vty))
+    }
+
+    /// `EyeLike(input)`, attributes `dtype` and `k` (default 0).
+    pub fn eye_like(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let v = self.input(cx, 0)?;
+        let d = self.dims_of(&v);
+        let [rows, cols] = d[..] else {
+            return Err(cx.err(format!(
+                "input has {} dims; EyeLike takes a 2-D tensor",
+                d.len()
+            )));
+        };
+        let ty = match cx.attr_i("dtype")? {
+            Some(t) => i32::try_from(t)
+                .map_err(|_| cx.attr_err("dtype", format!("{t} is not a tensor element type")))?,
+            None => super::context::ty_of(&v),
+        };
+        let k = cx.attr_i_or("k", 0)?;
+        if !self.may_fold(rows * cols) {
+            return Err(cx.err(format!(
+                "the {rows}x{cols} identity is too large to build at import time"
+            )));
+        }
+        let on = |p: usize| (p % cols) as i64 - (p / cols) as i64 == k;
+        let values = if is_float_type(ty) {
+            Values::F(
+                (0..rows * cols)
+                    .map(|p| if on(p) { 1.0 } else { 0.0 })
+                    .collect(),
+            )
+        } else if is_int_type(ty) {
+            Values::I((0..rows * cols).map(|p| i64::from(on(p))).collect())
+        } else if ty == super::proto::data_type::BOOL {
+            Values::B((0..rows * cols).map(on).collect())
+        } else {
+            return Err(cx.attr_err(
+                "dtype",
+                format!(
+                    "{} is not supported (float, integer or bool types)",
+                    super::proto::data_type::name(ty)
+                ),
+            ));
+        };
+        Ok(konst(ConstTensor {
+            ty,
+            dims: vec![rows, cols],
+            values,
+        }))
     }
 
     /// `Range(start, limit, delta)`.

@@ -1,12 +1,14 @@
 //! Ops that pick or rearrange elements by position: GatherElements, Trilu, Hardmax,
-//! DepthToSpace and SpaceToDepth.
+//! DepthToSpace, SpaceToDepth and ReverseSequence.
 //!
 //! Contract: GatherElements reads the flattened data at `base + index · stride(axis)` (the base
 //! and stride known at import time; constant indices fold to one constant gather, run-time int32
 //! indices wrap when negative and are clamped by the gather like Gather's); Trilu keeps the upper
 //! or lower triangle of the last two dims (a constant mask; `k` a compile-time input); Hardmax is
 //! 1 at the first maximum along its axis (opset 13's single axis, and before 13 the 2-D coercion);
-//! DepthToSpace (DCR and CRD) and SpaceToDepth are reshape–transpose–reshape.
+//! DepthToSpace (DCR and CRD) and SpaceToDepth are reshape–transpose–reshape. ReverseSequence
+//! reverses the first `sequence_lens[b]` steps along `time_axis` of every batch entry b (the
+//! lengths compile-time constants in [0, time extent]) as one constant-index gather.
 
 use super::context::{Ctx, Importer, R, Val};
 use super::elementwise::{Outs, rt};
@@ -80,6 +82,54 @@ impl Importer {
             }
         };
         Ok(rt(g, ty))
+    }
+
+    /// `ReverseSequence(input, sequence_lens)`, attributes `batch_axis` (default 1) and
+    /// `time_axis` (default 0).
+    pub fn reverse_sequence(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let (x, ty) = self.rt(cx, 0)?;
+        let xd = self.dims(x);
+        if xd.len() < 2 {
+            return Err(cx.err(format!("input {} needs rank >= 2", dims_str(&xd))));
+        }
+        let lens = self.konst_ints(cx, 1, "sequence_lens").map_err(|e| {
+            e.hint("the lengths decide which elements move: freeze the input (--freeze NAME=VALUE) or make it an initializer")
+        })?;
+        let batch = cx.axis("batch_axis", cx.attr_i_or("batch_axis", 1)?, 2)?;
+        let time = cx.axis("time_axis", cx.attr_i_or("time_axis", 0)?, 2)?;
+        if batch == time {
+            return Err(cx.err("batch_axis and time_axis must differ (0 and 1)"));
+        }
+        if lens.len() != xd[batch] {
+            return Err(cx.err(format!(
+                "sequence_lens has {} entries; the batch axis {batch} has extent {}",
+                lens.len(),
+                xd[batch]
+            )));
+        }
+        let steps = xd[time];
+        if let Some(&bad) = lens.iter().find(|&&l| l < 0 || l as u64 > steps as u64) {
+            return Err(cx.err(format!(
+                "sequence length {bad} is outside [0, {steps}] (the extent of the time axis)"
+            )));
+        }
+        let st = strides(&xd);
+        let total: usize = xd.iter().product();
+        let idx: Vec<usize> = (0..total)
+            .map(|p| {
+                let (b, t) = ((p / st[batch]) % xd[batch], (p / st[time]) % steps);
+                let len = lens[b] as usize;
+                if t < len {
+                    p - t * st[time] + (len - 1 - t) * st[time]
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let flat = self.reshape(cx, x, vec![total])?;
+        let y = self.take(cx, flat, 0, &idx, xd)?;
+        Ok(rt(y, ty))
     }
 
     /// `Trilu(input[, k])`.

@@ -23,6 +23,7 @@
 
 mod attention;
 mod bf16_graph;
+mod bitshift;
 mod context;
 mod contrib;
 mod contrib_attention;
@@ -34,6 +35,7 @@ mod einsum;
 mod elementwise;
 mod generate;
 mod graph_inputs;
+mod grid_sample;
 mod indexing;
 mod loops;
 mod nn;
@@ -45,6 +47,9 @@ mod reduce;
 mod resize;
 mod rewrite;
 mod rnn;
+mod rotary;
+mod scatter;
+mod scatter_rt;
 mod shape_ops;
 mod spectral;
 mod tensor;

@@ -250,7 +250,7 @@ impl Importer {
     /// Round half to even of f32 `x`: `±((|x| + 2^23) − 2^23)` below 2^23, `x` itself from there
     /// (and for NaN and infinities). A zero result is negative when `x < 0` (`Round(-0.4) = -0`);
     /// `Round(-0.0)` gives `+0`.
-    fn round_even(&mut self, cx: &Ctx, x: InstId) -> R<InstId> {
+    pub(super) fn round_even(&mut self, cx: &Ctx, x: InstId) -> R<InstId> {
         let d = self.dims(x);
         let a = self.add(cx, Op::Unary(UnaryOp::Abs), &[x])?;
         let m = self.splat(cx, ROUND_MAGIC, &d)?;

@@ -1,10 +1,12 @@
-//! Reductions: ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSum/LogSumExp and ArgMax/ArgMin.
+//! Reductions: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp and ArgMax/ArgMin.
 //!
 //! Contract: axes come from input 1 (ReduceSum from opset 13, every reduction from opset 18) or
 //! the `axes` attribute (before those opsets), read in the form of the model's opset; both must
 //! be compile-time constants. No
 //! axes reduces everything unless `noop_with_empty_axes` makes the op an identity. `keepdims`
 //! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
+//! ReduceProd (no `reduce` kind multiplies) moves the reduced axes last and multiplies halves
+//! pairwise, ⌈log₂ n⌉ slice–multiply steps for n reduced elements; an empty reduced axis gives 1.
 //! ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
 //! values held in i32. TopK (K a compile-time input; the `k` attribute before opset 10) on any axis, largest or smallest, returns
 //! sorted values and int64 indices (held in i32); ties go to the lower index.
@@ -74,15 +76,25 @@ impl Importer {
             }
             _ => (0..xd.len()).collect(),
         };
+        let reduced: Vec<usize> = (0..xd.len())
+            .filter(|i| !axes.contains(i))
+            .map(|i| xd[i])
+            .collect();
+        if op == "ReduceProd" && !reduced.contains(&0) && axes.iter().any(|&a| xd[a] == 0) {
+            // The product of no elements.
+            let one = self.splat(cx, 1.0, &reduced)?;
+            return self.reduced_out(cx, one, &axes, &xd, keep, ty);
+        }
         if xd.contains(&0) {
             return Err(cx.err("reducing an empty tensor is not supported"));
         }
         let count: usize = axes.iter().map(|&a| xd[a]).product();
         let u = |me: &mut Self, op: UnaryOp, v: InstId| me.add(cx, Op::Unary(op), &[v]);
-        let mut r = match op {
+        let r = match op {
             "ReduceSum" => self.reduce_raw(cx, ReduceKind::Add, x, &axes)?,
             "ReduceMax" => self.reduce_raw(cx, ReduceKind::Max, x, &axes)?,
             "ReduceMin" => self.reduce_raw(cx, ReduceKind::Min, x, &axes)?,
+            "ReduceProd" => self.product(cx, x, &axes)?,
             "ReduceMean" => {
                 let s = self.reduce_raw(cx, ReduceKind::Add, x, &axes)?;
                 let d = self.dims(s);
@@ -118,6 +130,20 @@ impl Importer {
             }
             other => return Err(cx.err(format!("internal: no reduction `{other}`"))),
         };
+        self.reduced_out(cx, r, &axes, &xd, keep, ty)
+    }
+
+    /// A reduction's result `r` (the reduced axes removed) with `keepdims` applied, converted
+    /// back to the input's ONNX type `ty`.
+    fn reduced_out(
+        &mut self,
+        cx: &Ctx,
+        mut r: InstId,
+        axes: &[usize],
+        xd: &[usize],
+        keep: bool,
+        ty: i32,
+    ) -> R<Outs> {
         if keep {
             let kd: Vec<usize> = (0..xd.len())
                 .map(|i| if axes.contains(&i) { 1 } else { xd[i] })
@@ -126,6 +152,38 @@ impl Importer {
         }
         let r = self.convert(cx, r, runtime_dtype(ty).unwrap_or(DType::F32))?;
         Ok(rt(r, ty))
+    }
+
+    /// The product of f32 `x` over `axes` (sorted, non-empty, no zero extent): the reduced axes
+    /// moved last and flattened to `n`, then halves multiplied pairwise until one column is left
+    /// (an odd column carried over), ⌈log₂ n⌉ steps and n − 1 multiplies per result.
+    pub(super) fn product(&mut self, cx: &Ctx, x: InstId, axes: &[usize]) -> R<InstId> {
+        let xd = self.dims(x);
+        let kept: Vec<usize> = (0..xd.len()).filter(|i| !axes.contains(i)).collect();
+        let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let t = if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            x
+        } else {
+            self.add(cx, Op::Transpose { permutation: perm }, &[x])?
+        };
+        let out: Vec<usize> = kept.iter().map(|&i| xd[i]).collect();
+        let rows: usize = out.iter().product();
+        let mut n: usize = axes.iter().map(|&a| xd[a]).product();
+        let mut cur = self.reshape(cx, t, vec![rows, n])?;
+        while n > 1 {
+            let h = n / 2;
+            let a = self.crop(cx, cur, vec![0, 0], vec![rows, h])?;
+            let b = self.crop(cx, cur, vec![0, h], vec![rows, 2 * h])?;
+            let p = self.bin(cx, BinaryOp::Multiply, a, b)?;
+            cur = if n % 2 == 1 {
+                let odd = self.crop(cx, cur, vec![0, 2 * h], vec![rows, n])?;
+                self.add(cx, Op::Concatenate { dimension: 1 }, &[p, odd])?
+            } else {
+                p
+            };
+            n = h + n % 2;
+        }
+        self.reshape(cx, cur, out)
     }
 
     /// Input 0 of an index-producing op: a numeric run-time tensor of rank >= 1, converted to f32;
