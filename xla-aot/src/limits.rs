@@ -71,6 +71,15 @@ pub const IMPORT_FOLD_TOTAL_ELEMENTS: usize = 1 << 26;
 /// activation, residual, normalisation steps).
 pub const MAX_FUSION_COST: u32 = 256;
 
+/// Most op-units per element a fused kernel's body may compute *as generated*: the elemental
+/// code generator computes a value once per path from the kernel's root to it, so a chain whose
+/// every step reads the one before twice (`Where(x < 0, x + 1, x)` repeated) doubles or triples
+/// per step while [`MAX_FUSION_COST`] counts each value once (a 12-step chain took 2.4 s to
+/// compile, 3x more per step, and a GridSample lowering 6.3 GB). Four times the fusion budget
+/// leaves ordinary kernels alone (their shared values are broadcast scalars and constants, cost 1)
+/// and stores the value whose next copy would pass it.
+pub const MAX_EXPANDED_FUSION_COST: u64 = 4 * MAX_FUSION_COST as u64;
+
 /// Most calls of the inline math functions (`exp`, `tanh`, `erf`, ...) inlined in one module
 /// (`codegen/core/math_budget.rs`); later calls, in kernel order, call one out-of-line copy and
 /// run unvectorised. Each inlined, vectorised call costs 2–4 ms of LLVM time (a 1,000-op

@@ -25,7 +25,10 @@
 //! Size bound. A group stops absorbing elementwise producers once the sum of its members' costs
 //! would pass [`MAX_FUSION_COST`] (`limits.rs`): LLVM's time on one kernel grows faster than
 //! linearly with its body (a 10,000-op chain fused into one kernel took 953 s), so a long chain
-//! becomes several kernels, each storing one intermediate.
+//! becomes several kernels, each storing one intermediate. The generated body computes a value
+//! once per path from the root to it, so the group also tracks each member's copies and stops
+//! absorbing producers once the body *as generated* would pass [`MAX_EXPANDED_FUSION_COST`]: a
+//! chain whose every step reads the previous one twice grows exponentially otherwise.
 
 use super::Pass;
 use super::rewrite::users;
@@ -34,7 +37,7 @@ use crate::ir::shuffle::conv_input;
 use crate::ir::{
     BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output,
 };
-use crate::limits::MAX_FUSION_COST;
+use crate::limits::{MAX_EXPANDED_FUSION_COST, MAX_FUSION_COST};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
@@ -106,6 +109,11 @@ struct Group {
     heavy: Option<usize>,
     /// Sum of the members' per-element [`cost`]s: the size of the kernel's loop body.
     cost: u32,
+    /// Per member: how many times the kernel's body computes it (the generated code computes a
+    /// value once per path from the root to it: a value read twice is emitted twice).
+    copies: HashMap<usize, u64>,
+    /// Σ copies × cost: the size of the body as generated.
+    expanded: u64,
 }
 
 /// The fusion pass; `log` keeps the decisions of the last run.
@@ -485,6 +493,8 @@ impl Pass for FusionPass {
                     direct,
                     heavy: None,
                     cost: cost(&inst.op),
+                    copies: HashMap::from([(i, 1)]),
+                    expanded: cost(&inst.op) as u64,
                 });
                 member_of[i].push(groups.len() - 1);
             }
@@ -492,7 +502,14 @@ impl Pass for FusionPass {
             operands.dedup();
             for &g in &member_of[i].clone() {
                 for &p in &operands {
+                    // Each read of `p` here is one more copy of `p` per copy of `i`.
+                    let reads = inst.operands.iter().filter(|o| o.index() == p).count() as u64;
+                    let more = reads.saturating_mul(groups[g].copies.get(&i).copied().unwrap_or(1));
+                    let pc = cost(&c.instructions[p].op) as u64;
                     if groups[g].members.contains(&p) {
+                        let grp = &mut groups[g];
+                        *grp.copies.entry(p).or_insert(0) += more;
+                        grp.expanded = grp.expanded.saturating_add(more.saturating_mul(pc));
                         continue;
                     }
                     let n_users = users_of[p].iter().collect::<BTreeSet<_>>().len();
@@ -507,7 +524,18 @@ impl Pass for FusionPass {
                             .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
                         ends_conv_epilogue: convolution_epilogue(c, &users_of, p),
                     };
-                    let verdict = self.decide(c, &groups[g], i, prod);
+                    let grown = groups[g].expanded.saturating_add(more.saturating_mul(pc));
+                    let verdict = if grown > MAX_EXPANDED_FUSION_COST
+                        && !matches!(c.instructions[p].op, Op::Parameter { .. } | Op::Constant(_))
+                    {
+                        Err(format!(
+                            "the kernel's body would compute {grown} op-units per element as generated \
+                             (a value read along several paths is computed once per path; \
+                             MAX_EXPANDED_FUSION_COST = {MAX_EXPANDED_FUSION_COST}), so it is stored"
+                        ))
+                    } else {
+                        self.decide(c, &groups[g], i, prod)
+                    };
                     let root = &c.instructions[groups[g].root].name;
                     match verdict {
                         Ok(why) => {
@@ -518,6 +546,8 @@ impl Pass for FusionPass {
                             let grp = &mut groups[g];
                             grp.members.insert(p);
                             grp.cost = grp.cost.saturating_add(cost(&c.instructions[p].op));
+                            *grp.copies.entry(p).or_insert(0) += more;
+                            grp.expanded = grown;
                             if is_heavy(&c.instructions[p].op) {
                                 grp.heavy = Some(p);
                                 grp.kind = FusionKind::Output;
