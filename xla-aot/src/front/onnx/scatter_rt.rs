@@ -144,32 +144,9 @@ impl Importer {
             let hb = self.bcast(cx, hit, vec![0], vec![p, s])?;
             self.select(cx, hb, g, data2)?
         } else {
-            let identity = match red {
-                Reduction::Add => 0.0,
-                Reduction::Mul => 1.0,
-                Reduction::Max => f32::NEG_INFINITY,
-                _ => f32::INFINITY,
-            };
             let mb = self.bcast(cx, m, vec![0, 1], vec![p, u, s])?;
             let ub = self.bcast(cx, upd2, vec![1, 2], vec![p, u, s])?;
-            let id3 = self.splat(cx, identity, &[p, u, s])?;
-            let t = self.select(cx, mb, ub, id3)?;
-            let (r, op) = match red {
-                Reduction::Add => (
-                    self.reduce_raw(cx, ReduceKind::Add, t, &[1])?,
-                    BinaryOp::Add,
-                ),
-                Reduction::Max => (
-                    self.reduce_raw(cx, ReduceKind::Max, t, &[1])?,
-                    BinaryOp::Maximum,
-                ),
-                Reduction::Min => (
-                    self.reduce_raw(cx, ReduceKind::Min, t, &[1])?,
-                    BinaryOp::Minimum,
-                ),
-                _ => (self.product(cx, t, &[1])?, BinaryOp::Multiply),
-            };
-            self.bin(cx, op, data2, r)?
+            self.reduce_matches(cx, red, mb, ub, 1, data2)?
         };
         let y = self.convert(cx, y, dty)?;
         let y = self.reshape(cx, y, dd)?;
@@ -325,31 +302,8 @@ impl Importer {
             let g = self.add(cx, Op::Gather, &[uflat, at])?;
             self.select(cx, hit, g, dl)?
         } else {
-            let identity = match red {
-                Reduction::Add => 0.0,
-                Reduction::Mul => 1.0,
-                Reduction::Max => f32::NEG_INFINITY,
-                _ => f32::INFINITY,
-            };
             let ub = self.bcast(cx, ut, vec![0, 2], full.clone())?;
-            let id3 = self.splat(cx, identity, &full)?;
-            let t = self.select(cx, mm, ub, id3)?;
-            let (rr, op) = match red {
-                Reduction::Add => (
-                    self.reduce_raw(cx, ReduceKind::Add, t, &[2])?,
-                    BinaryOp::Add,
-                ),
-                Reduction::Max => (
-                    self.reduce_raw(cx, ReduceKind::Max, t, &[2])?,
-                    BinaryOp::Maximum,
-                ),
-                Reduction::Min => (
-                    self.reduce_raw(cx, ReduceKind::Min, t, &[2])?,
-                    BinaryOp::Minimum,
-                ),
-                _ => (self.product(cx, t, &[2])?, BinaryOp::Multiply),
-            };
-            self.bin(cx, op, dl, rr)?
+            self.reduce_matches(cx, red, mm, ub, 2, dl)?
         };
         let y = self.reshape(cx, y, td)?;
         let y = if axis == r - 1 {
@@ -359,5 +313,46 @@ impl Importer {
         };
         let y = self.convert(cx, y, dty)?;
         Ok(rt(y, ty))
+    }
+}
+
+impl Importer {
+    /// `data ⊕ reduce_axis(select(matches, updates, identity))`: the updates that match each
+    /// position (`matches` and `updates` of one shape), the others replaced by the reduction's
+    /// identity, reduced along `axis` and combined with `data` (add, mul, max or min).
+    fn reduce_matches(
+        &mut self,
+        cx: &Ctx,
+        red: Reduction,
+        matches: InstId,
+        updates: InstId,
+        axis: usize,
+        data: InstId,
+    ) -> R<InstId> {
+        let identity = match red {
+            Reduction::Add => 0.0,
+            Reduction::Mul => 1.0,
+            Reduction::Max => f32::NEG_INFINITY,
+            _ => f32::INFINITY,
+        };
+        let dims = self.b.shape(matches).dims.clone();
+        let id = self.splat(cx, identity, &dims)?;
+        let t = self.select(cx, matches, updates, id)?;
+        let (r, op) = match red {
+            Reduction::Add => (
+                self.reduce_raw(cx, ReduceKind::Add, t, &[axis])?,
+                BinaryOp::Add,
+            ),
+            Reduction::Max => (
+                self.reduce_raw(cx, ReduceKind::Max, t, &[axis])?,
+                BinaryOp::Maximum,
+            ),
+            Reduction::Min => (
+                self.reduce_raw(cx, ReduceKind::Min, t, &[axis])?,
+                BinaryOp::Minimum,
+            ),
+            _ => (self.product(cx, t, &[axis])?, BinaryOp::Multiply),
+        };
+        self.bin(cx, op, data, r)
     }
 }
