@@ -192,20 +192,7 @@ impl Importer {
         let idx = self.scatter_indices(cx)?;
         let (id, iv) = (idx.dims.clone(), idx.as_i64());
         let ud = self.in_dims(cx, 2)?;
-        let q = id.len();
-        let k = id.last().copied().unwrap_or(0);
-        let mut want = id[..q.saturating_sub(1)].to_vec();
-        if k <= dd.len() {
-            want.extend(&dd[k..]);
-        }
-        if q < 1 || k < 1 || k > dd.len() || ud != want {
-            return Err(cx.err(format!(
-                "indices {} and updates {} do not address data {} (updates must be indices.dims[..-1] ++ data.dims[k..], k = the last index dim, 1 to rank)",
-                dims_str(&id),
-                dims_str(&ud),
-                dims_str(&dd)
-            )));
-        }
+        let k = scatter_nd_depth(cx, &dd, &id, &ud)?;
         let slice: usize = dd[k..].iter().product();
         let ds = strides(&dd[..k]);
         let tuples = iv.len() / k;
@@ -327,4 +314,24 @@ fn reduction(cx: &Ctx) -> R<Reduction> {
             ));
         }
     })
+}
+
+/// ScatterND's index depth `k` (the last index dim), checking that `updates` has the dims
+/// `indices.dims[..-1] ++ data.dims[k..]` with `1 ≤ k ≤ rank(data)`.
+pub(super) fn scatter_nd_depth(cx: &Ctx, dd: &[usize], id: &[usize], ud: &[usize]) -> R<usize> {
+    let q = id.len();
+    let k = id.last().copied().unwrap_or(0);
+    let mut want = id[..q.saturating_sub(1)].to_vec();
+    if k <= dd.len() {
+        want.extend(&dd[k..]);
+    }
+    if q < 1 || k < 1 || k > dd.len() || ud != want {
+        return Err(cx.err(format!(
+            "indices {} and updates {} do not address data {} (updates must be indices.dims[..-1] ++ data.dims[k..], k = the last index dim, 1 to rank)",
+            dims_str(id),
+            dims_str(ud),
+            dims_str(dd)
+        )));
+    }
+    Ok(k)
 }

@@ -47,27 +47,14 @@ impl Importer {
         let id = self.dims(ind);
         let (upd, uty) = self.rt(cx, 2)?;
         let ud = self.dims(upd);
-        let q = id.len();
-        let k = id.last().copied().unwrap_or(0);
-        let mut want = id[..q.saturating_sub(1)].to_vec();
-        if k <= dd.len() {
-            want.extend(&dd[k..]);
-        }
-        if q < 1 || k < 1 || k > dd.len() || ud != want {
-            return Err(cx.err(format!(
-                "indices {} and updates {} do not address data {} (updates must be indices.dims[..-1] ++ data.dims[k..], k = the last index dim, 1 to rank)",
-                dims_str(&id),
-                dims_str(&ud),
-                dims_str(&dd)
-            )));
-        }
+        let k = super::scatter::scatter_nd_depth(cx, &dd, &id, &ud)?;
         let dty = self.b.dtype(data);
         if runtime_dtype(uty) != Some(dty) {
             return Err(cx.err("updates must have the data's element type"));
         }
         let p: usize = dd[..k].iter().product();
         let s: usize = dd[k..].iter().product();
-        let u: usize = id[..q - 1].iter().product();
+        let u: usize = id[..id.len() - 1].iter().product();
         let work = if red == Reduction::None {
             p.saturating_mul(u)
         } else {
