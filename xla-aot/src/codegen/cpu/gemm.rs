@@ -22,120 +22,26 @@
 
 use super::Cg;
 use super::epilogue::{RegEpilogue, TilePos};
-use super::gemm_bf16;
-use super::gemm_i8;
 use super::gemm_pack::{self, APack};
+use super::gemm_tiles::{Kind, gemm_tiles, units};
+pub use super::gemm_tiles::{balanced, rows_for_issue};
 use super::vector::{VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
-use crate::ir::{DType, F16_K_BLOCK, Precision, Shape};
+use crate::ir::{DType, Precision, Shape};
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, IntPredicate};
-
-/// Independent accumulator chains that keep the FMA units busy: FMA latency (4 cycles on
-/// Skylake, Zen 2-4 and Cortex-A78) times FMA pipes (2). A tile with fewer accumulators (a
-/// matrix-vector product, M = 1) covers several panels at once to reach this many.
-pub(super) const MIN_CHAINS: usize = 8;
-
-/// Bytes between addresses that map to the same L1D set, and the ways of a set, of the x86-64
-/// cores the targets describe (32 KiB, 8 ways, 64-byte lines: 4 KiB). Arm L1Ds differ (A72:
-/// 2 ways, A78: 4 ways of 16 KiB); there the rule is a weaker approximation.
-const L1_SET_STRIDE: u64 = 4096;
-const L1_WAYS: usize = 8;
 
 /// Matrix-vector products (one row tile) stream their packed panels from L3 or memory: each
 /// panel's line this many K steps ahead is prefetched (with 16-float panels, 1 KiB ahead per
 /// stream: about the L3 latency, ~50 ns, at the ~20 GB/s one stream of a core draws).
 const STREAM_PREFETCH_K: u64 = 16;
 
-/// Rows per tile when `m` rows are cut into tiles of at most `mr`: as even as possible, so
-/// 16 rows with `mr` 14 are two tiles of 8, not 14 and a 2-row tile that wastes registers.
-pub fn balanced(m: usize, mr: usize) -> usize {
-    let tiles = m.div_ceil(mr).max(1);
-    m.div_ceil(tiles).max(1)
-}
-
-/// Rows per tile for `count` rows in tiles of at most `rows_max` rows of `nv` accumulator vectors
-/// each (a tile's remainder is its own, smaller tile): the choice with the least FMA issue time,
-/// where a tile's K-step costs `max(rows · nv, MIN_CHAINS)` FMA slots (fewer chains than that
-/// wait on FMA latency). Ties go to taller tiles (fewer weight loads). Example: 32 output pixels
-/// with 2 vectors per row and at most 6 rows: 6-row tiles leave a 2-row tile that costs as much as
-/// a 4-row one (68 slots), 8 tiles of 4 rows take 64 (mobilenet_block on AVX2: 34.5 -> 30 µs).
-pub fn rows_for_issue(count: usize, rows_max: usize, nv: usize) -> usize {
-    let cost = |r: usize| {
-        let (full, part) = (count / r, count % r);
-        let tile = |rows: usize| (rows * nv).max(MIN_CHAINS);
-        full * tile(r) + if part > 0 { tile(part) } else { 0 }
-    };
-    (1..=rows_max.clamp(1, count.max(1)))
-        .rev()
-        .min_by_key(|&r| cost(r))
-        .unwrap_or(1)
-}
-
-/// Which GEMM micro-kernel a product takes (`gemm.rs` f32 unless one of these is set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Kind {
-    /// `vdpbf16ps` on bfloat16 pairs (`gemm_bf16.rs`).
-    pub bf16: bool,
-    /// f16 blocks (`gemm_f16.rs`).
-    pub f16: bool,
-    /// Dot products of int8 quads (`gemm_i8.rs`: `vpdpbusd`, `sdot` or `smull`).
-    pub vnni: bool,
-}
-
-/// The tiles of the GEMM kernel of kind `kind` for geometry `g` on `target`: the target's
-/// ([`Tiles::for_target`]) with the kernel's K-block, rows per tile and row block.
-pub(super) fn gemm_tiles(g: &Geometry, target: &crate::target::Target, kind: Kind) -> Tiles {
-    let Kind { bf16, f16, vnni } = kind;
-    let mut t = Tiles::for_target(target);
-    if bf16 {
-        t.kc = gemm_bf16::kc(&t);
-    }
-    if vnni {
-        t.kc = gemm_i8::kc(&t);
-        t.mr = gemm_i8::mr(&t, target);
-    }
-    if f16 {
-        // The f16 blocks start at multiples of F16_K_BLOCK (`gemm_f16.rs`).
-        t.kc = t.kc.next_multiple_of(F16_K_BLOCK);
-    }
-    let a_row_bytes = if vnni {
-        g.k.div_ceil(4) * 4
-    } else {
-        g.k.div_ceil(2) * 4
-    };
-    let packs_a = bf16 || vnni;
-    if g.m <= t.mr && (!packs_a || a_row_bytes * t.mr <= gemm_bf16::A_BLOCK_BYTES) {
-        // One row tile: no panel is reused across row tiles, so K-blocking only breaks each
-        // panel's stream into pieces. Stream every panel whole.
-        t.kc = g.k.max(1);
-    }
-    if (g.a_m * 4) % L1_SET_STRIDE == 0 && g.m > L1_WAYS {
-        // Rows of A a multiple of 4 KiB apart share one L1 set: a tile reading more of them
-        // than the set has ways evicts its own rows every step (gemm1024 ran at 65%).
-        t.mr = t.mr.min(L1_WAYS);
-    }
-    t.mr = rows_for_issue(g.m, t.mr, t.nv);
-    if packs_a {
-        // K shorter than the K-block: packed rows are K long, not `kc` (more rows fit the row
-        // block, and the scratch slices are smaller).
-        t.kc = t.kc.min(g.k.max(1));
-    }
-    if bf16 {
-        t.mc_tiles = gemm_bf16::mc_tiles(&t);
-    }
-    if vnni {
-        t.mc_tiles = gemm_i8::mc_tiles(&t);
-    }
-    t
-}
-
 /// The static plan of one GEMM kernel.
 struct Plan {
     t: Tiles,
-    /// Panels per column chunk (several for thin products, see [`MIN_CHAINS`]).
+    /// Panels per column chunk (several for thin products, see `gemm_tiles::MIN_CHAINS`).
     pp: usize,
     packed: bool,
     /// Column chunks: full ones, then one partial chunk if `n` is not a multiple.
@@ -237,7 +143,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let slices = (bf16 || vnni.is_some())
             .then(|| gemm_pack::a_pack(g, &t, kind))
             .filter(|p| self.be.a_pack.get() == Some(*p));
-        let (pp, _, split_cols) = gemm_pack::units(g, &t);
+        let (pp, _, split_cols) = units(g, &t);
         let cw = pp * t.nr();
         let plan = Plan {
             t,
@@ -684,22 +590,5 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn row_tiles_minimise_fma_issue_time() {
-        // 32 pixels, 2 vectors per row, at most 6 rows: 8 tiles of 4 (64 slots), not 6,6,6,6,6,2.
-        assert_eq!(rows_for_issue(32, 6, 2), 4);
-        // Ties go to the tallest tile: 14 + 14 + 4 costs what 8 tiles of 4 do.
-        assert_eq!(rows_for_issue(32, 14, 2), 14);
-        // Whole tiles when they fit; one short row count is one tile.
-        assert_eq!(rows_for_issue(36, 6, 2), 6);
-        assert_eq!(rows_for_issue(3, 6, 2), 3);
-        assert_eq!(rows_for_issue(0, 6, 2), 1);
     }
 }

@@ -19,7 +19,7 @@
 //!   1024×4096×1024 and 256×8192×1024 and gained nothing (1-7% slower: the in-place kernel is
 //!   at 88-95% of peak there, so the copy is pure cost); see docs/performance.md.
 
-use super::gemm::{Kind, MIN_CHAINS, gemm_tiles};
+use super::gemm_tiles::{Kind, gemm_tiles, units};
 use super::parallel::PARALLEL_MIN_FLOPS;
 use crate::codegen::core::layout::{Geometry, geometry};
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in};
@@ -47,23 +47,8 @@ impl APack {
     }
 }
 
-/// Panels per column chunk, the number of work units (column chunks, or row tiles when there
-/// are fewer chunks) and whether the units are column chunks, of a GEMM with tiles `t`: what
-/// `gemm.rs` splits between tasks. Thin products (few rows per tile) cover several panels per
-/// chunk to keep [`MIN_CHAINS`] accumulators.
-pub(super) fn units(g: &Geometry, t: &Tiles) -> (usize, usize, bool) {
-    let pp = MIN_CHAINS
-        .div_ceil(t.mr * t.nv)
-        .clamp(1, 4)
-        .min(g.n.div_ceil(t.nr()).max(1));
-    let chunks = g.n.div_ceil(pp * t.nr());
-    let row_tiles = g.m.div_ceil(t.mr);
-    let split_cols = chunks >= row_tiles;
-    (pp, if split_cols { chunks } else { row_tiles }, split_cols)
-}
-
 /// The slices of the packing GEMM (`kind.bf16` or `kind.vnni`) of geometry `g` with its tiles
-/// `t` (`gemm::gemm_tiles`).
+/// `t` (`gemm_tiles::gemm_tiles`).
 pub(super) fn a_pack(g: &Geometry, t: &Tiles, kind: Kind) -> APack {
     let per_dword = if kind.vnni { 4 } else { 2 };
     let block_tiles = t.mc_tiles.clamp(1, g.m.div_ceil(t.mr).max(1));

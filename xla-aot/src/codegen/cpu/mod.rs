@@ -31,6 +31,7 @@ mod gemm_bf16;
 mod gemm_f16;
 mod gemm_i8;
 pub(crate) mod gemm_pack;
+mod gemm_tiles;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
