@@ -123,10 +123,12 @@ pub struct FusionPass {
 }
 
 impl FusionPass {
-    /// Whether producer `p` joins group `g` as an operand of member `i`, and why.
+    /// Whether producer `p` joins group `g` as an operand of member `i`, and why (`users_of`:
+    /// every instruction's readers).
     fn decide(
         &self,
         c: &Computation,
+        users_of: &[Vec<InstId>],
         g: &Group,
         i: usize,
         prod: Producer,
@@ -147,7 +149,7 @@ impl FusionPass {
             Op::Fusion { .. } => return Err("the producer is already a fusion".into()),
             _ => {}
         }
-        if let Some(verdict) = channel_prologue(c, ci, p, n_users, is_output) {
+        if let Some(verdict) = channel_prologue(c, users_of, ci, p, n_users, is_output) {
             return verdict;
         }
         if reads_operands_from_memory(&ci.op) {
@@ -340,6 +342,7 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
 /// (read from memory). `None` when `p` is neither.
 fn channel_prologue(
     c: &Computation,
+    users_of: &[Vec<InstId>],
     ci: &Instruction,
     p: usize,
     n_users: usize,
@@ -358,7 +361,6 @@ fn channel_prologue(
     let id = InstId(p as u32);
     let pi = &c.instructions[p];
     let w = &c.inst(ci.operands[1]).shape;
-    let (users_of, _) = users(c);
     let single = |x: InstId| users_of[x.index()].len() == 1;
     if crate::ir::shuffle::channel_slice_at(c, id).is_some() {
         let depthwise = groups > 1 && w.dims.get(1) == Some(&1) && w.dims[0] == groups;
@@ -534,7 +536,7 @@ impl Pass for FusionPass {
                              MAX_EXPANDED_FUSION_COST = {MAX_EXPANDED_FUSION_COST}), so it is stored"
                         ))
                     } else {
-                        self.decide(c, &groups[g], i, prod)
+                        self.decide(c, &users_of, &groups[g], i, prod)
                     };
                     let root = &c.instructions[groups[g].root].name;
                     match verdict {

@@ -40,13 +40,7 @@ impl Importer {
         ty: i32,
     ) -> R<Outs> {
         let dd = self.dims(data);
-        let (ind, ity) = self.rt(cx, 1)?;
-        if !is_int_type(ity) {
-            return Err(cx.err("input 1 (indices) must be integers"));
-        }
-        let id = self.dims(ind);
-        let (upd, uty) = self.rt(cx, 2)?;
-        let ud = self.dims(upd);
+        let ((ind, id), (upd, uty, ud)) = self.scatter_rt_operands(cx)?;
         let k = super::scatter::scatter_nd_depth(cx, &dd, &id, &ud)?;
         let dty = self.b.dtype(data);
         if runtime_dtype(uty) != Some(dty) {
@@ -149,13 +143,7 @@ impl Importer {
         ty: i32,
     ) -> R<Outs> {
         let dd = self.dims(data);
-        let (ind, ity) = self.rt(cx, 1)?;
-        if !is_int_type(ity) {
-            return Err(cx.err("input 1 (indices) must be integers"));
-        }
-        let id = self.dims(ind);
-        let (upd, uty) = self.rt(cx, 2)?;
-        let ud = self.dims(upd);
+        let ((ind, id), (upd, uty, ud)) = self.scatter_rt_operands(cx)?;
         let r = dd.len();
         if id.len() != r || ud != id || r == 0 || id.iter().zip(&dd).any(|(i, d)| i > d) {
             return Err(cx.err(format!(
@@ -304,6 +292,23 @@ impl Importer {
 }
 
 impl Importer {
+    /// A run-time scatter's indices (input 1, integers) and updates (input 2), with their dims
+    /// and the updates' ONNX type.
+    #[allow(clippy::type_complexity)]
+    fn scatter_rt_operands(
+        &mut self,
+        cx: &Ctx,
+    ) -> R<((InstId, Vec<usize>), (InstId, i32, Vec<usize>))> {
+        let (ind, ity) = self.rt(cx, 1)?;
+        if !is_int_type(ity) {
+            return Err(cx.err("input 1 (indices) must be integers"));
+        }
+        let id = self.dims(ind);
+        let (upd, uty) = self.rt(cx, 2)?;
+        let ud = self.dims(upd);
+        Ok(((ind, id), (upd, uty, ud)))
+    }
+
     /// `data ⊕ reduce_axis(select(matches, updates, identity))`: the updates that match each
     /// position (`matches` and `updates` of one shape), the others replaced by the reduction's
     /// identity, reduced along `axis` and combined with `data` (add, mul, max or min).
