@@ -172,6 +172,11 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             return self.load_ix(k.out, ix, &inst.shape);
         }
         if let Op::Parameter { index } = inst.op {
+            if inst.shape.rank() == 0 && inst.shape.dtype == DType::F32 {
+                if let Some(c) = self.scalar_consts.borrow().get(index).copied().flatten() {
+                    return self.f32c(c as f64).into();
+                }
+            }
             return self.load_ix(k.args[index], ix, &inst.shape);
         }
         let idx = match ix {

@@ -108,6 +108,12 @@ pub struct Emitter<'a, 'ctx, B> {
     /// With `--weights external`: where each constant sits in the caller's blob
     /// (`weights_blob.rs`), set by `constant_globals`.
     pub(crate) blob: RefCell<Option<super::weights_blob::BlobLayout>>,
+    /// Per operand of the kernel being generated: its value when it is a scalar f32 constant.
+    /// Fused expressions and register epilogues use the number instead of loading it (the same
+    /// value, so the same results), which lets LLVM fold it: a clamp against a number is one
+    /// compare, a rounding constant's add and subtract fold into the schedule. Empty when the
+    /// backend does not set it (every operand is then loaded).
+    pub(crate) scalar_consts: RefCell<Vec<Option<f32>>>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }
@@ -150,6 +156,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             concat_pins: RefCell::new(Vec::new()),
             outer_split: SplitState::new(),
             blob: RefCell::new(None),
+            scalar_consts: RefCell::new(Vec::new()),
             be,
         }
     }
@@ -681,6 +688,17 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         b: FloatValue<'ctx>,
         max: bool,
     ) -> FloatValue<'ctx> {
+        // Against a number (not NaN), "a is larger, or a is NaN" is one unordered compare.
+        if b.get_constant().is_some_and(|(c, _)| !c.is_nan()) {
+            let p = if max {
+                FloatPredicate::UGT
+            } else {
+                FloatPredicate::ULT
+            };
+            return self
+                .select(self.fcmp(p, a, b), a.into(), b.into())
+                .into_float_value();
+        }
         let p = if max {
             FloatPredicate::OGT
         } else {

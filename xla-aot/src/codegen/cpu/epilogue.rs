@@ -412,7 +412,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     // A compile-time scalar (ReLU6's bounds, a folded scale) is emitted as the
                     // number itself: the same value the load would give, so the same result,
                     // and LLVM can fold the NaN tests of a max/min against it.
-                    let s = match self.be.scalar_consts.borrow().get(p).copied().flatten() {
+                    let s = match self.scalar_consts.borrow().get(p).copied().flatten() {
                         Some(c) => self.f32c(c as f64),
                         None => self
                             .load(k.args[p], self.i64(0), DType::F32)
@@ -454,7 +454,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // Whether an operand is a compile-time number (not NaN): max/min against it are cheaper.
         let number = |o: &Operand| match *o {
             Operand::Scalar(p) => self
-                .be
                 .scalar_consts
                 .borrow()
                 .get(p)

@@ -99,9 +99,6 @@ pub struct Cpu {
     /// the buffer it reads (whose strides the kernel uses; its channels are the source's).
     in_channels: Cell<Option<ChannelMap>>,
     in_source: RefCell<Option<Shape>>,
-    /// Per operand of the kernel being generated: its value when it is a scalar f32 constant
-    /// (register epilogues use the number instead of loading it).
-    scalar_consts: RefCell<Vec<Option<f32>>>,
     /// The strides of the concatenation the current kernel writes into (`strided_out.rs`).
     out_strides: RefCell<Option<Vec<u64>>>,
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
@@ -129,7 +126,6 @@ impl Cpu {
             pool_runs: RefCell::new(None),
             in_channels: Cell::new(None),
             in_source: RefCell::new(None),
-            scalar_consts: RefCell::new(Vec::new()),
             out_strides: RefCell::new(None),
             hook_owner: hook_owner.to_string(),
             placement: Placement::InModule,
