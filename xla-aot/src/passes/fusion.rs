@@ -211,6 +211,14 @@ impl FusionPass {
             if !(ci.op.is_elementwise() && g.direct.contains(&i) && ci.shape.same_type(&pi.shape)) {
                 return Err("the epilogue does not read the dot/convolution result elementwise at the same index".into());
             }
+            if !c.instructions[g.root].shape.same_type(&pi.shape) {
+                return Err(format!(
+                    "the epilogue's result is {}, not the {}'s {}, so it cannot be stored in place",
+                    c.instructions[g.root].shape.dtype,
+                    pi.op.opcode(),
+                    pi.shape.dtype
+                ));
+            }
             if n_users != 1 {
                 return Err(format!(
                     "the {} has {n_users} users and is never recomputed",
@@ -274,12 +282,35 @@ impl FusionPass {
 }
 
 /// Longest epilogue chain [`convolution_epilogue`] follows (bias, batch norm's scale and shift,
-/// activation, clamp: real exports stay under 8).
-const MAX_EPILOGUE_CHAIN: usize = 8;
+/// activation, clamp: real f32 exports stay under 8; a quantized model's requantization adds a
+/// scale, a saturating clamp, the rounding's add and subtract, the zero point, the integer round
+/// trip and the dequantization: 12 on onnxruntime's QDQ exports).
+const MAX_EPILOGUE_CHAIN: usize = 16;
+
+/// The f32 operand `x` of `convert(convert(x, s32), f32)` at `id` (the integer round trip a
+/// quantized model leaves between `QuantizeLinear` and `DequantizeLinear`), when the inner convert
+/// is read by nothing else; `codegen/cpu/epilogue.rs` applies it as one step.
+fn int_round_trip(
+    c: &Computation,
+    single_user: &dyn Fn(usize) -> bool,
+    id: InstId,
+) -> Option<InstId> {
+    let outer = c.inst(id);
+    let Op::Convert { to: DType::F32 } = outer.op else {
+        return None;
+    };
+    let inner = c.inst(outer.operands[0]);
+    let x = *inner.operands.first()?;
+    (matches!(inner.op, Op::Convert { to: DType::I32 })
+        && single_user(outer.operands[0].index())
+        && c.inst(x).shape.dtype == DType::F32
+        && c.inst(x).shape.dims == outer.shape.dims)
+        .then_some(x)
+}
 
 /// Whether `p` is the last step of a convolution's epilogue that a micro-kernel applies in its
-/// registers: a chain of `add`, `subtract`, `multiply`, `maximum`, `minimum` or `clamp` steps
-/// of the result's shape, each but the last read by the next only, from a convolution read by
+/// registers: a chain of `add`, `subtract`, `multiply`, `divide`, `maximum`, `minimum` or
+/// `clamp` steps (and integer round trips, [`int_round_trip`]) of the result's shape, each but the last read by the next only, from a convolution read by
 /// nothing else, whose other operands are per-channel or scalar (broadcasts of values with at
 /// most one dim longer than one, or scalars) — the chains `codegen/cpu/epilogue.rs` recognises.
 /// Such a chain is better fused with its convolution than with a concatenation consuming it:
@@ -302,12 +333,23 @@ fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
     let mut at = p;
     for _ in 0..MAX_EPILOGUE_CHAIN {
         let inst = &c.instructions[at];
+        if let Some(x) = int_round_trip(c, &single_user, InstId(at as u32)) {
+            if !single_user(x.index()) {
+                return false;
+            }
+            if matches!(c.inst(x).op, Op::Convolution { .. }) {
+                return true;
+            }
+            at = x.index();
+            continue;
+        }
         let step = matches!(
             inst.op,
             Op::Binary(
                 BinaryOp::Add
                     | BinaryOp::Subtract
                     | BinaryOp::Multiply
+                    | BinaryOp::Divide
                     | BinaryOp::Maximum
                     | BinaryOp::Minimum
             ) | Op::Clamp
@@ -563,9 +605,11 @@ impl Pass for FusionPass {
                                 grp.heavy = Some(p);
                                 grp.kind = FusionKind::Input;
                             }
+                            // Read at the root's own index: elementwise steps of the same dims
+                            // (a `convert` changes the dtype, not the index).
                             if grp.direct.contains(&i)
                                 && c.instructions[p].op.is_elementwise()
-                                && c.instructions[p].shape.same_type(&inst.shape)
+                                && c.instructions[p].shape.dims == inst.shape.dims
                             {
                                 grp.direct.insert(p);
                             }

@@ -4,12 +4,16 @@
 //!
 //! Contract: [`recognize`] accepts a fused computation whose root is reached from the dot or
 //! convolution by a chain of single-use elementwise steps — `add`, `subtract`, `multiply`,
-//! `maximum`, `minimum` with a *uniform* other operand, or `clamp` with uniform bounds — where a
-//! uniform operand is a scalar parameter (possibly broadcast) or a rank-1 parameter broadcast
-//! along one output dim (a per-channel or per-column vector); a binary step may also take a
-//! parameter of the output's shape (a residual), read at the tile's own elements through its
-//! layout (`Operand::Full`; not in [`recognize_operand`]'s reduction chains), and `round-bf16`
-//! (`precision: bf16` rounds a product's operand where it is computed, `compile/bf16_operands.rs`).
+//! `divide`, `maximum`, `minimum` with a *uniform* other operand, or `clamp` with uniform
+//! bounds — where a uniform operand is a scalar parameter (possibly broadcast) or a rank-1
+//! parameter broadcast along one output dim (a per-channel or per-column vector); a binary step
+//! may also take a parameter of the output's shape (a residual), read at the tile's own elements
+//! through its layout, after a chain of such steps of its own (`Operand::Full`: a quantized
+//! residual's dequantization; not in [`recognize_operand`]'s reduction chains); `round-bf16`
+//! (`precision: bf16` rounds a product's operand where it is computed, `compile/bf16_operands.rs`);
+//! and `convert(convert(x, s32), f32)` (`Step::IntRoundTrip`: a quantized model's
+//! `QuantizeLinear → DequantizeLinear` pair, truncating and saturating as `core/elemental.rs`
+//! `convert` does).
 //! Anything else gives `None` and the
 //! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
 //! operand order) as the scalar code of `core/elemental.rs`, so the two give bit-identical results.
@@ -20,6 +24,7 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::physical_strides;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op, UnaryOp};
 use inkwell::FloatPredicate;
+use inkwell::types::VectorType;
 use inkwell::values::{IntValue, VectorValue};
 
 /// An operand of an epilogue step.
@@ -29,8 +34,13 @@ pub enum Operand {
     Scalar(usize),
     /// A rank-1 parameter indexed by output dim `dim`.
     Along { param: usize, dim: usize },
-    /// A parameter of the output's shape, element strides `strides` (its layout).
-    Full { param: usize, strides: Vec<u64> },
+    /// A parameter of the output's shape, element strides `strides` (its layout), with `steps`
+    /// applied to it (none for a plain residual).
+    Full {
+        param: usize,
+        strides: Vec<u64>,
+        steps: Vec<Step>,
+    },
 }
 
 /// One step; `value_first` says whether the running value is the first operand (it matters for
@@ -50,6 +60,9 @@ pub enum Step {
     RoundBf16,
     /// `round-f16` (`UnaryOp::RoundF16`).
     RoundF16,
+    /// `convert(convert(x, s32), f32)`: truncated toward zero and saturated to i32 (NaN gives 0),
+    /// then back to f32.
+    IntRoundTrip,
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -110,13 +123,38 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
     if comp.outputs.len() != 1 {
         return None;
     }
-    chain(comp, root, &|id| id == heavy, true).map(|(e, _)| e)
+    chain(comp, root, &|id| id == heavy, true)
+        .map(|(e, _)| e)
+        .filter(|e| e.step_count() <= MAX_REGISTER_STEPS)
 }
+
+/// Most steps (a residual's own steps included) a register epilogue applies; a longer chain is
+/// swept over the stored result instead (`kernel.rs`). Every step's constants are live across
+/// the micro-kernel's tile: a quantized ResNet block's tail (its requantization, the residual's
+/// dequantization, the add, ReLU and the requantization after it: 24 steps) spilled some 260
+/// times in the tile and ran 764 µs, against 548 µs as the convolution plus the sweep
+/// (resnet50 uint8 QDQ, 1×1 convolution to 256×56×56, Zen 5, 2026-12-03). The 7 steps of a
+/// requantized squeeze convolution gain in registers (squeezenet: 32 → 29 µs).
+const MAX_REGISTER_STEPS: usize = 12;
 
 impl RegEpilogue {
     /// No steps: values are stored as computed.
     pub fn none() -> RegEpilogue {
         RegEpilogue { steps: Vec::new() }
+    }
+
+    /// The steps applied, a residual's own steps included.
+    pub fn step_count(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Binary {
+                    other: Operand::Full { steps, .. },
+                    ..
+                } => 1 + steps.len(),
+                _ => 1,
+            })
+            .sum()
     }
 
     /// The strides of every [`Operand::Full`] the chain reads.
@@ -135,16 +173,32 @@ impl RegEpilogue {
     }
 }
 
-/// The parameter of `dims` (a residual) that instruction `id` of `comp` is, if it is one.
+/// The parameter of `dims` (a residual) that instruction `id` of `comp` is, possibly after a
+/// chain of uniform steps (a quantized residual's `(q − zero_point) · scale`), if it is one.
 fn full(comp: &Computation, id: InstId, dims: &[usize]) -> Option<Operand> {
     let inst = comp.inst(id);
-    match inst.op {
-        Op::Parameter { index } if inst.shape.dtype == DType::F32 && inst.shape.dims == dims => {
-            Some(Operand::Full {
-                param: index,
-                strides: physical_strides(&inst.shape),
-            })
-        }
+    if inst.shape.dtype != DType::F32 || inst.shape.dims != dims {
+        return None;
+    }
+    if let Op::Parameter { index } = inst.op {
+        return Some(Operand::Full {
+            param: index,
+            strides: physical_strides(&inst.shape),
+            steps: Vec::new(),
+        });
+    }
+    let is_base = |id: InstId| {
+        let i = comp.inst(id);
+        matches!(i.op, Op::Parameter { .. }) && i.shape.dims == dims
+    };
+    let (e, base) = chain(comp, id, &is_base, false)?;
+    let b = comp.inst(base);
+    match b.op {
+        Op::Parameter { index } if b.shape.dtype == DType::F32 => Some(Operand::Full {
+            param: index,
+            strides: physical_strides(&b.shape),
+            steps: e.steps,
+        }),
         _ => None,
     }
 }
@@ -162,6 +216,22 @@ pub fn recognize_operand(comp: &Computation, top: InstId) -> Option<(RegEpilogue
         Op::Parameter { index } => Some((e, index)),
         _ => None,
     }
+}
+
+/// The f32 `x` of `convert(convert(x, s32), f32)` at `id`, when the s32 value has no other
+/// reader.
+fn int_round_trip(comp: &Computation, users: &[usize], id: InstId) -> Option<InstId> {
+    let outer = comp.inst(id);
+    let Op::Convert { to: DType::F32 } = outer.op else {
+        return None;
+    };
+    let mid = outer.operands[0];
+    let inner = comp.inst(mid);
+    let x = *inner.operands.first()?;
+    (matches!(inner.op, Op::Convert { to: DType::I32 })
+        && users[mid.index()] == 1
+        && comp.inst(x).shape.dtype == DType::F32)
+        .then_some(x)
 }
 
 /// Steps from `top` down to the first instruction `is_base` accepts (applied bottom-up).
@@ -187,11 +257,20 @@ fn chain(
         if inst.shape.dims != dims || inst.shape.dtype != DType::F32 {
             return None;
         }
+        if let Some(x) = int_round_trip(comp, &users, at) {
+            if users[x.index()] != 1 && !is_base(x) {
+                return None;
+            }
+            steps.push(Step::IntRoundTrip);
+            at = x;
+            continue;
+        }
         let (next, step) = match &inst.op {
             Op::Binary(
                 op @ (BinaryOp::Add
                 | BinaryOp::Subtract
                 | BinaryOp::Multiply
+                | BinaryOp::Divide
                 | BinaryOp::Maximum
                 | BinaryOp::Minimum),
             ) => {
@@ -325,6 +404,46 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .into_vector_value()
     }
 
+    /// `convert(convert(x, s32), f32)` lane by lane, with `core/elemental.rs` `convert`'s
+    /// instructions: truncation, saturation at ±2^31, NaN to 0, then back to f32.
+    fn vint_round_trip(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let b = &self.b;
+        let lanes = x.get_type().get_size();
+        let i32t = self.ctx.i32_type();
+        let splat_i = |c: i32| {
+            VectorType::const_vector(&vec![i32t.const_int(c as u64, true); lanes as usize])
+        };
+        // 2^31 is exact in f32; every f32 below it (and at least -2^31) converts exactly.
+        let limit = self.splat(self.f32c(2147483648.0), lanes);
+        let neg_limit = self.splat(self.f32c(-2147483648.0), lanes);
+        let t = b
+            .build_float_to_signed_int(x, i32t.vec_type(lanes), "")
+            .unwrap();
+        let hi = b
+            .build_float_compare(FloatPredicate::OGE, x, limit, "")
+            .unwrap();
+        let lo = b
+            .build_float_compare(FloatPredicate::OLT, x, neg_limit, "")
+            .unwrap();
+        let nan = b
+            .build_float_compare(FloatPredicate::UNO, x, x, "")
+            .unwrap();
+        let t = b
+            .build_select(hi, splat_i(i32::MAX), t, "")
+            .unwrap()
+            .into_vector_value();
+        let t = b
+            .build_select(lo, splat_i(i32::MIN), t, "")
+            .unwrap()
+            .into_vector_value();
+        let t = b
+            .build_select(nan, splat_i(0), t, "")
+            .unwrap()
+            .into_vector_value();
+        b.build_signed_int_to_float(t, self.vec_ty(lanes), "")
+            .unwrap()
+    }
+
     /// x86's `maxps`/`minps` of `lanes` floats (`a > b ? a : b`, `a < b ? a : b`) where the
     /// target has that vector width, else `None`; `true` when it takes a rounding operand.
     fn x86_max_ps(
@@ -368,9 +487,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         v: &VecCol,
         role: &dyn Fn(usize) -> TilePos<'ctx>,
     ) -> VectorValue<'ctx> {
+        self.apply_steps(&epi.steps, k, x, row, col, v, role)
+    }
+
+    /// [`Cg::apply_epilogue`] of the chain `steps`.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_steps(
+        &self,
+        steps: &[Step],
+        k: &Kernel<'ctx>,
+        x: VectorValue<'ctx>,
+        row: IntValue<'ctx>,
+        col: IntValue<'ctx>,
+        v: &VecCol,
+        role: &dyn Fn(usize) -> TilePos<'ctx>,
+    ) -> VectorValue<'ctx> {
         let value = |o: &Operand| -> VectorValue<'ctx> {
             match *o {
-                Operand::Full { param, ref strides } => {
+                Operand::Full {
+                    param,
+                    ref strides,
+                    steps: ref own,
+                } => {
                     // Lane 0's element, then one lane per step along the column dim.
                     let (mut off, mut step) = (self.i64(0), 0);
                     for (d, &st) in strides.iter().enumerate() {
@@ -384,29 +522,31 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         };
                         off = self.add(off, self.mul(i, st));
                     }
-                    if step == 1 && v.store == v.lanes {
-                        return self.vload(k.args[param], off, v.lanes);
-                    }
-                    let mut r = self.vec_ty(v.lanes).const_zero();
-                    for l in 0..v.store {
-                        let e = self
-                            .load(
-                                k.args[param],
-                                self.add(off, self.i64(l as u64 * step)),
-                                DType::F32,
-                            )
-                            .into_float_value();
-                        r = self
-                            .b
-                            .build_insert_element(
-                                r,
-                                e,
-                                self.ctx.i32_type().const_int(l as u64, false),
-                                "",
-                            )
-                            .unwrap();
-                    }
-                    r
+                    let r = if step == 1 && v.store == v.lanes {
+                        self.vload(k.args[param], off, v.lanes)
+                    } else {
+                        let mut r = self.vec_ty(v.lanes).const_zero();
+                        for l in 0..v.store {
+                            let e = self
+                                .load(
+                                    k.args[param],
+                                    self.add(off, self.i64(l as u64 * step)),
+                                    DType::F32,
+                                )
+                                .into_float_value();
+                            r = self
+                                .b
+                                .build_insert_element(
+                                    r,
+                                    e,
+                                    self.ctx.i32_type().const_int(l as u64, false),
+                                    "",
+                                )
+                                .unwrap();
+                        }
+                        r
+                    };
+                    self.apply_steps(own, k, r, row, col, v, role)
                 }
                 Operand::Scalar(p) => {
                     // A compile-time scalar (ReLU6's bounds, a folded scale) is emitted as the
@@ -466,7 +606,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             self.vfmax_with(a, b, max, b_number)
         };
         let mut x = x;
-        for step in &epi.steps {
+        for step in steps {
             x = match step {
                 Step::Binary {
                     op,
@@ -479,6 +619,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         BinaryOp::Add => self.b.build_float_add(a, b, "").unwrap(),
                         BinaryOp::Subtract => self.b.build_float_sub(a, b, "").unwrap(),
                         BinaryOp::Multiply => self.b.build_float_mul(a, b, "").unwrap(),
+                        BinaryOp::Divide => self.b.build_float_div(a, b, "").unwrap(),
                         BinaryOp::Maximum => max_min(a, b, *value_first && number(other), true),
                         BinaryOp::Minimum => max_min(a, b, *value_first && number(other), false),
                         _ => unreachable!("recognize() admits no other op"),
@@ -490,6 +631,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
                 Step::RoundBf16 => self.vround_bf16(x),
                 Step::RoundF16 => self.vround_f16(x),
+                Step::IntRoundTrip => self.vint_round_trip(x),
             };
         }
         x
