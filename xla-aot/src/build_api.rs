@@ -371,7 +371,7 @@ impl Build {
         let _ = std::fs::remove_file(&key_file);
         write_artefacts(&artefacts, &dir).map_err(werr)?;
         let bindings = crate::emit::bindings::render(
-            &crate::compile::c_api_module(&model.module, &target),
+            &model.module,
             &artefacts.plan,
             artefacts.ptx.as_ref(),
             artefacts.batch.as_ref(),

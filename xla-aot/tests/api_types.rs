@@ -291,8 +291,11 @@ fn header_manifest_and_bindings_follow_the_api_dtype() {
     assert!(b.contains("d: &mut [u8; D_LEN]"), "{b}");
 }
 
+/// On a CUDA target the header (CPU and CUDA entry points), the manifest and the bindings state
+/// the C API dtypes as on a CPU; the device arena's slots hold them, and the launches convert
+/// (`codegen/gpu/boundary.rs`; `tests/cuda.rs` runs them).
 #[test]
-fn cuda_targets_keep_outputs_in_the_computed_dtype_and_refuse_converted_inputs() {
+fn cuda_targets_state_the_api_dtypes() {
     let t = Target::resolve("cuda-x86_64").unwrap();
     let m = module(
         "HloModule dev, api_types=(_) -> (i64)\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n  %c = i32[4]{0} convert(%x)\n  ROOT %outputs = (i32[4]{0}) tuple(%c), names={c}\n}\n",
@@ -300,20 +303,34 @@ fn cuda_targets_keep_outputs_in_the_computed_dtype_and_refuse_converted_inputs()
     let art = xla_aot::compile::compile_model(&m, &t, &Default::default()).unwrap();
     assert!(
         art.header
-            .contains("int dev_run(void *arena, const float *x, int32_t *c);"),
+            .contains("int dev_run(void *arena, const float *x, int64_t *c);"),
         "{}",
         art.header
     );
-    assert!(art.plan.staging.is_empty());
-    let m = integers();
-    let Err(err) = xla_aot::compile::compile_model(&m, &t, &Default::default()) else {
-        panic!("an int64 input compiles for CUDA");
-    };
-    let err = err.to_string();
-    assert!(
-        err.contains("not supported") && err.contains("CUDA"),
-        "{err}"
+    assert_eq!(art.plan.staging.len(), 1);
+    let p = art.ptx.as_ref().unwrap();
+    assert_eq!(
+        p.layout.outputs[0].1.bytes, 32,
+        "the output slot holds int64"
     );
+    assert_eq!(p.launches.last().unwrap().entry, "dev_convert_out0_entry");
+    let m = integers();
+    let art = xla_aot::compile::compile_model(&m, &t, &Default::default()).unwrap();
+    assert!(
+        art.header.contains(
+            "int ints_run(void *arena, const int64_t *a, const uint8_t *b, const int8_t *c, int64_t *na, int8_t *s, uint8_t *d);"
+        ),
+        "{}",
+        art.header
+    );
+    let j: serde_json::Value = serde_json::from_str(&art.manifest).unwrap();
+    assert_eq!(j["inputs"][0]["dtype"], "i64");
+    assert_eq!(j["inputs"][0]["computed_as"], "i32");
+    assert_eq!(j["outputs"][2]["dtype"], "u8");
+    let b = xla_aot::emit::bindings::render(&m, &art.plan, art.ptx.as_ref(), None, None);
+    assert!(b.contains("a: &[i64; A_LEN]"), "{b}");
+    assert!(b.contains("d: &mut [u8; D_LEN]"), "{b}");
+    assert!(b.contains("pub mod cuda"), "{b}");
 }
 
 /// A spec input of `dtype: f16` or `bf16` is that type at the C API and f32 inside; every half

@@ -681,3 +681,323 @@ fn cuda_libraries_are_deterministic() {
     assert_eq!(a.header, b.header);
     assert_eq!(a.manifest, b.manifest);
 }
+
+/// Compiles `m` (with C API dtypes) for `cuda-x86_64`, runs `inputs` (in the C API dtypes)
+/// through the launcher on the emulating fake driver built in `dir`; returns the outputs in their
+/// C API dtypes (or the harness's stderr when run failed), the driver's log, and the PTX module.
+fn run_typed(
+    dir: &Path,
+    m: &xla_aot::ir::Module,
+    inputs: &[xla_aot::ir::Literal],
+) -> (Result<Vec<xla_aot::ir::Literal>, String>, String, PtxModule) {
+    let opts = common::default_options();
+    let t = Target::resolve("cuda-x86_64").unwrap();
+    let a = compile_model(m, &t, &opts).unwrap();
+    let exe = harness(&a, dir, "cc");
+    let kernels = grid_kernels(m, dir, &opts);
+    let c = &m.entry;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("io")
+        .arg(inputs.len().to_string())
+        .arg(c.outputs.len().to_string());
+    for (k, lit) in inputs.iter().enumerate() {
+        assert_eq!(lit.dtype, m.input_dtype(k), "{}: input {k}", m.name);
+        let p = dir.join(format!("in{k}.bin"));
+        std::fs::write(&p, lit.bytes().unwrap()).unwrap();
+        cmd.arg(&p).arg(lit.bytes().unwrap().len().to_string());
+    }
+    let shapes: Vec<_> = (c.outputs.iter()).map(|o| &c.inst(o.value).shape).collect();
+    for (k, s) in shapes.iter().enumerate() {
+        let bytes = s.element_count() * m.output_dtype(k).size_bytes();
+        cmd.arg(dir.join(format!("out{k}.bin")))
+            .arg(bytes.to_string());
+    }
+    let log = dir.join("typed.log");
+    let _ = std::fs::remove_file(&log);
+    let out = cmd
+        .env("LD_LIBRARY_PATH", dir)
+        .env("FAKE_CUDA_KERNELS", &kernels)
+        .env("FAKE_CUDA_LOG", &log)
+        .env_remove("FAKE_CUDA_FAIL")
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    let outputs = if out.status.success() {
+        Ok((shapes.iter().enumerate())
+            .map(|(k, s)| xla_aot::ir::Literal {
+                dtype: m.output_dtype(k),
+                dims: s.dims.clone(),
+                data: xla_aot::ir::LiteralData::Dense(
+                    std::fs::read(dir.join(format!("out{k}.bin")))
+                        .unwrap()
+                        .into(),
+                ),
+            })
+            .collect())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    (outputs, log, a.ptx.unwrap())
+}
+
+/// The launches of a run in the fake driver's log: the planned ones, conversions included, in
+/// plan order; and the copies in and out move the C API dtype's bytes.
+fn check_typed_log(name: &str, p: &PtxModule, log: &str) {
+    let launched: Vec<&str> = (log.lines())
+        .filter_map(|l| l.strip_prefix("cuLaunchKernel "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let planned: Vec<&str> = p.launches.iter().map(|l| l.entry.as_str()).collect();
+    assert_eq!(launched, planned, "{name}: launches");
+    for (k, (_, r)) in p.layout.inputs.iter().enumerate() {
+        let line = format!("cuMemcpyHtoDAsync +{} {} ", r.offset, r.bytes);
+        assert!(
+            log.contains(&line),
+            "{name}: input {k}: no `{line}` in\n{log}"
+        );
+    }
+    for (k, (_, r)) in p.layout.outputs.iter().enumerate() {
+        let line = format!("cuMemcpyDtoHAsync +{} {}", r.offset, r.bytes);
+        assert!(
+            log.contains(&line),
+            "{name}: output {k}: no `{line}` in\n{log}"
+        );
+    }
+}
+
+/// ptxas (`XLA_AOT_PTXAS`, as `tests/ptx.rs` finds it) accepts `p`'s PTX for its SM; without the
+/// variable, nothing is checked.
+fn ptxas_accepts(name: &str, p: &PtxModule, dir: &Path) {
+    let Some(ptxas) = std::env::var_os("XLA_AOT_PTXAS") else {
+        return;
+    };
+    let file = dir.join(format!("{name}.ptx"));
+    std::fs::write(&file, &p.ptx).unwrap();
+    let out = Command::new(ptxas)
+        .arg(format!("-arch={}", p.sm))
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.join(format!("{name}.cubin")))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: ptxas failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn typed_literal(
+    dtype: xla_aot::ir::DType,
+    dims: Vec<usize>,
+    bytes: Vec<u8>,
+) -> xla_aot::ir::Literal {
+    xla_aot::ir::Literal {
+        dtype,
+        dims,
+        data: xla_aot::ir::LiteralData::Dense(bytes.into()),
+    }
+}
+
+/// Models of exact computations (negations, selects) in every C API dtype pair the device
+/// converts, with their inputs: every float16 and bfloat16 bit pattern in and out; f32 values that
+/// round (ties, subnormal halves, overflow, NaN) to float16 and bfloat16 outputs; int64, uint32,
+/// uint8, int8, int16 and uint16 inputs at their extremes, and int64, int8, uint8, int16 and
+/// uint16 outputs (low bits).
+fn exact_typed_models() -> Vec<(xla_aot::ir::Module, Vec<xla_aot::ir::Literal>)> {
+    use xla_aot::ir::DType;
+    let module = |text: &str| {
+        let m = xla_aot::ir::parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        xla_aot::ir::verify(&m).unwrap();
+        m
+    };
+    let n = 1 << 16;
+    let halves: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+    let identity = module(&format!(
+        "HloModule halves, api_types=(f16, bf16) -> (f16, bf16)\n\nENTRY %main {{\n  %x = f32[{n}]{{0}} parameter(0)\n  %b = f32[{n}]{{0}} parameter(1)\n  %y = f32[{n}]{{0}} negate(%x)\n  %z = f32[{n}]{{0}} negate(%y)\n  %c = f32[{n}]{{0}} negate(%b)\n  %d = f32[{n}]{{0}} negate(%c)\n  ROOT %outputs = (f32[{n}]{{0}}, f32[{n}]{{0}}) tuple(%z, %d), names={{z,d}}\n}}\n"
+    ));
+    let halves_in = vec![
+        typed_literal(DType::F16, vec![n], halves.clone()),
+        typed_literal(DType::BF16, vec![n], halves),
+    ];
+    let mut v: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0 + 2f32.powi(-11),
+        65519.99,
+        65520.0,
+        2f32.powi(-24),
+        2f32.powi(-25),
+        3.0 * 2f32.powi(-25),
+        1e-30,
+        f32::INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE / 4.0,
+    ];
+    let mut s = 0x1234_5678u32;
+    while v.len() < 4096 {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        v.push(f32::from_bits(s));
+    }
+    let r = v.len();
+    let rounding = module(&format!(
+        "HloModule rounding, api_types=(_) -> (f16, bf16)\n\nENTRY %main {{\n  %x = f32[{r}]{{0}} parameter(0)\n  %y = f32[{r}]{{0}} negate(%x)\n  %z = f32[{r}]{{0}} negate(%y)\n  ROOT %outputs = (f32[{r}]{{0}}, f32[{r}]{{0}}) tuple(%z, %y), names={{h,b}}\n}}\n"
+    ));
+    let rounding_in = vec![xla_aot::ir::Literal::from_f32(vec![r], &v)];
+    // int64 and uint32 in the i32 range, 8- and 16-bit integers at their extremes; the outputs
+    // keep the low bits of max(a, c), max(b, u), min(b, u), max(p, q) and min(p, q).
+    let ints = module(
+        "HloModule ints, api_types=(i64, u8, i8, u32, i16, u16) -> (i64, i8, u8, i16, u16)\n\nENTRY %main {\n  %a = i32[4]{0} parameter(0)\n  %b = i32[4]{0} parameter(1)\n  %c = i32[4]{0} parameter(2)\n  %u = i32[4]{0} parameter(3)\n  %p = i32[4]{0} parameter(4)\n  %q = i32[4]{0} parameter(5)\n  %af = f32[4]{0} convert(%a)\n  %cf = f32[4]{0} convert(%c)\n  %bf = f32[4]{0} convert(%b)\n  %uf = f32[4]{0} convert(%u)\n  %ac = pred[4]{0} compare(%af, %cf), direction=GT\n  %bc = pred[4]{0} compare(%bf, %uf), direction=GT\n  %na = i32[4]{0} select(%ac, %a, %c)\n  %s = i32[4]{0} select(%bc, %b, %u)\n  %d = i32[4]{0} select(%bc, %u, %b)\n  %pf = f32[4]{0} convert(%p)\n  %qf = f32[4]{0} convert(%q)\n  %pc = pred[4]{0} compare(%pf, %qf), direction=GT\n  %e = i32[4]{0} select(%pc, %p, %q)\n  %f = i32[4]{0} select(%pc, %q, %p)\n  ROOT %outputs = (i32[4]{0}, i32[4]{0}, i32[4]{0}, i32[4]{0}, i32[4]{0}) tuple(%na, %s, %d, %e, %f), names={na,s,d,e,f}\n}\n",
+    );
+    let le = |v: &[i64], bytes: usize| -> Vec<u8> {
+        v.iter()
+            .flat_map(|x| x.to_le_bytes()[..bytes].to_vec())
+            .collect()
+    };
+    let ints_in = vec![
+        typed_literal(
+            DType::I64,
+            vec![4],
+            le(&[7, -5, i32::MAX as i64, i32::MIN as i64], 8),
+        ),
+        typed_literal(DType::U8, vec![4], le(&[0, 1, 200, 255], 1)),
+        typed_literal(DType::I8, vec![4], le(&[-128, 127, -1, 0], 1)),
+        typed_literal(
+            DType::U32,
+            vec![4],
+            le(&[0, 300, i32::MAX as i64, 65535], 4),
+        ),
+        typed_literal(DType::I16, vec![4], le(&[-32768, 32767, -1, 12345], 2)),
+        typed_literal(DType::U16, vec![4], le(&[65535, 0, 40000, 1], 2)),
+    ];
+    vec![
+        (identity, halves_in),
+        (rounding, rounding_in),
+        (ints, ints_in),
+    ]
+}
+
+/// The C API dtypes on a CUDA target (`codegen/gpu/boundary.rs`): the device slots hold the
+/// caller's bytes and conversion launches run before and after the model's kernels. Models of
+/// exact computations in every converted dtype give the CPU entry points' bits (every float16
+/// and bfloat16 pattern, rounding ties and overflow, integer extremes and low bits); the
+/// launches and copies are the planned ones; an int64 or uint32 input outside the int32 range is
+/// `BAD_ARGUMENT` with the launcher's message before anything is copied or launched; and ptxas
+/// accepts the conversion kernels (with `XLA_AOT_PTXAS`).
+#[test]
+fn api_dtypes_convert_on_the_device_bit_for_bit_as_on_the_cpu() {
+    use xla_aot::ir::DType;
+    let dir = scratch("cuda-typed-exact");
+    fake_driver(&dir, "cc", &[]);
+    for (m, inputs) in exact_typed_models() {
+        let want = xla_aot::compile::run_host(&m, &inputs).unwrap();
+        let (got, log, p) = run_typed(&dir, &m, &inputs);
+        let got = got.unwrap_or_else(|e| panic!("{}: {e}\n{log}", m.name));
+        check_typed_log(&m.name, &p, &log);
+        let converted = p.launches.iter().filter(|l| l.entry.contains("_convert_"));
+        assert_eq!(converted.count(), p.layout.boundary.len(), "{}", m.name);
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.dtype, w.dtype, "{} output {k}", m.name);
+            assert!(
+                g.bytes() == w.bytes(),
+                "{} output {k}: the bits differ",
+                m.name
+            );
+        }
+        ptxas_accepts(&m.name, &p, &dir);
+        if m.name == "ints" {
+            for (k, bad) in [(0usize, 1i64 << 40), (3, 1 << 31)] {
+                let mut bad_in = inputs.clone();
+                let size = inputs[k].dtype.size_bytes();
+                let mut b = inputs[k].bytes().unwrap().to_vec();
+                b[..size].copy_from_slice(&bad.to_le_bytes()[..size]);
+                bad_in[k] = typed_literal(inputs[k].dtype, vec![4], b);
+                let (got, log, _) = run_typed(&dir, &m, &bad_in);
+                let err = got.expect_err("an input out of the int32 range runs");
+                assert!(
+                    err.contains(&format!("status -3: {}", runtime_min::cuda::RANGE_MESSAGE)),
+                    "input {k}: {err}"
+                );
+                assert!(
+                    !log.contains("cuMemcpyHtoDAsync") && !log.contains("cuLaunchKernel"),
+                    "input {k}: nothing is copied or launched:\n{log}"
+                );
+                assert!(matches!(inputs[k].dtype, DType::I64 | DType::U32));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// onnx_patterns' models with C API dtypes (`tests/onnx_patterns.rs` `TYPED_MODELS`: int64 token
+/// ids → logits and an int64 ArgMax, a uint8 image → float and a bool mask, a float16 export,
+/// bfloat16 weights) through the launcher on the emulating fake driver, from
+/// `$XLA_AOT_ONNX_PATTERNS_DIR` (skipped without it): in the C API dtype and shape, integers and
+/// bools equal to the CPU entry points' and to onnxruntime's, floats within the bounds
+/// `onnx_patterns.rs` holds the CPU to.
+#[test]
+fn onnx_models_with_api_dtypes_match_the_cpu_and_onnxruntime_through_the_launcher() {
+    use xla_aot::ir::DType;
+    let Some(root) = std::env::var_os("XLA_AOT_ONNX_PATTERNS_DIR").map(PathBuf::from) else {
+        eprintln!("skipped: XLA_AOT_ONNX_PATTERNS_DIR is not set (scripts/onnx_patterns.py)");
+        return;
+    };
+    // `tests/onnx_patterns.rs`: f32 outputs within 1e-4 of the largest, float16 ones within an
+    // ulp of float16 (onnxruntime rounds inside the graph, the compiler once at the output).
+    let bound = |d: DType| match d {
+        DType::F32 => 1e-4,
+        DType::F16 | DType::BF16 => 2e-3,
+        _ => 0.0,
+    };
+    let dir = scratch("cuda-typed-onnx");
+    fake_driver(&dir, "cc", &[]);
+    for name in ["tokens", "image_u8", "half", "bf16_weights"] {
+        let d = root.join(name);
+        let npys = |stem: &str| -> Vec<xla_aot::ir::Literal> {
+            (0..)
+                .map(|j| d.join(format!("{stem}_{j}.npy")))
+                .take_while(|p| p.exists())
+                .map(|p| common::npy(&p))
+                .collect()
+        };
+        let (inputs, ort) = (npys("input"), npys("output"));
+        let m = xla_aot::front::load_spec_with(
+            &d.join(format!("{name}.onnx")),
+            &xla_aot::front::inputs::InputOverrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .module;
+        let cpu = xla_aot::compile::run_host(&m, &inputs).unwrap();
+        let (got, log, p) = run_typed(&dir, &m, &inputs);
+        let got = got.unwrap_or_else(|e| panic!("{name}: {e}\n{log}"));
+        check_typed_log(name, &p, &log);
+        ptxas_accepts(name, &p, &dir);
+        for (k, g) in got.iter().enumerate() {
+            for (what, w) in [("the CPU", &cpu[k]), ("onnxruntime", &ort[k])] {
+                assert_eq!((g.dtype, &g.dims), (w.dtype, &w.dims), "{name} output {k}");
+                let (a, e) = (g.to_f64_vec(), w.to_f64_vec());
+                let scale = e.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                let worst = (a.iter().zip(&e)).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+                assert!(
+                    worst <= bound(g.dtype) * scale,
+                    "{name} output {k} ({}) against {what}: max error {worst:.3e}",
+                    g.dtype
+                );
+                eprintln!(
+                    "ok    {name} output {k} {}{:?} against {what}: max error {:.2e} of max |y|, bits {}",
+                    g.dtype,
+                    g.dims,
+                    worst / scale.max(f64::MIN_POSITIVE),
+                    if g.bytes() == w.bytes() {
+                        "equal"
+                    } else {
+                        "differ"
+                    }
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -224,22 +224,6 @@ pub fn compile_spec_model(
     )
 }
 
-/// The module as the library's C API presents it on `target`: `m` itself, except that on a CUDA
-/// target (whose launcher does not convert element types yet) outputs stay in the dtype the model
-/// computes in (an int64 output is `int32_t`, a float16 one `float`). Inputs with C API dtypes
-/// stay, and [`compile_model_buckets`] refuses them there. The header, manifest and bindings of a
-/// library describe this module.
-pub fn c_api_module<'m>(m: &'m Module, target: &Target) -> std::borrow::Cow<'m, Module> {
-    if target.cuda_sm.is_some() && !m.api.is_empty() && m.api.inputs.iter().all(Option::is_none) {
-        std::borrow::Cow::Owned(Module {
-            api: Default::default(),
-            ..m.clone()
-        })
-    } else {
-        std::borrow::Cow::Borrowed(m)
-    }
-}
-
 /// The library's header: with buckets (`batch`: their plan, the sequence axis if they are
 /// sequence buckets, the declared batch) their API and the arena of the largest, then `tail`
 /// (the CUDA or multi-ISA API); `weights`: the weights' stored bytes, and whether the run
@@ -293,11 +277,9 @@ pub fn compile_model_buckets(
     target: &Target,
     opts: &CompileOptions,
 ) -> Result<Artefacts, CompileError> {
-    let api_module = c_api_module(m, target);
-    let m = api_module.as_ref();
-    if !m.api.is_empty() && (!buckets.is_empty() || target.cuda_sm.is_some()) {
+    if !m.api.is_empty() && !buckets.is_empty() {
         return Err(CompileError::Unsupported(format!(
-            "inputs passed as int64, uint32, int16, uint16, int8, uint8, float16 or bfloat16 are not supported with `batch_sizes`, `seq_buckets` or on CUDA targets yet ({}); export them as float32/int32, freeze them (--freeze), or compile for a CPU target",
+            "inputs passed as int64, uint32, int16, uint16, int8, uint8, float16 or bfloat16 are not supported with `batch_sizes` or `seq_buckets` yet ({}); export them as float32/int32, freeze them (--freeze), or compile without buckets",
             target.name
         )));
     }

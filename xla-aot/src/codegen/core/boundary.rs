@@ -29,7 +29,9 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
     }
 
-    fn typed(&self, p: PointerValue<'ctx>, d: DType) -> PointerValue<'ctx> {
+    /// `p` as a pointer to the integer type of `d`'s size (the bits [`Emitter::convert_bits`]
+    /// reads and writes).
+    pub(crate) fn typed(&self, p: PointerValue<'ctx>, d: DType) -> PointerValue<'ctx> {
         let t = self.api_int_type(d).ptr_type(AddressSpace::default());
         self.b.build_pointer_cast(p, t, "").unwrap()
     }

@@ -12,7 +12,11 @@
 //! - `int <name>_cuda_run(uint64_t *ctx, void *stream, const void *const *inputs, void *const
 //!   *outputs)`: copies the inputs in, launches every kernel in plan order on `stream` (null: the
 //!   default stream), copies the outputs out and waits for the stream. No allocation, host or
-//!   device;
+//!   device. Inputs and outputs are in their C API dtypes (int64, uint8, float16, ...): the
+//!   caller's bytes are copied as they are and converted on the device by launches of their own
+//!   (`boundary.rs`, which says why there), after run has checked on the host that every int64
+//!   and uint32 input value fits the model's int32 (else `BAD_ARGUMENT` before any driver call,
+//!   as on the CPU);
 //! - `int <name>_cuda_run_kernel(uint64_t *ctx, void *stream, uint32_t i)`: launches kernel `i`
 //!   alone on the inputs already in the arena and waits (profiling: `scripts/gpu-check.sh`);
 //! - `void <name>_cuda_destroy(uint64_t *ctx)`: releases whatever init acquired (safe after a
@@ -20,14 +24,18 @@
 //! - `const char *<name>_cuda_error_name(const uint64_t *ctx)`: the last error (the driver's
 //!   name for it, `CUDA_ERROR_NO_DEVICE`, or the launcher's own message).
 //!
-//! Statuses are runtime-min's: `NULL_POINTER`, `BAD_ARGUMENT` (not initialised, kernel index out
-//! of range), `NO_CUDA_DRIVER` (no `libcuda.so.1`, or an entry point missing), `CUDA_ERROR` (a
-//! driver call failed). The context layout is `runtime_min::cuda::ctx`; every driver call runs
-//! with the primary context pushed and pops it before returning, so any host thread may call.
+//! Statuses are runtime-min's: `NULL_POINTER`, `BAD_ARGUMENT` (not initialised, kernel index out of
+//! range, an int64 or uint32 input out of the int32 range), `NO_CUDA_DRIVER` (no `libcuda.so.1`, or
+//! an entry point missing), `CUDA_ERROR` (a driver call failed). The context layout is
+//! `runtime_min::cuda::ctx`; every driver call runs with the primary context pushed and pops it
+//! before returning, so any host thread may call.
 
 use super::ptx::{BLOCK_THREADS, PtxModule};
+use crate::arena::Staging;
+use crate::arena::staging::Side;
 use crate::codegen::core::target::module_for;
 use crate::codegen::core::{CodegenError, optimize, target_machine};
+use crate::ir::DType;
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
@@ -719,6 +727,14 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         for p in ins.iter().chain(&outs) {
             self.return_if(self.is_null(*p), null);
         }
+        // int64 and uint32 inputs must fit the model's int32 (`boundary.rs`), checked where the
+        // caller's buffer is, before anything is copied.
+        for st in &layout.boundary {
+            if let (Side::Input(k), DType::I64 | DType::U32) = (st.side, st.api) {
+                let bad = self.out_of_range(ins[k], st);
+                self.fail_if(c, bad, abi::RANGE_MESSAGE, Status::BadArgument);
+            }
+        }
         let fail = self.pop_and_fail(f, c);
         let rc = self.driver(
             c,
@@ -768,6 +784,61 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         let rc = self.pop(c);
         self.check(record, c, rc, fail.unpushed);
         self.b.build_return(Some(&self.status(Status::Ok))).unwrap();
+    }
+
+    /// Whether some element of the caller's int64 or uint32 input `p` (staged as `st`) is outside
+    /// the i32 range: one branch-free pass over the elements (an `i1`).
+    fn out_of_range(&self, p: PointerValue<'ctx>, st: &Staging) -> IntValue<'ctx> {
+        let i1 = self.ctx.bool_type();
+        if st.elements == 0 {
+            return i1.const_zero();
+        }
+        let elem = if st.api == DType::I64 {
+            self.i64t
+        } else {
+            self.i32t
+        };
+        let p = self
+            .b
+            .build_pointer_cast(p, elem.ptr_type(AddressSpace::default()), "")
+            .unwrap();
+        let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
+        let pre = self.b.get_insert_block().unwrap();
+        let body = self.ctx.append_basic_block(f, "range_check");
+        let done = self.ctx.append_basic_block(f, "range_checked");
+        self.b.build_unconditional_branch(body).unwrap();
+        self.b.position_at_end(body);
+        let i = self.b.build_phi(self.i64t, "i").unwrap();
+        let acc = self.b.build_phi(i1, "bad").unwrap();
+        let iv = i.as_basic_value().into_int_value();
+        let at = unsafe { self.b.build_in_bounds_gep(p, &[iv], "").unwrap() };
+        let x = self.b.build_load(at, "").unwrap().into_int_value();
+        let bad = if st.api == DType::I64 {
+            let t = self.b.build_int_truncate(x, self.i32t, "").unwrap();
+            let back = self.b.build_int_s_extend(t, self.i64t, "").unwrap();
+            self.b
+                .build_int_compare(IntPredicate::NE, back, x, "")
+                .unwrap()
+        } else {
+            // uint32 values of 2^31 and above: the top bit is set.
+            self.b
+                .build_int_compare(IntPredicate::SLT, x, self.i32c(0), "")
+                .unwrap()
+        };
+        let acc2 = self
+            .b
+            .build_or(acc.as_basic_value().into_int_value(), bad, "")
+            .unwrap();
+        let next = self.b.build_int_add(iv, self.i64c(1), "").unwrap();
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::ULT, next, self.i64c(st.elements as u64), "")
+            .unwrap();
+        i.add_incoming(&[(&self.i64c(0), pre), (&next, body)]);
+        acc.add_incoming(&[(&i1.const_zero(), pre), (&acc2, body)]);
+        self.b.build_conditional_branch(more, body, done).unwrap();
+        self.b.position_at_end(done);
+        acc2
     }
 
     fn run_kernel(&self, record: FunctionValue<'ctx>, launch: FunctionValue<'ctx>) {

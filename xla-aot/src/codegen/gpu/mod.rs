@@ -16,6 +16,7 @@
 //! points and no weight globals (weights live in the device arena); in the host emulation,
 //! kernels are exported (`noinline`) and the C API entry points call each over its grid.
 
+pub mod boundary;
 pub mod cuda_host;
 mod grid;
 mod half;
@@ -23,6 +24,7 @@ mod kernel;
 pub mod ptx;
 pub mod tiled;
 
+use crate::arena::staging::Side;
 use crate::arena::{BufferPlan, Loc, root};
 use crate::codegen::core::packing::Packings;
 use crate::codegen::core::profiler::ProfilerSite;
@@ -96,10 +98,23 @@ pub struct GridLaunch {
     pub entry: String,
     /// Output elements: one thread each.
     pub elements: usize,
-    /// Where the kernel writes (an output or an arena slice).
-    pub out: Loc,
-    /// The values its operands read, aliases followed to the value owning the bytes.
-    pub operands: Vec<InstId>,
+    /// What its pointer arguments address.
+    pub buffers: Buffers,
+}
+
+/// The buffers of a [`GridLaunch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Buffers {
+    /// A kernel of the model.
+    Model {
+        /// Where the kernel writes (an output or an arena slice).
+        out: Loc,
+        /// The values its operands read, aliases followed to the value owning the bytes.
+        operands: Vec<InstId>,
+    },
+    /// A dtype conversion of the C API (`boundary.rs`): between the input's or output's device
+    /// slot and its staging slice.
+    Boundary(crate::arena::Staging),
 }
 
 impl<'ctx> Backend<'ctx> for Gpu<'ctx> {
@@ -243,17 +258,39 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .0
         };
         let (kernels, calls) = self.kernels()?;
+        // The C API's dtype conversions (`boundary.rs`); in the host emulation they are exported
+        // for the fake driver only: the entry points convert as on a CPU (`core/boundary.rs`).
+        let conversions: Vec<_> = (self.plan.staging.iter())
+            .filter(|st| st.elements > 0)
+            .map(|st| (*st, self.boundary_kernel(st)))
+            .collect();
         self.be.gid.set(None);
         if self.be.on_device() {
+            let convert = |side_in: bool| {
+                for (st, f) in &conversions {
+                    if matches!(st.side, Side::Input(_)) == side_in {
+                        let launch = GridLaunch {
+                            entry: self.ptx_entry(*f),
+                            elements: st.elements,
+                            buffers: Buffers::Boundary(*st),
+                        };
+                        self.be.entries.borrow_mut().push(launch);
+                    }
+                }
+            };
+            convert(true);
             for (f, operands, loc, elements, _) in &calls {
                 let launch = GridLaunch {
                     entry: self.ptx_entry(*f),
                     elements: *elements,
-                    out: *loc,
-                    operands: operands.iter().map(|&o| root(&self.plan.locs, o)).collect(),
+                    buffers: Buffers::Model {
+                        out: *loc,
+                        operands: operands.iter().map(|&o| root(&self.plan.locs, o)).collect(),
+                    },
                 };
                 self.be.entries.borrow_mut().push(launch);
             }
+            convert(false);
             return Ok(kernels);
         }
         self.entry_points(&globals, &calls, site);

@@ -8,15 +8,20 @@
 //! relabelled by [`relabel`], as PTX is forward compatible), and lays out the device arena
 //! ([`DeviceLayout`]): the weights (in their assigned layouts, not GEMM-packed: grid kernels
 //! index them directly; with a half weight precision those of dots and convolutions 2 bytes
-//! per value, `Packings::for_gpu`), then the planned arena, then a slot per input and output,
-//! every region [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output first, then operands) as pointers
-//! and reference no global. [`Launch`] lists each entry with its grid and its arguments as
-//! device-arena offsets, in launch order: exactly what the host launcher (`cuda_host.rs`) does.
+//! per value, `Packings::for_gpu`), then the planned arena, then a slot per input and output in
+//! its C API dtype, every region [`DEVICE_ALIGN`]-aligned. Kernels take their buffers (output
+//! first, then operands) as pointers and reference no global. An input or output of another C
+//! API dtype than the IR's (int64, float16, ...) is the model's in its staging slice of the
+//! arena, converted from or to its slot by a launch of its own (`boundary.rs`): input
+//! conversions run first, output conversions last. [`Launch`] lists each entry with its grid
+//! and its arguments as device-arena offsets, in launch order: exactly what the host launcher
+//! (`cuda_host.rs`) does.
 //! The host emulation of these kernel bodies is `GridForm::Host` (`Options::grid`),
 //! tested against the interpreter; ptxas checks the PTX itself (`tests/ptx.rs`).
 
-use super::GridLaunch;
-use crate::arena::{BufferPlan, Loc};
+use super::{Buffers, GridLaunch};
+use crate::arena::staging::Side;
+use crate::arena::{BufferPlan, Loc, Staging};
 use crate::codegen::core::packing::Packings;
 use crate::codegen::core::{CodegenError, KernelInfo};
 use crate::ir::{InstId, Module as Hlo, Op};
@@ -63,8 +68,9 @@ pub struct Region {
 }
 
 /// The device arena: `[weights | planned arena | inputs | outputs]`, each region aligned to
-/// [`DEVICE_ALIGN`]. One `cuMemAlloc` of [`DeviceLayout::size`] bytes at init; the weights are
-/// uploaded once from [`DeviceLayout::weights`] (the bytes of `[0, weights.len())`).
+/// [`DEVICE_ALIGN`]; input and output slots hold their C API dtype. One `cuMemAlloc` of
+/// [`DeviceLayout::size`] bytes at init; the weights are uploaded once from
+/// [`DeviceLayout::weights`] (the bytes of `[0, weights.len())`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceLayout {
     /// The image of the weights region (padding included), uploaded at init.
@@ -77,6 +83,10 @@ pub struct DeviceLayout {
     pub inputs: Vec<(String, Region)>,
     /// One slot per model output: (name, region).
     pub outputs: Vec<(String, Region)>,
+    /// The inputs and outputs passed in another dtype than the IR's: their slots hold the C API
+    /// dtype, their staging slices (in the arena) the IR's, and conversion launches go between
+    /// (`boundary.rs`).
+    pub boundary: Vec<Staging>,
     /// Total bytes.
     pub size: u64,
 }
@@ -178,7 +188,11 @@ fn device_arena(
     // The constants the kernels read, in instruction order (each uploaded once).
     let mut used: Vec<InstId> = grid
         .iter()
-        .flat_map(|l| l.operands.iter().copied())
+        .flat_map(|l| match &l.buffers {
+            Buffers::Model { operands, .. } => operands.as_slice(),
+            Buffers::Boundary(_) => &[],
+        })
+        .copied()
         .filter(|&v| plan.locs[v.index()] == Loc::Constant)
         .collect();
     used.sort();
@@ -215,26 +229,31 @@ fn device_arena(
         r
     };
     let arena = region(plan.arena_size as u64);
-    let inputs: Vec<(String, Region)> = c
-        .parameters()
-        .iter()
-        .map(|&p| {
+    // The slots hold the caller's bytes, in the C API dtype.
+    let inputs: Vec<(String, Region)> = (c.parameters().iter().enumerate())
+        .map(|(k, &p)| {
             let i = c.inst(p);
-            (i.name.clone(), region(i.shape.size_bytes() as u64))
+            let bytes = i.shape.element_count() * hlo.input_dtype(k).size_bytes();
+            (i.name.clone(), region(bytes as u64))
         })
         .collect();
-    let outputs: Vec<(String, Region)> = c
-        .outputs
-        .iter()
-        .map(|o| {
-            let bytes = c.inst(o.value).shape.size_bytes() as u64;
-            (o.name.clone(), region(bytes))
+    let outputs: Vec<(String, Region)> = (c.outputs.iter().enumerate())
+        .map(|(k, o)| {
+            let n = c.inst(o.value).shape.element_count();
+            let bytes = n * hlo.output_dtype(k).size_bytes();
+            (o.name.clone(), region(bytes as u64))
         })
         .collect();
+    // A converted input or output is the model's in its staging slice (`boundary.rs`).
+    let staged = |side: Side| {
+        (plan.staging.iter())
+            .find(|st| st.side == side)
+            .map(|st| arena.offset + st.offset as u64)
+    };
     let offset_of = |loc: Loc, v: Option<InstId>| -> u64 {
         match loc {
-            Loc::Input(k) => inputs[k].1.offset,
-            Loc::Output(k) => outputs[k].1.offset,
+            Loc::Input(k) => staged(Side::Input(k)).unwrap_or(inputs[k].1.offset),
+            Loc::Output(k) => staged(Side::Output(k)).unwrap_or(outputs[k].1.offset),
             Loc::Arena(off) => arena.offset + off as u64,
             Loc::Constant => {
                 constant_at[v.expect("constants are operands").index()].expect("uploaded")
@@ -245,12 +264,18 @@ fn device_arena(
     let launches = grid
         .iter()
         .map(|l| {
-            let mut args = vec![offset_of(l.out, None)];
-            args.extend(
-                l.operands
-                    .iter()
-                    .map(|&v| offset_of(plan.locs[v.index()], Some(v))),
-            );
+            let args = match &l.buffers {
+                Buffers::Model { out, operands } => std::iter::once(offset_of(*out, None))
+                    .chain((operands.iter()).map(|&v| offset_of(plan.locs[v.index()], Some(v))))
+                    .collect(),
+                Buffers::Boundary(st) => {
+                    let slice = arena.offset + st.offset as u64;
+                    match st.side {
+                        Side::Input(k) => vec![slice, inputs[k].1.offset],
+                        Side::Output(k) => vec![outputs[k].1.offset, slice],
+                    }
+                }
+            };
             Launch {
                 entry: l.entry.clone(),
                 elements: l.elements,
@@ -264,6 +289,7 @@ fn device_arena(
         arena,
         inputs,
         outputs,
+        boundary: plan.staging.clone(),
         size: end.max(DEVICE_ALIGN as u64),
     };
     Ok((layout, launches))
@@ -292,6 +318,18 @@ impl PtxModule {
         }
         for (name, r) in &l.outputs {
             region(&format!("output {name}"), r);
+        }
+        for st in &l.boundary {
+            let (what, k) = match st.side {
+                Side::Input(k) => ("input", k),
+                Side::Output(k) => ("output", k),
+            };
+            s.push_str(&format!(
+                "  {what} {k} passed as {}, computed as {} in +{}\n",
+                st.api,
+                st.ir,
+                l.arena.offset + st.offset as u64
+            ));
         }
         for k in &self.launches {
             let args: Vec<String> = k.args.iter().map(|a| format!("+{a}")).collect();
