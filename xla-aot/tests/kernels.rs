@@ -818,6 +818,53 @@ fn residual_adds_in_registers_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn requantizing_epilogues_match_the_interpreter_on_every_target() {
+    // A quantized model's residual block tail: the convolution requantized (scale, saturate,
+    // round, the QDQ pair's s32 round trip, dequantize) plus a dequantized residual, then
+    // requantized after ReLU: register steps with a divide, the round trip and a residual with
+    // its own multiply (`cpu/epilogue.rs`); the longer tail (`MAX_REGISTER_STEPS`) is swept over
+    // the stored result. Inputs and weights are seeded, so any rounding flip would be stable.
+    let text = "HloModule requant\n\nENTRY %main {
+  %x = f32[2,8,5,7]{3,2,1,0} parameter(0)
+  %r = f32[2,16,5,7]{3,2,1,0} parameter(1)
+  %w = f32[16,8,1,1]{3,2,1,0} parameter(2)
+  %conv = f32[2,16,5,7]{3,2,1,0} convolution(%x, %w), window={size=1x1}, dim_labels=bf01_oi01->bf01
+  %s = f32[] constant(0.03125)
+  %sb = f32[2,16,5,7]{3,2,1,0} broadcast(%s), dimensions={}
+  %lo = f32[] constant(-128)
+  %lob = f32[2,16,5,7]{3,2,1,0} broadcast(%lo), dimensions={}
+  %hi = f32[] constant(127)
+  %hib = f32[2,16,5,7]{3,2,1,0} broadcast(%hi), dimensions={}
+  %m = f32[] constant(12582912)
+  %mb = f32[2,16,5,7]{3,2,1,0} broadcast(%m), dimensions={}
+  %q0 = f32[2,16,5,7]{3,2,1,0} divide(%conv, %sb)
+  %q1 = f32[2,16,5,7]{3,2,1,0} clamp(%lob, %q0, %hib)
+  %q2 = f32[2,16,5,7]{3,2,1,0} add(%q1, %mb)
+  %q3 = f32[2,16,5,7]{3,2,1,0} subtract(%q2, %mb)
+  %qi = s32[2,16,5,7]{3,2,1,0} convert(%q3)
+  %qf = f32[2,16,5,7]{3,2,1,0} convert(%qi)
+  %d = f32[2,16,5,7]{3,2,1,0} multiply(%qf, %sb)
+  %rd = f32[2,16,5,7]{3,2,1,0} multiply(%r, %sb)
+  %y = f32[2,16,5,7]{3,2,1,0} add(%d, %rd)
+  %zero = f32[] constant(0)
+  %zb = f32[2,16,5,7]{3,2,1,0} broadcast(%zero), dimensions={}
+  %relu = f32[2,16,5,7]{3,2,1,0} maximum(%y, %zb)
+  %t0 = f32[2,16,5,7]{3,2,1,0} divide(%relu, %sb)
+  %t1 = f32[2,16,5,7]{3,2,1,0} clamp(%lob, %t0, %hib)
+  %t2 = f32[2,16,5,7]{3,2,1,0} add(%t1, %mb)
+  %t3 = f32[2,16,5,7]{3,2,1,0} subtract(%t2, %mb)
+  %ti = s32[2,16,5,7]{3,2,1,0} convert(%t3)
+  %tf = f32[2,16,5,7]{3,2,1,0} convert(%ti)
+  %out = f32[2,16,5,7]{3,2,1,0} multiply(%tf, %sb)
+  ROOT %outputs = (f32[2,16,5,7]{3,2,1,0}, f32[2,16,5,7]{3,2,1,0}) tuple(%y, %out), names={y, out}
+}
+"
+    .replace("s32[", "i32[");
+    let m = xla_aot::ir::parse_module(&text).unwrap();
+    check_everywhere(&m);
+}
+
+#[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
     // write channels-minor data (layout assignment carries NHWC through them); a spatial max and

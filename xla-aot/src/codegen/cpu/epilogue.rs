@@ -695,7 +695,8 @@ mod tests {
                 op: BinaryOp::Add,
                 other: Operand::Full {
                     param: 3,
-                    strides: vec![1, 2]
+                    strides: vec![1, 2],
+                    steps: Vec::new(),
                 },
                 value_first: false
             }]
@@ -735,6 +736,61 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_requantization_and_a_dequantized_residual_are_register_steps() {
+        // ((d / s) → s32 → f32) + x·s with x a [2, 4] parameter: the quantize-dequantize pair is
+        // one step, the residual carries its own multiply.
+        let head = HEAD.replace(
+            "%p2 = f32[4]{0} parameter(2)",
+            "%p2 = f32[2,4]{1,0} parameter(2)",
+        );
+        let tail = TAIL.replace(
+            "%b = f32[4]{0} constant({1, 2, 3, 4})",
+            "%b = f32[2,4]{1,0} parameter(1)",
+        );
+        let body = "  %sb = f32[2,4]{1,0} broadcast(%p3), dimensions={}\n  %q = f32[2,4]{1,0} divide(%d, %sb)\n  %i = i32[2,4]{1,0} convert(%q)\n  %f = f32[2,4]{1,0} convert(%i)\n  %r = f32[2,4]{1,0} multiply(%p2, %sb)\n  %a = f32[2,4]{1,0} add(%f, %r)\n  ROOT %outputs = (f32[2,4]{1,0}) tuple(%a), names={a}\n";
+        let e = fused(&format!("{head}{body}{tail}")).unwrap();
+        assert_eq!(
+            e.steps,
+            vec![
+                Step::Binary {
+                    op: BinaryOp::Divide,
+                    other: Operand::Scalar(3),
+                    value_first: true
+                },
+                Step::IntRoundTrip,
+                Step::Binary {
+                    op: BinaryOp::Add,
+                    other: Operand::Full {
+                        param: 2,
+                        strides: vec![4, 1],
+                        steps: vec![Step::Binary {
+                            op: BinaryOp::Multiply,
+                            other: Operand::Scalar(3),
+                            value_first: true
+                        }]
+                    },
+                    value_first: true
+                },
+            ]
+        );
+        assert_eq!(e.step_count(), 4);
+    }
+
+    #[test]
+    fn a_chain_longer_than_the_registers_hold_is_swept() {
+        let mut body = String::from(
+            "  %sb = f32[2,4]{1,0} broadcast(%p3), dimensions={}\n  %v0 = f32[2,4]{1,0} add(%d, %sb)\n",
+        );
+        for k in 1..=MAX_REGISTER_STEPS {
+            body += &format!("  %v{k} = f32[2,4]{{1,0}} add(%v{}, %sb)\n", k - 1);
+        }
+        body += &format!(
+            "  ROOT %outputs = (f32[2,4]{{1,0}}) tuple(%v{MAX_REGISTER_STEPS}), names={{v}}\n"
+        );
+        assert_eq!(fused(&format!("{HEAD}{body}{TAIL}")), None);
     }
 
     #[test]
