@@ -75,6 +75,13 @@ impl Range {
         }
     }
 
+    /// Whether every element is an integer that an s32 holds (so `convert(convert(x, s32), f32)`
+    /// gives `x` back); a NaN the analysis did not follow (the rounding trick's `integer` claim
+    /// does not follow NaN through a `clamp`) still converts to 0, so users keep that test.
+    pub fn fits_s32(&self) -> bool {
+        self.integer && self.lo > i32::MIN as f64 && self.hi < i32::MAX as f64
+    }
+
     /// The 8-bit offset of an integer range that fits one byte: `o` such that every `x + o` is in
     /// [0, 255] (`Some(-lo)`), the bias the integer kernels add to make activations `u8`.
     pub fn u8_offset(&self) -> Option<i32> {
@@ -124,8 +131,9 @@ pub fn ranges(hlo: &Hlo) -> Vec<Range> {
     computation(&hlo.entry, &params)
 }
 
-/// The ranges of `c`'s instructions, with parameter `i` in `params[i]`.
-fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
+/// The ranges of `c`'s instructions, with parameter `i` in `params[i]` (a fused computation's:
+/// the ranges of the fusion's operands).
+pub fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
     let mut out: Vec<Range> = Vec::with_capacity(c.instructions.len());
     for inst in &c.instructions {
         let of = |o: InstId| out[o.index()];

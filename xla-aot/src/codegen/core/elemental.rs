@@ -199,6 +199,15 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 return self.value_of(comp, inst.operands[pin.operand], Ix::Multi(&sub), k, heavy);
             }
         }
+        if let Some(x) = self.exact_round_trip(comp, id) {
+            // `convert(convert(x, s32), f32)` of an integer the s32 holds is `x`; only a NaN the
+            // ranges do not follow still becomes 0 (`Range::fits_s32`).
+            let v = self
+                .value_of(comp, x, Ix::Multi(&idx), k, heavy)
+                .into_float_value();
+            let nan = self.fcmp(FloatPredicate::UNO, v, v);
+            return self.select(nan, self.f32c(0.0).into(), v.into());
+        }
         let shapes: Vec<Shape> = inst
             .operands
             .iter()
@@ -206,6 +215,21 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .collect();
         let at = |j: usize, sub: Ix<'_, 'ctx>| self.value_of(comp, inst.operands[j], sub, k, heavy);
         self.elemental(&inst.op, &inst.shape, &shapes, &idx, &at)
+    }
+
+    /// The f32 `x` when instruction `id` of `comp` is `convert(convert(x, s32), f32)` and `x`
+    /// holds only integers an s32 holds (`Emitter::fits_s32`).
+    fn exact_round_trip(&self, comp: &Computation, id: InstId) -> Option<InstId> {
+        let inst = comp.inst(id);
+        let Op::Convert { to: DType::F32 } = inst.op else {
+            return None;
+        };
+        let mid = comp.inst(inst.operands[0]);
+        let x = *mid.operands.first()?;
+        (matches!(mid.op, Op::Convert { to: DType::I32 })
+            && comp.inst(x).shape.dtype == DType::F32
+            && self.fits_s32(Some(comp), x))
+        .then_some(x)
     }
 
     /// The value of elemental op `op` (result `shape`, operands `opnds`) at output index `idx`;

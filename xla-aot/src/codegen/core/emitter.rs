@@ -114,6 +114,13 @@ pub struct Emitter<'a, 'ctx, B> {
     /// compare, a rounding constant's add and subtract fold into the schedule. Empty when the
     /// backend does not set it (every operand is then loaded).
     pub(crate) scalar_consts: RefCell<Vec<Option<f32>>>,
+    /// The value ranges (`ir/value_range.rs`) of the fused computation of the kernel being
+    /// generated, keyed by that computation's address; `None` when not known. Elemental code and
+    /// register epilogues read them to drop work the ranges make exact (an integer round trip of
+    /// an integer).
+    pub(crate) fused_ranges: RefCell<Option<(usize, Vec<crate::ir::value_range::Range>)>>,
+    /// The entry's value ranges, computed on first use.
+    pub(crate) entry_ranges: std::cell::OnceCell<Vec<crate::ir::value_range::Range>>,
     /// The backend's state (`cpu::Cpu`, `gpu::Gpu`).
     pub(crate) be: B,
 }
@@ -157,8 +164,42 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             outer_split: SplitState::new(),
             blob: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
+            fused_ranges: RefCell::new(None),
+            entry_ranges: std::cell::OnceCell::new(),
             be,
         }
+    }
+
+    /// Sets [`Emitter::fused_ranges`] for the kernel of entry instruction `id`: its fused
+    /// computation's ranges, from the entry ranges of its operands; cleared for another op.
+    pub(crate) fn set_fused_ranges(&self, id: InstId) {
+        let inst = self.hlo.entry.inst(id);
+        let ranges = match &inst.op {
+            crate::ir::Op::Fusion { computation, .. } => {
+                let entry = self
+                    .entry_ranges
+                    .get_or_init(|| crate::ir::value_range::ranges(self.hlo));
+                let params: Vec<_> = inst.operands.iter().map(|o| entry[o.index()]).collect();
+                let key = &**computation as *const crate::ir::Computation as usize;
+                Some((
+                    key,
+                    crate::ir::value_range::computation(computation, &params),
+                ))
+            }
+            _ => None,
+        };
+        *self.fused_ranges.borrow_mut() = ranges;
+    }
+
+    /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
+    /// generated when `None`) holds only integers an s32 holds ([`Range::fits_s32`]).
+    ///
+    /// [`Range::fits_s32`]: crate::ir::value_range::Range::fits_s32
+    pub(crate) fn fits_s32(&self, comp: Option<&crate::ir::Computation>, x: InstId) -> bool {
+        self.fused_ranges.borrow().as_ref().is_some_and(|(key, r)| {
+            comp.is_none_or(|c| *key == c as *const crate::ir::Computation as usize)
+                && r.get(x.index()).is_some_and(|r| r.fits_s32())
+        })
     }
 
     // ---- types and constants -------------------------------------------------------------------

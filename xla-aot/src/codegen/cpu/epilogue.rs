@@ -60,9 +60,12 @@ pub enum Step {
     RoundBf16,
     /// `round-f16` (`UnaryOp::RoundF16`).
     RoundF16,
-    /// `convert(convert(x, s32), f32)`: truncated toward zero and saturated to i32 (NaN gives 0),
-    /// then back to f32.
-    IntRoundTrip,
+    /// `convert(convert(x, s32), f32)` of instruction `x`: truncated toward zero and saturated
+    /// to i32 (NaN gives 0), then back to f32; only the NaN test where `x`'s range holds
+    /// integers an s32 holds (`Emitter::fits_s32`).
+    IntRoundTrip {
+        x: InstId,
+    },
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -261,7 +264,7 @@ fn chain(
             if users[x.index()] != 1 && !is_base(x) {
                 return None;
             }
-            steps.push(Step::IntRoundTrip);
+            steps.push(Step::IntRoundTrip { x });
             at = x;
             continue;
         }
@@ -631,7 +634,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
                 Step::RoundBf16 => self.vround_bf16(x),
                 Step::RoundF16 => self.vround_f16(x),
-                Step::IntRoundTrip => self.vint_round_trip(x),
+                Step::IntRoundTrip { x: of } if self.fits_s32(None, *of) => {
+                    let nan = self
+                        .b
+                        .build_float_compare(FloatPredicate::UNO, x, x, "")
+                        .unwrap();
+                    self.b
+                        .build_select(nan, x.get_type().const_zero(), x, "")
+                        .unwrap()
+                        .into_vector_value()
+                }
+                Step::IntRoundTrip { .. } => self.vint_round_trip(x),
             };
         }
         x
@@ -760,7 +773,7 @@ mod tests {
                     other: Operand::Scalar(3),
                     value_first: true
                 },
-                Step::IntRoundTrip,
+                Step::IntRoundTrip { x: InstId(6) },
                 Step::Binary {
                     op: BinaryOp::Add,
                     other: Operand::Full {

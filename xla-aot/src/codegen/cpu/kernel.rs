@@ -101,6 +101,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .vnni
             .set(self.be.packings.reads_vnni(self.hlo, id).map(|o| o + shift));
         let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
+        self.set_fused_ranges(id);
         *self.scalar_consts.borrow_mut() = inst
             .operands
             .iter()
