@@ -712,7 +712,7 @@ fn vnni_offsets(
     let ranges = crate::ir::value_range::ranges(hlo);
     let mut out = vec![None; n];
     for i in 0..n {
-        let Some((_, lhs, rhs, _)) = heavy_in(hlo, InstId(i as u32)) else {
+        let Some((_, lhs, rhs, out_shape)) = heavy_in(hlo, InstId(i as u32)) else {
             continue;
         };
         let x = &hlo.entry.inst(lhs).shape;
@@ -726,9 +726,11 @@ fn vnni_offsets(
                     Some((Op::Convolution { window, .. }, ..)) => window,
                     _ => continue,
                 };
+                // A row tile holds at most one output row's pixels.
+                let ow = out_shape.dims.get(3).copied();
+                let rows = ow.unwrap_or(VNNI_CONV_MAX_ROWS).min(VNNI_CONV_MAX_ROWS);
                 w.dims[1..].iter().product::<usize>() <= VNNI_MAX_K
-                    && vnni_conv_stage_bytes(&window, *groups, x, w, VNNI_CONV_MAX_ROWS)
-                        <= VNNI_STAGE_BYTES
+                    && vnni_conv_stage_bytes(&window, *groups, x, w, rows) <= VNNI_STAGE_BYTES
             }
             _ => false,
         };
