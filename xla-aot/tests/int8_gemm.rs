@@ -1,13 +1,15 @@
 //! The integer kernels (`codegen/cpu/gemm_i8.rs`, `cpu/conv/int8.rs`): products and
 //! convolutions of int8 weights over activations that hold integers of one byte's range multiply
-//! with `vpdpbusd` on AVX-512 VNNI, with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
+//! with `vpdpbusd` on AVX-512 VNNI, with `vpmaddwd` on other x86-64 (`x86_64-avx512`,
+//! `x86_64-avx2`, `x86_64`), with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
 //! `smull`/`sadalp` on baseline NEON (`aarch64-neon`), the aarch64 code run under `qemu-aarch64`.
 //! On the shapes that stress the quad packing (K not a multiple of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4, padding,
 //! strides, dilation, groups, input staged from NCHW and from NHWC), with signed and unsigned
 //! activation ranges, a register epilogue and unit or per-column scales, the compiled code
 //! matches the reference interpreter, bit for bit where the f32 path is exact (unit scales), and
-//! the aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is in the code
-//! for VNNI targets only, `sdot` for dotprod targets only.
+//! the `vpmaddwd` and aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is
+//! in the code for VNNI targets only, `vpmaddwd` (never `vpmaddubsw`) for the other x86-64 ones,
+//! `sdot` for dotprod targets only.
 
 mod common;
 
@@ -108,35 +110,53 @@ const CASES: &[Case] = &[
     ("i8_gemm_unit", (19, 515, 40), 121, true, true),
 ];
 
-#[test]
-fn vnni_products_match_the_reference() {
-    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
-    let mut ts = vec![Target::resolve("x86_64-avx512").unwrap()];
-    if vnni.runs_here() {
-        ts.push(vnni);
-    } else {
-        eprintln!("this CPU has no AVX-512 VNNI: vpdpbusd is compiled, not run");
+/// The x86-64 targets, VNNI first: `vpdpbusd`, then `vpmaddwd` on zmm (AVX-512BW), ymm (AVX2)
+/// and xmm (SSE2).
+const X86: [&str; 4] = [
+    "x86_64-avx512-vnni",
+    "x86_64-avx512",
+    "x86_64-avx2",
+    "x86_64",
+];
+
+/// Runs `m` compiled for every [`X86`] target this CPU runs and checks each against the
+/// reference: close always, bit for bit where `exact` (integer weights, sums below 2^24); and
+/// every `vpmaddwd` result bit for bit against VNNI's for any scales (the same exact sums, rounded
+/// once and scaled once), where this CPU runs VNNI.
+fn check_x86(m: &Module, ins: &[Literal], exact: bool) {
+    let expected = evaluate(m, ins).unwrap();
+    let mut vnni: Option<Literal> = None;
+    for name in X86 {
+        let t = Target::resolve(name).unwrap();
+        if !t.runs_here() {
+            eprintln!("this CPU does not run {name}: its int8 kernels are compiled, not run");
+            continue;
+        }
+        let tag = format!("int8-{}-{name}", m.name);
+        let actual = run_compiled(m, &t, ins, &tag).remove(0);
+        if let Err(msg) = check_close(&actual, &expected[0]) {
+            panic!("{tag}: {msg}");
+        }
+        let n = expected[0].element_count();
+        if exact {
+            assert_eq!(
+                same_bits(&actual, &expected[0]),
+                n,
+                "{tag}: not bit for bit"
+            );
+        }
+        match &vnni {
+            None => vnni = Some(actual),
+            Some(v) => assert_eq!(same_bits(&actual, v), n, "{tag}: differs from VNNI"),
+        }
     }
-    ts.retain(Target::runs_here);
+}
+
+#[test]
+fn x86_products_match_the_reference_and_vnni_bit_for_bit() {
     for &(name, dims, zp, unit, epi) in CASES {
         let m = model(name, dims, zp, unit, epi);
-        let ins = input(&m, 5);
-        let expected = evaluate(&m, &ins).unwrap();
-        for t in &ts {
-            let tag = format!("int8-{name}-{}", t.name);
-            let actual = run_compiled(&m, t, &ins, &tag);
-            if let Err(msg) = check_close(&actual[0], &expected[0]) {
-                panic!("{tag}: {msg}");
-            }
-            if unit {
-                // Integer sums below 2^24: the f32 path is exact, and so is the integer one.
-                assert_eq!(
-                    actual[0].to_f32_vec(),
-                    expected[0].to_f32_vec(),
-                    "{tag}: not bit for bit"
-                );
-            }
-        }
+        check_x86(&m, &input(&m, 5), unit);
     }
 }
 
@@ -164,10 +184,15 @@ fn int8_products_pack_their_activations_into_the_arena_scratch() {
             }
         }
     }
-    // The f32 kernel of the same product on a target without quad dot products takes none.
-    let f32_only = Target::resolve("x86_64-avx2").unwrap();
-    let art = compile_model(&rows, &f32_only, &common::default_options()).unwrap();
-    assert_eq!(art.plan.scratch, None);
+    // The `vpmaddwd` kernels pack theirs the same way; the f32 kernel of a product whose data
+    // operand is not integer-valued takes none.
+    for t in ["x86_64-avx512", "x86_64-avx2", "x86_64"] {
+        let target = Target::resolve(t).unwrap();
+        let art = compile_model(&rows, &target, &common::default_options()).unwrap();
+        assert!(art.plan.scratch.is_some(), "{t}: no kernel scratch");
+        let art = compile_model(&float_model(), &target, &common::default_options()).unwrap();
+        assert_eq!(art.plan.scratch, None, "{t}: a float product took scratch");
+    }
     // Split between 3 threads through the hook (9.8 MFLOP, 22 row tiles: each task packs its
     // rows into its own slice), the product gives one thread's bits.
     let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
@@ -197,7 +222,7 @@ fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
 
 /// `x` (NCHW input) → bytes (`clamp`, `convert`) − zp → conv1 (input staged from NCHW) → bytes
 /// again → conv2 (input staged from the NHWC layout the pipeline gives conv1's result) → a float
-/// 1×1 conv (keeps conv2's result internal): both integer convolutions take `vpdpbusd`.
+/// 1×1 conv (keeps conv2's result internal): both integer convolutions take the int8 kernel.
 #[allow(clippy::too_many_arguments)]
 fn conv_model(
     name: &str,
@@ -316,34 +341,21 @@ fn conv_cases() -> Vec<Module> {
 }
 
 #[test]
-fn vnni_convolutions_match_the_reference() {
-    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+fn x86_convolutions_match_the_reference_and_vnni_bit_for_bit() {
     for m in &conv_cases() {
-        let asm = assembly(m, &vnni.name);
-        assert!(
-            asm.matches("vpdpbusd").count() >= 2,
-            "{}: the integer convolutions took no vpdpbusd",
-            m.name
-        );
-        if !vnni.runs_here() {
-            eprintln!("this CPU has no AVX-512 VNNI: vpdpbusd is compiled, not run");
-            continue;
-        }
-        let ins = input(m, 9);
-        let expected = evaluate(m, &ins).unwrap();
-        let tag = format!("int8-{}-{}", m.name, vnni.name);
-        let actual = run_compiled(m, &vnni, &ins, &tag);
-        if let Err(msg) = check_close(&actual[0], &expected[0]) {
-            panic!("{tag}: {msg}");
-        }
-        if m.name != "i8_conv_rgb" {
-            // Integer weights: exact sums on both paths.
-            assert_eq!(
-                actual[0].to_f32_vec(),
-                expected[0].to_f32_vec(),
-                "{tag}: not bit for bit"
+        for (name, instruction) in X86
+            .into_iter()
+            .zip(["vpdpbusd", "vpmaddwd", "vpmaddwd", "pmaddwd"])
+        {
+            let asm = assembly(m, name);
+            assert!(
+                asm.matches(instruction).count() >= 2,
+                "{}: the integer convolutions took no {instruction} on {name}",
+                m.name
             );
         }
+        // Integer weights (all but the first case): exact sums on every path.
+        check_x86(m, &input(m, 9), m.name != "i8_conv_rgb");
     }
 }
 
@@ -358,36 +370,63 @@ fn assembly(m: &Module, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A product whose data operand is not integer-valued (a parameter) by integer weights.
+fn float_model() -> Module {
+    let mut t = String::from("HloModule f\n\nENTRY %main {\n  %x = f32[8,130]{1,0} parameter(0)\n");
+    let w: Vec<String> = (0..130 * 40)
+        .map(|i| format!("{}", (i % 7) as f32 - 3.0))
+        .collect();
+    let _ = writeln!(
+        t,
+        "  %w = f32[130,40]{{1,0}} constant({{{}}})",
+        w.join(", ")
+    );
+    t.push_str("  %d = f32[8,40]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT %outputs = (f32[8,40]{1,0}) tuple(%d), names={y}\n}\n");
+    parse_module(&t).unwrap()
+}
+
 #[test]
-fn vpdpbusd_is_in_the_code_of_vnni_targets_only() {
+fn vpdpbusd_is_in_the_code_of_vnni_targets_only_vpmaddwd_of_the_other_x86() {
     let m = model("i8_asm", (8, 130, 40), 128, false, false);
     let asm = |name: &str| assembly(&m, name);
     for name in ["x86_64-avx512-vnni", "x86_64-avx512-bf16"] {
-        assert!(asm(name).contains("vpdpbusd"), "{name}: no vpdpbusd");
+        let a = asm(name);
+        assert!(a.contains("vpdpbusd"), "{name}: no vpdpbusd");
+        assert!(!a.contains("pmaddwd"), "{name} has vpmaddwd");
     }
-    for name in ["x86_64-avx512", "x86_64-avx2"] {
-        assert!(!asm(name).contains("vpdpbusd"), "{name} has vpdpbusd");
+    // `vpmaddwd` on the target's vectors: zmm with AVX-512BW, ymm with AVX2, xmm with SSE2; never
+    // `vpmaddubsw`, whose i16 sums saturate.
+    for (name, reg) in [
+        ("x86_64-avx512", "zmm"),
+        ("x86_64-avx2", "ymm"),
+        ("x86_64", "xmm"),
+    ] {
+        let a = asm(name);
+        assert!(!a.contains("vpdpbusd"), "{name} has vpdpbusd");
+        assert!(!a.contains("pmaddubsw"), "{name} has vpmaddubsw");
+        assert!(
+            a.lines().any(|l| l.contains("pmaddwd") && l.contains(reg)),
+            "{name}: no pmaddwd on {reg}"
+        );
+    }
+    // The multi-ISA library: its AVX-512 and AVX2 variants both multiply words.
+    let multi = asm("x86_64-multi");
+    for reg in ["zmm", "ymm"] {
+        assert!(
+            multi
+                .lines()
+                .any(|l| l.contains("vpmaddwd") && l.contains(reg)),
+            "x86_64-multi: no vpmaddwd on {reg}"
+        );
     }
     // A data operand that is not integer-valued keeps the f32 kernel.
-    let float = {
-        let mut t =
-            String::from("HloModule f\n\nENTRY %main {\n  %x = f32[8,130]{1,0} parameter(0)\n");
-        let w: Vec<String> = (0..130 * 40)
-            .map(|i| format!("{}", (i % 7) as f32 - 3.0))
-            .collect();
-        let _ = writeln!(
-            t,
-            "  %w = f32[130,40]{{1,0}} constant({{{}}})",
-            w.join(", ")
+    for name in ["x86_64-avx512-vnni", "x86_64-avx2"] {
+        let a = assembly(&float_model(), name);
+        assert!(
+            !a.contains("vpdpbusd") && !a.contains("pmaddwd"),
+            "{name}: a float data operand took the integer kernel"
         );
-        t.push_str("  %d = f32[8,40]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT %outputs = (f32[8,40]{1,0}) tuple(%d), names={y}\n}\n");
-        parse_module(&t).unwrap()
-    };
-    let a = assembly(&float, "x86_64-avx512-vnni");
-    assert!(
-        !a.contains("vpdpbusd"),
-        "a float data operand took vpdpbusd"
-    );
+    }
 }
 
 /// The aarch64 targets, the instruction their int8 dots take and the CPU QEMU emulates for
@@ -398,11 +437,10 @@ const AARCH64: [(&str, &str, Option<&str>); 2] = [
     ("aarch64-neon", "sadalp", Some("cortex-a72")),
 ];
 
-/// The x86 results the aarch64 ones are compared with: the VNNI kernels where this CPU runs
-/// them, else the f32 path of `x86_64-avx512` (the same numbers where both are exact).
+/// The x86 results the aarch64 ones are compared with: the first of [`X86`] this CPU runs (all
+/// multiply int8 quads, VNNI or `vpmaddwd`: the same bits).
 fn x86_reference() -> Option<Target> {
-    ["x86_64-avx512-vnni", "x86_64-avx512", "x86_64-avx2"]
-        .into_iter()
+    X86.into_iter()
         .map(|n| Target::resolve(n).unwrap())
         .find(Target::runs_here)
 }
@@ -419,8 +457,8 @@ fn same_bits(a: &Literal, b: &Literal) -> usize {
 
 /// Runs `m` compiled for the aarch64 target `name` under qemu (on `cpu`, or QEMU's default)
 /// and checks it against the reference and x86: close always; bit for bit with the reference
-/// where `exact` (integer weights, sums below 2^24), with x86's VNNI kernels always (with x86's
-/// f32 path where `exact`).
+/// where `exact` (integer weights, sums below 2^24), with x86's int8 kernels (VNNI or
+/// `vpmaddwd`) always.
 fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, Option<&str>)) {
     let t = Target::resolve(name).unwrap();
     let expected = evaluate(m, ins).unwrap();
@@ -451,9 +489,7 @@ fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, O
         let same = same_bits(&arm[0], &x86[0]);
         eprintln!("{tag}: {same} of {n} values have {}'s bits", x.name);
         // The int8 kernels all give an exact sum rounded once: the same bits for any scales.
-        if exact || x.has_avx512_vnni() {
-            assert_eq!(same, n, "{tag}: differs from {}", x.name);
-        }
+        assert_eq!(same, n, "{tag}: differs from {}", x.name);
     }
 }
 

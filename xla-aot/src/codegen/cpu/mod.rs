@@ -80,7 +80,8 @@ pub struct Cpu {
     bf16_pairs: Cell<bool>,
     /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand: the
     /// unsigned one of `Packings::reads_vnni` plus the dot product's `quad_dot::byte_shift`
-    /// (`a + offset` are the bytes `vpdpbusd`, `sdot` or `smull` reads, `quad_dot.rs`).
+    /// (`a + offset` are the bytes `vpdpbusd`, `vpmaddwd`, `sdot` or `smull` reads,
+    /// `quad_dot.rs`).
     vnni: Cell<Option<i32>>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,

@@ -7,6 +7,16 @@
 //! one vector of A's broadcast quad and one of B's quads (`<lanes x i32>`, 4 bytes a lane), and
 //! read by [`Cg::dot_end`] as `<lanes x i32>` sums. Every kind computes the same integers:
 //! - [`DotKind::Vnni`] (AVX-512 VNNI): `vpdpbusd` on 16 lanes, A's bytes unsigned;
+//! - [`DotKind::Madd`] (x86-64 without VNNI: AVX-512BW on 16 lanes, AVX2 on 8, SSE2 on 4):
+//!   `vpmaddwd` twice, A's bytes unsigned. Each dword (a column's 4 bytes, or the broadcast
+//!   row's) is read as two words, whose bytes are widened apart: the weights' low bytes (k `4q`,
+//!   `4q+2`) sign-extended by a left then arithmetic right shift by 8, their high ones (k `4q+1`,
+//!   `4q+3`) by an arithmetic right shift; the row's zero-extended by a mask and a logical
+//!   shift. `vpmaddwd` of the low words with the low words and of the high with the high each
+//!   give one i32 per column (two products of at most 255 · 128 in magnitude: exact), whose sum
+//!   is the column's 4-byte dot. No `vpmaddubsw`: its i16 sum of two u8·s8
+//!   products saturates (2 · 255 · 128 > 32767). The weights' widening is shared by the tile's
+//!   rows and the row's by its columns (LLVM keeps one copy of each per quad step).
 //! - [`DotKind::Sdot`] (aarch64 with dotprod): `sdot` on 4 lanes, A's bytes signed;
 //! - [`DotKind::Neon`] (baseline aarch64 NEON): per 16 bytes `smull` + `smull2` (8 products
 //!   each, s8·s8 in i16: at most 2^14 in magnitude, exact) and `sadalp` (pairwise sums into
@@ -18,8 +28,8 @@
 //! [`byte_shift`].
 
 use super::Cg;
-use crate::codegen::core::packing::{VNNI_LANES, quad_dot_lanes};
-use crate::target::Target;
+use crate::codegen::core::packing::quad_dot_lanes;
+use crate::target::{Arch, Target};
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValueEnum, FunctionValue, VectorValue};
 
@@ -27,35 +37,47 @@ use inkwell::values::{BasicValueEnum, FunctionValue, VectorValue};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum DotKind {
     Vnni,
+    Madd,
     Sdot,
     Neon,
 }
 
 impl DotKind {
     /// The kind `target` takes: where `packing::quad_dot_lanes` has a dot product; `None`
-    /// elsewhere (x86-64 without AVX-512 VNNI, PTX, Cortex-M). Which kernels take it at all is `core/packing.rs`'s `quad_dot_lanes`.
+    /// elsewhere (PTX, Cortex-M, x86-64 vectors wider than the ISA's integer ones). Which kernels
+    /// take it at all is `core/packing.rs`'s `quad_dot_lanes`.
     pub(super) fn of(target: &Target) -> Option<DotKind> {
-        match quad_dot_lanes(target)? {
-            VNNI_LANES => Some(DotKind::Vnni),
-            _ if target.has_dotprod() => Some(DotKind::Sdot),
-            _ => Some(DotKind::Neon),
-        }
+        quad_dot_lanes(target)?;
+        Some(if target.has_avx512_vnni() {
+            DotKind::Vnni
+        } else if target.arch == Arch::X86_64 {
+            DotKind::Madd
+        } else if target.has_dotprod() {
+            DotKind::Sdot
+        } else {
+            DotKind::Neon
+        })
     }
 
     /// Vector registers one accumulator takes (the kernels size their tiles by it).
     pub(super) fn registers(self) -> usize {
         if self == DotKind::Neon { 2 } else { 1 }
     }
+
+    /// Vector registers one B vector takes while the products run: two for `Madd` (its low and
+    /// high bytes widened to words), else one.
+    pub(super) fn b_registers(self) -> usize {
+        if self == DotKind::Madd { 2 } else { 1 }
+    }
 }
 
 /// What a target's dot product adds to the unsigned byte offset of its data operand
-/// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`), −128 where it reads signed
-/// ones (`sdot`, `smull`: `a + o − 128` is in [−128, 127] exactly when `a + o` is in [0, 255]).
+/// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`, `vpmaddwd`), −128 where it
+/// reads signed ones (`sdot`, `smull`: `a + o − 128` is in [−128, 127] exactly when `a + o` is in [0, 255]).
 pub(super) fn byte_shift(target: &Target) -> i32 {
-    if DotKind::of(target) == Some(DotKind::Vnni) {
-        0
-    } else {
-        -128
+    match DotKind::of(target) {
+        Some(DotKind::Vnni | DotKind::Madd) => 0,
+        _ => -128,
     }
 }
 
@@ -63,9 +85,11 @@ pub(super) fn byte_shift(target: &Target) -> i32 {
 #[derive(Clone, Copy)]
 pub(super) struct QuadDot<'ctx> {
     pub kind: DotKind,
-    /// i32 lanes (output columns) of one accumulator: 16 for `vpdpbusd`, else 4.
+    /// i32 lanes (output columns) of one accumulator: 16 for `vpdpbusd`, the tiles' 16, 8 or 4
+    /// for `vpmaddwd`, else 4.
     pub lanes: u32,
-    /// `vpdpbusd`, `sdot`, or (Neon) `saddlp.v4i32.v8i16`.
+    /// `vpdpbusd`, `vpmaddwd` (`pmaddw.d.512`, `avx2.pmadd.wd` or `sse2.pmadd.wd` by the lanes),
+    /// `sdot`, or (Neon) `saddlp.v4i32.v8i16`.
     f: FunctionValue<'ctx>,
     /// Neon: `smull.v8i16` and `addp.v4i32`.
     neon: Option<(FunctionValue<'ctx>, FunctionValue<'ctx>)>,
@@ -100,6 +124,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     kind,
                     lanes: 16,
                     f: declare("llvm.x86.avx512.vpdpbusd.512", v16, &[v16, v16, v16]),
+                    neon: None,
+                }
+            }
+            DotKind::Madd => {
+                let lanes = quad_dot_lanes(self.target).expect("a kind has lanes");
+                let (v, w) = (
+                    i32t.vec_type(lanes),
+                    self.ctx.i16_type().vec_type(2 * lanes),
+                );
+                let name = match lanes {
+                    16 => "llvm.x86.avx512.pmaddw.d.512",
+                    8 => "llvm.x86.avx2.pmadd.wd",
+                    _ => "llvm.x86.sse2.pmadd.wd",
+                };
+                QuadDot {
+                    kind,
+                    lanes,
+                    f: declare(name, v, &[w, w]),
                     neon: None,
                 }
             }
@@ -159,6 +201,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if d.kind == DotKind::Vnni {
             return self.call(d.f, &[acc, a.into(), b.into()]);
         }
+        if d.kind == DotKind::Madd {
+            return self.madd_quads(d, acc.into_vector_value(), a, b).into();
+        }
         let b16 = self.ctx.i8_type().vec_type(16);
         let a = self
             .b
@@ -204,6 +249,43 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .build_int_add(acc.into_vector_value(), both, "")
             .unwrap()
             .into()
+    }
+
+    /// `acc + dot(a, b)` with `vpmaddwd` (module doc): the low bytes of each word of `a` times
+    /// those of `b`, plus the high bytes times the high bytes, `a`'s zero-extended to words and
+    /// `b`'s sign-extended.
+    fn madd_quads(
+        &self,
+        d: &QuadDot<'ctx>,
+        acc: VectorValue<'ctx>,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+    ) -> VectorValue<'ctx> {
+        let w = self.ctx.i16_type().vec_type(2 * d.lanes);
+        let eight = self.ctx.i16_type().const_int(8, false);
+        let eight = VectorType::const_vector(&vec![eight; 2 * d.lanes as usize]);
+        let byte = self.ctx.i16_type().const_int(0xff, false);
+        let byte = VectorType::const_vector(&vec![byte; 2 * d.lanes as usize]);
+        let words = |v: VectorValue<'ctx>, signed: bool| {
+            let v = self.b.build_bit_cast(v, w, "").unwrap().into_vector_value();
+            let low = if signed {
+                let up = self.b.build_left_shift(v, eight, "").unwrap();
+                self.b.build_right_shift(up, eight, true, "").unwrap()
+            } else {
+                self.b.build_and(v, byte, "").unwrap()
+            };
+            let high = self.b.build_right_shift(v, eight, signed, "").unwrap();
+            (low, high)
+        };
+        let ((a_lo, a_hi), (b_lo, b_hi)) = (words(a, false), words(b, true));
+        let lo = self.call(d.f, &[a_lo.into(), b_lo.into()]);
+        let hi = self.call(d.f, &[a_hi.into(), b_hi.into()]);
+        // The two halves first: the accumulator's chain takes one add per quad step.
+        let both = self
+            .b
+            .build_int_add(lo.into_vector_value(), hi.into_vector_value(), "")
+            .unwrap();
+        self.b.build_int_add(acc, both, "").unwrap()
     }
 
     /// The `<lanes x i32>` sums of accumulator `acc` (Neon: `addp` of its two registers).
