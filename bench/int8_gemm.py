@@ -42,13 +42,13 @@ def log(msg):
     print(f"int8_gemm: {msg}", file=sys.stderr, flush=True)
 
 
-def model(path, n):
+def model(path, n, lo=-128):
     import numpy as np
     import onnx
     from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
     rng = np.random.default_rng(n)
-    w = rng.integers(-128, 128, (n, n)).astype(np.int8)
+    w = rng.integers(lo, 128, (n, n)).astype(np.int8)
     ws = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
     inits = [nh.from_array(np.array(0.02, np.float32), "xs"), nh.from_array(np.array(128, np.uint8), "xzp"),
              nh.from_array(w, "w"), nh.from_array(ws, "ws"), nh.from_array(np.zeros(n, np.int8), "wzp"),
@@ -76,14 +76,14 @@ def profile(xla_aot, path, xin, runs):
     return {"kernel": name, "kernel_us": us, "kernel_gops": gops, "whole_us": float(whole.group(2))}
 
 
-def f32_model(path, n):
+def f32_model(path, n, lo=-128):
     """The float product the int8 model stands for: x [N, N] f32 times the dequantized weights."""
     import numpy as np
     import onnx
     from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
     rng = np.random.default_rng(n)
-    w = rng.integers(-128, 128, (n, n)).astype(np.int8)
+    w = rng.integers(lo, 128, (n, n)).astype(np.int8)
     ws = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
     wf = (w.astype(np.float32) * ws).astype(np.float32)
     node = h.make_node("MatMul", ["x", "w"], ["y"])
@@ -98,7 +98,7 @@ def f32_model(path, n):
 def product_isa(obj):
     """The instruction the object's products multiply with, from its disassembly."""
     dis = subprocess.run(["objdump", "-d", obj], capture_output=True, text=True).stdout
-    for name in ("vpdpbusd", "vpmaddwd", "pmaddwd"):
+    for name in ("vpdpbusd", "vpmaddubsw", "vpmaddwd", "pmaddwd"):
         if name in dis:
             reg = "zmm" if "zmm" in dis else "ymm" if "ymm" in dis else "xmm"
             return f"{name} {reg}"
@@ -146,9 +146,10 @@ def against_f32(args, xla_aot):
     n = args.n
     with tempfile.TemporaryDirectory(prefix="xla-aot-int8-gemm-") as tmp:
         qpath = os.path.join(tmp, f"qgemm{n}.onnx")
-        x = model(qpath, n)
+        lo = -127 if args.symmetric else -128
+        x = model(qpath, n, lo)
         fpath = os.path.join(tmp, f"fgemm{n}.onnx")
-        xf = f32_model(fpath, n)
+        xf = f32_model(fpath, n, lo)
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         y_ort = ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
@@ -156,8 +157,9 @@ def against_f32(args, xla_aot):
         f_ns, f_isa, _ = harness_time(xla_aot, fpath, args.target, tmp, xf, args.rounds, args.seconds)
     lsb = int(np.max(np.abs(y.astype(np.int32) - y_ort.astype(np.int32))))
     ops = 2.0 * n ** 3
-    print(f"\nGEMM {n}³ on {args.target}, one core, whole call, best of {args.rounds} round(s) of "
-          f"{args.seconds} s")
+    weights = "[-127, 127]" if args.symmetric else "[-128, 127]"
+    print(f"\nGEMM {n}³ on {args.target}, int8 weights in {weights}, one core, whole call, best of "
+          f"{args.rounds} round(s) of {args.seconds} s")
     print(f"int8 (QLinearMatMul u8 x s8, per-column scales; {q_isa}): {q_ns / 1e3:.1f} µs, "
           f"{ops / q_ns:.1f} GOP/s")
     print(f"f32  (MatMul; {f_isa}): {f_ns / 1e3:.1f} µs, {ops / f_ns:.1f} GFLOP/s")
@@ -174,6 +176,8 @@ def main():
     ap.add_argument("--target", default="host", help="host (default: profile, peak, bar), or a built-in "
                     "target this CPU runs: int8 against f32 on that target (module doc)")
     ap.add_argument("--seconds", type=float, default=1.0, help="--target: timed seconds per round and model")
+    ap.add_argument("--symmetric", action="store_true", help="--target: int8 weights in [-127, 127] (a "
+                    "symmetric quantizer's; AVX2 then multiplies with vpmaddubsw on signs), else [-128, 127]")
     args = ap.parse_args()
     import numpy as np
     import onnxruntime as ort

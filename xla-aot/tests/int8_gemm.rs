@@ -7,9 +7,10 @@
 //! strides, dilation, groups, input staged from NCHW and from NHWC), with signed and unsigned
 //! activation ranges, a register epilogue and unit or per-column scales, the compiled code
 //! matches the reference interpreter, bit for bit where the f32 path is exact (unit scales), and
-//! the `vpmaddwd` and aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is
-//! in the code for VNNI targets only, `vpmaddwd` (never `vpmaddubsw`) for the other x86-64 ones,
-//! `sdot` for dotprod targets only.
+//! the `vpmaddwd` and aarch64 results equal x86 VNNI's bit for bit for any scales, with weights
+//! in [−128, 127] and in [−127, 127] (which AVX2 multiplies with `vpmaddubsw` on signs instead);
+//! `vpdpbusd` is in the code for VNNI targets only, `vpmaddwd` for the other x86-64 ones,
+//! `vpmaddubsw` for AVX2 without −128 weights only, `sdot` for dotprod targets only.
 
 mod common;
 
@@ -24,7 +25,20 @@ use xla_aot::util::rng::SplitMix64;
 /// A product `y = (clamp(x, 0, 255) → i32 → f32 − zp) · W (+ b, relu)` with `W` [K, N] int8
 /// values times one scale per column (all 1 with `unit`): the form a quantized model's
 /// dequantized activations and weights take.
-fn model(name: &str, (m, k, n): (usize, usize, usize), zp: i32, unit: bool, epi: bool) -> Module {
+fn model(name: &str, dims: (usize, usize, usize), zp: i32, unit: bool, epi: bool) -> Module {
+    model_q(name, dims, zp, unit, epi, false)
+}
+
+/// [`model`] with int8 weights in [−127, 127] where `sym` (a symmetric quantizer's: no −128, what
+/// AVX2's `vpmaddubsw` on signs needs), else in [−128, 127].
+fn model_q(
+    name: &str,
+    (m, k, n): (usize, usize, usize),
+    zp: i32,
+    unit: bool,
+    epi: bool,
+    sym: bool,
+) -> Module {
     let mut rng = SplitMix64(k as u64 * 31 + n as u64);
     let scales: Vec<f32> = (0..n)
         .map(|_| {
@@ -37,8 +51,12 @@ fn model(name: &str, (m, k, n): (usize, usize, usize), zp: i32, unit: bool, epi:
         .collect();
     let w: Vec<String> = (0..k * n)
         .map(|i| {
-            let q = (rng.below(256) as i32 - 128) as f32;
-            format!("{}", q * scales[i % n])
+            let q = if sym {
+                rng.below(255) as i32 - 127
+            } else {
+                rng.below(256) as i32 - 128
+            };
+            format!("{}", q as f32 * scales[i % n])
         })
         .collect();
     let b: Vec<String> = (0..n)
@@ -154,9 +172,12 @@ fn check_x86(m: &Module, ins: &[Literal], exact: bool) {
 
 #[test]
 fn x86_products_match_the_reference_and_vnni_bit_for_bit() {
-    for &(name, dims, zp, unit, epi) in CASES {
-        let m = model(name, dims, zp, unit, epi);
-        check_x86(&m, &input(&m, 5), unit);
+    // Weights with −128 (`vpmaddwd` on AVX2) and without (`vpmaddubsw` on signs on AVX2).
+    for sym in [false, true] {
+        for &(name, dims, zp, unit, epi) in CASES {
+            let m = model_q(&format!("{name}_{sym}"), dims, zp, unit, epi, sym);
+            check_x86(&m, &input(&m, 5), unit);
+        }
     }
 }
 
@@ -204,8 +225,9 @@ fn int8_products_pack_their_activations_into_the_arena_scratch() {
     }
 }
 
-/// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel.
-fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
+/// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel;
+/// in [−127, 127] where `sym`, else in [−128, 127].
+fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool, sym: bool) -> String {
     let per: usize = dims[1..].iter().product();
     let v: Vec<String> = (0..dims[0] * per)
         .map(|i| {
@@ -214,7 +236,12 @@ fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
             } else {
                 0.01 + 0.001 * (i / per) as f32
             };
-            format!("{}", (rng.below(256) as i32 - 128) as f32 * s)
+            let q = if sym {
+                rng.below(255) as i32 - 127
+            } else {
+                rng.below(256) as i32 - 128
+            };
+            format!("{}", q as f32 * s)
         })
         .collect();
     v.join(", ")
@@ -230,7 +257,7 @@ fn conv_model(
     (o1, k1, s1, p1): (usize, usize, usize, usize),
     (o2, k2, d2, g2): (usize, usize, usize, usize),
     zp: i32,
-    unit: bool,
+    (unit, sym): (bool, bool),
 ) -> Module {
     let mut rng = SplitMix64((c * 1000 + o1 * 10 + o2) as u64);
     let h1 = (h + 2 * p1 - k1) / s1 + 1;
@@ -253,7 +280,7 @@ fn conv_model(
         "  %zx = f32[1,{c},{h},{w}]{{3,2,1,0}} broadcast(%z), dimensions={{}}"
     );
     let _ = writeln!(t, "  %a = f32[1,{c},{h},{w}]{{3,2,1,0}} subtract(%fx, %zx)");
-    let w1v = conv_weights(&mut rng, [o1, c, k1, k1], unit);
+    let w1v = conv_weights(&mut rng, [o1, c, k1, k1], unit, sym);
     let _ = writeln!(
         t,
         "  %w1 = f32[{o1},{c},{k1},{k1}]{{3,2,1,0}} constant({{{w1v}}})"
@@ -277,7 +304,7 @@ fn conv_model(
     );
     let _ = writeln!(t, "  %im = i32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%cm)");
     let _ = writeln!(t, "  %a2 = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%im)");
-    let w2v = conv_weights(&mut rng, [o2, o1 / g2, k2, k2], unit);
+    let w2v = conv_weights(&mut rng, [o2, o1 / g2, k2, k2], unit, sym);
     let _ = writeln!(
         t,
         "  %w2 = f32[{o2},{},{k2},{k2}]{{3,2,1,0}} constant({{{w2v}}})",
@@ -316,7 +343,7 @@ fn conv_cases() -> Vec<Module> {
             (32, 3, 2, 1),
             (48, 3, 2, 1),
             128,
-            false,
+            (false, false),
         ),
         // 16 channels 1×1; then grouped 3×3 (4 groups of 8 channels: quads of whole groups).
         conv_model(
@@ -325,7 +352,7 @@ fn conv_cases() -> Vec<Module> {
             (32, 1, 1, 0),
             (64, 3, 1, 4),
             0,
-            true,
+            (true, false),
         ),
         // 64 channels 3×3 (the vector staging path); partial panels (40 output channels); integer
         // weights (with scales, stride-1 3×3 kernels take Winograd instead).
@@ -335,9 +362,23 @@ fn conv_cases() -> Vec<Module> {
             (64, 3, 1, 1),
             (40, 3, 1, 1),
             100,
-            true,
+            (true, false),
+        ),
+        // Weights without −128 (`vpmaddubsw` on signs on AVX2), scales, 1×1 and grouped 3×3.
+        conv_model(
+            "i8_conv_sym",
+            (16, 9, 11),
+            (32, 1, 1, 0),
+            (64, 3, 1, 4),
+            3,
+            (false, true),
         ),
     ]
+}
+
+/// Whether the convolution case's weights are integers (unit scales: exact on every path).
+fn integer_weights(m: &Module) -> bool {
+    !matches!(m.name.as_str(), "i8_conv_rgb" | "i8_conv_sym")
 }
 
 #[test]
@@ -355,7 +396,7 @@ fn x86_convolutions_match_the_reference_and_vnni_bit_for_bit() {
             );
         }
         // Integer weights (all but the first case): exact sums on every path.
-        check_x86(m, &input(m, 9), m.name != "i8_conv_rgb");
+        check_x86(m, &input(m, 9), integer_weights(m));
     }
 }
 
@@ -394,8 +435,8 @@ fn vpdpbusd_is_in_the_code_of_vnni_targets_only_vpmaddwd_of_the_other_x86() {
         assert!(a.contains("vpdpbusd"), "{name}: no vpdpbusd");
         assert!(!a.contains("pmaddwd"), "{name} has vpmaddwd");
     }
-    // `vpmaddwd` on the target's vectors: zmm with AVX-512BW, ymm with AVX2, xmm with SSE2; never
-    // `vpmaddubsw`, whose i16 sums saturate.
+    // `vpmaddwd` on the target's vectors: zmm with AVX-512BW, ymm with AVX2, xmm with SSE2; not
+    // `vpmaddubsw` (on signs) with a −128 among the weights, where its i16 sums could saturate.
     for (name, reg) in [
         ("x86_64-avx512", "zmm"),
         ("x86_64-avx2", "ymm"),
@@ -427,6 +468,29 @@ fn vpdpbusd_is_in_the_code_of_vnni_targets_only_vpmaddwd_of_the_other_x86() {
             "{name}: a float data operand took the integer kernel"
         );
     }
+}
+
+#[test]
+fn avx2_takes_vpmaddubsw_on_signs_where_no_weight_is_minus_128() {
+    let sym = model_q("i8_asm_sym", (8, 130, 40), 128, false, false, true);
+    let conv = conv_cases().pop().unwrap();
+    for m in [&sym, &conv] {
+        let a = assembly(m, "x86_64-avx2");
+        for i in ["vpmaddubsw", "vpsignb", "vpabsb"] {
+            assert!(a.contains(i), "{}: no {i} on x86_64-avx2", m.name);
+        }
+        // No `vpsignb` on zmm, no `psignb` in SSE2: those keep `vpmaddwd` on widened words.
+        for name in ["x86_64-avx512", "x86_64"] {
+            assert!(
+                !assembly(m, name).contains("pmaddubsw"),
+                "{}: {name}",
+                m.name
+            );
+        }
+    }
+    // With a −128 among the weights AVX2 widens to words.
+    let m = model("i8_asm_min", (8, 130, 40), 128, false, false);
+    assert!(!assembly(&m, "x86_64-avx2").contains("pmaddubsw"));
 }
 
 /// The aarch64 targets, the instruction their int8 dots take and the CPU QEMU emulates for
@@ -513,7 +577,7 @@ fn aarch64_convolutions_match_the_reference_and_x86() {
                 "{}: the integer convolutions took no {instruction} on {target}",
                 m.name
             );
-            check_aarch64(m, &input(m, 9), m.name != "i8_conv_rgb", (target, cpu));
+            check_aarch64(m, &input(m, 9), integer_weights(m), (target, cpu));
         }
     }
 }

@@ -167,8 +167,9 @@ fn squeezenet_qdq_on_aarch64_equals_x86() {
 }
 
 /// The QDQ squeezenet compiled for the x86-64 targets without VNNI, whose integer convolutions
-/// take `vpmaddwd` (`cpu/quad_dot.rs`: zmm on `x86_64-avx512`, ymm on `x86_64-avx2`, xmm on
-/// `x86_64`) and run here: within the bound of onnxruntime, and bit for bit the outputs of
+/// take `vpmaddwd` (`cpu/quad_dot.rs`: zmm on `x86_64-avx512`, xmm on `x86_64`) or, on
+/// `x86_64-avx2`, `vpmaddubsw` on signs (onnxruntime's weights are symmetric, no −128) and run
+/// here: within the bound of onnxruntime, and bit for bit the outputs of
 /// `x86_64-avx512-vnni` where this CPU runs it (the same exact integer sums, rounded once).
 #[test]
 fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
@@ -192,10 +193,10 @@ fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
         .runs_here()
         .then(|| common::run_compiled(&m, &vnni, std::slice::from_ref(&x), "quant-sqz-vnni-x86"));
     let mut opts = common::default_options();
-    for (name, reg) in [
-        ("x86_64-avx512", "zmm"),
-        ("x86_64-avx2", "ymm"),
-        ("x86_64", "xmm"),
+    for (name, instruction, reg) in [
+        ("x86_64-avx512", "vpmaddwd", "zmm"),
+        ("x86_64-avx2", "vpmaddubsw", "ymm"),
+        ("x86_64", "pmaddwd", "xmm"),
     ] {
         let t = Target::resolve(name).unwrap();
         opts.codegen.assembly = true;
@@ -205,8 +206,8 @@ fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
             .unwrap_or_default();
         assert!(
             asm.lines()
-                .any(|l| l.contains("pmaddwd") && l.contains(reg)),
-            "{name}: the integer convolutions took no pmaddwd on {reg}"
+                .any(|l| l.contains(instruction) && l.contains(reg)),
+            "{name}: the integer convolutions took no {instruction} on {reg}"
         );
         opts.codegen.assembly = false;
         if !t.runs_here() {

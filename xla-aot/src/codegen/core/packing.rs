@@ -27,6 +27,7 @@
 use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
+pub mod signs;
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
 
@@ -72,6 +73,8 @@ pub struct Packings {
     /// with the offset that makes its dot's data operand unsigned bytes (`x + offset` in
     /// [0, 255], `value_range::Range::u8_offset`).
     vnni: Vec<Option<i32>>,
+    /// Per entry instruction: a quad weight without −128 on AVX2 (`signs.rs`).
+    signs: Vec<bool>,
 }
 
 impl Packings {
@@ -84,6 +87,7 @@ impl Packings {
             int8: vec![false; hlo.entry.instructions.len()],
             bf16_pairs: false,
             vnni: vec![None; hlo.entry.instructions.len()],
+            signs: vec![false; hlo.entry.instructions.len()],
         }
     }
 
@@ -141,6 +145,7 @@ impl Packings {
             .collect();
         let vnni = vnni_offsets(hlo, target, &t, &of, &int8);
         Packings {
+            signs: signs::quads_avoiding_min(hlo, target, &of, &vnni),
             of,
             tiles: Some(t),
             precision: hlo.precision,
