@@ -129,12 +129,14 @@ const CASES: &[Case] = &[
 ];
 
 /// The x86-64 targets, VNNI first: `vpdpbusd`, then `vpmaddwd` on zmm (AVX-512BW), ymm (AVX2)
-/// and xmm (SSE2).
-const X86: [&str; 4] = [
+/// and xmm (SSE2), then the multi-ISA library (the three variants' code and their shared
+/// weights; its dispatcher runs the best variant this CPU has).
+const X86: [&str; 5] = [
     "x86_64-avx512-vnni",
     "x86_64-avx512",
     "x86_64-avx2",
     "x86_64",
+    "x86_64-multi",
 ];
 
 /// Runs `m` compiled for every [`X86`] target this CPU runs and checks each against the
@@ -386,7 +388,7 @@ fn x86_convolutions_match_the_reference_and_vnni_bit_for_bit() {
     for m in &conv_cases() {
         for (name, instruction) in X86
             .into_iter()
-            .zip(["vpdpbusd", "vpmaddwd", "vpmaddwd", "pmaddwd"])
+            .zip(["vpdpbusd", "vpmaddwd", "vpmaddwd", "pmaddwd", "vpmaddwd"])
         {
             let asm = assembly(m, name);
             assert!(
