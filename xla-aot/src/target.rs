@@ -345,6 +345,32 @@ impl Target {
                 ))
     }
 
+    /// Whether the target has AVX2 (256-bit integer vectors: `vpmaddwd` on ymm, the int8 products
+    /// of `cpu/quad_dot.rs` without VNNI): `+avx2` in its features (`host` lists it when the CPU
+    /// has it), or a CPU LLVM 14 gives it to ([`AVX2_CPUS`]), unless the features remove it.
+    pub fn has_avx2(&self) -> bool {
+        self.x86_feature("avx2", AVX2_CPUS)
+    }
+
+    /// Whether the target has AVX-512BW (512-bit integer vectors of bytes and words: `vpmaddwd`
+    /// on zmm, the int8 products of `cpu/quad_dot.rs` without VNNI): `+avx512bw` in its features,
+    /// or a CPU LLVM 14 gives it to ([`AVX512BW_CPUS`]), unless the features remove it.
+    pub fn has_avx512bw(&self) -> bool {
+        self.x86_feature("avx512bw", AVX512BW_CPUS)
+    }
+
+    /// Whether an x86-64 target has feature `name`: listed with `+` in its features, or given by
+    /// its CPU (one of `cpus`) and not removed with `-`.
+    fn x86_feature(&self, name: &str, cpus: &[&str]) -> bool {
+        let listed = |sign: char| {
+            self.features
+                .split(',')
+                .any(|f| f.trim().strip_prefix(sign) == Some(name))
+        };
+        self.arch == Arch::X86_64
+            && (listed('+') || (cpus.contains(&self.cpu.as_str()) && !listed('-')))
+    }
+
     /// Whether the target has the Armv8.2-A dot product (`sdot`/`udot`, the int8 products of
     /// `cpu/gemm_i8.rs` on aarch64): `+dotprod` in its features, or a CPU LLVM 14 gives it to
     /// ([`ARMV8_2_CPUS`]: `aarch64-a78`'s `cortex-a78`, hence `aarch64-multi`'s `dotprod` variant,
@@ -380,6 +406,46 @@ impl Target {
         }
     }
 }
+
+/// The x86-64 CPUs LLVM 14 gives AVX-512BW to (their definitions in LLVM's `X86.td` include
+/// `FeatureBWI`): the x86-64-v4 level and the Intel cores with AVX-512 since Skylake-SP.
+const AVX512BW_CPUS: &[&str] = &[
+    "x86-64-v4",
+    "skylake-avx512",
+    "skx",
+    "cascadelake",
+    "cooperlake",
+    "cannonlake",
+    "icelake-client",
+    "icelake-server",
+    "tigerlake",
+    "rocketlake",
+    "sapphirerapids",
+];
+
+/// The x86-64 CPUs LLVM 14 gives AVX2 to: every [`AVX512BW_CPUS`] one, the x86-64-v3 level,
+/// Intel cores since Haswell and AMD's since Zen.
+const AVX2_CPUS: &[&str] = &[
+    "x86-64-v3",
+    "x86-64-v4",
+    "haswell",
+    "broadwell",
+    "skylake",
+    "alderlake",
+    "skylake-avx512",
+    "skx",
+    "cascadelake",
+    "cooperlake",
+    "cannonlake",
+    "icelake-client",
+    "icelake-server",
+    "tigerlake",
+    "rocketlake",
+    "sapphirerapids",
+    "znver1",
+    "znver2",
+    "znver3",
+];
 
 /// The aarch64 CPUs to which LLVM 14 gives both FP16 arithmetic and the dot product (Armv8.2-A
 /// and later with both extensions): each was checked with LLVM 14's `llc`, which selects
@@ -663,6 +729,34 @@ mod tests {
         assert!(!Target::resolve("aarch64-neon").unwrap().has_dotprod());
         assert!(!Target::resolve("aarch64-multi").unwrap().has_dotprod());
         assert!(!Target::resolve("x86_64-avx512-vnni").unwrap().has_dotprod());
+    }
+
+    #[test]
+    fn avx2_and_avx512bw_by_level_cpu_and_features() {
+        let has = |n: &str| {
+            let t = Target::resolve(n).unwrap();
+            (t.has_avx2(), t.has_avx512bw())
+        };
+        assert_eq!(has("x86_64"), (false, false));
+        assert_eq!(has("x86_64-avx2"), (true, false));
+        assert_eq!(has("x86_64-avx512"), (true, true));
+        assert_eq!(has("x86_64-avx512-vnni"), (true, true));
+        assert_eq!(has("aarch64-a78"), (false, false));
+        let mut t = Target::resolve("x86_64-avx512").unwrap();
+        t.features = "-avx512bw".into();
+        assert!(t.has_avx2() && !t.has_avx512bw());
+        t.cpu = "x86-64".into();
+        t.features = "+avx2".into();
+        assert!(t.has_avx2() && !t.has_avx512bw());
+        let cpu_has = |flag: &str| {
+            std::fs::read_to_string("/proc/cpuinfo")
+                .is_ok_and(|c| c.split_whitespace().any(|f| f == flag))
+        };
+        if cfg!(target_arch = "x86_64") {
+            let host = Target::resolve("host").unwrap();
+            assert_eq!(host.has_avx2(), cpu_has("avx2"));
+            assert_eq!(host.has_avx512bw(), cpu_has("avx512bw"));
+        }
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! The integer kernels (`codegen/cpu/gemm_i8.rs`, `cpu/conv/int8.rs`): products and
 //! convolutions of int8 weights over activations that hold integers of one byte's range multiply
-//! with `vpdpbusd` on AVX-512 VNNI, with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
+//! with `vpdpbusd` on AVX-512 VNNI, with `vpmaddwd` on other x86-64 (`x86_64-avx512`,
+//! `x86_64-avx2`, `x86_64`), with `sdot` on aarch64 with dotprod (`aarch64-a78`) and with
 //! `smull`/`sadalp` on baseline NEON (`aarch64-neon`), the aarch64 code run under `qemu-aarch64`.
 //! On the shapes that stress the quad packing (K not a multiple of 4, several K-blocks, M = 1, partial panels, row blocks; channels not a multiple of 4, padding,
 //! strides, dilation, groups, input staged from NCHW and from NHWC), with signed and unsigned
 //! activation ranges, a register epilogue and unit or per-column scales, the compiled code
 //! matches the reference interpreter, bit for bit where the f32 path is exact (unit scales), and
-//! the aarch64 results equal x86 VNNI's bit for bit for any scales; `vpdpbusd` is in the code
-//! for VNNI targets only, `sdot` for dotprod targets only.
+//! the `vpmaddwd` and aarch64 results equal x86 VNNI's bit for bit for any scales, with weights
+//! in [−128, 127] and in [−127, 127] (which AVX2 multiplies with `vpmaddubsw` on signs instead);
+//! `vpdpbusd` is in the code for VNNI targets only, `vpmaddwd` for the other x86-64 ones,
+//! `vpmaddubsw` for AVX2 without −128 weights only, `sdot` for dotprod targets only.
 
 mod common;
 
@@ -22,7 +25,20 @@ use xla_aot::util::rng::SplitMix64;
 /// A product `y = (clamp(x, 0, 255) → i32 → f32 − zp) · W (+ b, relu)` with `W` [K, N] int8
 /// values times one scale per column (all 1 with `unit`): the form a quantized model's
 /// dequantized activations and weights take.
-fn model(name: &str, (m, k, n): (usize, usize, usize), zp: i32, unit: bool, epi: bool) -> Module {
+fn model(name: &str, dims: (usize, usize, usize), zp: i32, unit: bool, epi: bool) -> Module {
+    model_q(name, dims, zp, unit, epi, false)
+}
+
+/// [`model`] with int8 weights in [−127, 127] where `sym` (a symmetric quantizer's: no −128, what
+/// AVX2's `vpmaddubsw` on signs needs), else in [−128, 127].
+fn model_q(
+    name: &str,
+    (m, k, n): (usize, usize, usize),
+    zp: i32,
+    unit: bool,
+    epi: bool,
+    sym: bool,
+) -> Module {
     let mut rng = SplitMix64(k as u64 * 31 + n as u64);
     let scales: Vec<f32> = (0..n)
         .map(|_| {
@@ -35,8 +51,12 @@ fn model(name: &str, (m, k, n): (usize, usize, usize), zp: i32, unit: bool, epi:
         .collect();
     let w: Vec<String> = (0..k * n)
         .map(|i| {
-            let q = (rng.below(256) as i32 - 128) as f32;
-            format!("{}", q * scales[i % n])
+            let q = if sym {
+                rng.below(255) as i32 - 127
+            } else {
+                rng.below(256) as i32 - 128
+            };
+            format!("{}", q as f32 * scales[i % n])
         })
         .collect();
     let b: Vec<String> = (0..n)
@@ -108,34 +128,57 @@ const CASES: &[Case] = &[
     ("i8_gemm_unit", (19, 515, 40), 121, true, true),
 ];
 
-#[test]
-fn vnni_products_match_the_reference() {
-    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
-    let mut ts = vec![Target::resolve("x86_64-avx512").unwrap()];
-    if vnni.runs_here() {
-        ts.push(vnni);
-    } else {
-        eprintln!("this CPU has no AVX-512 VNNI: vpdpbusd is compiled, not run");
+/// The x86-64 targets, VNNI first: `vpdpbusd`, then `vpmaddwd` on zmm (AVX-512BW), ymm (AVX2)
+/// and xmm (SSE2), then the multi-ISA library (the three variants' code and their shared
+/// weights; its dispatcher runs the best variant this CPU has).
+const X86: [&str; 5] = [
+    "x86_64-avx512-vnni",
+    "x86_64-avx512",
+    "x86_64-avx2",
+    "x86_64",
+    "x86_64-multi",
+];
+
+/// Runs `m` compiled for every [`X86`] target this CPU runs and checks each against the
+/// reference: close always, bit for bit where `exact` (integer weights, sums below 2^24); and
+/// every `vpmaddwd` result bit for bit against VNNI's for any scales (the same exact sums, rounded
+/// once and scaled once), where this CPU runs VNNI.
+fn check_x86(m: &Module, ins: &[Literal], exact: bool) {
+    let expected = evaluate(m, ins).unwrap();
+    let mut vnni: Option<Literal> = None;
+    for name in X86 {
+        let t = Target::resolve(name).unwrap();
+        if !t.runs_here() {
+            eprintln!("this CPU does not run {name}: its int8 kernels are compiled, not run");
+            continue;
+        }
+        let tag = format!("int8-{}-{name}", m.name);
+        let actual = run_compiled(m, &t, ins, &tag).remove(0);
+        if let Err(msg) = check_close(&actual, &expected[0]) {
+            panic!("{tag}: {msg}");
+        }
+        let n = expected[0].element_count();
+        if exact {
+            assert_eq!(
+                same_bits(&actual, &expected[0]),
+                n,
+                "{tag}: not bit for bit"
+            );
+        }
+        match &vnni {
+            None => vnni = Some(actual),
+            Some(v) => assert_eq!(same_bits(&actual, v), n, "{tag}: differs from VNNI"),
+        }
     }
-    ts.retain(Target::runs_here);
-    for &(name, dims, zp, unit, epi) in CASES {
-        let m = model(name, dims, zp, unit, epi);
-        let ins = input(&m, 5);
-        let expected = evaluate(&m, &ins).unwrap();
-        for t in &ts {
-            let tag = format!("int8-{name}-{}", t.name);
-            let actual = run_compiled(&m, t, &ins, &tag);
-            if let Err(msg) = check_close(&actual[0], &expected[0]) {
-                panic!("{tag}: {msg}");
-            }
-            if unit {
-                // Integer sums below 2^24: the f32 path is exact, and so is the integer one.
-                assert_eq!(
-                    actual[0].to_f32_vec(),
-                    expected[0].to_f32_vec(),
-                    "{tag}: not bit for bit"
-                );
-            }
+}
+
+#[test]
+fn x86_products_match_the_reference_and_vnni_bit_for_bit() {
+    // Weights with −128 (`vpmaddwd` on AVX2) and without (`vpmaddubsw` on signs on AVX2).
+    for sym in [false, true] {
+        for &(name, dims, zp, unit, epi) in CASES {
+            let m = model_q(&format!("{name}_{sym}"), dims, zp, unit, epi, sym);
+            check_x86(&m, &input(&m, 5), unit);
         }
     }
 }
@@ -164,10 +207,15 @@ fn int8_products_pack_their_activations_into_the_arena_scratch() {
             }
         }
     }
-    // The f32 kernel of the same product on a target without quad dot products takes none.
-    let f32_only = Target::resolve("x86_64-avx2").unwrap();
-    let art = compile_model(&rows, &f32_only, &common::default_options()).unwrap();
-    assert_eq!(art.plan.scratch, None);
+    // The `vpmaddwd` kernels pack theirs the same way; the f32 kernel of a product whose data
+    // operand is not integer-valued takes none.
+    for t in ["x86_64-avx512", "x86_64-avx2", "x86_64"] {
+        let target = Target::resolve(t).unwrap();
+        let art = compile_model(&rows, &target, &common::default_options()).unwrap();
+        assert!(art.plan.scratch.is_some(), "{t}: no kernel scratch");
+        let art = compile_model(&float_model(), &target, &common::default_options()).unwrap();
+        assert_eq!(art.plan.scratch, None, "{t}: a float product took scratch");
+    }
     // Split between 3 threads through the hook (9.8 MFLOP, 22 row tiles: each task packs its
     // rows into its own slice), the product gives one thread's bits.
     let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
@@ -179,8 +227,9 @@ fn int8_products_pack_their_activations_into_the_arena_scratch() {
     }
 }
 
-/// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel.
-fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
+/// Integer-valued weights [O, C/G, K, K] (`unit`) or int8 times one scale per output channel;
+/// in [−127, 127] where `sym`, else in [−128, 127].
+fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool, sym: bool) -> String {
     let per: usize = dims[1..].iter().product();
     let v: Vec<String> = (0..dims[0] * per)
         .map(|i| {
@@ -189,7 +238,12 @@ fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
             } else {
                 0.01 + 0.001 * (i / per) as f32
             };
-            format!("{}", (rng.below(256) as i32 - 128) as f32 * s)
+            let q = if sym {
+                rng.below(255) as i32 - 127
+            } else {
+                rng.below(256) as i32 - 128
+            };
+            format!("{}", q as f32 * s)
         })
         .collect();
     v.join(", ")
@@ -197,7 +251,7 @@ fn conv_weights(rng: &mut SplitMix64, dims: [usize; 4], unit: bool) -> String {
 
 /// `x` (NCHW input) → bytes (`clamp`, `convert`) − zp → conv1 (input staged from NCHW) → bytes
 /// again → conv2 (input staged from the NHWC layout the pipeline gives conv1's result) → a float
-/// 1×1 conv (keeps conv2's result internal): both integer convolutions take `vpdpbusd`.
+/// 1×1 conv (keeps conv2's result internal): both integer convolutions take the int8 kernel.
 #[allow(clippy::too_many_arguments)]
 fn conv_model(
     name: &str,
@@ -205,7 +259,7 @@ fn conv_model(
     (o1, k1, s1, p1): (usize, usize, usize, usize),
     (o2, k2, d2, g2): (usize, usize, usize, usize),
     zp: i32,
-    unit: bool,
+    (unit, sym): (bool, bool),
 ) -> Module {
     let mut rng = SplitMix64((c * 1000 + o1 * 10 + o2) as u64);
     let h1 = (h + 2 * p1 - k1) / s1 + 1;
@@ -228,7 +282,7 @@ fn conv_model(
         "  %zx = f32[1,{c},{h},{w}]{{3,2,1,0}} broadcast(%z), dimensions={{}}"
     );
     let _ = writeln!(t, "  %a = f32[1,{c},{h},{w}]{{3,2,1,0}} subtract(%fx, %zx)");
-    let w1v = conv_weights(&mut rng, [o1, c, k1, k1], unit);
+    let w1v = conv_weights(&mut rng, [o1, c, k1, k1], unit, sym);
     let _ = writeln!(
         t,
         "  %w1 = f32[{o1},{c},{k1},{k1}]{{3,2,1,0}} constant({{{w1v}}})"
@@ -252,7 +306,7 @@ fn conv_model(
     );
     let _ = writeln!(t, "  %im = i32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%cm)");
     let _ = writeln!(t, "  %a2 = f32[1,{o1},{h1},{w1}]{{3,2,1,0}} convert(%im)");
-    let w2v = conv_weights(&mut rng, [o2, o1 / g2, k2, k2], unit);
+    let w2v = conv_weights(&mut rng, [o2, o1 / g2, k2, k2], unit, sym);
     let _ = writeln!(
         t,
         "  %w2 = f32[{o2},{},{k2},{k2}]{{3,2,1,0}} constant({{{w2v}}})",
@@ -291,7 +345,7 @@ fn conv_cases() -> Vec<Module> {
             (32, 3, 2, 1),
             (48, 3, 2, 1),
             128,
-            false,
+            (false, false),
         ),
         // 16 channels 1×1; then grouped 3×3 (4 groups of 8 channels: quads of whole groups).
         conv_model(
@@ -300,7 +354,7 @@ fn conv_cases() -> Vec<Module> {
             (32, 1, 1, 0),
             (64, 3, 1, 4),
             0,
-            true,
+            (true, false),
         ),
         // 64 channels 3×3 (the vector staging path); partial panels (40 output channels); integer
         // weights (with scales, stride-1 3×3 kernels take Winograd instead).
@@ -310,40 +364,41 @@ fn conv_cases() -> Vec<Module> {
             (64, 3, 1, 1),
             (40, 3, 1, 1),
             100,
-            true,
+            (true, false),
+        ),
+        // Weights without −128 (`vpmaddubsw` on signs on AVX2), scales, 1×1 and grouped 3×3.
+        conv_model(
+            "i8_conv_sym",
+            (16, 9, 11),
+            (32, 1, 1, 0),
+            (64, 3, 1, 4),
+            3,
+            (false, true),
         ),
     ]
 }
 
+/// Whether the convolution case's weights are integers (unit scales: exact on every path).
+fn integer_weights(m: &Module) -> bool {
+    !matches!(m.name.as_str(), "i8_conv_rgb" | "i8_conv_sym")
+}
+
 #[test]
-fn vnni_convolutions_match_the_reference() {
-    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+fn x86_convolutions_match_the_reference_and_vnni_bit_for_bit() {
     for m in &conv_cases() {
-        let asm = assembly(m, &vnni.name);
-        assert!(
-            asm.matches("vpdpbusd").count() >= 2,
-            "{}: the integer convolutions took no vpdpbusd",
-            m.name
-        );
-        if !vnni.runs_here() {
-            eprintln!("this CPU has no AVX-512 VNNI: vpdpbusd is compiled, not run");
-            continue;
-        }
-        let ins = input(m, 9);
-        let expected = evaluate(m, &ins).unwrap();
-        let tag = format!("int8-{}-{}", m.name, vnni.name);
-        let actual = run_compiled(m, &vnni, &ins, &tag);
-        if let Err(msg) = check_close(&actual[0], &expected[0]) {
-            panic!("{tag}: {msg}");
-        }
-        if m.name != "i8_conv_rgb" {
-            // Integer weights: exact sums on both paths.
-            assert_eq!(
-                actual[0].to_f32_vec(),
-                expected[0].to_f32_vec(),
-                "{tag}: not bit for bit"
+        for (name, instruction) in X86
+            .into_iter()
+            .zip(["vpdpbusd", "vpmaddwd", "vpmaddwd", "pmaddwd", "vpmaddwd"])
+        {
+            let asm = assembly(m, name);
+            assert!(
+                asm.matches(instruction).count() >= 2,
+                "{}: the integer convolutions took no {instruction} on {name}",
+                m.name
             );
         }
+        // Integer weights (all but the first case): exact sums on every path.
+        check_x86(m, &input(m, 9), integer_weights(m));
     }
 }
 
@@ -358,36 +413,86 @@ fn assembly(m: &Module, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A product whose data operand is not integer-valued (a parameter) by integer weights.
+fn float_model() -> Module {
+    let mut t = String::from("HloModule f\n\nENTRY %main {\n  %x = f32[8,130]{1,0} parameter(0)\n");
+    let w: Vec<String> = (0..130 * 40)
+        .map(|i| format!("{}", (i % 7) as f32 - 3.0))
+        .collect();
+    let _ = writeln!(
+        t,
+        "  %w = f32[130,40]{{1,0}} constant({{{}}})",
+        w.join(", ")
+    );
+    t.push_str("  %d = f32[8,40]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT %outputs = (f32[8,40]{1,0}) tuple(%d), names={y}\n}\n");
+    parse_module(&t).unwrap()
+}
+
 #[test]
-fn vpdpbusd_is_in_the_code_of_vnni_targets_only() {
+fn vpdpbusd_is_in_the_code_of_vnni_targets_only_vpmaddwd_of_the_other_x86() {
     let m = model("i8_asm", (8, 130, 40), 128, false, false);
     let asm = |name: &str| assembly(&m, name);
     for name in ["x86_64-avx512-vnni", "x86_64-avx512-bf16"] {
-        assert!(asm(name).contains("vpdpbusd"), "{name}: no vpdpbusd");
+        let a = asm(name);
+        assert!(a.contains("vpdpbusd"), "{name}: no vpdpbusd");
+        assert!(!a.contains("pmaddwd"), "{name} has vpmaddwd");
     }
-    for name in ["x86_64-avx512", "x86_64-avx2"] {
-        assert!(!asm(name).contains("vpdpbusd"), "{name} has vpdpbusd");
+    // `vpmaddwd` on the target's vectors: zmm with AVX-512BW, ymm with AVX2, xmm with SSE2; not
+    // `vpmaddubsw` (on signs) with a −128 among the weights, where its i16 sums could saturate.
+    for (name, reg) in [
+        ("x86_64-avx512", "zmm"),
+        ("x86_64-avx2", "ymm"),
+        ("x86_64", "xmm"),
+    ] {
+        let a = asm(name);
+        assert!(!a.contains("vpdpbusd"), "{name} has vpdpbusd");
+        assert!(!a.contains("pmaddubsw"), "{name} has vpmaddubsw");
+        assert!(
+            a.lines().any(|l| l.contains("pmaddwd") && l.contains(reg)),
+            "{name}: no pmaddwd on {reg}"
+        );
+    }
+    // The multi-ISA library: its AVX-512 and AVX2 variants both multiply words.
+    let multi = asm("x86_64-multi");
+    for reg in ["zmm", "ymm"] {
+        assert!(
+            multi
+                .lines()
+                .any(|l| l.contains("vpmaddwd") && l.contains(reg)),
+            "x86_64-multi: no vpmaddwd on {reg}"
+        );
     }
     // A data operand that is not integer-valued keeps the f32 kernel.
-    let float = {
-        let mut t =
-            String::from("HloModule f\n\nENTRY %main {\n  %x = f32[8,130]{1,0} parameter(0)\n");
-        let w: Vec<String> = (0..130 * 40)
-            .map(|i| format!("{}", (i % 7) as f32 - 3.0))
-            .collect();
-        let _ = writeln!(
-            t,
-            "  %w = f32[130,40]{{1,0}} constant({{{}}})",
-            w.join(", ")
+    for name in ["x86_64-avx512-vnni", "x86_64-avx2"] {
+        let a = assembly(&float_model(), name);
+        assert!(
+            !a.contains("vpdpbusd") && !a.contains("pmaddwd"),
+            "{name}: a float data operand took the integer kernel"
         );
-        t.push_str("  %d = f32[8,40]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT %outputs = (f32[8,40]{1,0}) tuple(%d), names={y}\n}\n");
-        parse_module(&t).unwrap()
-    };
-    let a = assembly(&float, "x86_64-avx512-vnni");
-    assert!(
-        !a.contains("vpdpbusd"),
-        "a float data operand took vpdpbusd"
-    );
+    }
+}
+
+#[test]
+fn avx2_takes_vpmaddubsw_on_signs_where_no_weight_is_minus_128() {
+    let sym = model_q("i8_asm_sym", (8, 130, 40), 128, false, false, true);
+    let conv = conv_cases().pop().unwrap();
+    for m in [&sym, &conv] {
+        let a = assembly(m, "x86_64-avx2");
+        for i in ["vpmaddubsw", "vpsignb", "vpabsb"] {
+            assert!(a.contains(i), "{}: no {i} on x86_64-avx2", m.name);
+        }
+        // No `vpsignb` on zmm, no `psignb` in SSE2: those keep `vpmaddwd` on widened words.
+        for name in ["x86_64-avx512", "x86_64"] {
+            assert!(
+                !assembly(m, name).contains("pmaddubsw"),
+                "{}: {name}",
+                m.name
+            );
+        }
+    }
+    // With a −128 among the weights AVX2 widens to words.
+    let m = model("i8_asm_min", (8, 130, 40), 128, false, false);
+    assert!(!assembly(&m, "x86_64-avx2").contains("pmaddubsw"));
 }
 
 /// The aarch64 targets, the instruction their int8 dots take and the CPU QEMU emulates for
@@ -398,11 +503,10 @@ const AARCH64: [(&str, &str, Option<&str>); 2] = [
     ("aarch64-neon", "sadalp", Some("cortex-a72")),
 ];
 
-/// The x86 results the aarch64 ones are compared with: the VNNI kernels where this CPU runs
-/// them, else the f32 path of `x86_64-avx512` (the same numbers where both are exact).
+/// The x86 results the aarch64 ones are compared with: the first of [`X86`] this CPU runs (all
+/// multiply int8 quads, VNNI or `vpmaddwd`: the same bits).
 fn x86_reference() -> Option<Target> {
-    ["x86_64-avx512-vnni", "x86_64-avx512", "x86_64-avx2"]
-        .into_iter()
+    X86.into_iter()
         .map(|n| Target::resolve(n).unwrap())
         .find(Target::runs_here)
 }
@@ -419,8 +523,8 @@ fn same_bits(a: &Literal, b: &Literal) -> usize {
 
 /// Runs `m` compiled for the aarch64 target `name` under qemu (on `cpu`, or QEMU's default)
 /// and checks it against the reference and x86: close always; bit for bit with the reference
-/// where `exact` (integer weights, sums below 2^24), with x86's VNNI kernels always (with x86's
-/// f32 path where `exact`).
+/// where `exact` (integer weights, sums below 2^24), with x86's int8 kernels (VNNI or
+/// `vpmaddwd`) always.
 fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, Option<&str>)) {
     let t = Target::resolve(name).unwrap();
     let expected = evaluate(m, ins).unwrap();
@@ -451,9 +555,7 @@ fn check_aarch64(m: &Module, ins: &[Literal], exact: bool, (name, cpu): (&str, O
         let same = same_bits(&arm[0], &x86[0]);
         eprintln!("{tag}: {same} of {n} values have {}'s bits", x.name);
         // The int8 kernels all give an exact sum rounded once: the same bits for any scales.
-        if exact || x.has_avx512_vnni() {
-            assert_eq!(same, n, "{tag}: differs from {}", x.name);
-        }
+        assert_eq!(same, n, "{tag}: differs from {}", x.name);
     }
 }
 
@@ -477,7 +579,7 @@ fn aarch64_convolutions_match_the_reference_and_x86() {
                 "{}: the integer convolutions took no {instruction} on {target}",
                 m.name
             );
-            check_aarch64(m, &input(m, 9), m.name != "i8_conv_rgb", (target, cpu));
+            check_aarch64(m, &input(m, 9), integer_weights(m), (target, cpu));
         }
     }
 }

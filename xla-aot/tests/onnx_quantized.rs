@@ -165,3 +165,87 @@ fn squeezenet_qdq_on_aarch64_equals_x86() {
         assert_eq!(same, a.len(), "{name} differs from x86_64-avx512-vnni");
     }
 }
+
+/// The QDQ squeezenet compiled for the x86-64 targets without VNNI, whose integer convolutions
+/// take `vpmaddwd` (`cpu/quad_dot.rs`: zmm on `x86_64-avx512`, xmm on `x86_64`) or, on
+/// `x86_64-avx2`, `vpmaddubsw` on signs (onnxruntime's weights are symmetric, no −128) and run
+/// here: within the bound of onnxruntime, and bit for bit the outputs of
+/// `x86_64-avx512-vnni` where this CPU runs it (the same exact integer sums, rounded once).
+#[test]
+fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
+    use xla_aot::target::Target;
+    let Some(root) = data_dir() else { return };
+    let dir = root.join("squeezenet_qdq_u8");
+    let path = dir.join("squeezenet_qdq_u8.onnx");
+    let bytes = std::fs::read(&path).unwrap();
+    let m = import_file_with(
+        &path,
+        &bytes,
+        "squeezenet_qdq_u8",
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let x = common::npy(&dir.join("input_0.npy"));
+    let want = common::npy(&dir.join("output_0.npy")).to_f64_vec();
+    let max = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let vnni = Target::resolve("x86_64-avx512-vnni").unwrap();
+    let reference = vnni
+        .runs_here()
+        .then(|| common::run_compiled(&m, &vnni, std::slice::from_ref(&x), "quant-sqz-vnni-x86"));
+    let mut opts = common::default_options();
+    for (name, instruction, reg) in [
+        ("x86_64-avx512", "vpmaddwd", "zmm"),
+        ("x86_64-avx2", "vpmaddubsw", "ymm"),
+        ("x86_64", "pmaddwd", "xmm"),
+    ] {
+        let t = Target::resolve(name).unwrap();
+        opts.codegen.assembly = true;
+        let asm = xla_aot::compile::compile_model(&m, &t, &opts)
+            .unwrap()
+            .assembly
+            .unwrap_or_default();
+        assert!(
+            asm.lines()
+                .any(|l| l.contains(instruction) && l.contains(reg)),
+            "{name}: the integer convolutions took no {instruction} on {reg}"
+        );
+        opts.codegen.assembly = false;
+        if !t.runs_here() {
+            eprintln!("this CPU does not run {name}: its code is compiled, not run");
+            continue;
+        }
+        let got = common::run_compiled(
+            &m,
+            &t,
+            std::slice::from_ref(&x),
+            &format!("quant-sqz-{name}"),
+        );
+        let g = got[0].to_f64_vec();
+        let worst = g
+            .iter()
+            .zip(&want)
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= bound(&dir, max),
+            "{name}: max error {worst:.3e} over the bound"
+        );
+        let Some(reference) = &reference else {
+            eprintln!("this CPU has no AVX-512 VNNI: the comparison with it is skipped");
+            continue;
+        };
+        let (a, b) = (
+            got[0].to_f32_vec().unwrap(),
+            reference[0].to_f32_vec().unwrap(),
+        );
+        let same = a
+            .iter()
+            .zip(&b)
+            .filter(|(p, q)| p.to_bits() == q.to_bits())
+            .count();
+        eprintln!(
+            "squeezenet_qdq_u8: {name} max error {worst:.3e} vs onnxruntime; {same} of {} values have x86_64-avx512-vnni's bits",
+            a.len()
+        );
+        assert_eq!(same, a.len(), "{name} differs from x86_64-avx512-vnni");
+    }
+}

@@ -17,16 +17,17 @@
 //! panels hold bfloat16 *pairs* instead ([`pack_gemm_pairs`]): two consecutive k of a column side
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
 //! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
-//! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI, or
-//! for `sdot` / `smull` on aarch64 ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8
-//! *quads*, four consecutive k of a column side by side, then the columns' scales and sums
-//! ([`write_int8_quads`], `cpu/gemm_i8.rs`). [`Packings::stored_bytes`] gives the bytes either
-//! way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
+//! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI,
+//! for `vpmaddwd` on other x86-64 targets, or for `sdot` / `smull` on aarch64
+//! ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8 *quads*, four consecutive k of a column
+//! side by side, then the columns' scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
+//! [`Packings::stored_bytes`] gives the bytes either way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 
 use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
+pub mod signs;
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
 
@@ -72,6 +73,8 @@ pub struct Packings {
     /// with the offset that makes its dot's data operand unsigned bytes (`x + offset` in
     /// [0, 255], `value_range::Range::u8_offset`).
     vnni: Vec<Option<i32>>,
+    /// Per entry instruction: a quad weight without −128 on AVX2 (`signs.rs`).
+    signs: Vec<bool>,
 }
 
 impl Packings {
@@ -84,6 +87,7 @@ impl Packings {
             int8: vec![false; hlo.entry.instructions.len()],
             bf16_pairs: false,
             vnni: vec![None; hlo.entry.instructions.len()],
+            signs: vec![false; hlo.entry.instructions.len()],
         }
     }
 
@@ -141,6 +145,7 @@ impl Packings {
             .collect();
         let vnni = vnni_offsets(hlo, target, &t, &of, &int8);
         Packings {
+            signs: signs::quads_avoiding_min(hlo, target, &of, &vnni),
             of,
             tiles: Some(t),
             precision: hlo.precision,
@@ -280,8 +285,8 @@ impl Packings {
     }
 
     /// The byte offset of the dot computed by entry instruction `id` when it reads its weight as
-    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd`, `sdot` or `smull`
-    /// (`cpu/quad_dot.rs`).
+    /// VNNI quads ([`write_int8_quads`]) and multiplies with `vpdpbusd`, `vpmaddwd`, `sdot` or
+    /// `smull` (`cpu/quad_dot.rs`).
     pub fn reads_vnni(&self, hlo: &Hlo, id: InstId) -> Option<i32> {
         let (_, _, rhs, _) = heavy_in(hlo, id)?;
         self.vnni[rhs.index()]
@@ -672,17 +677,26 @@ pub const VNNI_LANES: u32 = 16;
 pub const DOTPROD_LANES: u32 = 4;
 
 /// The i32 lanes of the 4-byte dot product that reads int8 quads on `target` (`cpu/quad_dot.rs`):
-/// `vpdpbusd` on AVX-512 VNNI; on aarch64 `sdot` with dotprod, else `smull`/`sadalp` (baseline
-/// NEON: every aarch64 target whose file does not turn NEON off); `None` where there is none.
-/// Quads are stored the same way for all: a vector of `lanes` columns × 4 k is `4 · lanes`
-/// consecutive bytes of a panel.
+/// `vpdpbusd` on AVX-512 VNNI (16); on other x86-64 targets `vpmaddwd` on the vectors of the
+/// tiles, the bytes widened to words: 16 with 512-bit vectors and AVX-512BW, 8 with 256-bit ones
+/// and AVX2, 4 (SSE2, every x86-64 CPU) with 128-bit ones; on aarch64 `sdot` with dotprod, else
+/// `smull`/`sadalp` (baseline NEON: every aarch64 target whose file does not turn NEON off);
+/// `None` where there is none. Quads are stored the same way for all: a vector of `lanes`
+/// columns × 4 k is `4 · lanes` consecutive bytes of a panel.
 pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
+    use crate::target::Arch;
     if target.has_avx512_vnni() {
-        Some(VNNI_LANES)
-    } else if target.arch == crate::target::Arch::Aarch64 && !target.features.contains("-neon") {
-        Some(DOTPROD_LANES)
-    } else {
-        None
+        return Some(VNNI_LANES);
+    }
+    match target.arch {
+        Arch::X86_64 => match target.vector_bits {
+            512 if target.has_avx512bw() => Some(16),
+            256 if target.has_avx2() => Some(8),
+            128 => Some(4),
+            _ => None,
+        },
+        Arch::Aarch64 if !target.features.contains("-neon") => Some(DOTPROD_LANES),
+        _ => None,
     }
 }
 
@@ -691,7 +705,7 @@ const VNNI_MAX_K: usize = 65_536;
 
 /// Per entry instruction, the byte offset of the int8 GEMM weights stored as VNNI quads: on a
 /// target with a 4-byte dot product whose vectors are the tiles' ([`quad_dot_lanes`]: AVX-512
-/// VNNI with 16 lanes, aarch64 with 4), an f32 module's int8 GEMM weight (`int8`) whose
+/// VNNI with 16 lanes, other x86-64 with the tiles' 16, 8 or 4, aarch64 with 4), an f32 module's int8 GEMM weight (`int8`) whose
 /// dot's data operand holds integers within one byte's range.
 fn vnni_offsets(
     hlo: &Hlo,
@@ -775,7 +789,8 @@ fn quads_len(k: usize, n_pad: usize) -> usize {
 /// Writes GEMM panels (`f32s`, [`pack_gemm`]'s layout, `k` rows of `nr` columns per panel) whose
 /// columns are int8 × `scales` as VNNI quads: panel `p` holds the int8 of `B[4q + b, p·nr + j]` at
 /// byte `((p·K4 + q)·nr + j)·4 + b` with `K4 = ⌈K/4⌉` (zero past K), so 64 bytes are 16 columns ×
-/// 4 k, one `vpdpbusd` operand, and 16 bytes 4 columns × 4 k, one `sdot` operand. Then one f32
+/// 4 k, one `vpdpbusd` operand (or a zmm `vpmaddwd` pair's), 32 bytes one ymm `vpmaddwd` pair's,
+/// and 16 bytes 4 columns × 4 k, one `sdot` operand. Then one f32
 /// scale per padded column, then one i32 per padded column: the sum of its int8 values (the
 /// zero-point correction of `cpu/gemm_i8.rs`).
 fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut [u8]) {

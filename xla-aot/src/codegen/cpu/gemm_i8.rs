@@ -1,6 +1,6 @@
 //! The integer GEMM micro-kernel: i32 accumulators += products of 4 bytes each, with the
-//! target's 4-byte dot product (`quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64 with
-//! dotprod, `smull`/`sadalp` on baseline NEON); for the dots of quantized models: int8 weights
+//! target's 4-byte dot product (`quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `vpmaddwd` on other
+//! x86-64, `sdot` on aarch64 with dotprod, `smull`/`sadalp` on baseline NEON); for the dots of quantized models: int8 weights
 //! times activations that hold integers of one byte's range (`ir/value_range.rs`), such as
 //! `convert(q) − zero_point`.
 //!
@@ -10,11 +10,11 @@
 //!   `lanes` i32 is `lanes` columns × k `4q..4q+3`; after the panels, each padded column's f32
 //!   scale `s`, then the i32 sum of its int8 values `Σq`.
 //! - A's integers plus the dot's byte offset `o` are the bytes the instruction reads: `o` is the
-//!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for `vpdpbusd`'s
-//!   unsigned bytes, −128 for the signed ones of aarch64, `Cpu.vnni`); they are packed per row block
-//!   and K-block into the task's slice of the arena's kernel scratch (`gemm_pack.rs`; a stack
-//!   buffer when the buffer plan reserved none), of at most `gemm_bf16::A_BLOCK_BYTES`
-//!   ([`Cg::pack_a_quads`]):
+//!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for the unsigned
+//!   bytes of `vpdpbusd` and `vpmaddwd`, −128 for the signed ones of aarch64, `Cpu.vnni`); they
+//!   are packed per row block and K-block into the task's slice of the arena's kernel scratch
+//!   (`gemm_pack.rs`; a stack buffer when the buffer plan reserved none), of at most
+//!   `gemm_bf16::A_BLOCK_BYTES` ([`Cg::pack_a_quads`]):
 //!   row `r` of the block at dword `r · kc/4`, quad `q` (k `k0 + 4q + b` in byte `b`, zero past
 //!   K) at `+ q`; the micro-kernel broadcasts one dword per row and quad.
 //! - `Σ (a + o)·q` is summed exactly in i32 (no overflow below 2^31: K ≤ 65536), starting from
@@ -52,14 +52,19 @@ pub(super) fn kc(t: &Tiles) -> usize {
     (t.kc * 4).max(4)
 }
 
-/// Rows of an int8 micro-tile on `target`: the f32 tile's (`Tiles::mr`), fewer where one
-/// accumulator takes two registers (baseline NEON, `quad_dot.rs`) so that the accumulators, one
-/// register per B vector, the broadcast row and `smull`'s two products stay in registers.
+/// Rows of an int8 micro-tile on `target`: the f32 tile's (`Tiles::mr`), fewer where the dot
+/// product takes more registers (`quad_dot.rs`) so that everything stays in registers: on
+/// baseline NEON (two per accumulator) the accumulators, one register per B vector, the
+/// broadcast row and `smull`'s two products; with `vpmaddwd` the accumulators, two per B vector
+/// (its widened low and high bytes), two for the row's and two for the products.
 pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
-    match DotKind::of(target).map(DotKind::registers) {
-        Some(r) if r > 1 => {
-            let regs = target.vector_registers as usize;
-            (regs.saturating_sub(t.nv + 3) / (t.nv * r)).clamp(1, t.mr)
+    let regs = target.vector_registers as usize;
+    match DotKind::of(target) {
+        Some(d @ DotKind::Neon) => {
+            (regs.saturating_sub(t.nv + 3) / (t.nv * d.registers())).clamp(1, t.mr)
+        }
+        Some(d @ DotKind::Madd) => {
+            (regs.saturating_sub(t.nv * d.b_registers() + 4) / t.nv).clamp(1, t.mr)
         }
         _ => t.mr,
     }

@@ -96,7 +96,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .bf16_pairs
             .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
-        let shift = quad_dot::byte_shift(self.target);
+        let signs = self.be.packings.quads_avoid_min(self.hlo, id);
+        self.be.vnni_signs.set(signs);
+        let shift = quad_dot::byte_shift(self.target, signs);
         self.be
             .vnni
             .set(self.be.packings.reads_vnni(self.hlo, id).map(|o| o + shift));

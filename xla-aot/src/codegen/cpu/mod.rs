@@ -80,8 +80,12 @@ pub struct Cpu {
     bf16_pairs: Cell<bool>,
     /// The kernel's dot reads int8 VNNI quads with this byte offset of its data operand: the
     /// unsigned one of `Packings::reads_vnni` plus the dot product's `quad_dot::byte_shift`
-    /// (`a + offset` are the bytes `vpdpbusd`, `sdot` or `smull` reads, `quad_dot.rs`).
+    /// (`a + offset` are the bytes `vpdpbusd`, `vpmaddwd`, `vpmaddubsw`, `sdot` or `smull` reads,
+    /// `quad_dot.rs`).
     vnni: Cell<Option<i32>>,
+    /// Those quads hold no −128 and the target multiplies such with `vpmaddubsw` on signs
+    /// (`Packings::quads_avoid_min`, `quad_dot.rs` `DotKind::Signs`).
+    vnni_signs: Cell<bool>,
     /// The current kernel's Winograd geometry, when its convolution takes that path.
     winograd: Cell<Option<crate::codegen::core::winograd::Geometry>>,
     /// The current kernel's packed-A plan, when its f32 GEMM packs A into the kernel scratch
@@ -119,6 +123,7 @@ impl Cpu {
             half_rhs: Cell::new(None),
             bf16_pairs: Cell::new(false),
             vnni: Cell::new(None),
+            vnni_signs: Cell::new(false),
             winograd: Cell::new(None),
             a_pack: Cell::new(None),
             reg_epi: RefCell::new(None),

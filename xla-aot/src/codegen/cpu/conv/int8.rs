@@ -1,8 +1,8 @@
 //! The int8 [`ConvPath::PixelsByChannels`](super::ConvPath::PixelsByChannels) micro-kernel: a
 //! convolution of int8 weights over activations that hold integers of one byte's range
 //! (`ir/value_range.rs`), such as a quantized model's `convert(q) − zero_point`, with the
-//! target's 4-byte dot product (`cpu/quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `sdot` on aarch64
-//! with dotprod, `smull`/`sadalp` on baseline NEON), 4 input channels per step.
+//! target's 4-byte dot product (`cpu/quad_dot.rs`: `vpdpbusd` on AVX-512 VNNI, `vpmaddwd` on
+//! other x86-64, `sdot` on aarch64 with dotprod, `smull`/`sadalp` on baseline NEON), 4 input channels per step.
 //!
 //! Contract:
 //! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
@@ -73,10 +73,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         let regs = self.target.vector_registers as usize;
-        // An accumulator takes two registers on baseline NEON (`quad_dot.rs`).
-        let acc_regs = DotKind::of(self.target).map_or(1, DotKind::registers);
-        let rows_max =
-            ((regs - nv - spare_registers(regs)) / (nv * acc_regs)).clamp(1, MAX_PIXEL_ROWS);
+        // An accumulator takes two registers on baseline NEON, a B vector two with `vpmaddwd`,
+        // which also widens the row into two and makes two products (`quad_dot.rs`).
+        let kind = DotKind::of(self.target);
+        let acc_regs = kind.map_or(1, DotKind::registers);
+        let b_regs = nv * kind.map_or(1, DotKind::b_registers);
+        let madd_regs = if kind == Some(DotKind::Madd) { 3 } else { 0 };
+        let rows_max = ((regs - b_regs - madd_regs - spare_registers(regs)) / (nv * acc_regs))
+            .clamp(1, MAX_PIXEL_ROWS);
         let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
