@@ -28,8 +28,11 @@ use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
 pub mod signs;
+mod stage;
+
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
+pub use stage::{VNNI_CONV_MAX_ROWS, VNNI_STAGE_BYTES, vnni_conv_stage_bytes};
 
 /// What [`packing_of`] decides with.
 struct Choice<'a> {
@@ -741,8 +744,10 @@ fn vnni_offsets(
                     _ => continue,
                 };
                 // A row tile holds at most one output row's pixels.
-                let ow = out_shape.dims.get(3).copied();
-                let rows = ow.unwrap_or(VNNI_CONV_MAX_ROWS).min(VNNI_CONV_MAX_ROWS);
+                let rows = out_shape
+                    .dims
+                    .get(3)
+                    .map_or(VNNI_CONV_MAX_ROWS, |&w| w.min(VNNI_CONV_MAX_ROWS));
                 w.dims[1..].iter().product::<usize>() <= VNNI_MAX_K
                     && vnni_conv_stage_bytes(&window, *groups, x, w, rows) <= VNNI_STAGE_BYTES
             }
@@ -753,32 +758,6 @@ fn vnni_offsets(
         }
     }
     out
-}
-
-/// Most pixels in one row tile of the int8 convolution (`cpu/conv/int8.rs`): the f32 tile's
-/// limit (`cpu/conv.rs` `MAX_PIXEL_ROWS`), which bounds the input span a tile stages.
-pub const VNNI_CONV_MAX_ROWS: usize = 24;
-
-/// Bytes of the stack buffer an int8 convolution stages one row tile's input rows into, as
-/// unsigned bytes (`cpu/conv/int8.rs`): 64 KiB, as the bf16 GEMM's packed A (a small part of a
-/// thread's stack, in L2 while every panel passes over it).
-pub const VNNI_STAGE_BYTES: usize = 64 * 1024;
-
-/// The bytes of the staged input of one row tile of `rows` output pixels of a 2-D convolution
-/// (`x` [N, C, H, W], kernel `w` [O, C/G, KH, KW]): `KH` rows of the pixels the tile's taps read,
-/// each pixel's channels as whole quads per group.
-pub fn vnni_conv_stage_bytes(
-    window: &Window,
-    groups: usize,
-    x: &Shape,
-    w: &Shape,
-    rows: usize,
-) -> usize {
-    if window.rank() != 2 || x.rank() != 4 || w.rank() != 4 {
-        return usize::MAX;
-    }
-    let span = (rows.max(1) - 1) * window.stride[1] + (w.dims[3] - 1) * window.dilation[1] + 1;
-    w.dims[2] * span * groups * w.dims[1].div_ceil(4) * 4
 }
 
 /// Bytes of a VNNI-quad weight of `k` rows and `n_pad` padded columns ([`write_int8_quads`]).
