@@ -3,18 +3,28 @@
 //! product's f32 data operand holds only integers of one 8-bit range: the shifted activations
 //! `convert(q) − zero_point` of a quantized model, which they then multiply as bytes.
 //!
-//! Contract: [`ranges`] is sound for the values the compiled code computes. An interval with
-//! `integer` set holds integers only, exactly representable in its element type. f32 arithmetic
-//! is bounded outward by one rounding step ([`widen`]), and an f32 result whose every value is
-//! at least 2^23 in magnitude is an integer (f32's spacing there is 1 or more): the rounding trick
-//! of `front/onnx/quant.rs`, `(c + 1.5·2^23) − 1.5·2^23`, is recognised as giving integers that
-//! way. Ops the analysis does not follow give [`Range::ANY`] (every f32 or i32, NaN included).
+//! Contract: [`ranges`] is sound for the values the compiled code computes. `nan` is false only
+//! where no element can be NaN: f32 parameters may be NaN, and NaN spreads through arithmetic,
+//! `maximum`/`minimum` and `clamp`; only a conversion to an integer type (NaN gives 0) and
+//! arithmetic on finite ranges that cannot overflow make values NaN-free again. An interval with
+//! `integer` set holds integers only, exactly representable in its element type, and no NaN.
+//! f32 arithmetic is bounded outward by one rounding step ([`widen`]), and a NaN-free f32 result
+//! whose every value is at least 2^23 in magnitude is an integer (f32's spacing there is 1 or
+//! more): the rounding trick of `front/onnx/quant.rs`, `(c + 1.5·2^23) − 1.5·2^23`, is recognised
+//! as giving integers that way. A dot or convolution of NaN-free finite operands is bounded by
+//! `K · max|x| · max|w|` (so a quantized model's requantization chains are NaN-free).
+//! Ops the analysis does not follow give [`Range::ANY`] (every f32 or i32, NaN included).
 //! It never looks at run-time data: entry parameters are bounded by their C API type only (a
 //! uint8 input is [0, 255]).
 
 use crate::ir::{
     BinaryOp, Computation, DType, InstId, Instruction, Module as Hlo, Op, ReduceKind, UnaryOp,
 };
+
+/// Largest bound a dot or convolution result may have for the analysis to call it finite: far
+/// below f32's largest value (3.4e38), so no partial sum in any summation order (Winograd's
+/// transforms scale by at most a few dozen) overflows.
+const MAX_PRODUCT_BOUND: f64 = 1e30;
 
 /// Below this magnitude every integer is an exact f32 (2^24); sums and products of such integers
 /// are exact while they stay below it.
@@ -36,6 +46,8 @@ pub struct Range {
     pub hi: f64,
     /// Every element is an integer (and none is NaN).
     pub integer: bool,
+    /// Some element may be NaN.
+    pub nan: bool,
 }
 
 impl Range {
@@ -44,6 +56,7 @@ impl Range {
         lo: f64::NEG_INFINITY,
         hi: f64::INFINITY,
         integer: false,
+        nan: true,
     };
 
     fn int(lo: f64, hi: f64) -> Range {
@@ -51,7 +64,18 @@ impl Range {
             lo,
             hi,
             integer: true,
+            nan: false,
         }
+    }
+
+    /// NaN-free and bounded by finite values.
+    fn finite(&self) -> bool {
+        !self.nan && self.lo.is_finite() && self.hi.is_finite()
+    }
+
+    /// The largest magnitude.
+    fn magnitude(&self) -> f64 {
+        self.lo.abs().max(self.hi.abs())
     }
 
     /// The range of a C API (or IR) element type.
@@ -72,6 +96,7 @@ impl Range {
             lo: self.lo.min(o.lo),
             hi: self.hi.max(o.hi),
             integer: self.integer && o.integer,
+            nan: self.nan || o.nan,
         }
     }
 
@@ -90,12 +115,24 @@ impl Range {
     }
 }
 
-/// A result computed in f32 lying in `[lo, hi]` before rounding: integer when `integer` and
-/// exact, else bounded outward by one rounding step; integer anyway where every value is at least
-/// 2^23 in magnitude.
-fn widen(lo: f64, hi: f64, integer: bool, dtype: DType) -> Range {
+/// A result computed in f32 lying in `[lo, hi]` before rounding (`nan`: or NaN): integer when
+/// `integer` and exact, else bounded outward by one rounding step; integer anyway where every
+/// value is at least 2^23 in magnitude and none is NaN. Bounds beyond f32's largest value are
+/// infinite (the value may overflow).
+fn widen(lo: f64, hi: f64, integer: bool, nan: bool, dtype: DType) -> Range {
     if lo.is_nan() || hi.is_nan() {
         return Range::ANY;
+    }
+    let big = f64::from(f32::MAX);
+    let lo = if lo < -big { f64::NEG_INFINITY } else { lo };
+    let hi = if hi > big { f64::INFINITY } else { hi };
+    if nan && dtype == DType::F32 {
+        return Range {
+            lo,
+            hi,
+            integer: false,
+            nan: true,
+        };
     }
     if dtype != DType::F32 {
         // i32 arithmetic: exact within the type (wrapping is not followed: give up).
@@ -120,6 +157,7 @@ fn widen(lo: f64, hi: f64, integer: bool, dtype: DType) -> Range {
         lo: if all_int { lo.floor() } else { lo },
         hi: if all_int { hi.ceil() } else { hi },
         integer: all_int && lo.is_finite() && hi.is_finite(),
+        nan: false,
     }
 }
 
@@ -137,19 +175,25 @@ pub fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
     let mut out: Vec<Range> = Vec::with_capacity(c.instructions.len());
     for inst in &c.instructions {
         let of = |o: InstId| out[o.index()];
-        let r = instruction(inst, &of, params);
+        let count = |o: InstId| c.inst(o).shape.element_count();
+        let r = instruction(inst, &of, &count, params);
         out.push(r);
     }
     out
 }
 
-fn instruction(inst: &Instruction, of: &dyn Fn(InstId) -> Range, params: &[Range]) -> Range {
+fn instruction(
+    inst: &Instruction,
+    of: &dyn Fn(InstId) -> Range,
+    count: &dyn Fn(InstId) -> usize,
+    params: &[Range],
+) -> Range {
     let dt = inst.shape.dtype;
     let ops: Vec<Range> = inst.operands.iter().map(|&o| of(o)).collect();
     let r = match &inst.op {
         Op::Parameter { index } => params.get(*index).copied().unwrap_or(Range::ANY),
         Op::Constant(lit) => constant(lit),
-        Op::Unary(UnaryOp::Negate) => widen(-ops[0].hi, -ops[0].lo, ops[0].integer, dt),
+        Op::Unary(UnaryOp::Negate) => widen(-ops[0].hi, -ops[0].lo, ops[0].integer, ops[0].nan, dt),
         Op::Unary(UnaryOp::Abs) => {
             let a = ops[0];
             let lo = if a.lo <= 0.0 && a.hi >= 0.0 {
@@ -157,18 +201,30 @@ fn instruction(inst: &Instruction, of: &dyn Fn(InstId) -> Range, params: &[Range
             } else {
                 a.lo.abs().min(a.hi.abs())
             };
-            widen(lo, a.lo.abs().max(a.hi.abs()), a.integer, dt)
+            widen(lo, a.magnitude(), a.integer, a.nan, dt)
+        }
+        Op::Dot(_) | Op::Convolution { .. } => {
+            // |Σ x·w| ≤ K · max|x| · max|w|, with K at most the weight's element count.
+            let (x, w) = (ops[0], ops[1]);
+            let bound = count(inst.operands[1]) as f64 * x.magnitude() * w.magnitude();
+            if x.finite() && w.finite() && bound <= MAX_PRODUCT_BOUND {
+                widen(-bound, bound, false, false, dt)
+            } else {
+                Range::ANY
+            }
         }
         Op::Binary(op) => binary(*op, ops[0], ops[1], dt),
         Op::Convert { to } => convert(ops[0], *to),
         Op::Compare(_) => Range::int(0.0, 1.0),
         Op::Select => ops[1].union(ops[2]),
         Op::Clamp => {
+            // NaN passes through (`core/elemental.rs`).
             let (l, x, h) = (ops[0], ops[1], ops[2]);
             Range {
                 lo: x.lo.max(l.lo).min(h.lo),
                 hi: x.hi.max(l.hi).min(h.hi),
                 integer: l.integer && x.integer && h.integer,
+                nan: l.nan || x.nan || h.nan,
             }
         }
         Op::Broadcast { .. } | Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } => ops[0],
@@ -211,7 +267,26 @@ fn instruction(inst: &Instruction, of: &dyn Fn(InstId) -> Range, params: &[Range
 
 fn constant(lit: &crate::ir::Literal) -> Range {
     if lit.element_count() > MAX_SCANNED {
-        return Range::of_dtype(lit.dtype);
+        // A weight: only its magnitude and whether it is finite (one pass over its bytes).
+        return match (lit.dtype, lit.bytes()) {
+            (DType::F32, Some(b)) => {
+                let m = b
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).abs())
+                    .fold(0.0f32, |m, v| if v > m || v.is_nan() { v } else { m });
+                if m.is_finite() {
+                    Range {
+                        lo: -f64::from(m),
+                        hi: f64::from(m),
+                        integer: false,
+                        nan: false,
+                    }
+                } else {
+                    Range::ANY
+                }
+            }
+            (d, _) => Range::of_dtype(d),
+        };
     }
     let values: Vec<f64> = match lit.dtype {
         DType::F32 => match lit.to_f32_vec() {
@@ -233,32 +308,43 @@ fn constant(lit: &crate::ir::Literal) -> Range {
         lo,
         hi,
         integer: values.iter().all(|v| v.fract() == 0.0),
+        nan: false,
     }
 }
 
 fn binary(op: BinaryOp, a: Range, b: Range, dt: DType) -> Range {
     let both = a.integer && b.integer;
+    // inf − inf, 0 · inf: NaN unless both operands are finite.
+    let nan = !(a.finite() && b.finite());
+    let quotients = |a: Range, b: Range| [a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi];
+    let products = |a: Range, b: Range| [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+    let spread = |p: [f64; 4], integer: bool| {
+        if p.iter().any(|v| v.is_nan()) {
+            return Range::ANY;
+        }
+        let lo = p.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        widen(lo, hi, integer, nan, dt)
+    };
     match op {
-        BinaryOp::Add => widen(a.lo + b.lo, a.hi + b.hi, both, dt),
-        BinaryOp::Subtract => widen(a.lo - b.hi, a.hi - b.lo, both, dt),
-        BinaryOp::Multiply => {
-            let p = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
-            if p.iter().any(|v| v.is_nan()) {
-                return Range::ANY;
-            }
-            let lo = p.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            widen(lo, hi, both, dt)
+        BinaryOp::Add => widen(a.lo + b.lo, a.hi + b.hi, both, nan, dt),
+        BinaryOp::Subtract => widen(a.lo - b.hi, a.hi - b.lo, both, nan, dt),
+        BinaryOp::Multiply => spread(products(a, b), both),
+        // f32 only: a quotient by a divisor that excludes 0 (an integer quotient is not followed).
+        BinaryOp::Divide if dt == DType::F32 && (b.lo > 0.0 || b.hi < 0.0) => {
+            spread(quotients(a, b), false)
         }
         BinaryOp::Maximum => Range {
             lo: a.lo.max(b.lo),
             hi: a.hi.max(b.hi),
             integer: both,
+            nan: a.nan || b.nan,
         },
         BinaryOp::Minimum => Range {
             lo: a.lo.min(b.lo),
             hi: a.hi.min(b.hi),
             integer: both,
+            nan: a.nan || b.nan,
         },
         BinaryOp::Divide | BinaryOp::Power => Range::ANY,
     }
@@ -267,15 +353,15 @@ fn binary(op: BinaryOp, a: Range, b: Range, dt: DType) -> Range {
 /// `convert` to `to`: f32 → i32 rounds toward zero and saturates (NaN gives 0).
 fn convert(x: Range, to: DType) -> Range {
     match to {
-        DType::F32 => widen(x.lo, x.hi, x.integer, DType::F32),
+        DType::F32 => widen(x.lo, x.hi, x.integer, x.nan, DType::F32),
         DType::Pred => Range::int(0.0, 1.0),
         _ => {
             let full = Range::of_dtype(to);
             if x.lo.is_nan() || x.hi.is_nan() {
                 return full;
             }
-            // NaN converts to 0: an f32 range that may hold NaN (not integer) includes 0.
-            let (lo, hi) = if x.integer {
+            // NaN converts to 0: an f32 range that may hold NaN includes 0.
+            let (lo, hi) = if x.integer && !x.nan {
                 (x.lo, x.hi)
             } else {
                 (x.lo.trunc().min(0.0), x.hi.trunc().max(0.0))
@@ -318,19 +404,60 @@ ENTRY %main {
   ROOT %outputs = (f32[4]{0}) tuple(%a), names={a}
 }
 ");
+        // The input may be NaN, which passes the clamp and the rounding: not integers until the
+        // s32 conversion (NaN → 0).
         assert_eq!(
             r[3],
             Range {
                 lo: -128.0,
                 hi: 127.0,
-                integer: false
+                integer: false,
+                nan: true
             }
         );
-        assert_eq!(r[6], Range::int(12_582_784.0, 12_583_039.0));
-        assert_eq!(r[7], Range::int(-128.0, 127.0));
-        assert_eq!(r[10], Range::int(0.0, 255.0));
+        assert!(r[6].nan && !r[6].integer && !r[7].integer && !r[10].integer);
+        assert_eq!(r[11], Range::int(0.0, 255.0));
         assert_eq!(r[13], Range::int(-128.0, 127.0));
         assert_eq!(r[13].u8_offset(), Some(128));
+    }
+
+    #[test]
+    fn a_requantized_product_of_integers_is_nan_free_and_integer() {
+        // conv(q, w) of NaN-free integers is bounded; its requantization (scale, saturate,
+        // round) then holds integers an s32 holds, so its s32 round trip is exact.
+        let r = of("HloModule m
+
+ENTRY %main {
+  %x = f32[1,2,3,3]{3,2,1,0} parameter(0)
+  %xi = i32[1,2,3,3]{3,2,1,0} convert(%x)
+  %q = f32[1,2,3,3]{3,2,1,0} convert(%xi)
+  %w = f32[4,2,1,1]{3,2,1,0} constant({1, -2, 3, 0.5, 2, 1, -1, 4})
+  %c = f32[1,4,3,3]{3,2,1,0} convolution(%q, %w), window={size=1x1}, dim_labels=bf01_oi01->bf01
+  %s = f32[] constant(0.25)
+  %sb = f32[1,4,3,3]{3,2,1,0} broadcast(%s), dimensions={}
+  %d = f32[1,4,3,3]{3,2,1,0} divide(%c, %sb)
+  %lo = f32[] constant(-128)
+  %lob = f32[1,4,3,3]{3,2,1,0} broadcast(%lo), dimensions={}
+  %hi = f32[] constant(127)
+  %hib = f32[1,4,3,3]{3,2,1,0} broadcast(%hi), dimensions={}
+  %cl = f32[1,4,3,3]{3,2,1,0} clamp(%lob, %d, %hib)
+  %k = f32[] constant(12582912)
+  %kb = f32[1,4,3,3]{3,2,1,0} broadcast(%k), dimensions={}
+  %up = f32[1,4,3,3]{3,2,1,0} add(%cl, %kb)
+  %rd = f32[1,4,3,3]{3,2,1,0} subtract(%up, %kb)
+  ROOT %outputs = (f32[1,4,3,3]{3,2,1,0}) tuple(%rd), names={rd}
+}
+");
+        assert!(
+            !r[4].nan && r[4].lo.is_finite() && !r[4].integer,
+            "{:?}",
+            r[4]
+        );
+        assert!(!r[7].nan, "{:?}", r[7]);
+        assert_eq!(r[16], Range::int(-128.0, 127.0));
+        assert!(r[16].fits_s32());
+        // The same chain over a parameter that may be NaN is not.
+        assert!(r[1].integer && !of("HloModule m\n\nENTRY %main {\n  %x = f32[4]{0} parameter(0)\n  %k = f32[] constant(12582912)\n  %kb = f32[4]{0} broadcast(%k), dimensions={}\n  %up = f32[4]{0} add(%x, %kb)\n  ROOT %outputs = (f32[4]{0}) tuple(%up), names={up}\n}\n")[3].integer);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! batch-norm folding then has constants to fold into the weights; max pools then move before
 //! the monotone chains that fed them (what batch-norm folding left: bias, ReLU, quantization),
 //! so those run on the pooled values; channel shuffles then move down to the convolution that
-//! reads them (past the per-channel bias, ReLU and depthwise convolution between);
+//! reads them (past the per-channel bias, ReLU and depthwise convolution between); integer
+//! steps the value ranges prove exact go (a requantization's zero point and s32 round trip);
 //! CSE merges what is left
 //! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
 
@@ -19,6 +20,7 @@ pub mod bn_fold;
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
+pub mod exact_integers;
 pub mod fusion;
 pub mod layout;
 pub mod pool_first;
@@ -63,6 +65,7 @@ pub const PASS_NAMES: &[&str] = &[
     "batchnorm-folding",
     "pool-first",
     "shuffle-sinking",
+    "exact-integers",
     "cse",
     "dce",
     "layout-assignment",
@@ -80,6 +83,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "batchnorm-folding",
         "pool-first",
         "shuffle-sinking",
+        "exact-integers",
         "cse",
         "dce",
     ],
@@ -96,6 +100,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
         "pool-first" => Box::new(pool_first::PoolFirst),
         "shuffle-sinking" => Box::new(shuffle_sink::ShuffleSink),
+        "exact-integers" => Box::new(exact_integers::ExactIntegers),
         "cse" => Box::new(cse::Cse),
         "dce" => Box::new(dce::Dce),
         "fusion" => Box::new(fusion::FusionPass::default()),
