@@ -27,11 +27,13 @@
 use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
+mod direct;
 pub mod signs;
 mod stage;
 
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
+use direct::{int8_direct, integer_valued};
 pub use stage::{VNNI_CONV_MAX_ROWS, VNNI_STAGE_BYTES, vnni_conv_stage_bytes};
 
 /// What [`packing_of`] decides with.
@@ -40,6 +42,8 @@ struct Choice<'a> {
     target: &'a Target,
     /// Arena scratch bytes reserved for Winograd convolutions.
     scratch: usize,
+    /// The entry's value ranges, computed on first use.
+    ranges: std::cell::OnceCell<Vec<crate::ir::value_range::Range>>,
 }
 
 /// How a weight is stored when a dot or convolution reads it packed.
@@ -122,6 +126,7 @@ impl Packings {
             tiles: t,
             target,
             scratch,
+            ranges: std::cell::OnceCell::new(),
         };
         let of: Vec<Option<Packing>> = (0..c.instructions.len())
             .map(|i| match c.instructions[i].op {
@@ -493,22 +498,6 @@ fn narrow_on_gpu(hlo: &Hlo, c: InstId) -> bool {
     read
 }
 
-/// Whether a constant holds only integers (below 2^24, so f32 sums of their products with
-/// integer data are exact): the shifted weights of a quantized model's integer path
-/// (`front/onnx/quant.rs`), which must not take Winograd, whose transforms' fractions round.
-fn integer_valued(inst: &crate::ir::Instruction) -> bool {
-    let Op::Constant(lit) = &inst.op else {
-        return false;
-    };
-    let Some(bytes) = lit.bytes() else {
-        return false;
-    };
-    bytes.chunks_exact(4).all(|b| {
-        let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        v.fract() == 0.0 && v.abs() < 16_777_216.0
-    })
-}
-
 /// How constant `c` is stored packed, if every use of it is as the weight operand of a dot or
 /// convolution that reads it packed, all the same way.
 fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
@@ -546,7 +535,10 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
                 window,
                 feature_group_count: groups,
             } => match winograd::choose(window, *groups, ls, rs, &out, cx.target).filter(|g| {
-                g.scratch_bytes() <= cx.scratch && !integer_valued(e.inst(c)) && mapped.is_none()
+                g.scratch_bytes() <= cx.scratch
+                    && !integer_valued(e.inst(c))
+                    && mapped.is_none()
+                    && !int8_direct(hlo, c, lhs, window, *groups, &out, cx)
             }) {
                 Some(g) => Packing::Winograd(g),
                 None if conv_packable(window, *groups, ls, rs, &out, t) => {
