@@ -407,6 +407,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .into_vector_value()
     }
 
+    /// The f32 elements `off + l·step` of buffer `p` in lanes `l < v.store` of a vector (the
+    /// other lanes zero).
+    fn gather_lanes(
+        &self,
+        p: inkwell::values::PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        step: u64,
+        v: &VecCol,
+    ) -> VectorValue<'ctx> {
+        let mut r = self.vec_ty(v.lanes).const_zero();
+        for l in 0..v.store {
+            let at = self.add(off, self.i64(l as u64 * step));
+            let e = self.load(p, at, DType::F32).into_float_value();
+            let lane = self.ctx.i32_type().const_int(l as u64, false);
+            r = self.b.build_insert_element(r, e, lane, "").unwrap();
+        }
+        r
+    }
+
     /// `convert(convert(x, s32), f32)` lane by lane, with `core/elemental.rs` `convert`'s
     /// instructions: truncation, saturation at ±2^31, NaN to 0, then back to f32.
     fn vint_round_trip(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
@@ -528,26 +547,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let r = if step == 1 && v.store == v.lanes {
                         self.vload(k.args[param], off, v.lanes)
                     } else {
-                        let mut r = self.vec_ty(v.lanes).const_zero();
-                        for l in 0..v.store {
-                            let e = self
-                                .load(
-                                    k.args[param],
-                                    self.add(off, self.i64(l as u64 * step)),
-                                    DType::F32,
-                                )
-                                .into_float_value();
-                            r = self
-                                .b
-                                .build_insert_element(
-                                    r,
-                                    e,
-                                    self.ctx.i32_type().const_int(l as u64, false),
-                                    "",
-                                )
-                                .unwrap();
-                        }
-                        r
+                        self.gather_lanes(k.args[param], off, step, v)
                     };
                     self.apply_steps(own, k, r, row, col, v, role)
                 }
@@ -573,24 +573,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         self.splat(s, v.lanes)
                     }
                     TilePos::Col if v.store == v.lanes => self.vload(k.args[param], col, v.lanes),
-                    TilePos::Col => {
-                        let mut r = self.vec_ty(v.lanes).const_zero();
-                        for l in 0..v.store {
-                            let e = self
-                                .load(k.args[param], self.add(col, self.i64(l as u64)), DType::F32)
-                                .into_float_value();
-                            r = self
-                                .b
-                                .build_insert_element(
-                                    r,
-                                    e,
-                                    self.ctx.i32_type().const_int(l as u64, false),
-                                    "",
-                                )
-                                .unwrap();
-                        }
-                        r
-                    }
+                    TilePos::Col => self.gather_lanes(k.args[param], col, 1, v),
                 },
             }
         };
