@@ -249,3 +249,150 @@ fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
         assert_eq!(same, a.len(), "{name} differs from x86_64-avx512-vnni");
     }
 }
+
+/// A QDQ dense layer as onnxruntime's quantizer writes it (DequantizeLinear of the uint8 input,
+/// of int8 `[N, K]` weights per output channel and of the int32 bias → `Gemm` with `transB` →
+/// QuantizeLinear), with N = 1100 channels, so its per-channel scales are large enough that the
+/// importer takes their bytes before the QDQ fusion looks at them: it must still run as
+/// onnxruntime's integer kernel does (exact sum, one multiply by `x_scale · w_scale / y_scale`,
+/// round half to even), in the interpreter and compiled. The scales make that multiplier exactly
+/// 0.5 on some channels, so every odd sum there is a tie that only the exact integer path rounds
+/// to even: a dequantized f32 product, or a sum scaled by an inexact weight-column scale, lands
+/// on either side.
+#[test]
+fn a_qdq_gemm_with_many_channels_runs_as_the_integer_kernel() {
+    use common::onnx_proto::{node, value};
+    use prost::Message;
+    use xla_aot::front::onnx::proto::{
+        AttributeProto, GraphProto, ModelProto, OperatorSetIdProto, TensorProto, attribute_type,
+        data_type,
+    };
+    let (m, k, n) = (2usize, 16usize, 1100usize);
+    let mut seed = 7u64;
+    let mut next = |span: i64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as i64 % span) - span / 2
+    };
+    let (xs, xz) = (0.1f32, 128i64);
+    let ws: Vec<f32> = (0..n).map(|c| 0.3 + 0.01 * (c % 7) as f32).collect();
+    let xq: Vec<i64> = (0..m * k).map(|_| xz + next(17)).collect();
+    let wq: Vec<i64> = (0..n * k).map(|_| next(7)).collect();
+    let bq: Vec<i64> = (0..n).map(|_| next(41)).collect();
+    // y_scale = 2 · x_scale · w_scale[0]: the multiplier is exactly 0.5 on every channel whose
+    // weight scale is ws[0] (one in seven), the rest check the ordinary case.
+    let ys = 2.0 * (xs * ws[0]);
+    let yz = 128i64;
+    let raw = |name: &str, dims: &[usize], ty: i32, bytes: Vec<u8>| TensorProto {
+        name: name.into(),
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        data_type: ty,
+        raw_data: bytes,
+        ..Default::default()
+    };
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let i32s = |v: &[i64]| {
+        v.iter()
+            .flat_map(|&x| (x as i32).to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    let bs: Vec<f32> = ws.iter().map(|&w| xs * w).collect();
+    let inits = vec![
+        raw("xs", &[], data_type::FLOAT, f32s(&[xs])),
+        raw("xz", &[], data_type::UINT8, vec![xz as u8]),
+        raw(
+            "wq",
+            &[n, k],
+            data_type::INT8,
+            wq.iter().map(|&w| w as i8 as u8).collect(),
+        ),
+        raw("ws", &[n], data_type::FLOAT, f32s(&ws)),
+        raw("wz", &[n], data_type::INT8, vec![0; n]),
+        raw("bq", &[n], data_type::INT32, i32s(&bq)),
+        raw("bs", &[n], data_type::FLOAT, f32s(&bs)),
+        raw("bz", &[n], data_type::INT32, vec![0; 4 * n]),
+        raw("ys", &[], data_type::FLOAT, f32s(&[ys])),
+        raw("yz", &[], data_type::UINT8, vec![yz as u8]),
+    ];
+    let axis0 = AttributeProto {
+        name: "axis".into(),
+        r#type: attribute_type::INT,
+        i: 0,
+        ..Default::default()
+    };
+    let mut gemm = node("fc", "Gemm", &["xd", "wd", "bd"], &["y"]);
+    gemm.attribute = vec![AttributeProto {
+        name: "transB".into(),
+        r#type: attribute_type::INT,
+        i: 1,
+        ..Default::default()
+    }];
+    let mut wd = node("wdq", "DequantizeLinear", &["wq", "ws", "wz"], &["wd"]);
+    wd.attribute = vec![axis0.clone()];
+    let mut bd = node("bdq", "DequantizeLinear", &["bq", "bs", "bz"], &["bd"]);
+    bd.attribute = vec![axis0];
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 13,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![
+                node("xq", "QuantizeLinear", &["x", "xs", "xz"], &["xq"]),
+                node("xdq", "DequantizeLinear", &["xq", "xs", "xz"], &["xd"]),
+                wd,
+                bd,
+                gemm,
+                node("yq", "QuantizeLinear", &["y", "ys", "yz"], &["yq"]),
+                node("ydq", "DequantizeLinear", &["yq", "ys", "yz"], &["out"]),
+            ],
+            input: vec![value("x", data_type::FLOAT, &[m as i64, k as i64])],
+            output: vec![value("out", data_type::FLOAT, &[m as i64, n as i64])],
+            initializer: inits,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = std::env::temp_dir().join(format!("xla_aot_qdq_gemm_{}.onnx", std::process::id()));
+    let bytes = model.encode_to_vec();
+    std::fs::write(&path, &bytes).unwrap();
+    let module = import_file_with(&path, &bytes, "qdq_gemm", &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&path).ok();
+    // x exactly (q − zero point) · scale, which QuantizeLinear maps back to q.
+    let x: Vec<f32> = xq.iter().map(|&q| (q - xz) as f32 * xs).collect();
+    let x = xla_aot::ir::Literal::from_f32(vec![m, k], &x);
+    // onnxruntime's integer kernel: exact sum, f32 multiply, round half to even, saturate.
+    let want: Vec<f32> = (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            let acc: i64 = (0..k)
+                .map(|j| (xq[r * k + j] - xz) * wq[c * k + j])
+                .sum::<i64>()
+                + bq[c];
+            let t = acc as f32 * ((xs * ws[c]) / ys);
+            let q = (t.round_ties_even() as i64 + yz).clamp(0, 255);
+            (q - yz) as f32 * ys
+        })
+        .collect();
+    let ties = (0..m * n).filter(|&i| ws[i % n] == ws[0]).count();
+    assert!(ties > 100, "{ties} channels with the 0.5 multiplier");
+    let interp = xla_aot::interp::evaluate(&module, std::slice::from_ref(&x)).unwrap();
+    let host = xla_aot::compile::run_host(&module, std::slice::from_ref(&x)).unwrap();
+    for (what, got) in [("interpreter", &interp[0]), ("host", &host[0])] {
+        let got = got.to_f32_vec().unwrap();
+        let bad: Vec<usize> = (0..m * n).filter(|&i| got[i] != want[i]).collect();
+        assert!(
+            bad.is_empty(),
+            "{what}: {} of {} outputs differ from the integer kernel's, first at {}: {} vs {}",
+            bad.len(),
+            m * n,
+            bad[0],
+            got[bad[0]],
+            want[bad[0]]
+        );
+    }
+}

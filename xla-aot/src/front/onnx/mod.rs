@@ -297,7 +297,11 @@ pub fn import_with(
         .chain(graph.initializer.iter().map(|t| t.name.as_str()))
         .collect();
     // QDQ groups onnxruntime runs as integer kernels lower as those kernels (`qdq.rs`).
-    let fused = qdq::fuse(graph);
+    let konst = |name: &str| match imp.env.get(name) {
+        Some(Val::Const(c)) => Some(c.as_f64()),
+        _ => None,
+    };
+    let fused = qdq::fuse(graph, &konst);
     lower_nodes(
         &mut imp,
         path,

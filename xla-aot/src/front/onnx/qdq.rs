@@ -1,6 +1,7 @@
 //! QDQ → QOperator: the node groups of a QDQ model that onnxruntime runs as one integer kernel
-//! (`DequantizeLinear` of the input and of constant weights → `Conv` / `MatMul` → its only
-//! consumer a `QuantizeLinear`) become one `QLinearConv` / `QLinearMatMul` node before lowering,
+//! (`DequantizeLinear` of the input and of constant weights → `Conv` / `MatMul` / `Gemm` → its
+//! only consumer a `QuantizeLinear`) become one `QLinearConv` / `QLinearMatMul` /
+//! `com.microsoft` `QGemm` node before lowering,
 //! so they compute as onnxruntime's integer kernels do (`quant.rs`' exact path) instead of
 //! dequantized f32 math whose roundings can land a step away.
 //!
@@ -8,7 +9,8 @@
 //! see `fuse`) is fused only when the result is the same computation up to rounding: the
 //! weights, every scale and zero point are initializers, the input and output scales are
 //! per tensor, the weight scale per tensor or per output channel (axis 0 of a convolution's
-//! weights, the last axis of a product's), a bias is the int32 dequantization whose scale is
+//! weights and of a `transB` Gemm's, the last axis of a product's), a Gemm has `alpha` = `beta`
+//! = 1 and no `transA`, a bias is the int32 dequantization whose scale is
 //! `x_scale · w_scale` (what the quantizer writes), and the float result feeds nothing but the
 //! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
 //! the node list (every input it reads is defined by then) and the product node is dropped; the
@@ -18,7 +20,6 @@
 //! same values: a dequantize/quantize round trip at one scale is exact).
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type as at};
-use super::tensor::ConstTensor;
 use std::collections::{HashMap, HashSet};
 
 /// Ops that only move values: between a DequantizeLinear and a QuantizeLinear with one scale and
@@ -33,8 +34,13 @@ const MOVES: &[&str] = &[
     "Unsqueeze",
 ];
 
-/// The graph's nodes with the fusible QDQ groups fused (a copy only when one is).
-pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
+/// The graph's nodes with the fusible QDQ groups fused (a copy only when one is). `konst` gives
+/// an initializer's values: the importer has already taken the data of large ones out of their
+/// `TensorProto`s (`ConstTensor::from_proto_owned`), whose names, dims and types stay.
+pub fn fuse(
+    graph: &GraphProto,
+    konst: &dyn Fn(&str) -> Option<Vec<f64>>,
+) -> Option<Vec<NodeProto>> {
     let inits: HashMap<&str, &TensorProto> = graph
         .initializer
         .iter()
@@ -66,9 +72,8 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
         Some(t.dims.iter().product::<i64>().max(1) as usize)
     };
     let values = |name: &str| -> Option<Vec<f64>> {
-        ConstTensor::from_proto(inits.get(name)?)
-            .ok()
-            .map(|c| c.as_f64())
+        inits.get(name)?;
+        konst(name)
     };
     // A DequantizeLinear producing `name`, with its inputs and axis.
     let dq = |name: &str| -> Option<(&NodeProto, i64)> {
@@ -81,9 +86,22 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
     let mut fused: HashMap<usize, NodeProto> = HashMap::new();
     let mut dropped: HashSet<usize> = HashSet::new();
     for (i, n) in graph.node.iter().enumerate() {
-        let conv = match n.op_type.as_str() {
-            "Conv" if n.domain.is_empty() && (2..=3).contains(&n.input.len()) => true,
-            "MatMul" if n.domain.is_empty() && n.input.len() == 2 => false,
+        let kind = match n.op_type.as_str() {
+            "Conv" if n.domain.is_empty() && (2..=3).contains(&n.input.len()) => Product::Conv,
+            "MatMul" if n.domain.is_empty() && n.input.len() == 2 => Product::MatMul,
+            // QGemm computes alpha · A·B' + C with C at scale a_scale · b_scale: a Gemm with
+            // beta = 1 (its C is that bias), alpha = 1 and A not transposed.
+            "Gemm"
+                if n.domain.is_empty()
+                    && (2..=3).contains(&n.input.len())
+                    && float_attr(n, "alpha").unwrap_or(1.0) == 1.0
+                    && float_attr(n, "beta").unwrap_or(1.0) == 1.0
+                    && int_attr(n, "transA").unwrap_or(0) == 0 =>
+            {
+                Product::Gemm {
+                    trans_b: int_attr(n, "transB").unwrap_or(0) != 0,
+                }
+            }
             _ => continue,
         };
         let Some(out) = n.output.first().map(String::as_str) else {
@@ -118,7 +136,12 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
             (Some(_), Some(1)) => true,
             (Some(r), Some(_)) => {
                 let a = if w_axis < 0 { w_axis + r } else { w_axis };
-                a == if conv { 0 } else { r - 1 }
+                // The output-channel axis: 0 of a convolution's and a transposed Gemm operand's
+                // weights, else the last.
+                a == match kind {
+                    Product::Conv | Product::Gemm { trans_b: true } => 0,
+                    _ => r - 1,
+                }
             }
             _ => false,
         };
@@ -154,7 +177,8 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
             q.input[1].clone(),
             q.input[2].clone(),
         ];
-        if conv && n.input.len() == 3 && !n.input[2].is_empty() {
+        let has_bias = n.input.len() == 3 && !n.input[2].is_empty();
+        if kind != Product::MatMul && has_bias {
             // The bias must be the int32 dequantization at scale x_scale · w_scale.
             let Some((db, _)) = dq(&n.input[2]) else {
                 continue;
@@ -182,6 +206,26 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
             }
             inputs.push(db.input[0].clone());
         }
+        let (op_type, domain, attribute) = match kind {
+            Product::Conv => ("QLinearConv", "", n.attribute.clone()),
+            Product::MatMul => ("QLinearMatMul", "", Vec::new()),
+            Product::Gemm { trans_b } => {
+                // QGemm's inputs: A's, B's triples, C, y_scale, y_zero_point.
+                let bias = if has_bias {
+                    inputs.pop().expect("the bias was pushed")
+                } else {
+                    String::new()
+                };
+                inputs.insert(6, bias);
+                let t = AttributeProto {
+                    name: "transB".into(),
+                    r#type: at::INT,
+                    i: trans_b as i64,
+                    ..Default::default()
+                };
+                ("QGemm", "com.microsoft", vec![t])
+            }
+        };
         let node = NodeProto {
             input: inputs,
             output: q.output.clone(),
@@ -190,13 +234,9 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
             } else {
                 n.name.clone()
             },
-            op_type: if conv { "QLinearConv" } else { "QLinearMatMul" }.into(),
-            domain: String::new(),
-            attribute: if conv {
-                n.attribute.clone()
-            } else {
-                Vec::new()
-            },
+            op_type: op_type.into(),
+            domain: domain.into(),
+            attribute,
         };
         fused.insert(qi, node);
         dropped.insert(i);
@@ -271,6 +311,22 @@ pub fn fuse(graph: &GraphProto) -> Option<Vec<NodeProto>> {
             .map(|(i, n)| fused.remove(&i).unwrap_or_else(|| n.clone()))
             .collect(),
     )
+}
+
+/// The product a fusible group computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Product {
+    Conv,
+    MatMul,
+    Gemm { trans_b: bool },
+}
+
+/// A float attribute's value.
+fn float_attr(n: &NodeProto, name: &str) -> Option<f32> {
+    n.attribute
+        .iter()
+        .find(|a| a.name == name && a.r#type == at::FLOAT)
+        .map(|a| a.f)
 }
 
 /// An integer attribute's value.

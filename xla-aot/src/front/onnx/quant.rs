@@ -53,6 +53,37 @@ fn round_even_f32(x: f32) -> f32 {
     }
 }
 
+/// The integer products [`Importer::qlinear_exact`] computes exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QKind {
+    /// `QLinearConv`.
+    Conv,
+    /// `QLinearMatMul`.
+    MatMul,
+    /// `com.microsoft` `QGemm` (2-D, `transB` either way).
+    Gemm,
+}
+
+impl QKind {
+    fn of(op: &str) -> QKind {
+        match op {
+            "QLinearConv" => QKind::Conv,
+            "QGemm" => QKind::Gemm,
+            _ => QKind::MatMul,
+        }
+    }
+
+    /// The input positions after the two operands' triples: the output scale (the zero point
+    /// follows it) and the int32 bias, where the op has one.
+    fn late_inputs(self) -> (usize, Option<usize>) {
+        match self {
+            QKind::Conv => (6, Some(8)),
+            QKind::MatMul => (6, None),
+            QKind::Gemm => (7, Some(6)),
+        }
+    }
+}
+
 /// How a scale or zero point lines up with the tensor it applies to.
 #[derive(Debug, Clone, Copy)]
 struct Axis {
@@ -411,7 +442,7 @@ impl Importer {
         let kept: Vec<AttributeProto> = cx.node.attribute.clone();
         match op {
             "QLinearConv" | "QLinearMatMul" if self.integer_exact(cx)? => {
-                self.qlinear_exact(cx, &mut rw, op == "QLinearConv")
+                self.qlinear_exact(cx, &mut rw, QKind::of(op))
             }
             "QLinearConv" => {
                 cx.arity(8, 9)?;
@@ -561,6 +592,9 @@ impl Importer {
                 let y = self.via1(cx, rw, "Softmax", &[x], vec![attr_i("axis", axis)])?;
                 self.requantize(cx, rw, y, inp(3), inp(4))
             }
+            "QGemm" if cx.n_inputs() >= 8 && self.integer_exact(cx)? => {
+                self.qlinear_exact(cx, rw, QKind::Gemm)
+            }
             "QGemm" => {
                 cx.arity(6, 9)?;
                 let trans_b = cx.attr_i_or("transB", 0)?;
@@ -595,30 +629,41 @@ impl Importer {
         }
     }
 
-    /// Whether a QLinearConv / QLinearMatMul has the constant scales and zero points
-    /// [`Self::qlinear_exact`] needs (every scale, the output zero point, the bias).
+    /// Whether a QLinearConv / QLinearMatMul / QGemm has the constant scales and zero points
+    /// [`Self::qlinear_exact`] needs (every scale, the output zero point, the bias), and for a
+    /// QGemm also a requantized output, `alpha` = 1 and no `transA`.
     fn integer_exact(&self, cx: &Ctx) -> R<bool> {
-        let conv = cx.node.op_type == "QLinearConv";
-        cx.arity(8, if conv { 9 } else { 8 })?;
+        let kind = QKind::of(&cx.node.op_type);
+        let (ys, bias) = kind.late_inputs();
+        cx.arity(8, if bias.is_some() { 9 } else { 8 })?;
+        if kind == QKind::Gemm
+            && (!cx.has_input(ys)
+                || cx.attr_f_or("alpha", 1.0)? != 1.0
+                || cx.attr_i_or("transA", 0)? != 0)
+        {
+            return Ok(false);
+        }
         let is_const = |j: usize| matches!(self.input(cx, j), Ok(Val::Const(_)));
-        let mut need = vec![1, 3, 4, 6, 7];
+        let mut need = vec![1, 3, 4, ys, ys + 1];
         if cx.has_input(5) {
             need.push(5);
         }
-        if conv && cx.has_input(8) {
-            need.push(8);
+        if let Some(b) = bias.filter(|&b| cx.has_input(b)) {
+            need.push(b);
         }
         Ok(need.into_iter().all(is_const))
     }
 
-    /// QLinearConv / QLinearMatMul as onnxruntime's integer kernels compute them: the product
+    /// QLinearConv / QLinearMatMul / QGemm as onnxruntime's integer kernels compute them: the product
     /// of the zero-point-shifted integers (`(x − x_zp)` and `(w − w_zp)`, plus the int32 bias),
     /// which f32 holds exactly while every partial sum stays below 2^24 (true for 8-bit data
     /// unless a reduction is very long and one-signed), then one f32 multiply by the requantization
     /// multiplier `x_scale · w_scale / y_scale` (per output channel), round half to even, add
     /// the output zero point and saturate, the order `MlasRequantizeOutput` uses.
-    fn qlinear_exact(&mut self, cx: &Ctx, rw: &mut Rewrite, conv: bool) -> R<Outs> {
+    fn qlinear_exact(&mut self, cx: &Ctx, rw: &mut Rewrite, kind: QKind) -> R<Outs> {
         let inp = |j: usize| input_name(cx, j);
+        let conv = kind == QKind::Conv;
+        let (ys_at, bias) = kind.late_inputs();
         let scalar = |me: &Self, j: usize| -> R<f32> {
             let c = me.konst(cx, j, "a scale")?;
             if c.element_count() != 1 {
@@ -626,7 +671,7 @@ impl Importer {
             }
             Ok(c.as_f64()[0] as f32)
         };
-        let (xs, ys) = (scalar(self, 1)?, scalar(self, 6)?);
+        let (xs, ys) = (scalar(self, 1)?, scalar(self, ys_at)?);
         let ws: Vec<f32> = self
             .konst(cx, 4, "the weight scale")?
             .as_f64()
@@ -642,17 +687,24 @@ impl Importer {
             };
             me.via1(cx, rw, "DequantizeLinear", &ins, vec![attr_i("axis", axis)])
         };
-        let (x_axis, w_axis) = if conv { (1, 0) } else { (-2, -1) };
+        let trans_b = kind == QKind::Gemm && cx.attr_i_or("transB", 0)? != 0;
+        // The weight's per-output-channel axis: 0 of a convolution's and of a transposed [N, K]
+        // Gemm operand, else the last.
+        let (x_axis, w_axis) = match kind {
+            QKind::Conv => (1, 0),
+            QKind::Gemm if trans_b => (-2, 0),
+            _ => (-2, -1),
+        };
         let x = dq1(self, rw, inp(0), inp(2), x_axis)?;
         let w = dq1(self, rw, inp(3), inp(5), w_axis)?;
         let mut ins = vec![x, w];
-        if conv && cx.has_input(8) {
-            ins.push(dq1(self, rw, inp(8), String::new(), 0)?);
+        if let Some(b) = bias.filter(|&b| cx.has_input(b)) {
+            ins.push(dq1(self, rw, inp(b), String::new(), 0)?);
         }
-        let (inner, attrs) = if conv {
-            ("Conv", cx.node.attribute.clone())
-        } else {
-            ("MatMul", vec![])
+        let (inner, attrs) = match kind {
+            QKind::Conv => ("Conv", cx.node.attribute.clone()),
+            QKind::MatMul => ("MatMul", vec![]),
+            QKind::Gemm => ("Gemm", vec![attr_i("transB", trans_b as i64)]),
         };
         let y = self.via1(cx, rw, inner, &ins, attrs)?;
         let Some(Val::Rt { id: y, .. }) = self.env.get(&y).cloned() else {
@@ -677,12 +729,17 @@ impl Importer {
             self.bcast(cx, mc, vec![axis], dims.clone())?
         };
         let t = self.bin(cx, BinaryOp::Multiply, y, mb)?;
-        let zp = self.input(cx, 7)?;
+        let zp = self.input(cx, ys_at + 1)?;
         let out_ty = ty_of(&zp);
         let (lo, hi) = self.q_type(cx, out_ty)?;
         let zv = match &zp {
             Val::Const(c) if c.element_count() == 1 => c.as_f64()[0] as f32,
-            _ => return Err(cx.err("input 7 (y_zero_point) must be a scalar constant")),
+            _ => {
+                return Err(cx.err(format!(
+                    "input {} (y_zero_point) must be a scalar constant",
+                    ys_at + 1
+                )));
+            }
         };
         let z = self.splat(cx, zv, &dims)?;
         let y = self.saturate_round(cx, t, Some(z), lo, hi)?;
