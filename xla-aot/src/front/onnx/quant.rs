@@ -592,9 +592,7 @@ impl Importer {
                 let y = self.via1(cx, rw, "Softmax", &[x], vec![attr_i("axis", axis)])?;
                 self.requantize(cx, rw, y, inp(3), inp(4))
             }
-            "QGemm" if cx.n_inputs() >= 8 && self.integer_exact(cx)? => {
-                self.qlinear_exact(cx, rw, QKind::Gemm)
-            }
+            "QGemm" if self.integer_exact(cx)? => self.qlinear_exact(cx, rw, QKind::Gemm),
             "QGemm" => {
                 cx.arity(6, 9)?;
                 let trans_b = cx.attr_i_or("transB", 0)?;
@@ -635,7 +633,7 @@ impl Importer {
     fn integer_exact(&self, cx: &Ctx) -> R<bool> {
         let kind = QKind::of(&cx.node.op_type);
         let (ys, bias) = kind.late_inputs();
-        cx.arity(8, if bias.is_some() { 9 } else { 8 })?;
+        // A QGemm without y_scale (a float output) takes the float path, before the arity check.
         if kind == QKind::Gemm
             && (!cx.has_input(ys)
                 || cx.attr_f_or("alpha", 1.0)? != 1.0
@@ -643,6 +641,7 @@ impl Importer {
         {
             return Ok(false);
         }
+        cx.arity(8, if bias.is_some() { 9 } else { 8 })?;
         let is_const = |j: usize| matches!(self.input(cx, j), Ok(Val::Const(_)));
         let mut need = vec![1, 3, 4, ys, ys + 1];
         if cx.has_input(5) {
