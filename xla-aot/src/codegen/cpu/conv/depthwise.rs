@@ -21,6 +21,13 @@ const DW_PIXELS: usize = 4;
 /// Channel vectors per depthwise group: with [`DW_PIXELS`] pixels, 8 independent chains.
 const DW_GROUP: usize = 2;
 
+/// At most this many channel groups are unrolled when optimizing for speed; more run as a loop.
+/// One group's body is already `kh·kw·DW_PIXELS·DW_GROUP` independent multiply-adds, so the loop
+/// costs a few instructions per hundred; unrolled, shufflenet's 544-channel 3×3 layers (34 groups
+/// on AVX2, × interior/checked × full/partial tiles) were 150,000 lines of LLVM IR each and made
+/// its compile for aarch64-neon take two minutes.
+const DW_UNROLLED_GROUPS: usize = 4;
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn conv_depthwise(
@@ -138,18 +145,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         }
                     }
                 };
-                // Size first: the leading groups of whole vectors are one loop over channels
-                // (the speed path unrolls every group: 32 of them for 64 channels on a scalar
-                // FPU, 50 KB of Thumb-2 code per 3×3 kernel).
+                // The leading groups of whole vectors are one loop over channels: always when
+                // optimizing for size (unrolled, 64 channels on a scalar FPU are 32 groups, 50 KB
+                // of Thumb-2 code per 3×3 kernel), and for speed past DW_UNROLLED_GROUPS.
                 let groups: Vec<&[VecCol]> = cols.chunks(DW_GROUP).collect();
-                let looped = if self.target.optimize == Optimize::Size {
-                    groups
-                        .iter()
-                        .take_while(|g| {
-                            g.len() == DW_GROUP
-                                && g.iter().all(|v| v.lanes == t.lanes && v.store == t.lanes)
-                        })
-                        .count()
+                let whole = groups
+                    .iter()
+                    .take_while(|g| {
+                        g.len() == DW_GROUP
+                            && g.iter().all(|v| v.lanes == t.lanes && v.store == t.lanes)
+                    })
+                    .count();
+                let looped = if self.target.optimize == Optimize::Size || whole > DW_UNROLLED_GROUPS
+                {
+                    whole
                 } else {
                     0
                 };
