@@ -35,7 +35,7 @@ use super::rewrite::users;
 use crate::ir::inst::table::{self, Cost};
 use crate::ir::shuffle::conv_input;
 use crate::ir::{
-    BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output,
+    BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output, Shape,
 };
 use crate::limits::{MAX_EXPANDED_FUSION_COST, MAX_FUSION_COST};
 use std::collections::{BTreeSet, HashMap};
@@ -392,7 +392,7 @@ fn channel_prologue(
 ) -> Option<Result<&'static str, String>> {
     let Op::Convolution {
         feature_group_count: groups,
-        ..
+        ref window,
     } = ci.op
     else {
         return None;
@@ -404,8 +404,23 @@ fn channel_prologue(
     let pi = &c.instructions[p];
     let w = &c.inst(ci.operands[1]).shape;
     let single = |x: InstId| users_of[x.index()].len() == 1;
+    // The staged pointwise path (channels-minor input, a model output's NCHW result) reads its
+    // input plainly; through a map the convolution would take the packed path and store its
+    // output lane by lane, 4× slower than the shuffle stored first (the ShuffleNet unit of
+    // `bench/onnx_vs_ort.py`: 38 µs for the mapped kernel against 4.7 + 10.4).
+    let staged = |src: InstId| {
+        let read = Shape {
+            layout: c.inst(src).shape.layout.clone(),
+            ..pi.shape.clone()
+        };
+        crate::codegen::core::packing::conv_staged(window, groups, &read, w, &ci.shape)
+    };
+    const STAGED: &str = "the convolution would run staged (pointwise into a model output), which reads its input plainly";
     if crate::ir::shuffle::channel_slice_at(c, id).is_some() {
         let depthwise = groups > 1 && w.dims.get(1) == Some(&1) && w.dims[0] == groups;
+        if pi.shape.dtype == DType::F32 && staged(pi.operands[0]) {
+            return Some(Err(STAGED.into()));
+        }
         return Some(if pi.shape.dtype != DType::F32 || depthwise {
             Err(
                 "a channel slice is read in place only by an f32 convolution that is not depthwise"
@@ -424,6 +439,8 @@ fn channel_prologue(
     Some(
         if pi.shape.dtype != DType::F32 || !(1 < groups && groups < channels) {
             Err("a channel shuffle is read in place only by a grouped f32 convolution".into())
+        } else if staged(s.input) {
+            Err(STAGED.into())
         } else if is_output || n_users != 1 || !single(t) || !single(split) {
             Err(
                 "the shuffled value (or a step of the shuffle) has other readers, so it is stored"

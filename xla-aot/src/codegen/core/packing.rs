@@ -541,7 +541,13 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
                     && !int8_direct(hlo, c, lhs, window, *groups, &out, cx)
             }) {
                 Some(g) => Packing::Winograd(g),
-                None if conv_packable(window, *groups, ls, rs, &out, t) => {
+                // Only the packed micro-kernel reads through a channel map (the staged and
+                // channels × pixels paths read their input plainly): better its stores than
+                // the loops.
+                None if conv_packable(window, *groups, ls, rs, &out, t)
+                    || (mapped.is_some()
+                        && conv_packable_any_path(window, *groups, ls, rs, &out)) =>
+                {
                     Packing::Conv { groups: *groups }
                 }
                 None => return None,
@@ -856,6 +862,20 @@ pub fn conv_packable(
     out: &Shape,
     t: &Tiles,
 ) -> bool {
+    conv_packable_any_path(window, groups, x, w, out)
+        && !conv_staged(window, groups, x, w, out)
+        && !rows_fill_better(window, groups, x, w, out, t)
+}
+
+/// Whether `cpu/conv.rs`' packed path can run the convolution at all, whether or not another path
+/// would run it faster.
+fn conv_packable_any_path(
+    window: &Window,
+    groups: usize,
+    x: &Shape,
+    w: &Shape,
+    out: &Shape,
+) -> bool {
     let depthwise = groups > 1 && w.dims[1] == 1 && w.dims[0] == groups;
     window.rank() == 2
         && [x, w, out].iter().all(|s| s.dtype == DType::F32)
@@ -864,8 +884,6 @@ pub fn conv_packable(
         && w.dims[0] % groups == 0
         && !depthwise
         && (physical_strides(out)[1] == 1 || physical_strides(x)[1] == 1)
-        && !conv_staged(window, groups, x, w, out)
-        && !rows_fill_better(window, groups, x, w, out, t)
 }
 
 /// Below this share of useful columns in its panels (output channels per group over the panel
