@@ -6,6 +6,9 @@
 //! error naming the node; BitShift is exact on int32 values beyond the node tests' small ones;
 //! GridSample matches ONNX's reference in every mode × padding × align_corners combination (the
 //! node tests cover reflection only with bilinear) on points far outside the image.
+//! NegativeLogLikelihoodLoss with run-time int32 targets: an ignored class inside [0, C), a
+//! target outside it (loss 0), weights and the mean over the kept weights; a target of the wrong
+//! shape is an error naming the node.
 
 mod common;
 
@@ -451,4 +454,44 @@ fn grid_sample_matches_the_onnx_reference_in_every_mode_and_padding() {
             );
         }
     }
+}
+
+#[test]
+fn nll_loss_ignores_a_class_picks_nothing_out_of_range_and_averages_over_kept_weights() {
+    let mut n = node("l0", "NegativeLogLikelihoodLoss", &["x", "t", "w"], &["y"]);
+    n.attribute.push(attr_int("ignore_index", 1));
+    let io = |t: &[i64]| {
+        vec![
+            value("x", data_type::FLOAT, &[4, 3]),
+            value("t", data_type::INT32, t),
+            value("w", data_type::FLOAT, &[3]),
+        ]
+    };
+    let m = load(
+        "nll",
+        &model(
+            13,
+            vec![n.clone()],
+            io(&[4]),
+            vec![value("y", data_type::FLOAT, &[])],
+        ),
+    );
+    let x = Literal::from_f32(vec![4, 3], &(1..=12).map(|v| v as f32).collect::<Vec<_>>());
+    let w = Literal::from_f32(vec![3], &[0.5, 2.0, 4.0]);
+    // Rows pick class 2 (−3·4), 1 (ignored), 0 (−7·0.5) and 5 (outside [0, 3): nothing).
+    let t = Literal::from_i32(vec![4], &[2, 1, 0, 5]);
+    let y = run_both(&m, &[x, t, w])[0].to_f32_vec().unwrap();
+    assert_eq!(y, vec![(-12.0 - 3.5) / (4.0 + 0.5)]);
+
+    let m = model(
+        13,
+        vec![n],
+        io(&[4, 1]),
+        vec![value("y", data_type::FLOAT, &[])],
+    );
+    let e = import_err("nll_dims", &m);
+    assert!(
+        e.contains("node #0 `l0` (NegativeLogLikelihoodLoss)") && e.contains("must be [4]"),
+        "{e}"
+    );
 }

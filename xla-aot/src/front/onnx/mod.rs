@@ -38,6 +38,7 @@ mod graph_inputs;
 mod grid_sample;
 mod indexing;
 mod loops;
+mod loss;
 mod nn;
 mod norms;
 pub mod proto;
