@@ -148,7 +148,7 @@ impl Importer {
     }
 
     /// A result computed in f32 returned as ONNX type `ty` (converted back for ints and bools).
-    fn back(&mut self, cx: &Ctx, id: InstId, ty: i32) -> R<Outs> {
+    pub(super) fn back(&mut self, cx: &Ctx, id: InstId, ty: i32) -> R<Outs> {
         let d = runtime_dtype(ty).unwrap_or(DType::F32);
         let id = self.convert(cx, id, d)?;
         Ok(rt(id, ty))
@@ -420,6 +420,27 @@ impl Importer {
         let d = self.dims(x);
         let r = f(self, cx, x, &d)?;
         Ok(rt(r, dt::FLOAT))
+    }
+
+    /// `Shrink(x)`: `x + bias` below `−lambd`, `x − bias` above `lambd`, else 0 (any numeric
+    /// type, computed in f32).
+    pub fn shrink(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(1, 1)?;
+        let lambd = cx.attr_f_or("lambd", 0.5)?;
+        let bias = cx.attr_f_or("bias", 0.0)?;
+        let (ids, ty) = self.as_f32(cx, &[0])?;
+        let x = ids[0];
+        let d = self.dims(x);
+        let (lo, hi) = (self.splat(cx, -lambd, &d)?, self.splat(cx, lambd, &d)?);
+        let b = self.splat(cx, bias, &d)?;
+        let below = self.add(cx, Op::Compare(CompareDir::Lt), &[x, lo])?;
+        let above = self.add(cx, Op::Compare(CompareDir::Gt), &[x, hi])?;
+        let up = self.bin(cx, BinaryOp::Add, x, b)?;
+        let down = self.bin(cx, BinaryOp::Subtract, x, b)?;
+        let zero = self.splat(cx, 0.0, &d)?;
+        let y = self.select(cx, above, down, zero)?;
+        let y = self.select(cx, below, up, y)?;
+        self.back(cx, y, ty)
     }
 
     /// Abs and Neg also take integers.

@@ -54,6 +54,7 @@ mod scatter_rt;
 mod shape_ops;
 mod spectral;
 mod tensor;
+mod trig;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::inputs::InputOverrides;

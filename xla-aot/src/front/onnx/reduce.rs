@@ -7,7 +7,7 @@
 //! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
 //! ReduceProd (no `reduce` kind multiplies) moves the reduced axes last and multiplies halves
 //! pairwise, ⌈log₂ n⌉ slice–multiply steps for n reduced elements; an empty reduced axis gives 1.
-//! ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
+//! CumSum ([`Importer::cum_sum`]) is a reduce-window sum along its axis. ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
 //! values held in i32. TopK (K a compile-time input; the `k` attribute before opset 10) on any axis, largest or smallest, returns
 //! sorted values and int64 indices (held in i32); ties go to the lower index.
 
@@ -15,7 +15,7 @@ use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use super::tensor::runtime_dtype;
-use crate::ir::{BinaryOp, DType, InstId, Op, ReduceKind, UnaryOp};
+use crate::ir::{BinaryOp, DType, InstId, Op, ReduceKind, UnaryOp, Window};
 
 impl Importer {
     /// Broadcasts `r` (reduced over `axes` without keepdims) back to `full`.
@@ -291,5 +291,64 @@ impl Importer {
         let mut out = rt(values, ty);
         out.extend(rt(indices, dt::INT64));
         Ok(out)
+    }
+
+    /// `CumSum(x, axis)`: a reduce-window sum along `axis` whose window is the whole axis, padded
+    /// with zeros before it (after it with `reverse`), so output `i` sums inputs `..=i` (`i..`);
+    /// `exclusive` pads one more and drops the first (last) sum. `axis` must be a compile-time
+    /// constant. n² additions for an axis of n: the cumulative sums of exported models (position
+    /// ids, masks) are over a few hundred elements.
+    pub fn cum_sum(&mut self, cx: &Ctx) -> R<Outs> {
+        cx.arity(2, 2)?;
+        let (ids, ty) = self.as_f32(cx, &[0])?;
+        let x = ids[0];
+        let xd = self.dims(x);
+        if xd.is_empty() {
+            return Err(cx.err("input 0 must have at least one dim"));
+        }
+        let axis = self.konst_ints(cx, 1, "axis")?;
+        let [axis] = axis[..] else {
+            return Err(cx.err("input 1 (axis) must hold one value"));
+        };
+        let a = cx.axis("axis", axis, xd.len())?;
+        let exclusive = cx.attr_i_or("exclusive", 0)? != 0;
+        let reverse = cx.attr_i_or("reverse", 0)? != 0;
+        let n = xd[a];
+        if n == 0 {
+            return self.back(cx, x, ty);
+        }
+        let r = xd.len();
+        let mut window = Window {
+            size: vec![1; r],
+            stride: vec![1; r],
+            pad_low: vec![0; r],
+            pad_high: vec![0; r],
+            dilation: vec![1; r],
+        };
+        window.size[a] = n;
+        let pad = if exclusive { n } else { n - 1 };
+        if reverse {
+            window.pad_high[a] = pad;
+        } else {
+            window.pad_low[a] = pad;
+        }
+        let mut y = self.add(
+            cx,
+            Op::ReduceWindow {
+                kind: ReduceKind::Add,
+                window,
+            },
+            &[x],
+        )?;
+        if exclusive {
+            // n + 1 sums: the exclusive ones are the first n (the last n with `reverse`).
+            let skip = usize::from(reverse);
+            let mut starts = vec![0; r];
+            starts[a] = skip;
+            let mut limits = xd.clone();
+            limits[a] = n + skip;
+            y = self.crop(cx, y, starts, limits)?;
+        }
+        self.back(cx, y, ty)
     }
 }
