@@ -119,10 +119,11 @@ pub const NO_ERROR_MESSAGE: &str = "no error";
 pub const NOT_READY_MESSAGE: &str =
     "the CUDA context is not initialised (init failed or was not called)";
 
-/// What it says when run is given an int64 or uint32 input holding a value the model's int32 cannot
-/// (run then returns `BAD_ARGUMENT` before any driver call, as the CPU entry points do).
+/// What it says when run is given an int64, uint64 or uint32 input holding a value the model's
+/// int32 cannot (run then returns `BAD_ARGUMENT` before any driver call, as the CPU entry points
+/// do).
 pub const RANGE_MESSAGE: &str =
-    "an int64 or uint32 input holds a value outside the int32 range the model computes in";
+    "an int64, uint64 or uint32 input holds a value outside the int32 range the model computes in";
 
 /// What it says for a driver error whose name the driver does not know.
 pub const UNNAMED_ERROR_MESSAGE: &str = "CUDA_ERROR";

@@ -198,6 +198,32 @@ fn check_wide(outs: &[Literal]) {
     assert_eq!(outs[2].to_f64_vec(), [9.0, 0.0, i32::MAX as f64 % 65536.0]);
 }
 
+/// uint64 in and out: `a − 10` (wraps below zero as ONNX's unsigned arithmetic: 3 → 2^64 − 7).
+fn uint64_model() -> Module {
+    module(
+        "HloModule u64s, api_types=(u64) -> (u64)\n\nENTRY %main {\n  %a = i32[3]{0} parameter(0)\n  %af = f32[3]{0} convert(%a)\n  %k = f32[] constant(10.0)\n  %kb = f32[3]{0} broadcast(%k), dimensions={}\n  %d = f32[3]{0} subtract(%af, %kb)\n  %y = i32[3]{0} convert(%d)\n  ROOT %outputs = (i32[3]{0}) tuple(%y), names={y}\n}\n",
+    )
+}
+
+fn uint64_inputs(a0: u64) -> Vec<Literal> {
+    let v = [a0, 100, 1 << 24];
+    vec![dense(
+        DType::U64,
+        vec![3],
+        v.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )]
+}
+
+fn check_uint64(outs: &[Literal]) {
+    let got: Vec<u64> = outs[0]
+        .bytes()
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, [u64::MAX - 6, 90, (1 << 24) - 10]);
+}
+
 #[test]
 fn conversions_match_the_host_in_process() {
     let (m, x) = halves();
@@ -214,6 +240,9 @@ fn conversions_match_the_host_in_process() {
     let w = wide_integers();
     check_wide(&run_host(&w, &wide_inputs(9)).unwrap());
     check_wide(&xla_aot::interp::evaluate(&w, &wide_inputs(9)).unwrap());
+    let u = uint64_model();
+    check_uint64(&run_host(&u, &uint64_inputs(3)).unwrap());
+    check_uint64(&xla_aot::interp::evaluate(&u, &uint64_inputs(3)).unwrap());
 }
 
 #[test]
@@ -225,6 +254,12 @@ fn int64_out_of_range_is_a_bad_argument() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("status -3"), "uint32 2^31: {err}");
+    for big in [1u64 << 31, 1 << 63] {
+        let err = run_host(&uint64_model(), &uint64_inputs(big))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("status -3"), "uint64 {big}: {err}");
+    }
     let err = xla_aot::interp::evaluate(&m, &int_inputs(-(1 << 40)))
         .unwrap_err()
         .to_string();

@@ -25,6 +25,7 @@ fn rust_type(d: DType) -> &'static str {
         DType::I16 => "i16",
         DType::U16 => "u16",
         DType::U32 => "u32",
+        DType::U64 => "u64",
         // float16 / bfloat16 travel as their bits.
         DType::F16 | DType::BF16 => "u16",
         DType::Pred | DType::U8 => "u8",

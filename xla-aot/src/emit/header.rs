@@ -23,6 +23,7 @@ pub fn c_type(d: DType) -> &'static str {
         DType::I16 => "int16_t",
         DType::U16 => "uint16_t",
         DType::U32 => "uint32_t",
+        DType::U64 => "uint64_t",
         DType::F16 | DType::BF16 => "uint16_t",
         DType::Pred | DType::U8 => "uint8_t",
     }
@@ -37,7 +38,7 @@ fn conversions(m: &Module) -> String {
     let mut int64_in = false;
     for (k, &p) in c.parameters().iter().enumerate() {
         if let Some(api) = m.api.input(k) {
-            int64_in |= matches!(api, DType::I64 | DType::U32);
+            int64_in |= matches!(api, DType::I64 | DType::U32 | DType::U64);
             let ir = c.inst(p).shape.dtype;
             lines.push(format!(
                 " *   input {}: {api}, computed as {ir}",
@@ -58,7 +59,7 @@ fn conversions(m: &Module) -> String {
         return String::new();
     }
     let bad = if int64_in {
-        " An int64 or uint32 input value\n * outside [-2^31, 2^31) returns XLA_AOT_STATUS_BAD_ARGUMENT before the model runs."
+        " An int64, uint64 or uint32 input value\n * outside [-2^31, 2^31) returns XLA_AOT_STATUS_BAD_ARGUMENT before the model runs."
     } else {
         ""
     };

@@ -3,9 +3,9 @@
 //!
 //! Contract: the IR computes in pred, i32 and f32 only. An input or output may carry an *API
 //! dtype* that the generated entry points convert at the boundary (`codegen/core/boundary.rs`):
-//! i64, u32, i16, u16, u8 and i8 are held in i32 (an int64 or uint32 input outside the i32 range
-//! is a bad argument, an i32 output sign-extends to int64, a narrower or unsigned output keeps the
-//! low bits), f16 and bf16 in f32 (inputs
+//! i64, u64, u32, i16, u16, u8 and i8 are held in i32 (an int64, uint64 or uint32 input outside
+//! the i32 range is a bad argument, an i32 output sign-extends to int64 and uint64 (which wraps as
+//! ONNX's unsigned arithmetic does), a narrower or unsigned output keeps the low bits), f16 and bf16 in f32 (inputs
 //! widen exactly, outputs round to nearest even). [`ApiTypes`] lists them per input and output
 //! (`api_types.rs`); the host-side conversions here ([`to_ir`], [`to_api`], with `half.rs`)
 //! compute the same values bit for bit, for the interpreter, the JIT, `xla-aot run` and the tests.
@@ -50,6 +50,15 @@ pub fn to_ir(lit: &Literal) -> Result<Literal, String> {
         DType::I64 => {
             for (i, c) in b.chunks_exact(8).enumerate() {
                 let v = i64::from_le_bytes(c.try_into().expect("8 bytes"));
+                let w = i32::try_from(v).map_err(|_| {
+                    format!("element {i} is {v}, outside the int32 range the model computes in")
+                })?;
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        DType::U64 => {
+            for (i, c) in b.chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
                 let w = i32::try_from(v).map_err(|_| {
                     format!("element {i} is {v}, outside the int32 range the model computes in")
                 })?;
@@ -105,7 +114,8 @@ pub fn to_api(lit: &Literal, api: DType) -> Literal {
             for c in b.chunks_exact(4) {
                 let v = i32::from_le_bytes(c.try_into().expect("4 bytes"));
                 match api {
-                    DType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
+                    // uint64 wraps as ONNX's unsigned arithmetic does (−1 is 2^64 − 1).
+                    DType::I64 | DType::U64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
                     // The low bytes (ONNX's wrap-around for the narrower types).
                     _ => out.extend_from_slice(&v.to_le_bytes()[..api.size_bytes()]),
                 }

@@ -87,7 +87,7 @@ pub fn allowed(api: DType, ir: DType) -> bool {
     matches!(
         (api, ir),
         (
-            DType::I64 | DType::U32 | DType::I16 | DType::U16 | DType::U8 | DType::I8,
+            DType::I64 | DType::U64 | DType::U32 | DType::I16 | DType::U16 | DType::U8 | DType::I8,
             DType::I32
         ) | (DType::F16 | DType::BF16, DType::F32)
     )
@@ -96,7 +96,9 @@ pub fn allowed(api: DType, ir: DType) -> bool {
 /// The dtype the module computes in for values of API dtype `api`.
 pub fn ir_dtype(api: DType) -> DType {
     match api {
-        DType::I64 | DType::U32 | DType::I16 | DType::U16 | DType::U8 | DType::I8 => DType::I32,
+        DType::I64 | DType::U64 | DType::U32 | DType::I16 | DType::U16 | DType::U8 | DType::I8 => {
+            DType::I32
+        }
         DType::F16 | DType::BF16 => DType::F32,
         d => d,
     }

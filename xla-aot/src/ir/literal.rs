@@ -166,6 +166,10 @@ impl Literal {
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
                 .collect(),
+            DType::U64 => b
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as f64)
+                .collect(),
             DType::F16 => half(super::half::f16_to_f32),
             DType::BF16 => half(super::half::bf16_to_f32),
             DType::F32 => self

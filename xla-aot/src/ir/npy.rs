@@ -50,12 +50,13 @@ fn descr_dtype(descr: &str) -> Result<DType, NpyError> {
         "<i2" => Ok(DType::I16),
         "<u2" => Ok(DType::U16),
         "<u4" => Ok(DType::U32),
+        "<u8" => Ok(DType::U64),
         "<f8" => Err(hint(" (float64); convert it with a.astype(np.float32)")),
         d if d.starts_with('>') => Err(hint(
             " (big-endian); convert it with a.astype(a.dtype.newbyteorder('<'))",
         )),
         _ => Err(hint(
-            "; expected float32 (<f4), float16 (<f2), int32 (<i4), int64 (<i8), int16 (<i2), int8 (|i1), uint32 (<u4), uint16 (<u2), uint8 (|u1) or bool (|b1)",
+            "; expected float32 (<f4), float16 (<f2), int32 (<i4), int64 (<i8), int16 (<i2), int8 (|i1), uint32 (<u4), uint64 (<u8), uint16 (<u2), uint8 (|u1) or bool (|b1)",
         )),
     }
 }
@@ -160,6 +161,7 @@ pub fn write_npy(lit: &Literal) -> Vec<u8> {
         DType::I16 => "<i2",
         DType::U16 => "<u2",
         DType::U32 => "<u4",
+        DType::U64 => "<u8",
     };
     let shape = match lit.dims.len() {
         0 => "()".to_string(),

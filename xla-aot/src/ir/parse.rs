@@ -626,6 +626,7 @@ fn parse_literal(c: &mut Cursor, shape: &Shape) -> PResult<Literal> {
             | DType::I16
             | DType::U16
             | DType::U32
+            | DType::U64
             | DType::F16
             | DType::BF16 => t
                 .strip_prefix("0x")

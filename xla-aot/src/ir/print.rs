@@ -292,6 +292,7 @@ fn print_literal(lit: &Literal, opts: &PrintOptions) -> String {
         | DType::I16
         | DType::U16
         | DType::U32
+        | DType::U64
         | DType::F16
         | DType::BF16 => lit
             .bytes()

@@ -31,6 +31,8 @@ pub enum DType {
     U16,
     /// 32-bit unsigned integer: a C API type only (values below 2^31, computed in i32).
     U32,
+    /// 64-bit unsigned integer: a C API type only (values below 2^31, computed in i32).
+    U64,
     /// IEEE half precision: a C API and weight type (computed in f32; `ir/api.rs`).
     F16,
     /// bfloat16: a C API and weight type (computed in f32; `ir/api.rs`).
@@ -41,7 +43,7 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, for parsers and error hints.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 12] = [
         DType::Pred,
         DType::I8,
         DType::I32,
@@ -50,6 +52,7 @@ impl DType {
         DType::I16,
         DType::U16,
         DType::U32,
+        DType::U64,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -66,6 +69,7 @@ impl DType {
             DType::I16 => "i16",
             DType::U16 => "u16",
             DType::U32 => "u32",
+            DType::U64 => "u64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::F32 => "f32",
@@ -83,7 +87,7 @@ impl DType {
             DType::Pred | DType::I8 | DType::U8 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 => 8,
+            DType::I64 | DType::U64 => 8,
         }
     }
 

@@ -86,7 +86,9 @@ impl Range {
             DType::U8 => Range::int(0.0, 255.0),
             DType::I16 => Range::int(-32768.0, 32767.0),
             DType::U16 => Range::int(0.0, 65535.0),
-            DType::I32 | DType::I64 | DType::U32 => Range::int(i32::MIN as f64, i32::MAX as f64),
+            DType::I32 | DType::I64 | DType::U32 | DType::U64 => {
+                Range::int(i32::MIN as f64, i32::MAX as f64)
+            }
             DType::F16 | DType::BF16 | DType::F32 => Range::ANY,
         }
     }

@@ -154,6 +154,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 let bad = b.build_int_compare(IntPredicate::NE, back, x, "").unwrap();
                 (t, bad)
             }
+            (DType::U64, _) => {
+                // Values of 2^31 and above do not fit i32 (unsigned compare).
+                let lim = x.get_type().const_int(1 << 31, false);
+                let bad = b.build_int_compare(IntPredicate::UGE, x, lim, "").unwrap();
+                (b.build_int_truncate(x, i32t, "").unwrap(), bad)
+            }
             (DType::U32, _) => {
                 // Values of 2^31 and above do not fit i32: the top bit is set.
                 let bad = b.build_int_compare(IntPredicate::SLT, x, c(0), "").unwrap();
@@ -193,7 +199,10 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     .into_int_value();
                 (b.build_or(v, sign, "").unwrap(), ok)
             }
-            (DType::I32, DType::I64) => (b.build_int_s_extend(x, to_t, "").unwrap(), ok),
+            // uint64 outputs wrap as ONNX's unsigned arithmetic does: −1 is 2^64 − 1.
+            (DType::I32, DType::I64 | DType::U64) => {
+                (b.build_int_s_extend(x, to_t, "").unwrap(), ok)
+            }
             (DType::I32, DType::U32) => (x, ok),
             (DType::I32, _) if to.size_bytes() < 4 => {
                 (b.build_int_truncate(x, to_t, "").unwrap(), ok)

@@ -727,10 +727,10 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         for p in ins.iter().chain(&outs) {
             self.return_if(self.is_null(*p), null);
         }
-        // int64 and uint32 inputs must fit the model's int32 (`boundary.rs`), checked where the
-        // caller's buffer is, before anything is copied.
+        // int64, uint64 and uint32 inputs must fit the model's int32 (`boundary.rs`), checked
+        // where the caller's buffer is, before anything is copied.
         for st in &layout.boundary {
-            if let (Side::Input(k), DType::I64 | DType::U32) = (st.side, st.api) {
+            if let (Side::Input(k), DType::I64 | DType::U64 | DType::U32) = (st.side, st.api) {
                 let bad = self.out_of_range(ins[k], st);
                 self.fail_if(c, bad, abi::RANGE_MESSAGE, Status::BadArgument);
             }
@@ -786,14 +786,14 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
         self.b.build_return(Some(&self.status(Status::Ok))).unwrap();
     }
 
-    /// Whether some element of the caller's int64 or uint32 input `p` (staged as `st`) is outside
-    /// the i32 range: one branch-free pass over the elements (an `i1`).
+    /// Whether some element of the caller's int64, uint64 or uint32 input `p` (staged as `st`) is
+    /// outside the i32 range: one branch-free pass over the elements (an `i1`).
     fn out_of_range(&self, p: PointerValue<'ctx>, st: &Staging) -> IntValue<'ctx> {
         let i1 = self.ctx.bool_type();
         if st.elements == 0 {
             return i1.const_zero();
         }
-        let elem = if st.api == DType::I64 {
+        let elem = if st.api.size_bytes() == 8 {
             self.i64t
         } else {
             self.i32t
@@ -818,6 +818,11 @@ impl<'a, 'ctx> Launcher<'a, 'ctx> {
             let back = self.b.build_int_s_extend(t, self.i64t, "").unwrap();
             self.b
                 .build_int_compare(IntPredicate::NE, back, x, "")
+                .unwrap()
+        } else if st.api == DType::U64 {
+            let lim = self.i64t.const_int(1 << 31, false);
+            self.b
+                .build_int_compare(IntPredicate::UGE, x, lim, "")
                 .unwrap()
         } else {
             // uint32 values of 2^31 and above: the top bit is set.

@@ -1,7 +1,6 @@
 //! `BitShift(x, s)` on integer tensors, computed in f32 like the other integer arithmetic.
 //!
-//! Contract: for element width w (8, 16, 32 or 64, from the ONNX type; uint64 is not held at
-//! run time), `LEFT` gives x · 2^s wrapped to w bits (two's complement for signed types) and
+//! Contract: for element width w (8, 16, 32 or 64, from the ONNX type), `LEFT` gives x · 2^s wrapped to w bits (two's complement for signed types) and
 //! `RIGHT` gives ⌊x / 2^s⌋ (an arithmetic shift for signed types); a shift outside [0, w) gives
 //! 0 (`LEFT`) or the sign fill −1 / 0 (`RIGHT`), as opset 28 defines it. The power 2^±s comes
 //! from a (w + 1)-entry table read by the clamping `gather` (entry w is the out-of-range shift),
@@ -32,13 +31,14 @@ impl Importer {
             dt::UINT8 => (8, false),
             dt::UINT16 => (16, false),
             dt::UINT32 => (32, false),
+            dt::UINT64 => (64, false),
             dt::INT8 => (8, true),
             dt::INT16 => (16, true),
             dt::INT32 => (32, true),
             dt::INT64 => (64, true),
             other => {
                 return Err(cx.err(format!(
-                    "shifting {} tensors is not supported (integers of 8 to 32 bits and int64 held in i32)",
+                    "shifting {} tensors is not supported (integers of 8 to 64 bits held in i32)",
                     dt::name(other)
                 )));
             }

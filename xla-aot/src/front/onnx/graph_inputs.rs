@@ -24,6 +24,7 @@ pub fn api_dtype(elem: i32) -> Option<crate::ir::DType> {
         dt::INT16 => Some(DType::I16),
         dt::UINT16 => Some(DType::U16),
         dt::UINT32 => Some(DType::U32),
+        dt::UINT64 => Some(DType::U64),
         dt::FLOAT16 => Some(DType::F16),
         dt::BFLOAT16 => Some(DType::BF16),
         _ => None,

@@ -51,7 +51,14 @@ pub struct ConstTensor {
 pub fn is_int_type(t: i32) -> bool {
     matches!(
         t,
-        dt::INT8 | dt::INT16 | dt::INT32 | dt::INT64 | dt::UINT8 | dt::UINT16 | dt::UINT32
+        dt::INT8
+            | dt::INT16
+            | dt::INT32
+            | dt::INT64
+            | dt::UINT8
+            | dt::UINT16
+            | dt::UINT32
+            | dt::UINT64
     )
 }
 
@@ -213,8 +220,17 @@ impl ConstTensor {
                     Values::I(t.int64_data.clone())
                 }
             }
-            dt::UINT32 => {
-                if has_raw {
+            dt::UINT32 | dt::UINT64 => {
+                if has_raw && t.data_type == dt::UINT64 {
+                    // Values of 2^63 and above wrap to negative int64s here; a run-time value
+                    // must fit int32 anyway (`to_literal`).
+                    want_raw(8)?;
+                    Values::I(
+                        le_chunks::<8>(raw)
+                            .map(|b| u64::from_le_bytes(b) as i64)
+                            .collect(),
+                    )
+                } else if has_raw {
                     want_raw(4)?;
                     Values::I(
                         le_chunks::<4>(raw)
