@@ -47,18 +47,13 @@ pub fn to_ir(lit: &Literal) -> Result<Literal, String> {
     let ir = ir_dtype(lit.dtype);
     let mut out = Vec::with_capacity(lit.element_count() * 4);
     match lit.dtype {
-        DType::I64 => {
+        DType::I64 | DType::U64 => {
             for (i, c) in b.chunks_exact(8).enumerate() {
-                let v = i64::from_le_bytes(c.try_into().expect("8 bytes"));
-                let w = i32::try_from(v).map_err(|_| {
-                    format!("element {i} is {v}, outside the int32 range the model computes in")
-                })?;
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-        }
-        DType::U64 => {
-            for (i, c) in b.chunks_exact(8).enumerate() {
-                let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+                let c: [u8; 8] = c.try_into().expect("8 bytes");
+                let v = match lit.dtype {
+                    DType::I64 => i64::from_le_bytes(c) as i128,
+                    _ => u64::from_le_bytes(c) as i128,
+                };
                 let w = i32::try_from(v).map_err(|_| {
                     format!("element {i} is {v}, outside the int32 range the model computes in")
                 })?;

@@ -521,14 +521,9 @@ impl Importer {
         let beta = cx.attr_f_or("beta", 0.75)?;
         let bias = cx.attr_f_or("bias", 1.0)?;
         let r = xd.len();
-        let mut window = Window {
-            size: vec![1; r],
-            stride: vec![1; r],
-            pad_low: vec![0; r],
-            pad_high: vec![0; r],
-            dilation: vec![1; r],
-        };
-        window.size[1] = size;
+        let mut sizes = vec![1; r];
+        sizes[1] = size;
+        let mut window = Window::new(sizes);
         window.pad_low[1] = (size - 1) / 2;
         window.pad_high[1] = size / 2;
         let sq = self.bin(cx, BinaryOp::Multiply, x, x)?;

@@ -318,14 +318,9 @@ impl Importer {
             return self.back(cx, x, ty);
         }
         let r = xd.len();
-        let mut window = Window {
-            size: vec![1; r],
-            stride: vec![1; r],
-            pad_low: vec![0; r],
-            pad_high: vec![0; r],
-            dilation: vec![1; r],
-        };
-        window.size[a] = n;
+        let mut size = vec![1; r];
+        size[a] = n;
+        let mut window = Window::new(size);
         let pad = if exclusive { n } else { n - 1 };
         if reverse {
             window.pad_high[a] = pad;
