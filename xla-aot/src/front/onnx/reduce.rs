@@ -7,8 +7,9 @@
 //! (default 1) keeps reduced axes as extent 1. Integer inputs reduce in f32 and convert back.
 //! ReduceProd (no `reduce` kind multiplies) moves the reduced axes last and multiplies halves
 //! pairwise, ⌈log₂ n⌉ slice–multiply steps for n reduced elements; an empty reduced axis gives 1.
-//! CumSum ([`Importer::cum_sum`]) is a reduce-window sum along its axis. ArgMax/ArgMin return the first extreme index (`select_last_index = 1` is rejected) as int64
-//! values held in i32. TopK (K a compile-time input; the `k` attribute before opset 10) on any axis, largest or smallest, returns
+//! CumSum ([`Importer::cum_sum`]) is a reduce-window sum along its axis. ArgMax/ArgMin return
+//! the first extreme index (the last with `select_last_index = 1`) as int64 values held in i32.
+//! TopK (K a compile-time input; the `k` attribute before opset 10) on any axis, largest or smallest, returns
 //! sorted values and int64 indices (held in i32); ties go to the lower index.
 
 use super::context::{Ctx, Importer, R};
