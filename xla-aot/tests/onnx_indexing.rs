@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::onnx_proto::{node, value};
+use common::onnx_proto::{attr_int, node, value};
 use prost::Message;
 use std::path::PathBuf;
 use xla_aot::front::onnx::proto::{
@@ -63,15 +63,6 @@ fn import_err(tag: &str, m: &ModelProto) -> String {
     match load_file(&write(tag, m), Format::Onnx) {
         Ok(_) => panic!("{tag}: imported, expected an error"),
         Err(e) => e.to_string(),
-    }
-}
-
-fn attr_int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: attribute_type::INT,
-        i: v,
-        ..Default::default()
     }
 }
 

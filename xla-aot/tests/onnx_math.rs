@@ -6,11 +6,10 @@
 
 mod common;
 
-use common::onnx_proto::{node, value};
+use common::onnx_proto::{attr_int, node, value};
 use prost::Message;
 use xla_aot::front::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    ValueInfoProto, attribute_type, data_type,
+    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto, data_type,
 };
 use xla_aot::front::{Format, load_file};
 use xla_aot::ir::{Literal, Module};
@@ -48,15 +47,6 @@ fn load(
     load_file(&p, Format::Onnx)
         .unwrap_or_else(|e| panic!("{tag}: {e}"))
         .module
-}
-
-fn attr_int(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        r#type: attribute_type::INT,
-        i: v,
-        ..Default::default()
-    }
 }
 
 /// The interpreter's and the host JIT's outputs (any element type, as f64).

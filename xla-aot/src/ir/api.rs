@@ -5,8 +5,8 @@
 //! dtype* that the generated entry points convert at the boundary (`codegen/core/boundary.rs`):
 //! i64, u64, u32, i16, u16, u8 and i8 are held in i32 (an int64, uint64 or uint32 input outside
 //! the i32 range is a bad argument, an i32 output sign-extends to int64 and uint64 (which wraps as
-//! ONNX's unsigned arithmetic does), a narrower or unsigned output keeps the low bits), f16 and bf16 in f32 (inputs
-//! widen exactly, outputs round to nearest even). [`ApiTypes`] lists them per input and output
+//! ONNX's unsigned arithmetic does), a narrower or unsigned output keeps the low bits), f16 and
+//! bf16 in f32 (inputs widen exactly, outputs round to nearest even). [`ApiTypes`] lists them per input and output
 //! (`api_types.rs`); the host-side conversions here ([`to_ir`], [`to_api`], with `half.rs`)
 //! compute the same values bit for bit, for the interpreter, the JIT, `xla-aot run` and the tests.
 

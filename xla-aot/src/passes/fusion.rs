@@ -418,14 +418,13 @@ fn channel_prologue(
     const STAGED: &str = "the convolution would run staged (pointwise into a model output), which reads its input plainly";
     if crate::ir::shuffle::channel_slice_at(c, id).is_some() {
         let depthwise = groups > 1 && w.dims.get(1) == Some(&1) && w.dims[0] == groups;
-        if pi.shape.dtype == DType::F32 && staged(pi.operands[0]) {
-            return Some(Err(STAGED.into()));
-        }
         return Some(if pi.shape.dtype != DType::F32 || depthwise {
             Err(
                 "a channel slice is read in place only by an f32 convolution that is not depthwise"
                     .into(),
             )
+        } else if staged(pi.operands[0]) {
+            Err(STAGED.into())
         } else if is_output || n_users != 1 {
             Err("the channel slice has other readers, so it is stored".into())
         } else {

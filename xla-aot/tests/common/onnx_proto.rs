@@ -2,7 +2,8 @@
 //! `make_node`, in Rust).
 
 use xla_aot::front::onnx::proto::{
-    NodeProto, TensorShapeProto, TypeProto, ValueInfoProto, tensor_shape_proto, type_proto,
+    AttributeProto, NodeProto, TensorShapeProto, TypeProto, ValueInfoProto, attribute_type,
+    tensor_shape_proto, type_proto,
 };
 
 /// A tensor value `name` of element type `elem` (1 float, 6 int32, 7 int64) and fixed `dims`.
@@ -32,6 +33,16 @@ pub fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProt
         op_type: op.into(),
         input: inputs.iter().map(|s| s.to_string()).collect(),
         output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// An integer attribute `name = v` (`onnx.helper.make_attribute` for an int).
+pub fn attr_int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::INT,
+        i: v,
         ..Default::default()
     }
 }

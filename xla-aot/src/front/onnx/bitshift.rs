@@ -1,12 +1,12 @@
 //! `BitShift(x, s)` on integer tensors, computed in f32 like the other integer arithmetic.
 //!
-//! Contract: for element width w (8, 16, 32 or 64, from the ONNX type), `LEFT` gives x · 2^s wrapped to w bits (two's complement for signed types) and
-//! `RIGHT` gives ⌊x / 2^s⌋ (an arithmetic shift for signed types); a shift outside [0, w) gives
-//! 0 (`LEFT`) or the sign fill −1 / 0 (`RIGHT`), as opset 28 defines it. The power 2^±s comes
-//! from a (w + 1)-entry table read by the clamping `gather` (entry w is the out-of-range shift),
-//! so every step is exact: scaling by a power of two, ⌊·⌋ and the wrap (v − ⌊v / 2^w⌋ · 2^w)
-//! are exact in f32 whenever x itself is, that is for |x| < 2^24 (integers are held in i32 and
-//! computed in f32 throughout the importer).
+//! Contract: for element width w (8, 16, 32 or 64, from the ONNX type), `LEFT` gives x · 2^s
+//! wrapped to w bits (two's complement for signed types) and `RIGHT` gives ⌊x / 2^s⌋ (an arithmetic
+//! shift for signed types); a shift outside [0, w) gives 0 (`LEFT`) or the sign fill −1 / 0
+//! (`RIGHT`), as opset 28 defines it. The power 2^±s comes from a (w + 1)-entry table read by the
+//! clamping `gather` (entry w is the out-of-range shift), so every step is exact: scaling by a
+//! power of two, ⌊·⌋ and the wrap (v − ⌊v / 2^w⌋ · 2^w) are exact in f32 whenever x itself is, that
+//! is for |x| < 2^24 (integers are held in i32 and computed in f32 throughout the importer).
 
 use super::context::{Ctx, Importer, R};
 use super::elementwise::{Outs, rt};

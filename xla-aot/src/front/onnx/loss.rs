@@ -14,8 +14,8 @@
 //! value (`select`, not a product, so a `-inf` log-probability elsewhere cannot make a NaN): the
 //! picked value is exact.
 
-use super::context::{Ctx, Importer, R, Val};
-use super::elementwise::Outs;
+use super::context::{Ctx, Importer, R};
+use super::elementwise::{Outs, rt};
 use super::proto::data_type as dt;
 use super::tensor::is_int_type;
 use crate::front::decompose;
@@ -27,10 +27,7 @@ impl Importer {
         cx.arity(2, 3)?;
         let x = self.rt_f32(cx, 0)?;
         let loss = self.picked_loss(cx, x)?;
-        Ok(vec![Some(Val::Rt {
-            id: loss,
-            ty: dt::FLOAT,
-        })])
+        Ok(rt(loss, dt::FLOAT))
     }
 
     /// `SoftmaxCrossEntropyLoss(scores, labels[, weights])` → `(output[, log_prob])`.
@@ -42,8 +39,9 @@ impl Importer {
         }
         let log_prob = decompose::softmax(&mut self.composite(cx), x, 1, true)?;
         let loss = self.picked_loss(cx, log_prob)?;
-        let rt = |id| Some(Val::Rt { id, ty: dt::FLOAT });
-        Ok(vec![rt(loss), rt(log_prob)])
+        let mut out = rt(loss, dt::FLOAT);
+        out.extend(rt(log_prob, dt::FLOAT));
+        Ok(out)
     }
 
     /// The reduced loss of log-probabilities `x` [N, C, d...] against input 1 (the target) and
