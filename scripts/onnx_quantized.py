@@ -2,9 +2,10 @@
 """Writes quantized ONNX models as onnxruntime's own quantizer makes them, with onnxruntime's
 outputs: onnx's light squeezenet and shufflenet quantized by `quantize_static` (per-channel int8
 weights; QDQ with uint8 and int8 activations, and the QOperator format with its `com.microsoft`
-ops), and a small MLP quantized by `quantize_dynamic` (DynamicQuantizeLinear + MatMulInteger).
+ops), a small MLP quantized by `quantize_dynamic` (DynamicQuantizeLinear + MatMulInteger), and
+hand-built QDQ Add/Mul/AveragePool groups on every pair of 8-bit integers (`elementwise`).
 
-Each model is `OUT/<name>/<name>.onnx` with `input_0.npy`, `output_0.npy` (onnxruntime's output,
+Each model is `OUT/<name>/<name>.onnx` with `input_<j>.npy`, `output_0.npy` (onnxruntime's output,
 default graph optimisations: its int8 kernels) and `bound.txt`: the largest |ours - onnxruntime|
 `xla-aot/tests/onnx_quantized.rs` accepts, as a multiple of the output's quantization step (the
 scale of the last DequantizeLinear), then that step.
@@ -87,6 +88,60 @@ def mlp(np, onnx, dst):
         quantize_dynamic(src, dst, weight_type=QuantType.QUInt8)
 
 
+def elementwise(np, onnx, dst, act):
+    """QDQ groups onnxruntime runs as QLinearAdd, QLinearMul and QLinearAveragePool, built by
+    hand, on every pair of 8-bit integers (input a's row i and input b's column j quantize to
+    the i-th and j-th integer): Add and Mul of the two, Add of a per-row constant and b (A
+    broadcast: onnxruntime swaps the operands) and of a and the constant (B broadcast), and a
+    2x2 AveragePool whose output zero point is odd (onnxruntime adds it before rounding). The
+    scales make exact halves common, where dequantize → f32 op → quantize lands a step away, so
+    a float path fails the case; xla-aot must match exactly. Returns the two inputs."""
+    from onnx import TensorProto as T, helper as h, numpy_helper as nh
+    ty, npty, lo = (T.UINT8, np.uint8, 0) if act == "u8" else (T.INT8, np.int8, -128)
+    inits, nodes, outs = [], [], []
+    mid = lo + 128
+
+    def param(name, scale, zero):
+        inits.extend([nh.from_array(np.array(scale, np.float32), name + "_s"),
+                      nh.from_array(np.array(zero, npty), name + "_z")])
+        return [name + "_s", name + "_z"]
+
+    def q(x, name, scale, zero):
+        """QuantizeLinear then DequantizeLinear of x at (scale, zero); the dequantized name."""
+        p = param(name, scale, zero)
+        nodes.append(h.make_node("QuantizeLinear", [x] + p, [name + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [name + "_q"] + p, [name]))
+        return name
+
+    # (scale, zero point) of a and b: b's scale is half a's, exactly.
+    (sa, za), (sb, zb) = (0.1, mid - 3), (0.05, mid + 5)
+    q("a", "aq", sa, za)
+    q("b", "bq", sb, zb)
+    c = (np.arange(256) * 37 % 256 + lo).astype(npty).reshape(256, 1)
+    inits.append(nh.from_array(c, "c_q"))
+    nodes.append(h.make_node("DequantizeLinear", ["c_q"] + param("cq", 0.0117, mid + 9), ["c"]))
+    groups = [("Add", ["aq", "bq"], 0.1, mid - 20), ("Mul", ["aq", "bq"], 0.25, mid + 7),
+              ("Add", ["c", "bq"], 0.0419, mid + 1), ("Add", ["aq", "c"], 0.0613, mid - 40)]
+    for i, (op, ins, scale, zero) in enumerate(groups):
+        nodes.append(h.make_node(op, ins, [f"t{i}"]))
+        outs.append(q(f"t{i}", f"g{i}", scale, zero))
+    nodes.append(h.make_node("AveragePool", ["g0"], ["pool"], kernel_shape=[2, 2], strides=[2, 2]))
+    outs.append(q("pool", "p", 0.1, mid + 13))
+    for o in outs:
+        nodes.append(h.make_node("Flatten", [o], [o + "_flat"]))
+    nodes.append(h.make_node("Concat", [o + "_flat" for o in outs], ["y"], axis=1))
+    g = h.make_graph(nodes, "qdq_elementwise",
+                     [h.make_tensor_value_info(n, T.FLOAT, [1, 1, 256, 256]) for n in ("a", "b")],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.save(m, dst)
+    ints = np.arange(256, dtype=np.float32) + lo
+    a = ((ints.reshape(256, 1) - za) * np.float32(sa)) * np.ones((1, 256), np.float32)
+    b = ((ints.reshape(1, 256) - zb) * np.float32(sb)) * np.ones((256, 1), np.float32)
+    return [a.reshape(1, 1, 256, 256), b.reshape(1, 1, 256, 256)]
+
+
 def output_step(onnx, path):
     """The scale of the DequantizeLinear that writes the graph's output, if one does."""
     from onnx import numpy_helper as nh
@@ -129,6 +184,8 @@ def main():
         ("shufflenet_qdq_u8", "shufflenet", "qdq", "u8", 1),
         ("shufflenet_qop_u8", "shufflenet", "qop", "u8", 1),
         ("mlp_dynamic", None, None, None, None),
+        ("elementwise_qdq_u8", None, "elementwise", "u8", 0),
+        ("elementwise_qdq_s8", None, "elementwise", "s8", 0),
     ]
     if args.all_light:
         light = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
@@ -140,20 +197,26 @@ def main():
         d = os.path.join(args.out, name)
         os.makedirs(d)
         path = os.path.join(d, name + ".onnx")
-        if light is None:
+        if fmt == "elementwise":
+            xs = elementwise(np, onnx, path, act)
+        elif light is None:
             mlp(np, onnx, path)
-            x = np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)
+            xs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]
         else:
             src = os.path.join(args.light, light, light + ".onnx")
             static(np, onnx, src, path, fmt, act)
-            x = np.load(os.path.join(args.light, light, "input_0.npy"))
+            xs = [np.load(os.path.join(args.light, light, "input_0.npy"))]
         s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        y = s.run(None, {s.get_inputs()[0].name: x})[0]
-        np.save(os.path.join(d, "input_0.npy"), x)
+        y = s.run(None, {i.name: x for i, x in zip(s.get_inputs(), xs)})[0]
+        for j, x in enumerate(xs):
+            np.save(os.path.join(d, f"input_{j}.npy"), x)
         np.save(os.path.join(d, "output_0.npy"), y)
         step = output_step(onnx, path)
         with open(os.path.join(d, "bound.txt"), "w") as f:
-            if step is None:
+            if steps == 0:
+                # Exact: every value as onnxruntime's.
+                f.write("steps 0 1.0\n")
+            elif step is None:
                 # A float output (dynamic quantization): relative to its largest magnitude.
                 f.write("rel 1e-2\n")
             else:

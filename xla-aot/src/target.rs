@@ -352,6 +352,18 @@ impl Target {
         self.x86_feature("avx2", AVX2_CPUS)
     }
 
+    /// Whether `llvm.fma.f32` is an instruction rather than a call to libm's `fmaf` (which
+    /// runtime-min's no-libm contract rules out): x86-64 with FMA3 (`+fma`, or a CPU LLVM 14
+    /// gives it to: every [`AVX2_CPUS`] one has it), aarch64 (`fmadd`), the Cortex-M cores of
+    /// `targets/` (FPv4/FPv5 `vfma.f32`) and PTX (`fma.rn.f32`). Elsewhere (the x86-64
+    /// baseline) `core/emitter.rs` computes the fused product in f64.
+    pub fn has_fma(&self) -> bool {
+        match self.arch {
+            Arch::X86_64 => self.x86_feature("fma", AVX2_CPUS),
+            Arch::Aarch64 | Arch::Arm | Arch::Nvptx64 => true,
+        }
+    }
+
     /// Whether the target has AVX-512BW (512-bit integer vectors of bytes and words: `vpmaddwd`
     /// on zmm, the int8 products of `cpu/quad_dot.rs` without VNNI): `+avx512bw` in its features,
     /// or a CPU LLVM 14 gives it to ([`AVX512BW_CPUS`]), unless the features remove it.

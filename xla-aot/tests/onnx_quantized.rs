@@ -1,6 +1,7 @@
 //! Quantized ONNX models as onnxruntime's own quantizer writes them (`quantize_static` QDQ with
 //! uint8 and int8 activations and the QOperator format with its `com.microsoft` ops, on onnx's
-//! light squeezenet and shufflenet; `quantize_dynamic` on an MLP), compiled for the host and
+//! light squeezenet and shufflenet; `quantize_dynamic` on an MLP; hand-built QDQ Add, Mul and
+//! AveragePool groups on every pair of 8-bit integers, which must match exactly), compiled for the host and
 //! compared with onnxruntime's int8 kernels: max |ours - onnxruntime| within the number of
 //! output quantization steps each case's `bound.txt` allows (or a bound relative to the largest
 //! output for a float output), and the same top-1 class.
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 
 /// Cases `scripts/onnx_quantized.py` writes.
-const CASES: usize = 6;
+const CASES: usize = 8;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_QUANT_DIR") else {
@@ -49,9 +50,13 @@ fn run(dir: &Path, name: &str) -> Result<String, String> {
     let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
     let m = import_file_with(&path, &bytes, name, &ImportOptions::default())
         .map_err(|e| e.to_string())?;
-    let x = common::npy(&dir.join("input_0.npy"));
+    let xs: Vec<_> = (0..)
+        .map(|j| dir.join(format!("input_{j}.npy")))
+        .take_while(|p| p.exists())
+        .map(|p| common::npy(&p))
+        .collect();
     let want = common::npy(&dir.join("output_0.npy"));
-    let got = xla_aot::compile::run_host(&m, &[x]).map_err(|e| format!("compile: {e}"))?;
+    let got = xla_aot::compile::run_host(&m, &xs).map_err(|e| format!("compile: {e}"))?;
     let (g, w) = (got[0].to_f64_vec(), want.to_f64_vec());
     if g.len() != w.len() {
         return Err(format!("{} values, expected {}", g.len(), w.len()));

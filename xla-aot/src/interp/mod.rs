@@ -138,6 +138,7 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
             Op::Compare(d) => compare(*d, ops[0], ops[1]),
             Op::Select => select(ops[0], ops[1], ops[2]),
             Op::Clamp => clamp(ops[0], ops[1], ops[2]),
+            Op::Fma => fma(ops[0], ops[1], ops[2]),
             Op::Broadcast { dimensions } => broadcast(ops[0], dimensions, &out_dims),
             Op::Reshape => Tensor {
                 dims: out_dims,
@@ -334,6 +335,21 @@ fn clamp(lo: &Tensor, x: &Tensor, hi: &Tensor) -> Tensor {
         })
         .collect();
     Tensor::from_f64(x.dtype(), x.dims.clone(), &vals)
+}
+
+/// `a · b + c` in f32 with one rounding (`f32::mul_add`: the host's fused multiply-add).
+fn fma(a: &Tensor, b: &Tensor, c: &Tensor) -> Tensor {
+    let data = a
+        .f32()
+        .iter()
+        .zip(b.f32())
+        .zip(c.f32())
+        .map(|((&x, &y), &z)| x.mul_add(y, z))
+        .collect();
+    Tensor {
+        dims: a.dims.clone(),
+        data: Data::F32(data),
+    }
 }
 
 fn broadcast(x: &Tensor, dimensions: &[usize], out: &[usize]) -> Tensor {

@@ -35,6 +35,7 @@ pub fn flops(c: &Computation, id: InstId) -> u64 {
         | Op::Select
         | Op::Clamp
         | Op::Convert { .. } => out,
+        Op::Fma => 2 * out,
         Op::Fusion { computation, .. } => computation.ids().map(|i| flops(computation, i)).sum(),
         _ => 0,
     }

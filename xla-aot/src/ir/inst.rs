@@ -180,6 +180,10 @@ pub enum Op {
     /// `min(max(x, lo), hi)` elementwise; `lo`/`hi` scalars or the shape of `x`.
     /// Operands: `[lo, x, hi]` (XLA order).
     Clamp,
+    /// `a · b + c` elementwise with one rounding (IEEE fusedMultiplyAdd), f32 operands of one
+    /// shape. Operands: `[a, b, c]`. (Not an XLA opcode: a quantized add computes with it as
+    /// onnxruntime's kernels do, `front/onnx/quant.rs`.)
+    Fma,
     /// Operand dim `i` becomes result dim `dimensions[i]` (strictly increasing); the other result
     /// dims replicate, and an operand dim of extent 1 stretches to any extent (numpy-style).
     /// Operands: `[x]`.
@@ -274,6 +278,7 @@ impl Op {
             Op::Compare(_) => "compare",
             Op::Select => "select",
             Op::Clamp => "clamp",
+            Op::Fma => "fma",
             Op::Broadcast { .. } => "broadcast",
             Op::Reshape => "reshape",
             Op::Transpose { .. } => "transpose",

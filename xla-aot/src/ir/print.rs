@@ -208,6 +208,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
         | Op::Binary(_)
         | Op::Select
         | Op::Clamp
+        | Op::Fma
         | Op::Convert { .. }
         | Op::Sample
         | Op::Reshape

@@ -68,6 +68,16 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             }
             plain(x)
         }
+        Op::Fma => {
+            let (a, b, c) = (operands[0], operands[1], operands[2]);
+            let same = |s: &Shape| s.dtype == DType::F32 && s.dims == a.dims;
+            if !(same(a) && same(b) && same(c)) {
+                return Err(format!(
+                    "fma needs three f32 operands of one shape, got {a}, {b} and {c}"
+                ));
+            }
+            plain(a)
+        }
         Op::Broadcast { dimensions } => return Err(broadcast_needs_dims(dimensions)),
         Op::Reshape => return Err("reshape result dims are declared, not inferred".into()),
         Op::Transpose { permutation } => {

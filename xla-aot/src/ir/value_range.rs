@@ -229,6 +229,13 @@ fn instruction(
                 nan: l.nan || x.nan || h.nan,
             }
         }
+        // One rounding instead of two: the bounds of the product and the sum hold for it too.
+        Op::Fma => binary(
+            BinaryOp::Add,
+            binary(BinaryOp::Multiply, ops[0], ops[1], dt),
+            ops[2],
+            dt,
+        ),
         Op::Broadcast { .. } | Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } => ops[0],
         Op::Pad { .. } => ops[0].union(ops[1]),
         Op::Concatenate { .. } => ops

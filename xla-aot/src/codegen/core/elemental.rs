@@ -305,6 +305,10 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 // NaN stays NaN (fmax already propagates it).
                 r.into()
             }
+            Op::Fma => {
+                let f = |j: usize| at(j, idx).into_float_value();
+                self.fma_exact(f(0), f(1), f(2)).into()
+            }
             Op::Broadcast { dimensions } => {
                 let s = shape_of(0);
                 let oi: Vec<IntValue> = dimensions

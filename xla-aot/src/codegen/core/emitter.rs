@@ -762,6 +762,74 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .into_float_value()
     }
 
+    /// `a · b + c` rounded once (`fma`, IEEE fusedMultiplyAdd), unlike [`Self::fma`], which
+    /// LLVM may split. Targets without the instruction ([`Target::has_fma`]) get it without a
+    /// libm call: the f64 product of two f32 is exact; their f64 sum with `c` is rounded to odd
+    /// (the exact error of the sum, by Knuth's TwoSum, sets the last bit when it is nonzero and
+    /// the bit is clear), and 53 ≥ 24 + 2 bits make rounding that to f32 the correctly rounded
+    /// result (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums", 2008).
+    pub(crate) fn fma_exact(
+        &self,
+        a: FloatValue<'ctx>,
+        b: FloatValue<'ctx>,
+        c: FloatValue<'ctx>,
+    ) -> FloatValue<'ctx> {
+        let f32t = self.ctx.f32_type();
+        if self.target.has_fma() {
+            let fma = inkwell::intrinsics::Intrinsic::find("llvm.fma")
+                .expect("llvm.fma exists")
+                .get_declaration(self.m, &[f32t.into()])
+                .expect("f32 fma");
+            return self
+                .call(fma, &[a.into(), b.into(), c.into()])
+                .into_float_value();
+        }
+        let (b_, f64t, i64t) = (&self.b, self.ctx.f64_type(), self.ctx.i64_type());
+        let ext = |x: FloatValue<'ctx>| b_.build_float_ext(x, f64t, "").unwrap();
+        let p = b_.build_float_mul(ext(a), ext(b), "").unwrap();
+        let c = ext(c);
+        let s = b_.build_float_add(p, c, "").unwrap();
+        // TwoSum: e = (p − (s − bb)) + (c − bb), bb = s − p, exactly s's rounding error.
+        let bb = b_.build_float_sub(s, p, "").unwrap();
+        let pa = b_
+            .build_float_sub(p, b_.build_float_sub(s, bb, "").unwrap(), "")
+            .unwrap();
+        let cb = b_.build_float_sub(c, bb, "").unwrap();
+        let e = b_.build_float_add(pa, cb, "").unwrap();
+        let zero = f64t.const_zero();
+        let bits = b_.build_bit_cast(s, i64t, "").unwrap().into_int_value();
+        let even = b_
+            .build_int_compare(
+                IntPredicate::EQ,
+                b_.build_and(bits, i64t.const_int(1, false), "").unwrap(),
+                i64t.const_zero(),
+                "",
+            )
+            .unwrap();
+        // A NaN error (an infinite or NaN sum) is not "inexact": the sum stays as it is.
+        let inexact = self.fcmp(FloatPredicate::ONE, e, zero);
+        let odd_it = b_.build_and(even, inexact, "").unwrap();
+        // One step toward the exact value: away from zero when e has s's sign.
+        let away = b_
+            .build_xor(
+                self.fcmp(FloatPredicate::OGT, e, zero),
+                self.fcmp(FloatPredicate::OLT, s, zero),
+                "",
+            )
+            .unwrap();
+        let step = b_
+            .build_select(away, i64t.const_int(1, false), i64t.const_all_ones(), "")
+            .unwrap()
+            .into_int_value();
+        let stepped = b_.build_int_add(bits, step, "").unwrap();
+        let odd = b_
+            .build_select(odd_it, stepped, bits, "")
+            .unwrap()
+            .into_int_value();
+        let s_odd = b_.build_bit_cast(odd, f64t, "").unwrap().into_float_value();
+        b_.build_float_trunc(s_odd, f32t, "").unwrap()
+    }
+
     /// Input position `o·stride + t·dilation - pad_low` along dim `d` of a window.
     pub(crate) fn window_pos(
         &self,

@@ -43,6 +43,7 @@ mod nn;
 mod norms;
 pub mod proto;
 mod qdq;
+mod qlinear_exact;
 mod quant;
 mod reduce;
 mod resize;

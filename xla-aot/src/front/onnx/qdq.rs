@@ -15,6 +15,9 @@
 //! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
 //! the node list (every input it reads is defined by then) and the product node is dropped; the
 //! `DequantizeLinear` nodes stay (other consumers may read them; unused ones are dead code).
+//! `Add` and `Mul` between two per-tensor dequantizations (`AveragePool` after one) and one
+//! per-tensor requantization of one 8-bit type become `com.microsoft` `QLinearAdd` /
+//! `QLinearMul` / `QLinearAveragePool` (onnxruntime's roundings, `qlinear_exact.rs`).
 //! Likewise a value-moving op ([`MOVES`]) between dequantizations and one requantization, all at
 //! one per-tensor scale and zero point of one type, runs on the quantized integers instead (the
 //! same values: a dequantize/quantize round trip at one scale is exact).
@@ -237,6 +240,81 @@ pub fn fuse(
             op_type: op_type.into(),
             domain: domain.into(),
             attribute,
+        };
+        fused.insert(qi, node);
+        dropped.insert(i);
+    }
+    // DequantizeLinear (two of them for Add/Mul) → Add/Mul/AveragePool → QuantizeLinear, all
+    // per tensor with constant scales and zero points of one 8-bit type: onnxruntime runs the
+    // group as QLinearAdd/QLinearMul/QLinearAveragePool, whose roundings `qlinear_exact.rs`
+    // reproduces.
+    for (i, n) in graph.node.iter().enumerate() {
+        let (op_type, arity) = match n.op_type.as_str() {
+            "Add" => ("QLinearAdd", 2),
+            "Mul" => ("QLinearMul", 2),
+            "AveragePool" => ("QLinearAveragePool", 1),
+            _ => continue,
+        };
+        if !n.domain.is_empty() || n.input.len() != arity || n.output.len() != 1 {
+            continue;
+        }
+        let out = n.output[0].as_str();
+        if outputs.contains(out) || uses.get(out) != Some(&1) {
+            continue;
+        }
+        let Some(&qi) = consumer.get(out) else {
+            continue;
+        };
+        let q = &graph.node[qi];
+        let per_tensor = |node: &NodeProto| -> Option<i32> {
+            let (s, z) = (node.input.get(1)?, node.input.get(2)?);
+            let ty = inits.get(z.as_str())?.data_type;
+            let byte = ty == super::proto::data_type::UINT8 || ty == super::proto::data_type::INT8;
+            (node.input.len() == 3
+                && is_init(s)
+                && count(s) == Some(1)
+                && count(z) == Some(1)
+                && int_attr(node, "block_size").unwrap_or(0) == 0
+                && byte)
+                .then_some(ty)
+        };
+        let q_ok = q.op_type == "QuantizeLinear"
+            && (q.domain.is_empty() || q.domain == "com.microsoft")
+            && q.input.first().map(String::as_str) == Some(out)
+            && !fused.contains_key(&qi);
+        let Some(dqs) = n
+            .input
+            .iter()
+            .map(|x| dq(x).map(|d| d.0))
+            .collect::<Option<Vec<&NodeProto>>>()
+        else {
+            continue;
+        };
+        let mut types = dqs.iter().map(|d| per_tensor(d));
+        let t0 = per_tensor(q);
+        // onnxruntime 1.32 on x86-64 keeps an int8 Mul group in float (its outputs on every
+        // pair of int8 operands are the float path's, not QLinearMul's; `elementwise_qdq_s8` in
+        // `scripts/onnx_quantized.py`); int8 Add and AveragePool groups it fuses.
+        let fusible = n.op_type != "Mul" || t0 == Some(super::proto::data_type::UINT8);
+        if !q_ok || t0.is_none() || !fusible || !types.all(|t| t == t0) {
+            continue;
+        }
+        let node = NodeProto {
+            input: dqs
+                .iter()
+                .flat_map(|d| d.input[..3].iter().cloned())
+                .chain(q.input[1..3].iter().cloned())
+                .collect(),
+            output: q.output.clone(),
+            name: if n.name.is_empty() {
+                q.name.clone()
+            } else {
+                n.name.clone()
+            },
+            op_type: op_type.into(),
+            domain: "com.microsoft".into(),
+            // QLinearAveragePool takes AveragePool's attributes (and channels_last = 0).
+            attribute: n.attribute.clone(),
         };
         fused.insert(qi, node);
         dropped.insert(i);

@@ -176,7 +176,7 @@ impl Importer {
     /// subtracting 1.5·2^23 rounds it (the sum lies in [2^23, 2^24), spaced 1) and `t` is read
     /// once: chained quantizations fused into one loop stay linear in size (the general
     /// [`Self::round_even`] reads its input three times).
-    fn saturate_round(
+    pub(super) fn saturate_round(
         &mut self,
         cx: &Ctx,
         t: InstId,
@@ -528,6 +528,9 @@ impl Importer {
         match op {
             "QuantizeLinear" => self.quantize_linear(cx),
             "DequantizeLinear" => self.dequantize_linear(cx),
+            "QLinearAdd" | "QLinearMul" if self.qlinear_binary_exact(cx)? => {
+                self.qlinear_binary(cx, op == "QLinearAdd")
+            }
             "QLinearAdd" | "QLinearMul" => {
                 cx.arity(7, 8)?;
                 let a = self.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
@@ -573,6 +576,9 @@ impl Importer {
                     .filter(|a| a.name != "channels_last")
                     .cloned()
                     .collect();
+                if self.qlinear_exact_form(cx, &[0], &[1, 2, 3, 4])? {
+                    return self.qlinear_average_pool(cx, rw, attrs);
+                }
                 unary(self, rw, "AveragePool", attrs)
             }
             "QLinearSoftmax" => {
@@ -747,7 +753,7 @@ impl Importer {
     }
 
     /// `DequantizeLinear(x, scale, zero_point?)` along `axis` as a rewritten node; its output name.
-    fn dq_via(
+    pub(super) fn dq_via(
         &mut self,
         cx: &Ctx,
         rw: &mut Rewrite,

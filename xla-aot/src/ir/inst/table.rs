@@ -91,6 +91,7 @@ pub const OPCODES: &[OpcodeInfo] = &[
     opcode("compare", 2, Class::Elementwise),
     bare("select", 3, Class::Elementwise, Op::Select),
     bare("clamp", 3, Class::Elementwise, Op::Clamp),
+    bare("fma", 3, Class::Elementwise, Op::Fma),
     opcode("convert", 1, Class::Elementwise),
     opcode("broadcast", 1, Class::Remap),
     bare("reshape", 1, Class::Remap, Op::Reshape),

@@ -1,0 +1,187 @@
+//! `com.microsoft` QLinearAdd, QLinearMul and QLinearAveragePool with constant per-tensor scales
+//! and zero points, computed as onnxruntime's x86-64 kernels compute them, to the rounding: a
+//! QDQ model's `DequantizeLinear` → `Add`/`Mul`/`AveragePool` → `QuantizeLinear` groups become
+//! these nodes (`qdq.rs`), as onnxruntime's graph optimiser makes them, so the integers agree
+//! with its bit for bit instead of landing a step away where dequantize → f32 op → quantize
+//! rounds differently.
+//!
+//! Contract (`a`, `b` the input integers, `c` the output's; `r_x = s_x / s_c` in f32):
+//! - QLinearAdd (MLAS `MlasQLinearAddKernelAvx2Helper`, also what runs on AVX-512 machines):
+//!   `c = saturate(round_half_even(fma(p, r_p, fma(q, r_q, k))))` with the fixed part
+//!   `k = z_c − fma(r_p, z_p, r_q · z_q)` in f32 (the multiply-add contracted as the library's
+//!   compiler did; measured against onnxruntime 1.32 on every (a, b) pair of 40 random scale
+//!   sets). `p` is the operand that varies within onnxruntime's innermost broadcast span: `A`,
+//!   unless `A` is broadcast along the innermost non-unit output dim (then the kernel runs
+//!   with the operands swapped, `p = B`).
+//! - QLinearMul (MLAS `MlasQLinearMulKernel`, SSE2): `c = saturate(round_half_even(
+//!   f32((a − z_a)(b − z_b)) · m + z_c))` with `m = s_a · s_b / s_c` in f32, a separate
+//!   multiply and add (symmetric in its operands).
+//! - QLinearAveragePool (`qlinear_pool.cc`): the dequantized f32 window mean (sum, then a
+//!   division by the count), then `saturate(round_half_even(y / s_y + z_y))`: the zero point
+//!   is added *before* rounding, unlike QuantizeLinear (a half lands on the other side when
+//!   `z_y` is odd).
+//!
+//! The integer products are exact in f32 (8-bit operands); the rounding is
+//! `quant.rs`' `saturate_round`. Any other such op (run-time scales, per-axis scales, 16-bit
+//! types) keeps the dequantize → op → quantize form of `quant.rs`.
+
+use super::context::{Ctx, Importer, R, Val, ty_of};
+use super::elementwise::{Outs, rt};
+use super::proto::{AttributeProto, data_type as dt};
+use super::rewrite::{Rewrite, input_name};
+use crate::ir::{BinaryOp, DType, InstId, Op};
+
+/// Input positions of QLinearAdd/QLinearMul: A's scale and zero point, B, B's scale and zero
+/// point, C's scale and zero point.
+const A_SCALE: usize = 1;
+const A_ZERO: usize = 2;
+const B: usize = 3;
+const B_SCALE: usize = 4;
+const B_ZERO: usize = 5;
+const C_SCALE: usize = 6;
+const C_ZERO: usize = 7;
+
+impl Importer {
+    /// Whether a QLinearAdd/QLinearMul (`data` = [0, 3], `params` its scales and zero points) or
+    /// a QLinearAveragePool ([0], [1, 2, 3, 4]) takes the exact path: every input present, the
+    /// scales and zero points constant scalars, the data and zero points of one 8-bit type.
+    pub(super) fn qlinear_exact_form(&self, cx: &Ctx, data: &[usize], params: &[usize]) -> R<bool> {
+        let n = data.len() + params.len();
+        if cx.n_inputs() != n || (0..n).any(|j| !cx.has_input(j)) {
+            return Ok(false);
+        }
+        let scalar =
+            |j: usize| matches!(self.input(cx, j), Ok(Val::Const(c)) if c.element_count() == 1);
+        let ty = |j: usize| self.input(cx, j).map(|v| ty_of(&v));
+        let ty0 = ty(0)?;
+        // Scales are every other parameter (scale, zero point pairs).
+        let zeros = params.iter().skip(1).step_by(2);
+        let mut same = true;
+        for &j in data.iter().chain(zeros) {
+            same &= ty(j)? == ty0;
+        }
+        Ok(matches!(ty0, dt::UINT8 | dt::INT8) && same && params.iter().all(|&j| scalar(j)))
+    }
+
+    /// [`Self::qlinear_exact_form`] of a QLinearAdd/QLinearMul.
+    pub(super) fn qlinear_binary_exact(&self, cx: &Ctx) -> R<bool> {
+        self.qlinear_exact_form(
+            cx,
+            &[0, B],
+            &[A_SCALE, A_ZERO, B_SCALE, B_ZERO, C_SCALE, C_ZERO],
+        )
+    }
+
+    /// The exact QLinearAveragePool (module doc); call after [`Self::qlinear_exact_form`] with
+    /// `[0], [1, 2, 3, 4]`. `attrs` are the AveragePool's.
+    pub(super) fn qlinear_average_pool(
+        &mut self,
+        cx: &Ctx,
+        rw: &mut Rewrite,
+        attrs: Vec<AttributeProto>,
+    ) -> R<Outs> {
+        let inp = |j: usize| input_name(cx, j);
+        let x = self.dq_via(cx, rw, inp(0), inp(1), inp(2), 1)?;
+        let y = self.via1(cx, rw, "AveragePool", &[x], attrs)?;
+        let Some(Val::Rt { id: y, .. }) = self.env.get(&y).cloned() else {
+            return Err(cx.err("AveragePool of run-time data gave no run-time value"));
+        };
+        let ys = self.konst(cx, 3, "y_scale")?.as_f64()[0] as f32;
+        let zy = self.konst(cx, 4, "y_zero_point")?.as_f64()[0] as f32;
+        let dims = self.dims(y);
+        let s = self.splat(cx, ys, &dims)?;
+        let t = self.bin(cx, BinaryOp::Divide, y, s)?;
+        let z = self.splat(cx, zy, &dims)?;
+        let u = self.bin(cx, BinaryOp::Add, t, z)?;
+        let out_ty = ty_of(&self.input(cx, 4)?);
+        self.saturated(cx, u, out_ty)
+    }
+
+    /// The exact QLinearAdd (`add`) or QLinearMul (module doc); call after
+    /// [`Self::qlinear_binary_exact`].
+    pub(super) fn qlinear_binary(&mut self, cx: &Ctx, add: bool) -> R<Outs> {
+        let num = |me: &Self, j: usize| -> R<f32> {
+            Ok(me.konst(cx, j, "a scale or zero point")?.as_f64()[0] as f32)
+        };
+        let (sa, za) = (num(self, A_SCALE)?, num(self, A_ZERO)?);
+        let (sb, zb) = (num(self, B_SCALE)?, num(self, B_ZERO)?);
+        let (sc, zc) = (num(self, C_SCALE)?, num(self, C_ZERO)?);
+        let out_ty = ty_of(&self.input(cx, C_ZERO)?);
+        let a_dims = self.in_dims(cx, 0)?;
+        let (ids, _) = self.as_f32(cx, &[0, B])?;
+        let v = self.broadcast_all(cx, &ids)?;
+        let (a, b) = (v[0], v[1]);
+        let dims = self.dims(a);
+        let t = if add {
+            // onnxruntime swaps the operands when A is the one broadcast within a span.
+            let swap = innermost_broadcast(&a_dims, &dims);
+            let ((p, rp, zp), (q, rq, zq)) = if swap {
+                ((b, sb / sc, zb), (a, sa / sc, za))
+            } else {
+                ((a, sa / sc, za), (b, sb / sc, zb))
+            };
+            let k = zc - rp.mul_add(zp, rq * zq);
+            let (rp, rq, k) = (
+                self.splat(cx, rp, &dims)?,
+                self.splat(cx, rq, &dims)?,
+                self.splat(cx, k, &dims)?,
+            );
+            let inner = self.add(cx, Op::Fma, &[q, rq, k])?;
+            self.add(cx, Op::Fma, &[p, rp, inner])?
+        } else {
+            let za = self.splat(cx, za, &dims)?;
+            let zb = self.splat(cx, zb, &dims)?;
+            let da = self.bin(cx, BinaryOp::Subtract, a, za)?;
+            let db = self.bin(cx, BinaryOp::Subtract, b, zb)?;
+            let prod = self.bin(cx, BinaryOp::Multiply, da, db)?;
+            let m = self.splat(cx, sa * sb / sc, &dims)?;
+            let scaled = self.bin(cx, BinaryOp::Multiply, prod, m)?;
+            let z = self.splat(cx, zc, &dims)?;
+            self.bin(cx, BinaryOp::Add, scaled, z)?
+        };
+        self.saturated(cx, t, out_ty)
+    }
+
+    /// `t` rounded half to even and saturated to 8-bit type `ty`, as the integers of `ty`.
+    fn saturated(&mut self, cx: &Ctx, t: InstId, ty: i32) -> R<Outs> {
+        let (lo, hi) = if ty == dt::UINT8 {
+            (0.0, 255.0)
+        } else {
+            (-128.0, 127.0)
+        };
+        let y = self.saturate_round(cx, t, None, lo, hi)?;
+        let q = self.convert(cx, y, DType::I32)?;
+        Ok(rt(q, ty))
+    }
+}
+
+/// Whether an operand of dims `x` is broadcast along the innermost output dim (of `out`) whose
+/// extent is not 1: the dim onnxruntime's broadcast loop runs its spans along.
+fn innermost_broadcast(x: &[usize], out: &[usize]) -> bool {
+    let Some(d) = (0..out.len()).rev().find(|&d| out[d] != 1) else {
+        // One element: onnxruntime takes A as the scalar.
+        return true;
+    };
+    // Right-aligned (numpy): a missing leading dim is 1.
+    let back = out.len() - d;
+    x.len() < back || x[x.len() - back] == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::innermost_broadcast;
+
+    #[test]
+    fn the_broadcast_operand_is_found_along_the_innermost_non_unit_dim() {
+        // A per-channel operand against an NCHW tensor.
+        assert!(innermost_broadcast(&[1, 64, 1, 1], &[1, 64, 8, 8]));
+        assert!(!innermost_broadcast(&[1, 64, 8, 8], &[1, 64, 8, 8]));
+        // A row vector repeats along the outer dim only.
+        assert!(!innermost_broadcast(&[8], &[4, 8]));
+        assert!(innermost_broadcast(&[4, 1], &[4, 8]));
+        // Trailing unit dims of the output are skipped.
+        assert!(innermost_broadcast(&[1, 1, 1], &[1, 3, 1]));
+        assert!(!innermost_broadcast(&[3, 1], &[1, 3, 1]));
+        assert!(innermost_broadcast(&[], &[1]));
+    }
+}
