@@ -25,7 +25,7 @@
 //! `quant.rs`' `saturate_round`. Any other such op (run-time scales, per-axis scales, 16-bit
 //! types) keeps the dequantize → op → quantize form of `quant.rs`.
 
-use super::context::{Ctx, Importer, R, Val, ty_of};
+use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
 use super::elementwise::{Outs, rt};
 use super::proto::{AttributeProto, data_type as dt};
 use super::rewrite::{Rewrite, input_name};
@@ -107,11 +107,14 @@ impl Importer {
         let (sb, zb) = (num(self, B_SCALE)?, num(self, B_ZERO)?);
         let (sc, zc) = (num(self, C_SCALE)?, num(self, C_ZERO)?);
         let out_ty = ty_of(&self.input(cx, C_ZERO)?);
-        let a_dims = self.in_dims(cx, 0)?;
         let (ids, _) = self.as_f32(cx, &[0, B])?;
-        let v = self.broadcast_all(cx, &ids)?;
-        let (a, b) = (v[0], v[1]);
-        let dims = self.dims(a);
+        let (a, b) = (ids[0], ids[1]);
+        let (a_dims, b_dims) = (self.dims(a), self.dims(b));
+        let dims = broadcast_dims(&[a_dims.clone(), b_dims]).ok_or_else(|| {
+            cx.err("inputs A and B do not broadcast (numpy rules: equal extents or 1)")
+        })?;
+        // Each operand's own term is computed at its own dims and broadcast after: a
+        // per-channel constant stays a per-channel constant (folded), not a full tensor.
         let t = if add {
             // onnxruntime swaps the operands when A is the one broadcast within a span.
             let swap = innermost_broadcast(&a_dims, &dims);
@@ -121,19 +124,21 @@ impl Importer {
                 ((a, sa / sc, za), (b, sb / sc, zb))
             };
             let k = zc - rp.mul_add(zp, rq * zq);
-            let (rp, rq, k) = (
-                self.splat(cx, rp, &dims)?,
-                self.splat(cx, rq, &dims)?,
-                self.splat(cx, k, &dims)?,
-            );
+            let qd = self.dims(q);
+            let (rq, k) = (self.splat(cx, rq, &qd)?, self.splat(cx, k, &qd)?);
             let inner = self.add(cx, Op::Fma, &[q, rq, k])?;
+            let inner = self.stretch(cx, inner, &dims)?;
+            let p = self.stretch(cx, p, &dims)?;
+            let rp = self.splat(cx, rp, &dims)?;
             self.add(cx, Op::Fma, &[p, rp, inner])?
         } else {
-            let za = self.splat(cx, za, &dims)?;
-            let zb = self.splat(cx, zb, &dims)?;
-            let da = self.bin(cx, BinaryOp::Subtract, a, za)?;
-            let db = self.bin(cx, BinaryOp::Subtract, b, zb)?;
-            let prod = self.bin(cx, BinaryOp::Multiply, da, db)?;
+            let mut centred = Vec::new();
+            for (x, z) in [(a, za), (b, zb)] {
+                let z = self.splat(cx, z, &self.dims(x))?;
+                let d = self.bin(cx, BinaryOp::Subtract, x, z)?;
+                centred.push(self.stretch(cx, d, &dims)?);
+            }
+            let prod = self.bin(cx, BinaryOp::Multiply, centred[0], centred[1])?;
             let m = self.splat(cx, sa * sb / sc, &dims)?;
             let scaled = self.bin(cx, BinaryOp::Multiply, prod, m)?;
             let z = self.splat(cx, zc, &dims)?;
