@@ -304,7 +304,7 @@ pub fn import_with(
         Some(Val::Const(c)) => Some(c.as_f64()),
         _ => None,
     };
-    let fused = qdq::fuse(graph, &konst);
+    let fused = qdq::fuse(graph, &konst, opset);
     lower_nodes(
         &mut imp,
         path,

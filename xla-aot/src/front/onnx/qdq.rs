@@ -15,9 +15,10 @@
 //! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
 //! the node list (every input it reads is defined by then) and the product node is dropped; the
 //! `DequantizeLinear` nodes stay (other consumers may read them; unused ones are dead code).
-//! `Add` and `Mul` between two per-tensor dequantizations (`AveragePool` after one) and one
-//! per-tensor requantization of one 8-bit type become `com.microsoft` `QLinearAdd` /
-//! `QLinearMul` / `QLinearAveragePool` (onnxruntime's roundings, `qlinear_exact.rs`).
+//! `Add` and `Mul` between two per-tensor dequantizations (`AveragePool` and `Softmax` after one)
+//! and one per-tensor requantization of one 8-bit type become `com.microsoft` `QLinearAdd` /
+//! `QLinearMul` / `QLinearAveragePool` / `QLinearSoftmax` (onnxruntime's roundings,
+//! `qlinear_exact.rs`).
 //! Likewise a value-moving op ([`MOVES`]) between dequantizations and one requantization, all at
 //! one per-tensor scale and zero point of one type, runs on the quantized integers instead (the
 //! same values: a dequantize/quantize round trip at one scale is exact).
@@ -37,12 +38,14 @@ const MOVES: &[&str] = &[
     "Unsqueeze",
 ];
 
-/// The graph's nodes with the fusible QDQ groups fused (a copy only when one is). `konst` gives
+/// The graph's nodes with the fusible QDQ groups fused (a copy only when one is), for a model of
+/// default-domain `opset`. `konst` gives
 /// an initializer's values: the importer has already taken the data of large ones out of their
 /// `TensorProto`s (`ConstTensor::from_proto_owned`), whose names, dims and types stay.
 pub fn fuse(
     graph: &GraphProto,
     konst: &dyn Fn(&str) -> Option<Vec<f64>>,
+    opset: i64,
 ) -> Option<Vec<NodeProto>> {
     let inits: HashMap<&str, &TensorProto> = graph
         .initializer
@@ -253,6 +256,7 @@ pub fn fuse(
             "Add" => ("QLinearAdd", 2),
             "Mul" => ("QLinearMul", 2),
             "AveragePool" => ("QLinearAveragePool", 1),
+            "Softmax" => ("QLinearSoftmax", 1),
             _ => continue,
         };
         if !n.domain.is_empty() || n.input.len() != arity || n.output.len() != 1 {
@@ -313,8 +317,21 @@ pub fn fuse(
             },
             op_type: op_type.into(),
             domain: "com.microsoft".into(),
-            // QLinearAveragePool takes AveragePool's attributes (and channels_last = 0).
-            attribute: n.attribute.clone(),
+            // QLinearAveragePool takes AveragePool's attributes (and channels_last = 0);
+            // QLinearSoftmax an explicit axis and the model's opset (its axis default and 2-D
+            // coercion before 13).
+            attribute: if n.op_type == "Softmax" {
+                let axis = int_attr(n, "axis").unwrap_or(if opset < 13 { 1 } else { -1 });
+                let int = |name: &str, i: i64| AttributeProto {
+                    name: name.into(),
+                    r#type: at::INT,
+                    i,
+                    ..Default::default()
+                };
+                vec![int("axis", axis), int("opset", opset)]
+            } else {
+                n.attribute.clone()
+            },
         };
         fused.insert(qi, node);
         dropped.insert(i);

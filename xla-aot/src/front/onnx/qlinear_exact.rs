@@ -20,6 +20,11 @@
 //!   division by the count), then `saturate(round_half_even(y / s_y + z_y))`: the zero point
 //!   is added *before* rounding, unlike QuantizeLinear (a half lands on the other side when
 //!   `z_y` is odd).
+//! - QLinearSoftmax over the last axis, uint8 (`qlinear_softmax.cc`): `e(x) = T[x − max + 255]`
+//!   from a table of 256 f32 values `T[i] = exp((i − 255 + k) · s_x)` computed in f64 (`k` keeps
+//!   the row sum below f32's range), the row sum `S` of `e`, then
+//!   `saturate(round_half_even(e · ⌊1 / s_y⌋ / S) + z_y)`. onnxruntime sums the row in index
+//!   order; the compiled reduction may add in another order, a difference of a few ulps of `S`.
 //!
 //! The integer products are exact in f32 (8-bit operands); the rounding is
 //! `quant.rs`' `saturate_round`. Any other such op (run-time scales, per-axis scales, 16-bit
@@ -145,6 +150,61 @@ impl Importer {
             self.bin(cx, BinaryOp::Add, scaled, z)?
         };
         self.saturated(cx, t, out_ty)
+    }
+
+    /// Whether a QLinearSoftmax takes the exact path: uint8 data, constant scalar scales and zero
+    /// points, and a softmax over the last axis only (opset ≥ 13's `axis`, or the 2-D coercion at
+    /// the last axis before).
+    pub(super) fn qlinear_softmax_exact(&self, cx: &Ctx) -> R<bool> {
+        if !self.qlinear_exact_form(cx, &[0], &[1, 2, 3, 4])?
+            || ty_of(&self.input(cx, 0)?) != dt::UINT8
+        {
+            return Ok(false);
+        }
+        let rank = self.in_dims(cx, 0)?.len() as i64;
+        let before_13 = cx.attr_i_or("opset", 13)? < 13;
+        let axis = cx.attr_i_or("axis", if before_13 { 1 } else { -1 })?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        Ok(rank > 0 && axis == rank - 1)
+    }
+
+    /// The exact QLinearSoftmax (module doc); call after [`Self::qlinear_softmax_exact`].
+    pub(super) fn qlinear_softmax(&mut self, cx: &Ctx) -> R<Outs> {
+        let xs = self.konst(cx, 1, "x_scale")?.as_f64()[0] as f32;
+        let ys = self.konst(cx, 3, "y_scale")?.as_f64()[0] as f32;
+        let zy = self.konst(cx, 4, "y_zero_point")?.as_f64()[0] as f32;
+        let (x, _) = self.as_f32(cx, &[0])?;
+        let x = x[0];
+        let dims = self.dims(x);
+        let last = dims.len() - 1;
+        let row = dims[last].max(1) as f64;
+        // The table's shift keeps a row's sum of up to `row` values below f32::MAX with 5 bits
+        // to spare (onnxruntime's `QlinearBuildLookupTableUint32`).
+        let shift = ((f32::MAX as f64 / row).ln() - 5.0).max(0.0) / xs as f64;
+        let table: Vec<f32> = (0..256)
+            .map(|i| ((i as f64 - 255.0 + shift) * xs as f64).exp() as f32)
+            .collect();
+        let table = self.b.constant(
+            "softmax_table",
+            crate::ir::Literal::from_f32(vec![256], &table),
+        );
+        let keep: Vec<usize> = (0..last).collect();
+        let max = self.reduce_raw(cx, crate::ir::ReduceKind::Max, x, &[last])?;
+        let max = self.bcast(cx, max, keep.clone(), dims.clone())?;
+        let d = self.bin(cx, BinaryOp::Subtract, x, max)?;
+        let top = self.splat(cx, 255.0, &dims)?;
+        let at = self.bin(cx, BinaryOp::Add, d, top)?;
+        let at = self.convert(cx, at, DType::I32)?;
+        let e = self.add(cx, Op::Gather, &[table, at])?;
+        let sum = self.reduce_raw(cx, crate::ir::ReduceKind::Add, e, &[last])?;
+        let sum = self.bcast(cx, sum, keep, dims.clone())?;
+        let m = self.splat(cx, (1.0 / ys).floor(), &dims)?;
+        let scaled = self.bin(cx, BinaryOp::Multiply, e, m)?;
+        let t = self.bin(cx, BinaryOp::Divide, scaled, sum)?;
+        let z = self.splat(cx, zy, &dims)?;
+        let y = self.saturate_round(cx, t, Some(z), 0.0, 255.0)?;
+        let q = self.convert(cx, y, DType::I32)?;
+        Ok(rt(q, dt::UINT8))
     }
 
     /// `t` rounded half to even and saturated to 8-bit type `ty`, as the integers of `ty`.

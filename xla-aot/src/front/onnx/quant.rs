@@ -581,6 +581,7 @@ impl Importer {
                 }
                 unary(self, rw, "AveragePool", attrs)
             }
+            "QLinearSoftmax" if self.qlinear_softmax_exact(cx)? => self.qlinear_softmax(cx),
             "QLinearSoftmax" => {
                 cx.arity(4, 5)?;
                 let axis = cx.attr_i_or("axis", -1)?;
