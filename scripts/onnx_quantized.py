@@ -172,11 +172,12 @@ def main():
     warnings.filterwarnings("ignore")
 
     # (name, source light model, format, activation type, bound in output steps). The bounds are
-    # what xla-aot reaches today (measured, not goals): squeezenet's QOperator model and both
-    # shufflenet models match exactly (since their dense layer, a QDQ Gemm or a QGemm, runs as
-    # onnxruntime's integer kernel does), squeezenet's QDQ uint8 model to one step; the
-    # int8-activation QDQ model lands up to 7 steps away on a handful of the 1000 outputs
-    # (onnxruntime keeps those groups in float on x86-64, see `front/onnx/qdq.rs`).
+    # what xla-aot reaches today (measured, not goals): squeezenet's QOperator and QDQ uint8
+    # models and both shufflenet models match exactly (their dense layer, a QDQ Gemm or a QGemm,
+    # runs as onnxruntime's integer kernel does; squeezenet's Softmax as QLinearSoftmax), with one
+    # step of slack for a row sum added in another order; the int8-activation QDQ model lands up
+    # to 7 steps away on a handful of the 1000 outputs (onnxruntime keeps its convolutions in
+    # float on x86-64, see `front/onnx/qdq.rs`); the hand-built elementwise groups exactly.
     cases = [
         ("squeezenet_qdq_u8", "squeezenet", "qdq", "u8", 1),
         ("squeezenet_qdq_s8", "squeezenet", "qdq", "s8", 8),

@@ -24,6 +24,7 @@
 //! same values: a dequantize/quantize round trip at one scale is exact).
 
 use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type as at};
+use super::rewrite::attr_i;
 use std::collections::{HashMap, HashSet};
 
 /// Ops that only move values: between a DequantizeLinear and a QuantizeLinear with one scale and
@@ -223,27 +224,11 @@ pub fn fuse(
                     String::new()
                 };
                 inputs.insert(6, bias);
-                let t = AttributeProto {
-                    name: "transB".into(),
-                    r#type: at::INT,
-                    i: trans_b as i64,
-                    ..Default::default()
-                };
+                let t = attr_i("transB", trans_b as i64);
                 ("QGemm", "com.microsoft", vec![t])
             }
         };
-        let node = NodeProto {
-            input: inputs,
-            output: q.output.clone(),
-            name: if n.name.is_empty() {
-                q.name.clone()
-            } else {
-                n.name.clone()
-            },
-            op_type: op_type.into(),
-            domain: domain.into(),
-            attribute,
-        };
+        let node = group_node(n, q, op_type, domain, inputs, attribute);
         fused.insert(qi, node);
         dropped.insert(i);
     }
@@ -303,36 +288,21 @@ pub fn fuse(
         if !q_ok || t0.is_none() || !fusible || !types.all(|t| t == t0) {
             continue;
         }
-        let node = NodeProto {
-            input: dqs
-                .iter()
-                .flat_map(|d| d.input[..3].iter().cloned())
-                .chain(q.input[1..3].iter().cloned())
-                .collect(),
-            output: q.output.clone(),
-            name: if n.name.is_empty() {
-                q.name.clone()
-            } else {
-                n.name.clone()
-            },
-            op_type: op_type.into(),
-            domain: "com.microsoft".into(),
-            // QLinearAveragePool takes AveragePool's attributes (and channels_last = 0);
-            // QLinearSoftmax an explicit axis and the model's opset (its axis default and 2-D
-            // coercion before 13).
-            attribute: if n.op_type == "Softmax" {
-                let axis = int_attr(n, "axis").unwrap_or(if opset < 13 { 1 } else { -1 });
-                let int = |name: &str, i: i64| AttributeProto {
-                    name: name.into(),
-                    r#type: at::INT,
-                    i,
-                    ..Default::default()
-                };
-                vec![int("axis", axis), int("opset", opset)]
-            } else {
-                n.attribute.clone()
-            },
+        let inputs = dqs
+            .iter()
+            .flat_map(|d| d.input[..3].iter().cloned())
+            .chain(q.input[1..3].iter().cloned())
+            .collect();
+        // QLinearAveragePool takes AveragePool's attributes (and channels_last = 0);
+        // QLinearSoftmax an explicit axis and the model's opset (its axis default and 2-D
+        // coercion before 13).
+        let attribute = if n.op_type == "Softmax" {
+            let axis = int_attr(n, "axis").unwrap_or(if opset < 13 { 1 } else { -1 });
+            vec![attr_i("axis", axis), attr_i("opset", opset)]
+        } else {
+            n.attribute.clone()
         };
+        let node = group_node(n, q, op_type, "com.microsoft", inputs, attribute);
         fused.insert(qi, node);
         dropped.insert(i);
     }
@@ -414,6 +384,30 @@ enum Product {
     Conv,
     MatMul,
     Gemm { trans_b: bool },
+}
+
+/// The node a fused group becomes: `op_type` of `domain` on `input`, writing the
+/// `QuantizeLinear` `q`'s output, named after the group's op `n` (or `q` when `n` has no name).
+fn group_node(
+    n: &NodeProto,
+    q: &NodeProto,
+    op_type: &str,
+    domain: &str,
+    input: Vec<String>,
+    attribute: Vec<AttributeProto>,
+) -> NodeProto {
+    NodeProto {
+        input,
+        output: q.output.clone(),
+        name: if n.name.is_empty() {
+            q.name.clone()
+        } else {
+            n.name.clone()
+        },
+        op_type: op_type.into(),
+        domain: domain.into(),
+        attribute,
+    }
 }
 
 /// A float attribute's value.
