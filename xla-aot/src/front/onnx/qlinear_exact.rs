@@ -1,9 +1,9 @@
-//! `com.microsoft` QLinearAdd, QLinearMul and QLinearAveragePool with constant per-tensor scales
-//! and zero points, computed as onnxruntime's x86-64 kernels compute them, to the rounding: a
-//! QDQ model's `DequantizeLinear` → `Add`/`Mul`/`AveragePool` → `QuantizeLinear` groups become
-//! these nodes (`qdq.rs`), as onnxruntime's graph optimiser makes them, so the integers agree
-//! with its bit for bit instead of landing a step away where dequantize → f32 op → quantize
-//! rounds differently.
+//! `com.microsoft` QLinearAdd, QLinearMul, QLinearAveragePool and QLinearSoftmax with constant
+//! per-tensor scales and zero points, computed as onnxruntime's x86-64 kernels compute them, to
+//! the rounding: a QDQ model's `DequantizeLinear` → `Add`/`Mul`/`AveragePool`/`Softmax` →
+//! `QuantizeLinear` groups become these nodes (`qdq.rs`), as onnxruntime's graph optimiser makes
+//! them, so the integers agree with its bit for bit instead of landing a step away where
+//! dequantize → f32 op → quantize rounds differently.
 //!
 //! Contract (`a`, `b` the input integers, `c` the output's; `r_x = s_x / s_c` in f32):
 //! - QLinearAdd (MLAS `MlasQLinearAddKernelAvx2Helper`, also what runs on AVX-512 machines):
