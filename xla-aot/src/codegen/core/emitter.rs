@@ -774,16 +774,13 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         b: FloatValue<'ctx>,
         c: FloatValue<'ctx>,
     ) -> FloatValue<'ctx> {
-        let f32t = self.ctx.f32_type();
         if self.target.has_fma() {
-            let fma = inkwell::intrinsics::Intrinsic::find("llvm.fma")
-                .expect("llvm.fma exists")
-                .get_declaration(self.m, &[f32t.into()])
-                .expect("f32 fma");
+            let fma = math::fma(self.ctx, self.m);
             return self
                 .call(fma, &[a.into(), b.into(), c.into()])
                 .into_float_value();
         }
+        let f32t = self.ctx.f32_type();
         let (b_, f64t, i64t) = (&self.b, self.ctx.f64_type(), self.ctx.i64_type());
         let ext = |x: FloatValue<'ctx>| b_.build_float_ext(x, f64t, "").unwrap();
         let p = b_.build_float_mul(ext(a), ext(b), "").unwrap();
@@ -817,14 +814,16 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 "",
             )
             .unwrap();
-        let step = b_
-            .build_select(away, i64t.const_int(1, false), i64t.const_all_ones(), "")
-            .unwrap()
+        let step = self
+            .select(
+                away,
+                i64t.const_int(1, false).into(),
+                i64t.const_all_ones().into(),
+            )
             .into_int_value();
         let stepped = b_.build_int_add(bits, step, "").unwrap();
-        let odd = b_
-            .build_select(odd_it, stepped, bits, "")
-            .unwrap()
+        let odd = self
+            .select(odd_it, stepped.into(), bits.into())
             .into_int_value();
         let s_odd = b_.build_bit_cast(odd, f64t, "").unwrap().into_float_value();
         b_.build_float_trunc(s_odd, f32t, "").unwrap()

@@ -161,6 +161,15 @@ pub fn fmuladd<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> FunctionValue<'ctx
         .expect("f32 fmuladd")
 }
 
+/// The declaration of `llvm.fma.f32` (one rounding; an instruction where
+/// `Target::has_fma`, else a libm call: `Emitter::fma_exact` decides).
+pub fn fma<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> FunctionValue<'ctx> {
+    inkwell::intrinsics::Intrinsic::find("llvm.fma")
+        .expect("llvm.fma exists")
+        .get_declaration(m, &[ctx.f32_type().into()])
+        .expect("f32 fma")
+}
+
 /// The declaration of `llvm.sqrt.f32` (a hardware instruction on every target).
 pub fn sqrt<'ctx>(ctx: &'ctx Context, m: &Module<'ctx>) -> FunctionValue<'ctx> {
     inkwell::intrinsics::Intrinsic::find("llvm.sqrt")

@@ -27,14 +27,14 @@
 //!   order; the compiled reduction may add in another order, a difference of a few ulps of `S`.
 //!
 //! The integer products are exact in f32 (8-bit operands); the rounding is
-//! `quant.rs`' `saturate_round`. Any other such op (run-time scales, per-axis scales, 16-bit
+//! `quant.rs`' `saturated`. Any other such op (run-time scales, per-axis scales, 16-bit
 //! types) keeps the dequantize → op → quantize form of `quant.rs`.
 
 use super::context::{Ctx, Importer, R, Val, broadcast_dims, ty_of};
-use super::elementwise::{Outs, rt};
+use super::elementwise::Outs;
 use super::proto::{AttributeProto, data_type as dt};
 use super::rewrite::{Rewrite, input_name};
-use crate::ir::{BinaryOp, DType, InstId, Op};
+use crate::ir::{BinaryOp, DType, Op};
 
 /// Input positions of QLinearAdd/QLinearMul: A's scale and zero point, B, B's scale and zero
 /// point, C's scale and zero point.
@@ -91,26 +91,22 @@ impl Importer {
         let Some(Val::Rt { id: y, .. }) = self.env.get(&y).cloned() else {
             return Err(cx.err("AveragePool of run-time data gave no run-time value"));
         };
-        let ys = self.konst(cx, 3, "y_scale")?.as_f64()[0] as f32;
-        let zy = self.konst(cx, 4, "y_zero_point")?.as_f64()[0] as f32;
+        let (ys, zy) = (self.param(cx, 3)?, self.param(cx, 4)?);
         let dims = self.dims(y);
         let s = self.splat(cx, ys, &dims)?;
         let t = self.bin(cx, BinaryOp::Divide, y, s)?;
         let z = self.splat(cx, zy, &dims)?;
         let u = self.bin(cx, BinaryOp::Add, t, z)?;
         let out_ty = ty_of(&self.input(cx, 4)?);
-        self.saturated(cx, u, out_ty)
+        self.saturated(cx, u, None, out_ty)
     }
 
     /// The exact QLinearAdd (`add`) or QLinearMul (module doc); call after
     /// [`Self::qlinear_binary_exact`].
     pub(super) fn qlinear_binary(&mut self, cx: &Ctx, add: bool) -> R<Outs> {
-        let num = |me: &Self, j: usize| -> R<f32> {
-            Ok(me.konst(cx, j, "a scale or zero point")?.as_f64()[0] as f32)
-        };
-        let (sa, za) = (num(self, A_SCALE)?, num(self, A_ZERO)?);
-        let (sb, zb) = (num(self, B_SCALE)?, num(self, B_ZERO)?);
-        let (sc, zc) = (num(self, C_SCALE)?, num(self, C_ZERO)?);
+        let (sa, za) = (self.param(cx, A_SCALE)?, self.param(cx, A_ZERO)?);
+        let (sb, zb) = (self.param(cx, B_SCALE)?, self.param(cx, B_ZERO)?);
+        let (sc, zc) = (self.param(cx, C_SCALE)?, self.param(cx, C_ZERO)?);
         let out_ty = ty_of(&self.input(cx, C_ZERO)?);
         let (ids, _) = self.as_f32(cx, &[0, B])?;
         let (a, b) = (ids[0], ids[1]);
@@ -149,7 +145,7 @@ impl Importer {
             let z = self.splat(cx, zc, &dims)?;
             self.bin(cx, BinaryOp::Add, scaled, z)?
         };
-        self.saturated(cx, t, out_ty)
+        self.saturated(cx, t, None, out_ty)
     }
 
     /// Whether a QLinearSoftmax takes the exact path: uint8 data, constant scalar scales and zero
@@ -170,9 +166,7 @@ impl Importer {
 
     /// The exact QLinearSoftmax (module doc); call after [`Self::qlinear_softmax_exact`].
     pub(super) fn qlinear_softmax(&mut self, cx: &Ctx) -> R<Outs> {
-        let xs = self.konst(cx, 1, "x_scale")?.as_f64()[0] as f32;
-        let ys = self.konst(cx, 3, "y_scale")?.as_f64()[0] as f32;
-        let zy = self.konst(cx, 4, "y_zero_point")?.as_f64()[0] as f32;
+        let (xs, ys, zy) = (self.param(cx, 1)?, self.param(cx, 3)?, self.param(cx, 4)?);
         let (x, _) = self.as_f32(cx, &[0])?;
         let x = x[0];
         let dims = self.dims(x);
@@ -202,21 +196,13 @@ impl Importer {
         let scaled = self.bin(cx, BinaryOp::Multiply, e, m)?;
         let t = self.bin(cx, BinaryOp::Divide, scaled, sum)?;
         let z = self.splat(cx, zy, &dims)?;
-        let y = self.saturate_round(cx, t, Some(z), 0.0, 255.0)?;
-        let q = self.convert(cx, y, DType::I32)?;
-        Ok(rt(q, dt::UINT8))
+        self.saturated(cx, t, Some(z), dt::UINT8)
     }
 
-    /// `t` rounded half to even and saturated to 8-bit type `ty`, as the integers of `ty`.
-    fn saturated(&mut self, cx: &Ctx, t: InstId, ty: i32) -> R<Outs> {
-        let (lo, hi) = if ty == dt::UINT8 {
-            (0.0, 255.0)
-        } else {
-            (-128.0, 127.0)
-        };
-        let y = self.saturate_round(cx, t, None, lo, hi)?;
-        let q = self.convert(cx, y, DType::I32)?;
-        Ok(rt(q, ty))
+    /// Input `j`, a constant scalar scale or zero point (checked by
+    /// [`Self::qlinear_exact_form`]), as f32.
+    fn param(&self, cx: &Ctx, j: usize) -> R<f32> {
+        Ok(self.konst(cx, j, "a scale or zero point")?.as_f64()[0] as f32)
     }
 }
 

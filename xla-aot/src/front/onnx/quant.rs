@@ -155,7 +155,6 @@ impl Importer {
 
     /// The run-time form of [`Self::quantize_linear`].
     fn quantize_rt(&mut self, cx: &Ctx, dims: &[usize], ax: Axis, out_ty: i32) -> R<Outs> {
-        let (lo, hi) = self.q_type(cx, out_ty)?;
         let (x, _) = self.rt(cx, 0)?;
         let x = self.convert(cx, x, DType::F32)?;
         let s = self.q_operand(cx, 1, dims, ax)?;
@@ -165,9 +164,15 @@ impl Importer {
         } else {
             None
         };
+        self.saturated(cx, t, z, out_ty)
+    }
+
+    /// [`Self::saturate_round`] to the range of quantized type `ty`, as the integers of `ty`.
+    pub(super) fn saturated(&mut self, cx: &Ctx, t: InstId, z: Option<InstId>, ty: i32) -> R<Outs> {
+        let (lo, hi) = self.q_type(cx, ty)?;
         let y = self.saturate_round(cx, t, z, lo, hi)?;
         let q = self.convert(cx, y, DType::I32)?;
-        Ok(rt(q, out_ty))
+        Ok(rt(q, ty))
     }
 
     /// `clamp(t, lo − z, hi − z)` rounded half to even, plus `z` (the zero point, f32 of `t`'s
@@ -176,7 +181,7 @@ impl Importer {
     /// subtracting 1.5·2^23 rounds it (the sum lies in [2^23, 2^24), spaced 1) and `t` is read
     /// once: chained quantizations fused into one loop stay linear in size (the general
     /// [`Self::round_even`] reads its input three times).
-    pub(super) fn saturate_round(
+    fn saturate_round(
         &mut self,
         cx: &Ctx,
         t: InstId,
@@ -737,7 +742,6 @@ impl Importer {
         let t = self.bin(cx, BinaryOp::Multiply, y, mb)?;
         let zp = self.input(cx, ys_at + 1)?;
         let out_ty = ty_of(&zp);
-        let (lo, hi) = self.q_type(cx, out_ty)?;
         let zv = match &zp {
             Val::Const(c) if c.element_count() == 1 => c.as_f64()[0] as f32,
             _ => {
@@ -748,9 +752,7 @@ impl Importer {
             }
         };
         let z = self.splat(cx, zv, &dims)?;
-        let y = self.saturate_round(cx, t, Some(z), lo, hi)?;
-        let q = self.convert(cx, y, DType::I32)?;
-        Ok(rt(q, out_ty))
+        self.saturated(cx, t, Some(z), out_ty)
     }
 
     /// `DequantizeLinear(x, scale, zero_point?)` along `axis` as a rewritten node; its output name.
