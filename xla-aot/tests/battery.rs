@@ -444,7 +444,7 @@ fn random_ops_match_the_interpreter_on_every_target() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_ROUNDS);
-    let targets = compiled_targets();
+    let targets = common::compiled_targets();
     let mut failures = Vec::new();
     for round in 0..rounds {
         let text = random_spec(round);
@@ -489,14 +489,6 @@ fn random_ops_match_the_interpreter_on_every_target() {
         targets.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-fn compiled_targets() -> Vec<xla_aot::target::Target> {
-    ["x86_64-avx2", "x86_64-avx512", "aarch64-neon"]
-        .iter()
-        .map(|n| xla_aot::target::Target::resolve(n).unwrap())
-        .filter(|t| t.arch == xla_aot::target::Arch::Aarch64 || t.runs_here())
-        .collect()
 }
 
 /// A random graph of ops over tensors of one shape, where ops take any earlier tensor and some
@@ -561,7 +553,7 @@ fn random_graphs_match_the_interpreter_with_fusion() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_ROUNDS);
-    let t = compiled_targets()
+    let t = common::compiled_targets()
         .into_iter()
         .next()
         .expect("a target that runs here");
@@ -633,7 +625,7 @@ fn random_conv_chains_match_the_interpreter_on_every_target() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_ROUNDS);
-    let targets = compiled_targets();
+    let targets = common::compiled_targets();
     let mut tried = 0;
     for seed in 0..rounds * 8 {
         let text = random_conv_chain(seed);

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use xla_aot::compile::{CompileOptions, compile_model};
 use xla_aot::interp::evaluate;
 use xla_aot::ir::Module;
-use xla_aot::target::{Arch, Target};
+use xla_aot::target::Target;
 use xla_aot::util::rng::SplitMix64;
 
 /// A spec under construction: inputs, weights (written as `.npy` files of a params directory),
@@ -115,18 +115,10 @@ impl Spec {
     }
 }
 
-fn targets() -> Vec<Target> {
-    ["x86_64-avx2", "x86_64-avx512", "aarch64-neon"]
-        .iter()
-        .map(|n| Target::resolve(n).unwrap())
-        .filter(|t| t.arch == Arch::Aarch64 || t.runs_here())
-        .collect()
-}
-
 fn check_everywhere(m: &Module) {
     let ins = random_inputs(m, 7);
     let expected = evaluate(m, &ins).unwrap();
-    for t in targets() {
+    for t in common::compiled_targets() {
         let actual = run_compiled(m, &t, &ins, &format!("kernels-{}-{}", m.name, t.name));
         for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
             if let Err(msg) = check_close(a, e) {
@@ -146,7 +138,7 @@ fn check_half_everywhere(m: &Module, p: xla_aot::ir::Precision) {
     let ins = random_inputs(m, 7);
     let rounded = xla_aot::compile::optimize(m, &opts).unwrap().module;
     let expected = evaluate(&rounded, &ins).unwrap();
-    for t in targets() {
+    for t in common::compiled_targets() {
         let tag = format!("kernels-{}-{p}-{}", m.name, t.name);
         let actual = common::run_compiled_with(m, &t, &ins, &tag, &opts);
         for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
@@ -206,7 +198,7 @@ fn half_weights_match_the_rounded_reference_on_every_target() {
 fn bf16_products_match_the_rounded_reference_on_every_target() {
     let p = xla_aot::ir::Precision::Bf16;
     let bf16 = Target::resolve("x86_64-avx512-bf16").unwrap();
-    let mut ts = targets();
+    let mut ts = common::compiled_targets();
     if bf16.runs_here() {
         ts.push(bf16);
     } else {
@@ -981,7 +973,7 @@ fn the_thread_hook_splits_large_kernels_and_changes_no_bit() {
         .output("e")
         .output("gp");
     let m = s.module();
-    for t in targets() {
+    for t in common::compiled_targets() {
         let calls = hook_calls(&m, &t, 3);
         // The product and the convolution (and the depthwise one, 0.9 MFLOP, stays whole).
         assert!(calls >= 2, "{}: {calls} hook calls", t.name);
@@ -1006,7 +998,7 @@ fn bf16_products_split_between_threads_change_no_bit() {
         precision: Some(xla_aot::ir::Precision::Bf16),
         ..common::default_options()
     };
-    let mut ts = targets();
+    let mut ts = common::compiled_targets();
     ts.extend(
         Target::resolve("x86_64-avx512-bf16")
             .ok()
@@ -1079,7 +1071,7 @@ fn the_thread_hook_splits_pooling_elementwise_and_reductions_and_changes_no_bit(
         .output("g")
         .output("r");
     let m = s.module();
-    for t in targets() {
+    for t in common::compiled_targets() {
         let calls = hook_calls(&m, &t, 3);
         assert!(calls >= 4, "{}: {calls} hook calls", t.name);
     }
@@ -1148,7 +1140,7 @@ fn the_profiler_hook_sees_every_kernel_twice_in_order() {
         .op("{name: y, op: global_avg_pool, inputs: [e]}")
         .output("y");
     let m = s.module();
-    for t in targets() {
+    for t in common::compiled_targets() {
         let kernels = compile_model(&m, &t, &CompileOptions::default())
             .unwrap()
             .kernels
