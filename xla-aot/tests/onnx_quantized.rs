@@ -1,7 +1,8 @@
 //! Quantized ONNX models as onnxruntime's own quantizer writes them (`quantize_static` QDQ with
 //! uint8 and int8 activations and the QOperator format with its `com.microsoft` ops, on onnx's
-//! light squeezenet and shufflenet; `quantize_dynamic` on an MLP; hand-built QDQ Add, Mul and
-//! AveragePool groups on every pair of 8-bit integers, which must match exactly), compiled for the host and
+//! light squeezenet and shufflenet, and on the four examples; `quantize_dynamic` on an MLP;
+//! hand-built QDQ Add, Mul and AveragePool groups on every pair of 8-bit integers, which must
+//! match exactly), compiled for the host and
 //! compared with onnxruntime's int8 kernels: max |ours - onnxruntime| within the number of
 //! output quantization steps each case's `bound.txt` allows (or a bound relative to the largest
 //! output for a float output), and the same top-1 class.
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 
 /// Cases `scripts/onnx_quantized.py` writes.
-const CASES: usize = 8;
+const CASES: usize = 16;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_QUANT_DIR") else {

@@ -20,11 +20,15 @@
 //!   division by the count), then `saturate(round_half_even(y / s_y + z_y))`: the zero point
 //!   is added *before* rounding, unlike QuantizeLinear (a half lands on the other side when
 //!   `z_y` is odd).
-//! - QLinearSoftmax over the last axis, uint8 (`qlinear_softmax.cc`): `e(x) = T[x − max + 255]`
+//! - QLinearSoftmax over the last axis (`qlinear_softmax.cc`): `e(x) = T[x − max + 255]`
 //!   from a table of 256 f32 values `T[i] = exp((i − 255 + k) · s_x)` computed in f64 (`k` keeps
 //!   the row sum below f32's range), the row sum `S` of `e`, then
 //!   `saturate(round_half_even(e · ⌊1 / s_y⌋ / S) + z_y)`. onnxruntime sums the row in index
 //!   order; the compiled reduction may add in another order, a difference of a few ulps of `S`.
+//!   int8 is the same computation (its table is the uint8 one indexed by `x − max + 127` as a
+//!   byte); onnxruntime's int8 kernel then wraps a result above 127 instead of saturating it,
+//!   which only an output zero point above `127 − ⌊1 / s_y⌋` reaches (never the `[0, 1]` range
+//!   `quantize_static` gives a Softmax output); this saturates.
 //!
 //! The integer products are exact in f32 (8-bit operands); the rounding is
 //! `quant.rs`' `saturated`. Any other such op (run-time scales, per-axis scales, 16-bit
@@ -148,12 +152,12 @@ impl Importer {
         self.saturated(cx, t, None, out_ty)
     }
 
-    /// Whether a QLinearSoftmax takes the exact path: uint8 data, constant scalar scales and zero
+    /// Whether a QLinearSoftmax takes the exact path: 8-bit data, constant scalar scales and zero
     /// points, and a softmax over the last axis only (opset ≥ 13's `axis`, or the 2-D coercion at
     /// the last axis before).
     pub(super) fn qlinear_softmax_exact(&self, cx: &Ctx) -> R<bool> {
         if !self.qlinear_exact_form(cx, &[0], &[1, 2, 3, 4])?
-            || ty_of(&self.input(cx, 0)?) != dt::UINT8
+            || !matches!(ty_of(&self.input(cx, 0)?), dt::UINT8 | dt::INT8)
         {
             return Ok(false);
         }
@@ -167,6 +171,7 @@ impl Importer {
     /// The exact QLinearSoftmax (module doc); call after [`Self::qlinear_softmax_exact`].
     pub(super) fn qlinear_softmax(&mut self, cx: &Ctx) -> R<Outs> {
         let (xs, ys, zy) = (self.param(cx, 1)?, self.param(cx, 3)?, self.param(cx, 4)?);
+        let ty = ty_of(&self.input(cx, 0)?);
         let (x, _) = self.as_f32(cx, &[0])?;
         let x = x[0];
         let dims = self.dims(x);
@@ -196,7 +201,7 @@ impl Importer {
         let scaled = self.bin(cx, BinaryOp::Multiply, e, m)?;
         let t = self.bin(cx, BinaryOp::Divide, scaled, sum)?;
         let z = self.splat(cx, zy, &dims)?;
-        self.saturated(cx, t, Some(z), dt::UINT8)
+        self.saturated(cx, t, Some(z), ty)
     }
 
     /// Input `j`, a constant scalar scale or zero point (checked by
