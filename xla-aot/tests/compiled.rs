@@ -121,6 +121,11 @@ fn in_place_reuse_halves_the_arena_and_stays_correct() {
 /// also checks that an unknown name is refused.
 #[test]
 fn multi_isa_libraries_match_the_interpreter_with_each_variant_forced() {
+    if common::one_target_per_pass(
+        "multi_isa_libraries_match_the_interpreter_with_each_variant_forced",
+    ) {
+        return;
+    }
     let t = Target::resolve("x86_64-multi").unwrap();
     if !t.runs_here() {
         eprintln!("note: not an x86-64 host; skipped");
@@ -197,6 +202,11 @@ fn multi_isa_libraries_match_the_interpreter_with_each_variant_forced() {
 /// the native results). Skipped without `qemu-x86_64`.
 #[test]
 fn multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512() {
+    if common::one_target_per_pass(
+        "multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512",
+    ) {
+        return;
+    }
     let t = Target::resolve("x86_64-multi").unwrap();
     let qemu = std::process::Command::new("qemu-x86_64")
         .arg("--version")
@@ -222,6 +232,9 @@ fn multi_isa_libraries_pick_avx2_or_sse2_on_emulated_cpus_without_avx512() {
 /// `dotprod`; each matches the interpreter. The harness passes `getauxval(AT_HWCAP)` first.
 #[test]
 fn aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given() {
+    if common::one_target_per_pass("aarch64_multi_isa_libraries_follow_the_hwcap_they_are_given") {
+        return;
+    }
     let t = Target::resolve("aarch64-multi").unwrap();
     // (forced variant, QEMU CPU model, the variant expected to run; None: refused)
     let runs: &[(Option<&str>, &str, Option<&str>)] = &[
