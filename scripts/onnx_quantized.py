@@ -46,16 +46,17 @@ def prepare(onnx, src, dst):
     return keep[0].name, [d.dim_value for d in keep[0].type.tensor_type.shape.dim]
 
 
-def static(np, onnx, src, dst, fmt, act, example=None):
-    """`quantize_static` of light model `src` (or, with `example`, of that repository example)."""
+def static(np, onnx, src, dst, fmt, act, ready=None):
+    """`quantize_static` of light model `src`; with `ready` (its input's name and shape), `src` is
+    already in a form the quantizer accepts (an `example` export)."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     with tempfile.TemporaryDirectory() as tmp:
         pre = os.path.join(tmp, "pre.onnx")
-        if example is None:
+        if ready is None:
             name, shape = prepare(onnx, src, pre)
         else:
-            name, shape, _ = globals()["example"](np, onnx, example, pre)
+            (name, shape), pre = ready, src
         rng = np.random.default_rng(0)
         batches = [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
 
@@ -238,9 +239,8 @@ def example(np, onnx, ex, dst):
         raise ValueError(ex)
     used = {i for node in n for i in node.input}
     inits = [nh.from_array(v, k) for k, v in sorted({**w, **consts}.items()) if k in used]
-    out_shape = None  # inferred
     g = h.make_graph(n, ex, [h.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
-                     [h.make_tensor_value_info("y", T.FLOAT, out_shape)], inits)
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
     m.ir_version = 9
     onnx.save(m, dst)
@@ -312,9 +312,11 @@ def main():
         if fmt == "elementwise":
             xs = elementwise(np, onnx, path, act)
         elif fmt == "example":
-            static(np, onnx, None, path, "qdq", act, example=light)
             with tempfile.TemporaryDirectory() as tmp:
-                xs = [example(np, onnx, light, os.path.join(tmp, "float.onnx"))[2]]
+                src = os.path.join(tmp, "float.onnx")
+                name_x, shape, x = example(np, onnx, light, src)
+                static(np, onnx, src, path, "qdq", act, ready=(name_x, shape))
+            xs = [x]
         elif light is None:
             mlp(np, onnx, path)
             xs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]

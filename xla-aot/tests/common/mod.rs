@@ -209,17 +209,22 @@ pub fn compiled_targets() -> Vec<xla_aot::target::Target> {
         }
         ts.push(t);
     }
-    if !default_options().disabled_passes.is_empty() {
+    if in_pass_loop() {
         ts.truncate(1);
     }
     ts
+}
+
+/// Whether this is `.ci/run`'s loop over the passes: `XLA_AOT_DISABLE_PASSES` names some.
+pub fn in_pass_loop() -> bool {
+    !default_options().disabled_passes.is_empty()
 }
 
 /// Whether this is `.ci/run`'s loop over the passes (`XLA_AOT_DISABLE_PASSES` set), where tests
 /// of other targets (multi-ISA dispatch, emulated CPUs, the Jetson cross build) return early, as
 /// [`compiled_targets`] keeps one target; says so on stderr.
 pub fn one_target_per_pass(test: &str) -> bool {
-    let skip = !default_options().disabled_passes.is_empty();
+    let skip = in_pass_loop();
     if skip {
         eprintln!("note: XLA_AOT_DISABLE_PASSES is set: {test} (another target) skipped");
     }
