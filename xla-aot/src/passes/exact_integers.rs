@@ -9,17 +9,41 @@
 //! - `subtract(add(x, c), c)` and `add(subtract(x, c), c)`, with `c` one scalar integer (a
 //!   constant or its broadcast, the same instruction or the same value), become `x` where `x` is
 //!   an integer range with `|x| + |c| ≤ 2^24`: both steps are then exact in f32.
+//! - A requantization from one scale to another, `round(clamp(lo, (x · a) / b, hi))` with the
+//!   rounding written `(· + k) − k` and `a`, `b`, `lo`, `hi`, `k` scalar constants, where `x` is
+//!   an integer range of at most [`MAX_ENUMERATED`] values (a concatenation of quantized
+//!   branches, each dequantized with its scale and quantized with the concatenation's): every
+//!   `x` in the range is evaluated in f32 exactly as the chain computes it, and
+//!   - where every result is `x` itself, and `x` is itself the result of such a rounding
+//!     (`(clamp(·) + k) − k`: never −0, and NaN only where the clamp passes it, as this one
+//!     would), the chain becomes `x` (equal scales: squeezenet's second branch of every fire
+//!     module);
+//!   - else where `round(clamp(lo, x · r, hi))` gives every result, for `r` the f32 nearest
+//!     `a / b` or a neighbour, `(x · a) / b` becomes `x · r`: a division costs 10–16 cycles a
+//!     vector (`vdivps`) in a convolution's epilogue, a multiply one.
 //!
 //! Every rewrite gives bit for bit the value it replaces, so the interpreter and every target
 //! compute what they computed before. The replaced steps are left for DCE.
 
 use super::Pass;
-use super::rewrite::rebuild;
+use super::rewrite::{rebuild, users};
 use crate::ir::value_range::{self, Range};
-use crate::ir::{BinaryOp, Computation, DType, InstId, Module, Op};
+use crate::ir::{BinaryOp, Computation, DType, InstId, Instruction, Literal, Module, Op};
 
 /// Below this magnitude every integer is an exact f32 (2^24).
 const F32_EXACT_INT: f64 = 16_777_216.0;
+
+/// Most integers a requantization is evaluated at to prove a rewrite (`2^16`: any 8- or 16-bit
+/// quantized value, zero point subtracted; 65536 evaluations of five f32 steps at compile time).
+const MAX_ENUMERATED: f64 = 65_536.0;
+
+/// What an instruction becomes.
+enum Rewrite {
+    /// An existing value, bit for bit.
+    Same(InstId),
+    /// `x · r` (`x` f32 of the instruction's shape).
+    Scale { x: InstId, r: f32 },
+}
 
 /// The exact-integers pass.
 pub struct ExactIntegers;
@@ -31,17 +55,41 @@ impl Pass for ExactIntegers {
 
     fn run(&self, m: &mut Module) -> bool {
         let ranges = value_range::ranges(m);
-        let same: Vec<Option<InstId>> = m
+        let (users, outs) = users(&m.entry);
+        let plan: Vec<Option<Rewrite>> = m
             .entry
             .ids()
-            .map(|id| exact(&m.entry, &ranges, id))
+            .map(|id| {
+                exact(&m.entry, &ranges, id)
+                    .map(Rewrite::Same)
+                    .or_else(|| requantization(&m.entry, &ranges, &users, &outs, id))
+            })
             .collect();
-        if same.iter().all(Option::is_none) {
+        if plan.iter().all(Option::is_none) {
             return false;
         }
-        rebuild(m, |rw, id, _, _| match same[id.index()] {
-            Some(x) => {
+        rebuild(m, |rw, id, inst, _| match plan[id.index()] {
+            Some(Rewrite::Same(x)) => {
                 let new = rw.get(x);
+                rw.replace(id, new);
+                true
+            }
+            Some(Rewrite::Scale { x, r }) => {
+                let k = rw.constant(&format!("{}.ratio", inst.name), Literal::scalar_f32(r));
+                let kb = rw.push(Instruction {
+                    name: format!("{}.ratio.b", inst.name),
+                    op: Op::Broadcast {
+                        dimensions: Vec::new(),
+                    },
+                    operands: vec![k],
+                    shape: inst.shape.clone(),
+                });
+                let new = rw.push(Instruction {
+                    name: format!("{}.scaled", inst.name),
+                    op: Op::Binary(BinaryOp::Multiply),
+                    operands: vec![rw.get(x), kb],
+                    shape: inst.shape.clone(),
+                });
                 rw.replace(id, new);
                 true
             }
@@ -103,4 +151,104 @@ fn scalar(c: &Computation, id: InstId) -> Option<f32> {
         }
         _ => None,
     }
+}
+
+/// `(v + k) − k` in f32 where `(up, down)` are its two steps and `k` their constant, if `id` is
+/// such a rounding: `(k, operand of the add)`.
+fn rounding(c: &Computation, id: InstId) -> Option<(f32, InstId)> {
+    let sub = c.inst(id);
+    if sub.op != Op::Binary(BinaryOp::Subtract) {
+        return None;
+    }
+    let add = c.inst(sub.operands[0]);
+    if add.op != Op::Binary(BinaryOp::Add) {
+        return None;
+    }
+    let (k1, k2) = (scalar(c, add.operands[1])?, scalar(c, sub.operands[1])?);
+    (k1.to_bits() == k2.to_bits()).then_some((k1, add.operands[0]))
+}
+
+/// The single reader of `id`, if it has exactly one and is no output.
+fn only_reader(users: &[Vec<InstId>], outs: &[usize], id: InstId) -> Option<InstId> {
+    match users[id.index()].as_slice() {
+        &[u] if outs[id.index()] == 0 => Some(u),
+        _ => None,
+    }
+}
+
+/// The contract's requantization rewrites of `id`: the identity at the rounding's last step,
+/// or `x · r` at the division.
+fn requantization(
+    c: &Computation,
+    ranges: &[Range],
+    users: &[Vec<InstId>],
+    outs: &[usize],
+    id: InstId,
+) -> Option<Rewrite> {
+    // Find the division `d` and the rounding `f` after it, starting from either.
+    let inst = c.inst(id);
+    let (d, f) = match inst.op {
+        Op::Binary(BinaryOp::Divide) => {
+            let cl = only_reader(users, outs, id)?;
+            let add = only_reader(users, outs, cl)?;
+            (id, only_reader(users, outs, add)?)
+        }
+        Op::Binary(BinaryOp::Subtract) => {
+            let (_, cl) = rounding(c, id)?;
+            (*c.inst(cl).operands.get(1)?, id)
+        }
+        _ => return None,
+    };
+    let (k, cl) = rounding(c, f)?;
+    let cli = c.inst(cl);
+    if cli.op != Op::Clamp || cli.operands[1] != d {
+        return None;
+    }
+    let (lo, hi) = (scalar(c, cli.operands[0])?, scalar(c, cli.operands[2])?);
+    let di = c.inst(d);
+    if di.op != Op::Binary(BinaryOp::Divide) {
+        return None;
+    }
+    let b = scalar(c, di.operands[1])?;
+    let mi = c.inst(di.operands[0]);
+    if mi.op != Op::Binary(BinaryOp::Multiply) {
+        return None;
+    }
+    let (x, a) = match (scalar(c, mi.operands[1]), scalar(c, mi.operands[0])) {
+        (Some(a), _) => (mi.operands[0], a),
+        (None, Some(a)) => (mi.operands[1], a),
+        _ => return None,
+    };
+    let xr = ranges[x.index()];
+    let xs = &c.inst(x).shape;
+    let small = xr.lo.is_finite() && xr.hi.is_finite() && xr.hi - xr.lo <= MAX_ENUMERATED;
+    if !xr.integer || !small || xs.dtype != DType::F32 || *xs != inst.shape {
+        return None;
+    }
+    let tail = |v: f32| {
+        let clamped = v.max(lo).min(hi);
+        (clamped + k) - k
+    };
+    let values = || (xr.lo as i64..=xr.hi as i64).map(|v| v as f32);
+    let chain: Vec<f32> = values().map(|v| tail((v * a) / b)).collect();
+    if id == f {
+        let identity = values()
+            .zip(&chain)
+            .all(|(v, y)| v.to_bits() == y.to_bits());
+        let from_rounding = rounding(c, x).is_some_and(|(_, xc)| c.inst(xc).op == Op::Clamp);
+        return (identity && from_rounding).then_some(Rewrite::Same(x));
+    }
+    let nearest = (f64::from(a) / f64::from(b)) as f32;
+    // The ratio and its two neighbours in magnitude (`f32::next_up` is newer than the MSRV).
+    let bits = nearest.to_bits();
+    [bits, bits.wrapping_sub(1), bits.wrapping_add(1)]
+        .into_iter()
+        .map(f32::from_bits)
+        .filter(|r| r.is_finite())
+        .find(|&r| {
+            values()
+                .zip(&chain)
+                .all(|(v, y)| tail(v * r).to_bits() == y.to_bits())
+        })
+        .map(|r| Rewrite::Scale { x, r })
 }

@@ -10,13 +10,15 @@
 //! constants; the algebraic simplifier removes identities that lowering and folding leave behind;
 //! batch-norm folding then has constants to fold into the weights; max pools then move before
 //! the monotone chains that fed them (what batch-norm folding left: bias, ReLU, quantization),
-//! so those run on the pooled values; channel shuffles then move down to the convolution that
+//! so those run on the pooled values; elementwise chains after a concatenation of convolution
+//! results move before it, so each piece becomes a convolution's epilogue; channel shuffles then move down to the convolution that
 //! reads them (past the per-channel bias, ReLU and depthwise convolution between); integer
 //! steps the value ranges prove exact go (a requantization's zero point and s32 round trip);
 //! CSE merges what is left
 //! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
 
 pub mod bn_fold;
+pub mod concat_sink;
 pub mod const_fold;
 pub mod cse;
 pub mod dce;
@@ -64,6 +66,7 @@ pub const PASS_NAMES: &[&str] = &[
     "algebraic-simplifier",
     "batchnorm-folding",
     "pool-first",
+    "concat-sinking",
     "shuffle-sinking",
     "exact-integers",
     "cse",
@@ -82,6 +85,7 @@ const DEFAULT_STAGES: &[&[&str]] = &[
         "algebraic-simplifier",
         "batchnorm-folding",
         "pool-first",
+        "concat-sinking",
         "shuffle-sinking",
         "exact-integers",
         "cse",
@@ -99,6 +103,7 @@ pub fn make_pass(name: &str) -> Option<Box<dyn Pass>> {
         "algebraic-simplifier" => Box::new(simplify::AlgebraicSimplifier),
         "batchnorm-folding" => Box::new(bn_fold::BatchNormFolding),
         "pool-first" => Box::new(pool_first::PoolFirst),
+        "concat-sinking" => Box::new(concat_sink::ConcatSink),
         "shuffle-sinking" => Box::new(shuffle_sink::ShuffleSink),
         "exact-integers" => Box::new(exact_integers::ExactIntegers),
         "cse" => Box::new(cse::Cse),
