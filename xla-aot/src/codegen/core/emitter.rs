@@ -192,6 +192,15 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     }
 
     /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
+    /// generated when `None`) can never be NaN (`Range::nan` false).
+    pub(crate) fn nan_free(&self, comp: Option<&crate::ir::Computation>, x: InstId) -> bool {
+        self.fused_ranges.borrow().as_ref().is_some_and(|(key, r)| {
+            comp.is_none_or(|c| *key == c as *const crate::ir::Computation as usize)
+                && r.get(x.index()).is_some_and(|r| !r.nan)
+        })
+    }
+
+    /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
     /// generated when `None`) holds only integers an s32 holds ([`Range::fits_s32`]).
     ///
     /// [`Range::fits_s32`]: crate::ir::value_range::Range::fits_s32

@@ -52,10 +52,9 @@ pub enum Step {
         other: Operand,
         value_first: bool,
     },
-    Clamp {
-        lo: Operand,
-        hi: Operand,
-    },
+    /// `clamp(lo, x, hi)` of instruction `x` (its value range may prove it NaN-free: then a
+    /// bound that is a number takes one `maxps`/`minps`).
+    Clamp { lo: Operand, hi: Operand, x: InstId },
     /// `round-bf16` (`UnaryOp::RoundBf16`).
     RoundBf16,
     /// `round-f16` (`UnaryOp::RoundF16`).
@@ -63,9 +62,7 @@ pub enum Step {
     /// `convert(convert(x, s32), f32)` of instruction `x`: truncated toward zero and saturated
     /// to i32 (NaN gives 0), then back to f32; only the NaN test where `x`'s range holds
     /// integers an s32 holds (`Emitter::fits_s32`).
-    IntRoundTrip {
-        x: InstId,
-    },
+    IntRoundTrip { x: InstId },
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -321,7 +318,8 @@ fn chain(
             Op::Clamp => {
                 let lo = uniform(comp, inst.operands[0])?;
                 let hi = uniform(comp, inst.operands[2])?;
-                (inst.operands[1], Step::Clamp { lo, hi })
+                let x = inst.operands[1];
+                (x, Step::Clamp { lo, hi, x })
             }
             Op::Unary(UnaryOp::RoundBf16) => (inst.operands[0], Step::RoundBf16),
             Op::Unary(UnaryOp::RoundF16) => (inst.operands[0], Step::RoundF16),
@@ -611,7 +609,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         _ => unreachable!("recognize() admits no other op"),
                     }
                 }
-                Step::Clamp { lo, hi } => {
+                Step::Clamp { lo, hi, x: of } if self.nan_free(None, *of) => {
+                    // `x > lo ? x : lo` of a non-NaN `x` is what the unordered form gives, and
+                    // is `maxps x, lo` exactly: one instruction for a compare and a blend.
+                    let ordered = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, max: bool| {
+                        let p = if max {
+                            FloatPredicate::OGT
+                        } else {
+                            FloatPredicate::OLT
+                        };
+                        let take_a = self.b.build_float_compare(p, a, b, "").unwrap();
+                        self.b
+                            .build_select(take_a, a, b, "")
+                            .unwrap()
+                            .into_vector_value()
+                    };
+                    let l = if number(lo) {
+                        ordered(x, value(lo), true)
+                    } else {
+                        max_min(x, value(lo), false, true)
+                    };
+                    if number(hi) {
+                        ordered(l, value(hi), false)
+                    } else {
+                        max_min(l, value(hi), false, false)
+                    }
+                }
+                Step::Clamp { lo, hi, .. } => {
                     let l = max_min(x, value(lo), number(lo), true);
                     max_min(l, value(hi), number(hi), false)
                 }
