@@ -25,6 +25,7 @@
 //! The old chain is left for DCE.
 
 use super::Pass;
+use super::pool_first::splat;
 use super::rewrite::{Rewriter, rebuild, users};
 use crate::ir::{Computation, DType, InstId, Instruction, Literal, Module, Op, Shape};
 use std::collections::HashMap;
@@ -57,15 +58,6 @@ fn uniform(c: &Computation, id: InstId, d: usize) -> bool {
         Op::Constant(l) => l.dtype == DType::F32 && splat(l).is_some(),
         _ => false,
     }
-}
-
-/// The one value of an f32 constant with every element equal (bits).
-fn splat(l: &Literal) -> Option<f32> {
-    let v = l.to_f32_vec()?;
-    let first = *v.first()?;
-    v.iter()
-        .all(|x| x.to_bits() == first.to_bits())
-        .then_some(first)
 }
 
 /// Whether `op` is an elementwise op the chain may contain.

@@ -51,8 +51,9 @@ fn windowed(w: &Window, d: usize) -> bool {
         || w.dilation[d] != 1
 }
 
-/// The one value of a constant with every element equal (bits), as f32.
-fn splat(l: &Literal) -> Option<f32> {
+/// The one value of a constant with every element equal (bits), as f32 (also
+/// `concat_sink.rs`'s uniform operands).
+pub(super) fn splat(l: &Literal) -> Option<f32> {
     let v = l.to_f32_vec()?;
     let first = *v.first()?;
     v.iter()
