@@ -231,12 +231,16 @@ fn requantization(
     };
     let values = || (xr.lo as i64..=xr.hi as i64).map(|v| v as f32);
     let chain: Vec<f32> = values().map(|v| tail((v * a) / b)).collect();
+    let identity = values()
+        .zip(&chain)
+        .all(|(v, y)| v.to_bits() == y.to_bits())
+        && rounding(c, x).is_some_and(|(_, xc)| c.inst(xc).op == Op::Clamp);
     if id == f {
-        let identity = values()
-            .zip(&chain)
-            .all(|(v, y)| v.to_bits() == y.to_bits());
-        let from_rounding = rounding(c, x).is_some_and(|(_, xc)| c.inst(xc).op == Op::Clamp);
-        return (identity && from_rounding).then_some(Rewrite::Same(x));
+        return identity.then_some(Rewrite::Same(x));
+    }
+    if identity {
+        // The rounding's own rewrite makes the division dead.
+        return None;
     }
     let nearest = (f64::from(a) / f64::from(b)) as f32;
     // The ratio and its two neighbours in magnitude (`f32::next_up` is newer than the MSRV).

@@ -11,11 +11,11 @@
 //! batch-norm folding then has constants to fold into the weights; max pools then move before
 //! the monotone chains that fed them (what batch-norm folding left: bias, ReLU, quantization),
 //! so those run on the pooled values; elementwise chains after a concatenation of convolution
-//! results move before it, so each piece becomes a convolution's epilogue; channel shuffles then move down to the convolution that
-//! reads them (past the per-channel bias, ReLU and depthwise convolution between); integer
-//! steps the value ranges prove exact go (a requantization's zero point and s32 round trip);
-//! CSE merges what is left
-//! identical; DCE drops what nothing reads. Each enables the others, hence the fixed point.
+//! results move before it, so each piece becomes a convolution's epilogue; channel shuffles then
+//! move down to the convolution that reads them (past the per-channel bias, ReLU and depthwise
+//! convolution between); integer steps the value ranges prove exact go (a requantization's zero
+//! point and s32 round trip); CSE merges what is left identical; DCE drops what nothing reads.
+//! Each enables the others, hence the fixed point.
 
 pub mod bn_fold;
 pub mod concat_sink;

@@ -191,13 +191,24 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         *self.fused_ranges.borrow_mut() = ranges;
     }
 
+    /// Whether the range of instruction `x` of the kernel's fused computation (`comp`, or the
+    /// one being generated when `None`) is known and satisfies `p`.
+    fn fused_range_is(
+        &self,
+        comp: Option<&crate::ir::Computation>,
+        x: InstId,
+        p: impl Fn(&crate::ir::value_range::Range) -> bool,
+    ) -> bool {
+        self.fused_ranges.borrow().as_ref().is_some_and(|(key, r)| {
+            comp.is_none_or(|c| *key == c as *const crate::ir::Computation as usize)
+                && r.get(x.index()).is_some_and(&p)
+        })
+    }
+
     /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
     /// generated when `None`) can never be NaN (`Range::nan` false).
     pub(crate) fn nan_free(&self, comp: Option<&crate::ir::Computation>, x: InstId) -> bool {
-        self.fused_ranges.borrow().as_ref().is_some_and(|(key, r)| {
-            comp.is_none_or(|c| *key == c as *const crate::ir::Computation as usize)
-                && r.get(x.index()).is_some_and(|r| !r.nan)
-        })
+        self.fused_range_is(comp, x, |r| !r.nan)
     }
 
     /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
@@ -205,10 +216,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
     ///
     /// [`Range::fits_s32`]: crate::ir::value_range::Range::fits_s32
     pub(crate) fn fits_s32(&self, comp: Option<&crate::ir::Computation>, x: InstId) -> bool {
-        self.fused_ranges.borrow().as_ref().is_some_and(|(key, r)| {
-            comp.is_none_or(|c| *key == c as *const crate::ir::Computation as usize)
-                && r.get(x.index()).is_some_and(|r| r.fits_s32())
-        })
+        self.fused_range_is(comp, x, |r| r.fits_s32())
     }
 
     // ---- types and constants -------------------------------------------------------------------

@@ -347,24 +347,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         b: VectorValue<'ctx>,
         max: bool,
     ) -> VectorValue<'ctx> {
-        self.vfmax_with(a, b, max, false)
+        self.vfmax_with(a, b, max, false, false)
     }
 
     /// [`Cg::vfmax`]; `b_is_number`: `b` is a splat of a constant that is not NaN, and "a is
     /// larger, or a is NaN" is then one unordered compare, the same result in fewer instructions
-    /// (LLVM does not always find it: ReLU6's upper bound kept four instructions per vector).
+    /// (LLVM does not always find it: ReLU6's upper bound kept four instructions per vector);
+    /// with `a_nan_free` too (`a`'s value range has no NaN) the compare is ordered, which is the
+    /// same result again and `maxps a, b` exactly: one instruction for a compare and a blend.
     pub(super) fn vfmax_with(
         &self,
         a: VectorValue<'ctx>,
         b: VectorValue<'ctx>,
         max: bool,
         b_is_number: bool,
+        a_nan_free: bool,
     ) -> VectorValue<'ctx> {
         let take_a = if b_is_number {
-            let p = if max {
-                FloatPredicate::UGT
-            } else {
-                FloatPredicate::ULT
+            let p = match (max, a_nan_free) {
+                (true, false) => FloatPredicate::UGT,
+                (true, true) => FloatPredicate::OGT,
+                (false, false) => FloatPredicate::ULT,
+                (false, true) => FloatPredicate::OLT,
             };
             self.b.build_float_compare(p, a, b, "").unwrap()
         } else if let Some((f, rounding)) = self.x86_max_ps(a.get_type().get_size(), max) {
@@ -587,7 +591,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             Operand::Along { .. } | Operand::Full { .. } => false,
         };
         let max_min = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, b_number: bool, max: bool| {
-            self.vfmax_with(a, b, max, b_number)
+            self.vfmax_with(a, b, max, b_number, false)
         };
         let mut x = x;
         for step in steps {
@@ -609,35 +613,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         _ => unreachable!("recognize() admits no other op"),
                     }
                 }
-                Step::Clamp { lo, hi, x: of } if self.nan_free(None, *of) => {
-                    // `x > lo ? x : lo` of a non-NaN `x` is what the unordered form gives, and
-                    // is `maxps x, lo` exactly: one instruction for a compare and a blend.
-                    let ordered = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, max: bool| {
-                        let p = if max {
-                            FloatPredicate::OGT
-                        } else {
-                            FloatPredicate::OLT
-                        };
-                        let take_a = self.b.build_float_compare(p, a, b, "").unwrap();
-                        self.b
-                            .build_select(take_a, a, b, "")
-                            .unwrap()
-                            .into_vector_value()
-                    };
-                    let l = if number(lo) {
-                        ordered(x, value(lo), true)
-                    } else {
-                        max_min(x, value(lo), false, true)
-                    };
-                    if number(hi) {
-                        ordered(l, value(hi), false)
-                    } else {
-                        max_min(l, value(hi), false, false)
-                    }
-                }
-                Step::Clamp { lo, hi, .. } => {
-                    let l = max_min(x, value(lo), number(lo), true);
-                    max_min(l, value(hi), number(hi), false)
+                Step::Clamp { lo, hi, x: of } => {
+                    // The lower bound's result is NaN-free only where the bound is a number too.
+                    let nan_free = self.nan_free(None, *of);
+                    let (lo_num, hi_num) = (number(lo), number(hi));
+                    let l = self.vfmax_with(x, value(lo), true, lo_num, nan_free);
+                    self.vfmax_with(l, value(hi), false, hi_num, nan_free && lo_num)
                 }
                 Step::RoundBf16 => self.vround_bf16(x),
                 Step::RoundF16 => self.vround_f16(x),
