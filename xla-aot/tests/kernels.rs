@@ -82,6 +82,16 @@ impl Spec {
         self.weights.push((name.into(), lit));
         self
     }
+    /// A scalar weight of value `v` (a quantization scale).
+    fn scalar(&mut self, name: &str, v: f32) -> &mut Self {
+        let lit = xla_aot::ir::Literal {
+            dtype: xla_aot::ir::DType::F32,
+            dims: Vec::new(),
+            data: xla_aot::ir::LiteralData::Dense(v.to_le_bytes().to_vec().into()),
+        };
+        self.weights.push((name.into(), lit));
+        self
+    }
     fn op(&mut self, text: &str) -> &mut Self {
         let _ = writeln!(self.ops, "  - {text}");
         self
@@ -927,6 +937,53 @@ fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
         "a channels-minor pool:\n{text}"
     );
     check_everywhere(&m);
+}
+
+#[test]
+fn quantized_activations_stored_as_bytes_pool_to_the_interpreter_on_every_target() {
+    // Quantized convolutions whose requantized results only max pools read: stored one byte
+    // each (`cpu/byte_storage.rs`) where the convolution takes an int8 kernel: uint8 after ReLU
+    // (an image's 3 channels into 64: two panels per tile, packed 64-byte stores on AVX-512BW;
+    // the pool partly in the padding) and int8 (40 channels: a partial panel, stored lane by
+    // lane), each pool writing its slice of a concatenation in place. The input's scale is a
+    // power of two, so it folds into the int8 weights exactly and they stay int8 columns.
+    let mut s = Spec::new("bytes", 17);
+    s.input("x", &[1, 3, 23, 21])
+        .scalar("sx", 0.015625)
+        .scalar("s1", 0.05)
+        .scalar("s2", 0.03)
+        .weight_int8("w1", &[64, 3, 3, 3])
+        .weight("b1", &[64])
+        .weight_int8("w2", &[40, 3, 3, 3])
+        .op("{name: qx, op: quantize, inputs: [x, sx]}")
+        .op("{name: dx, op: dequantize, inputs: [qx, sx]}")
+        .op("{name: c1, op: conv2d, inputs: [dx, w1, b1], strides: [2, 2]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: q1, op: quantize, inputs: [r1, s1]}")
+        .op("{name: d1, op: dequantize, inputs: [q1, s1]}")
+        .op("{name: p1, op: max_pool2d, inputs: [d1], kernel_size: [3, 3], strides: [2, 2], padding: [1, 1, 1, 1]}")
+        .op("{name: c2, op: conv2d, inputs: [dx, w2], strides: [2, 2]}")
+        .op("{name: q2, op: quantize, inputs: [c2, s2], dtype: i8}")
+        .op("{name: d2, op: dequantize, inputs: [q2, s2]}")
+        .op("{name: p2, op: max_pool2d, inputs: [d2], kernel_size: [3, 3], strides: [2, 2], padding: [1, 1, 1, 1]}")
+        .op("{name: y, op: concat, inputs: [p1, p2], axis: 1}")
+        .op("{name: z, op: relu, inputs: [y]}")
+        .output("z");
+    let m = s.module();
+    check_everywhere(&m);
+    // Both convolutions store bytes where an int8 kernel computes them (every CPU target).
+    for t in ["x86_64-avx512-vnni", "x86_64-avx2", "aarch64-neon"] {
+        let t = Target::resolve(t).unwrap();
+        let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
+        let plan = xla_aot::arena::plan_text(&art.plan);
+        for d in ["u8", "i8"] {
+            assert!(
+                plan.contains(&format!("(stored as {d})")),
+                "{}:\n{plan}",
+                t.name
+            );
+        }
+    }
 }
 
 /// Compiles `m` for `t` and links it with the C program `source` (a path in the repository)

@@ -8,14 +8,16 @@
 //! not overlap; several placement strategies run and the smallest arena is kept. [`plan`] also
 //! reports the lower bound no plan for this schedule can beat: the most bytes live at any one step.
 //! [`plan_with_views`] also lets the backend assemble concatenations in place: their operands
-//! live in slices of the concatenation's buffer (`concat_views.rs`).
+//! live in slices of the concatenation's buffer (`concat_views.rs`), and store values in a byte
+//! type (`BufferPlan::stored`: the CPU's quantized activations, `codegen/cpu/byte_storage.rs`),
+//! one byte per element, never shared in place.
 //! Inputs and outputs passed in another dtype than the IR's get staging slices after all that
 //! (`staging.rs`).
 
 pub mod concat_views;
 pub mod staging;
 
-use crate::ir::{FusionKind, InstId, Instruction, Module, Op};
+use crate::ir::{DType, FusionKind, InstId, Instruction, Module, Op};
 pub use concat_views::ConcatView;
 pub use staging::Staging;
 
@@ -49,6 +51,9 @@ pub struct Buffer {
     pub size: usize,
     /// First and last step (instruction index) at which it is live.
     pub live: [usize; 2],
+    /// The byte type its elements are stored in, when not the value's own
+    /// ([`BufferPlan::stored`]).
+    pub stored: Option<DType>,
 }
 
 /// A value written into its slice of an assembled concatenation's buffer.
@@ -102,6 +107,10 @@ pub struct BufferPlan {
     pub assembled: Vec<bool>,
     /// The values written into assembled concatenations, for the manifest and dumps.
     pub slices: Vec<Slice>,
+    /// Per instruction: the byte type (`U8`, `I8`) its f32 value is stored in, one byte per
+    /// element, when the backend stores it so (integers of the type's range: its producer
+    /// converts, its readers convert back, exactly).
+    pub stored: Vec<Option<DType>>,
     /// `--checks` builds: the offset of the arena's in-use word (one [`ARENA_ALIGN`] slice at
     /// the end), set by the entry points while a call runs; `None` otherwise
     /// ([`reserve_canary`]).
@@ -164,6 +173,16 @@ pub fn plan(m: &Module) -> BufferPlan {
 /// [`plan`], with the concatenations whose operands' kernels can write through the
 /// concatenation's strides (`strided`) assembled in place (`concat_views.rs`).
 pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPlan {
+    plan_for_backend(m, strided, &|_| None)
+}
+
+/// [`plan_with_views`], with the arena values the backend stores in a byte type (`stored`; an
+/// output, input, constant or concatenation slice never is).
+pub fn plan_for_backend(
+    m: &Module,
+    strided: &dyn Fn(InstId) -> bool,
+    stored: &dyn Fn(InstId) -> Option<DType>,
+) -> BufferPlan {
     let c = &m.entry;
     let n = c.instructions.len();
     let mut locs = vec![Loc::Constant; n];
@@ -194,6 +213,18 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
         };
     }
     let views = concat_views::find(c, &|id| locs[id.index()] == Loc::Arena(usize::MAX), strided);
+    let stored: Vec<Option<DType>> = (0..n)
+        .map(|i| {
+            let id = InstId(i as u32);
+            let arena = locs[i] == Loc::Arena(usize::MAX) && views[i].is_none();
+            arena.then(|| stored(id)).flatten()
+        })
+        .collect();
+    // Bytes of value `i` as stored.
+    let bytes = |i: usize| {
+        let s = &c.instructions[i].shape;
+        stored[i].map_or(s.size_bytes(), |d| s.element_count() * d.size_bytes())
+    };
     let mut assembled = vec![false; n];
     // A value's interval starts at its definition, an assembled concatenation's at its first
     // operand's.
@@ -229,6 +260,8 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
             locs[o] == Loc::Arena(usize::MAX)
                     && views[o].is_none()
                     && !assembled[o]
+                    && stored[o].is_none()
+                    && stored[i].is_none()
                     && last[o] == i
                     && reuse.iter().all(|r| *r != Some(o))
                     && align(c.instructions[o].shape.size_bytes()) == align(inst.shape.size_bytes())
@@ -259,7 +292,7 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
         let mut intervals: Vec<Interval> = Vec::new();
         let mut slot_of = vec![usize::MAX; n];
         for i in (0..n).filter(|&i| locs[i] == Loc::Arena(usize::MAX) && views[i].is_none()) {
-            let size = align(c.instructions[i].shape.size_bytes().max(1));
+            let size = align(bytes(i).max(1));
             if owner[i] == i {
                 slot_of[i] = intervals.len();
                 intervals.push(Interval {
@@ -324,8 +357,9 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
             buffers.push(Buffer {
                 name: c.instructions[i].name.clone(),
                 offset: per_value[i],
-                size: align(c.instructions[i].shape.size_bytes().max(1)),
+                size: align(bytes(i).max(1)),
                 live: [first[i], last[i]],
+                stored: stored[i],
             });
         }
     }
@@ -360,6 +394,7 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
         views,
         assembled,
         slices,
+        stored,
         scratch: None,
         scratch_winograd: false,
         canary: None,
@@ -499,8 +534,11 @@ pub fn plan_text(p: &BufferPlan) -> String {
         p.strategy
     );
     for b in &p.buffers {
+        let stored = b
+            .stored
+            .map_or(String::new(), |d| format!(" (stored as {d})"));
         s.push_str(&format!(
-            "  {:>8} +{:<8} live [{}, {}]  %{}\n",
+            "  {:>8} +{:<8} live [{}, {}]  %{}{stored}\n",
             b.offset, b.size, b.live[0], b.live[1], b.name
         ));
     }

@@ -80,17 +80,33 @@ pub fn plan_for_target(
         &Packings::for_cpu(m, target, winograd),
     );
     let scratch = winograd.max(gemm);
-    // Concatenations whose operands' kernels write through its strides are assembled in place.
-    let plan = if m
+    // Concatenations whose operands' kernels write through its strides are assembled in place;
+    // quantized activations only pools read are stored as bytes.
+    let packings = Packings::for_cpu(m, target, winograd);
+    let ranges = crate::ir::value_range::ranges(m);
+    let (readers, _) = crate::passes::rewrite::users(&m.entry);
+    let stored: Vec<_> = m
+        .entry
+        .ids()
+        .map(|id| {
+            let r = (ranges.as_slice(), readers.as_slice());
+            crate::codegen::cpu::byte_storage::stored_type(m, target, &packings, r, id)
+        })
+        .collect();
+    let concats = m
         .entry
         .instructions
         .iter()
-        .any(|i| matches!(i.op, crate::ir::Op::Concatenate { .. }))
-    {
-        let packings = Packings::for_cpu(m, target, winograd);
-        crate::arena::plan_with_views(m, &|id| {
-            crate::codegen::cpu::strided_out::writes_strided(m, &packings, id)
-        })
+        .any(|i| matches!(i.op, crate::ir::Op::Concatenate { .. }));
+    let plan = if concats || stored.iter().any(Option::is_some) {
+        crate::arena::plan_for_backend(
+            m,
+            &|id| {
+                concats
+                    && crate::codegen::cpu::strided_out::writes_strided(m, target, &packings, id)
+            },
+            &|id| stored[id.index()],
+        )
     } else {
         plan
     };

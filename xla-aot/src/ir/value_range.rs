@@ -115,6 +115,22 @@ impl Range {
         (self.integer && self.lo.is_finite() && self.hi.is_finite() && self.hi - self.lo <= 255.0)
             .then_some(-self.lo as i32)
     }
+
+    /// The byte type holding every value of an integer, NaN-free range exactly, if one does:
+    /// `U8` for ranges within [0, 255], else `I8` for ranges within [−128, 127] (a quantized
+    /// activation stored one byte per element, `codegen/cpu/byte_storage.rs`).
+    pub fn byte_type(&self) -> Option<DType> {
+        if !self.integer || self.nan {
+            return None;
+        }
+        if self.lo >= 0.0 && self.hi <= 255.0 {
+            Some(DType::U8)
+        } else if self.lo >= -128.0 && self.hi <= 127.0 {
+            Some(DType::I8)
+        } else {
+            None
+        }
+    }
 }
 
 /// A result computed in f32 lying in `[lo, hi]` before rounding (`nan`: or NaN): integer when
@@ -428,6 +444,14 @@ ENTRY %main {
         assert_eq!(r[11], Range::int(0.0, 255.0));
         assert_eq!(r[13], Range::int(-128.0, 127.0));
         assert_eq!(r[13].u8_offset(), Some(128));
+        assert_eq!(r[13].byte_type(), Some(DType::I8));
+        assert_eq!(r[11].byte_type(), Some(DType::U8));
+        assert_eq!(r[3].byte_type(), None, "may be NaN");
+        assert_eq!(
+            Range::int(-1.0, 200.0).byte_type(),
+            None,
+            "one byte's span, no byte type"
+        );
     }
 
     #[test]

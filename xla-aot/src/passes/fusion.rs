@@ -94,6 +94,8 @@ struct Producer {
     stored_for: Option<usize>,
     /// Whether it ends the epilogue chain of a convolution ([`convolution_epilogue`]).
     ends_conv_epilogue: bool,
+    /// Whether its values are integers of one byte's range (`Range::byte_type`).
+    byte_range: bool,
 }
 
 /// A group being formed.
@@ -140,6 +142,7 @@ impl FusionPass {
             consumer_copies: dup_groups,
             stored_for,
             ends_conv_epilogue,
+            byte_range,
         } = prod;
         let (pi, ci) = (&c.instructions[p], &c.instructions[i]);
         match &pi.op {
@@ -166,6 +169,14 @@ impl FusionPass {
         }
         if is_output {
             return Err("the producer is a model output, so it is stored anyway".into());
+        }
+        if ends_conv_epilogue && byte_range && matches!(ci.op, Op::ReduceWindow { .. }) {
+            return Err(
+                "the epilogue stays with its convolution, which finishes the byte-range values in \
+                 its registers (stored one byte each on a CPU, codegen/cpu/byte_storage.rs), \
+                 instead of the pool computing them for every window tap"
+                    .into(),
+            );
         }
         if matches!(pi.op, Op::ReduceWindow { .. }) {
             return pool_epilogue(g, &c.instructions[g.root], i, ci, pi, n_users, dup_groups);
@@ -317,7 +328,7 @@ fn int_round_trip(
 /// the convolution then writes the finished values into the concatenation's buffer
 /// (`arena/concat_views.rs`). Another chain would be swept over the convolution's output, one
 /// more pass over memory than applying it while concatenating.
-fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> bool {
+pub(super) fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> bool {
     let single_user = |x: usize| users_of[x].iter().collect::<BTreeSet<_>>().len() == 1;
     let uniform = |o: InstId| {
         let oi = c.inst(o);
@@ -521,6 +532,7 @@ impl Pass for FusionPass {
         let c = &m.entry;
         let n = c.instructions.len();
         let (users_of, outs) = users(c);
+        let ranges = crate::ir::value_range::ranges(m);
         let mut groups: Vec<Group> = Vec::new();
         let mut member_of: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut log = Vec::new();
@@ -583,6 +595,7 @@ impl Pass for FusionPass {
                             .map(|u| u.index())
                             .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
                         ends_conv_epilogue: convolution_epilogue(c, &users_of, p),
+                        byte_range: ranges[p].byte_type().is_some(),
                     };
                     let grown = groups[g].expanded.saturating_add(more.saturating_mul(pc));
                     let verdict = if grown > MAX_EXPANDED_FUSION_COST

@@ -23,6 +23,12 @@
 //!   the identity of the padding never reaches `f`.
 //! - `log`, `sqrt`, `power`, `negate`, `abs`, and anything not listed stop the chain. With NaN
 //!   inputs the results may differ from pooling after the chain (both are NaN-derived).
+//! - The walk stops at a value of integers of one byte's range (`Range::byte_type`: a quantized
+//!   model's requantization) that ends a convolution's register epilogue (`fusion.rs`,
+//!   `convolution_epilogue`): the convolution then finishes the values in its registers and a
+//!   CPU stores them one byte each (`codegen/cpu/byte_storage.rs`), so the pool reads a quarter
+//!   of the f32 result's bytes; pooled first, the convolution would store its raw f32 sums
+//!   (squeezenet's int8 stem: 3.1 MB written and read back from L3).
 //!
 //! - A max/min pool of a concatenation along a dim the window does not move (read by nothing
 //!   else) becomes a concatenation of pools of its operands, `pool(concat(a, b)) =
@@ -32,7 +38,9 @@
 //! The old chain is left for DCE; the rewritten chain has the pooled shape.
 
 use super::Pass;
+use super::fusion::convolution_epilogue;
 use super::rewrite::{Rewriter, rebuild, users};
+use crate::ir::value_range::Range;
 use crate::ir::{
     BinaryOp, Computation, DType, InstId, Instruction, Literal, Module, Op, ReduceKind, Shape,
     UnaryOp, Window,
@@ -194,8 +202,8 @@ fn max_min_pool(r: &Instruction) -> Option<&Window> {
 fn chain(
     c: &Computation,
     r: InstId,
-    users: &[Vec<InstId>],
-    outs: &[usize],
+    (users, outs): (&[Vec<InstId>], &[usize]),
+    ranges: &[Range],
 ) -> Option<(Vec<Step>, InstId)> {
     let ri = c.inst(r);
     let window = max_min_pool(ri)?;
@@ -209,6 +217,10 @@ fn chain(
     let mut cur = ri.operands[0];
     let mut reader = r;
     loop {
+        if ranges[cur.index()].byte_type().is_some() && convolution_epilogue(c, users, cur.index())
+        {
+            break;
+        }
         let only_reader = users[cur.index()].iter().all(|&u| u == reader) && outs[cur.index()] == 0;
         let Some(s) = only_reader.then(|| step(c, cur, window)).flatten() else {
             break;
@@ -278,10 +290,11 @@ impl Pass for PoolFirst {
 
     fn run(&self, m: &mut Module) -> bool {
         let (users, outs) = users(&m.entry);
+        let ranges = crate::ir::value_range::ranges(m);
         let mut plans: HashMap<InstId, (Vec<Step>, InstId)> = m
             .entry
             .ids()
-            .filter_map(|r| chain(&m.entry, r, &users, &outs).map(|p| (r, p)))
+            .filter_map(|r| chain(&m.entry, r, (&users, &outs), &ranges).map(|p| (r, p)))
             .collect();
         let splits: Vec<InstId> = m
             .entry

@@ -102,7 +102,23 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .vnni
             .set(self.be.packings.reads_vnni(self.hlo, id).map(|o| o + shift));
-        let k = self.declare_kernel(name, inst.shape.dtype, &ins, &shared);
+        // A value stored in a byte type is passed as such (`byte_storage.rs`).
+        let stored = &self.plan.stored;
+        let out_stored = stored.get(id.index()).copied().flatten();
+        let args_stored: Vec<Option<DType>> = (0..ins.len())
+            .map(|j| {
+                let o = inst.operands.get(j)?;
+                stored.get(o.index()).copied().flatten()
+            })
+            .collect();
+        for (d, s) in ins.iter_mut().zip(&args_stored) {
+            if let Some(s) = s {
+                *d = *s;
+            }
+        }
+        self.be.out_stored.set(out_stored);
+        self.be.args_stored.replace(args_stored);
+        let k = self.declare_kernel(name, out_stored.unwrap_or(inst.shape.dtype), &ins, &shared);
         self.set_fused_ranges(id);
         *self.scalar_consts.borrow_mut() = inst
             .operands
@@ -136,6 +152,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         0,
                         &epilogue::RegEpilogue { steps: vec![] },
                     ) => {}
+                _ if cg.be.args_stored.borrow().iter().any(Option::is_some) => {
+                    unreachable!("byte_storage.rs stores only what register pools read")
+                }
                 _ => {
                     let shapes: Vec<Shape> = inst
                         .operands
@@ -152,6 +171,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             None => generate(self, &k),
         }
         self.be.out_strides.replace(None);
+        self.be.out_stored.set(None);
+        self.be.args_stored.replace(Vec::new());
         self.b.build_return(None).unwrap();
         Ok(k.f)
     }
@@ -222,6 +243,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 if self.be.epi_applied.get() {
                     return;
                 }
+                assert!(
+                    self.be.out_stored.get().is_none(),
+                    "byte_storage.rs stores only results finished in registers"
+                );
                 self.output_fusion_sweep(k, comp, heavy);
             }
         }

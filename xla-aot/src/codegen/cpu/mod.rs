@@ -24,6 +24,7 @@
 //! FMA peak it measures (`peak.rs`); `stage.rs` copies NHWC input channels-major for `conv.rs`.
 
 pub mod batch;
+pub mod byte_storage;
 mod conv;
 mod epilogue;
 mod gemm;
@@ -105,6 +106,10 @@ pub struct Cpu {
     in_source: RefCell<Option<Shape>>,
     /// The strides of the concatenation the current kernel writes into (`strided_out.rs`).
     out_strides: RefCell<Option<Vec<u64>>>,
+    /// The byte type the current kernel stores its result in, and its arguments' (kernel
+    /// argument `j`: `None` where stored as computed), from the plan (`byte_storage.rs`).
+    out_stored: Cell<Option<DType>>,
+    args_stored: RefCell<Vec<Option<DType>>>,
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
     /// batch's module).
     hook_owner: String,
@@ -132,6 +137,8 @@ impl Cpu {
             in_channels: Cell::new(None),
             in_source: RefCell::new(None),
             out_strides: RefCell::new(None),
+            out_stored: Cell::new(None),
+            args_stored: RefCell::new(Vec::new()),
             hook_owner: hook_owner.to_string(),
             placement: Placement::InModule,
             external: Vec::new(),

@@ -27,6 +27,7 @@ use crate::codegen::core::packing::Tiles;
 use crate::codegen::core::{Ix, Kernel};
 use crate::ir::{DType, Op, ReduceKind, Shape, Window};
 use crate::limits::MAX_UNROLLED_REDUCE_VECTORS;
+use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, IntValue, PointerValue};
 
 /// Running values of a reduction along a contiguous dim: FMA/add latency (4 cycles) times the
@@ -110,7 +111,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let inner_sizes: Vec<usize> = inner.iter().map(|&d| x.dims[d]).collect();
         self.loop_nest(&outer_sizes, &mut |cg, o| {
             for group in vecs.chunks(VECTORS_PER_PASS) {
-                let accs = cg.vector_accumulators(k, kind, group);
+                let accs = cg.vector_accumulators(k, kind, group, None);
                 cg.loop_nest(&inner_sizes, &mut |cg, r| {
                     let mut idx: Vec<IntValue<'ctx>> = vec![cg.i64(0); x.rank()];
                     for (j, &d) in outer.iter().enumerate() {
@@ -119,7 +120,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     for (j, &d) in inner.iter().enumerate() {
                         idx[d] = r[j];
                     }
-                    cg.accumulate_vectors(k, kind, (x, param, chain), &idx, m, group, &accs);
+                    let x = (x, param, chain);
+                    cg.accumulate_vectors(k, kind, x, &idx, (m, None), group, &accs);
                 });
                 let mut oidx: Vec<IntValue<'ctx>> = vec![cg.i64(0); kept.len()];
                 for (j, &d) in outer.iter().enumerate() {
@@ -130,7 +132,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     k,
                     out,
                     &mut oidx,
-                    m_out,
+                    (m_out, None),
                     group,
                     (&accs, &RegEpilogue::none()),
                 );
@@ -138,6 +140,28 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
         true
     }
+}
+
+/// Whether [`Cg::pool_in_registers`] takes a pool of `x` into `out` on a target of `lanes`-lane
+/// vectors: f32 data whose minor-most dim is the output's, not windowed, at least
+/// [`MIN_POOL_CHANNELS`] long and at most [`MAX_UNROLLED_REDUCE_VECTORS`] vectors (each vector's
+/// code is emitted once, unrolled: past the limit the scalar loops do the work in a code size
+/// independent of the extent).
+pub(super) fn pool_fits_registers(window: &Window, out: &Shape, x: &Shape, lanes: u32) -> bool {
+    let Some(&m) = out.layout.minor_to_major.first() else {
+        return false;
+    };
+    x.dtype == DType::F32
+        && out.dtype == DType::F32
+        && x.layout.minor_to_major.first() == Some(&m)
+        && x.dims[m] == out.dims[m]
+        && x.dims[m] >= MIN_POOL_CHANNELS
+        && window.size[m] == 1
+        && window.stride[m] == 1
+        && window.pad_low[m] == 0
+        && window.pad_high[m] == 0
+        && window.dilation[m] == 1
+        && vectors(x.dims[m], lanes, false).len() <= MAX_UNROLLED_REDUCE_VECTORS
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
@@ -159,33 +183,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         chain: &RegEpilogue,
         epi: &RegEpilogue,
     ) -> bool {
-        let Some(&m) = out.layout.minor_to_major.first() else {
-            return false;
-        };
-        if x.dtype != DType::F32
-            || out.dtype != DType::F32
-            || x.layout.minor_to_major.first() != Some(&m)
-            || x.dims[m] != out.dims[m]
-            || x.dims[m] < MIN_POOL_CHANNELS
-            || window.size[m] != 1
-            || window.stride[m] != 1
-            || window.pad_low[m] != 0
-            || window.pad_high[m] != 0
-            || window.dilation[m] != 1
-        {
-            return false;
-        }
         let t = Tiles::for_target(self.target);
-        let vecs = vectors(x.dims[m], t.lanes, false);
-        if vecs.len() > MAX_UNROLLED_REDUCE_VECTORS {
-            // Each vector's code is emitted once (unrolled): past the limit the scalar loops do
-            // the work in a code size independent of the extent.
+        if !pool_fits_registers(window, out, x, t.lanes) {
             return false;
         }
+        let m = out.layout.minor_to_major[0];
+        let vecs = vectors(x.dims[m], t.lanes, false);
+        // Stored as bytes (`byte_storage.rs`): pooled as bytes, converted once per output.
+        let byte = self.be.args_stored.borrow().get(param).copied().flatten();
+        assert!(
+            byte.is_none() || (chain.steps.is_empty() && kind != ReduceKind::Add),
+            "byte_storage.rs stores only what bare max/min pools read"
+        );
         self.loop_nest_outer(out, &mut |cg, oidx| {
             let oidx = oidx.clone();
             for group in vecs.chunks(VECTORS_PER_PASS) {
-                let accs = cg.vector_accumulators(k, kind, group);
+                let accs = cg.vector_accumulators(k, kind, group, byte);
                 cg.loop_nest(&window.size, &mut |cg, tidx| {
                     let mut valid = cg.ctx.bool_type().const_int(1, false);
                     let mut pos = Vec::with_capacity(x.rank());
@@ -199,26 +212,43 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         pos.push(p);
                     }
                     cg.if_then(valid, &mut |cg| {
-                        cg.accumulate_vectors(k, kind, (x, param, chain), &pos, m, group, &accs);
+                        let x = (x, param, chain);
+                        cg.accumulate_vectors(k, kind, x, &pos, (m, byte), group, &accs);
                     });
                 });
                 let mut idx = oidx.clone();
-                cg.store_vectors(k, out, &mut idx, m, group, (&accs, epi));
+                cg.store_vectors(k, out, &mut idx, (m, byte), group, (&accs, epi));
             }
         });
         true
     }
 
-    /// One slot per vector of `group` holding its running value, set to `kind`'s identity.
+    /// One slot per vector of `group` holding its running value, set to `kind`'s identity (of
+    /// byte type `byte`'s values when pooling bytes).
     fn vector_accumulators(
         &self,
         k: &Kernel<'ctx>,
         kind: ReduceKind,
         group: &[VecCol],
+        byte: Option<DType>,
     ) -> Vec<PointerValue<'ctx>> {
         group
             .iter()
             .map(|v| {
+                if let Some(d) = byte {
+                    let t = self.ctx.i8_type();
+                    let p = self.slot(k.f, t.vec_type(v.lanes).into());
+                    let first = match (kind, d) {
+                        (ReduceKind::Max, DType::U8) => 0,
+                        (ReduceKind::Max, _) => 0x80,
+                        (_, DType::U8) => 0xff,
+                        _ => 0x7f,
+                    };
+                    let c = t.const_int(first, false);
+                    let init = inkwell::types::VectorType::const_vector(&vec![c; v.lanes as usize]);
+                    self.b.build_store(p, init).unwrap();
+                    return p;
+                }
                 let p = self.slot(k.f, self.vec_ty(v.lanes).into());
                 self.b
                     .build_store(p, self.splat(self.identity(kind), v.lanes))
@@ -237,7 +267,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         kind: ReduceKind,
         (x, param, chain): (&Shape, usize, &RegEpilogue),
         idx: &[IntValue<'ctx>],
-        m: usize,
+        (m, byte): (usize, Option<DType>),
         group: &[VecCol],
         accs: &[PointerValue<'ctx>],
     ) {
@@ -245,6 +275,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         for (v, &acc) in group.iter().zip(accs) {
             idx[m] = self.i64(v.col as u64);
             let off = self.offset(&idx, x);
+            if let Some(d) = byte {
+                // The conversion to f32 is monotone: the largest byte is the largest value.
+                let val = self.load_bytes(k.args[param], off, v.lanes);
+                let old = self.b.build_load(acc, "").unwrap().into_vector_value();
+                let pred = match (kind, d) {
+                    (ReduceKind::Max, DType::U8) => IntPredicate::UGT,
+                    (ReduceKind::Max, _) => IntPredicate::SGT,
+                    (_, DType::U8) => IntPredicate::ULT,
+                    _ => IntPredicate::SLT,
+                };
+                let take = self.b.build_int_compare(pred, val, old, "").unwrap();
+                let new = self.b.build_select(take, val, old, "").unwrap();
+                self.b.build_store(acc, new).unwrap();
+                continue;
+            }
             let mut val = self.vload(k.args[param], off, v.lanes);
             if !chain.steps.is_empty() {
                 let role = |d: usize| {
@@ -281,14 +326,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         k: &Kernel<'ctx>,
         out: &Shape,
         idx: &mut [IntValue<'ctx>],
-        m: usize,
+        (m, byte): (usize, Option<DType>),
         group: &[VecCol],
         (accs, epi): (&[PointerValue<'ctx>], &RegEpilogue),
     ) {
+        // Into an assembled concatenation through its strides (`strided_out.rs`), whose
+        // minor-most dim is `m` too (same layout).
+        let strides = self.out_strides(out);
         for (v, &acc) in group.iter().zip(accs) {
             idx[m] = self.i64(v.col as u64);
-            let off = self.offset(idx, out);
+            let off = self.strided(idx, &strides);
             let mut val = self.b.build_load(acc, "").unwrap().into_vector_value();
+            if let Some(d) = byte {
+                val = self.bytes_to_f32(val, d);
+            }
             if !epi.steps.is_empty() {
                 let at = idx.to_vec();
                 let role = |d: usize| {

@@ -5,19 +5,28 @@
 //! addresses every element it stores through the output strides the backend hands it
 //! (`Cpu::out_strides`, read by [`Cg::out_strides`]): a convolution (bare, or the heavy op of an
 //! output fusion whose whole epilogue runs on the micro-kernel's registers, residuals read
-//! through their own strides) on a Winograd or direct micro-kernel path. A kernel that would
+//! through their own strides) on a Winograd or direct micro-kernel path, or a bare pool on the
+//! register path (`reduce.rs` `pool_fits_registers`). A kernel that would
 //! sweep its epilogue over the output, or the general loops, index the output by its own layout,
 //! so they are not chosen: their concatenation keeps its copy.
 
+use super::reduce::pool_fits_registers;
 use super::{Cg, conv, epilogue};
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::packing::{Packings, heavy_in, mapped_conv_input};
+use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
 use crate::ir::{InstId, Module as Hlo, Op, Shape};
+use crate::target::Target;
 
 /// Whether the CPU kernel of entry instruction `id` can write its result with strides it is
 /// given (`packings`: what the backend will read packed).
-pub fn writes_strided(hlo: &Hlo, packings: &Packings, id: InstId) -> bool {
+pub fn writes_strided(hlo: &Hlo, target: &Target, packings: &Packings, id: InstId) -> bool {
     let c = &hlo.entry;
+    let inst = c.inst(id);
+    if let Op::ReduceWindow { window, .. } = &inst.op {
+        // A bare pool on the register path (`reduce.rs`) stores through `Cg::out_strides`.
+        let lanes = Tiles::for_target(target).lanes;
+        return pool_fits_registers(window, &inst.shape, &c.inst(inst.operands[0]).shape, lanes);
+    }
     let Some((op, x, w, _)) = heavy_in(hlo, id) else {
         return false;
     };

@@ -22,6 +22,7 @@
 //!   `front/onnx/quant.rs`) and sums below 2^24 this is bit for bit the f32 kernel's result.
 
 use super::super::Cg;
+use super::super::byte_storage::Finished;
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
 use super::super::quad_dot::DotKind;
@@ -37,6 +38,9 @@ use inkwell::values::{IntValue, PointerValue, VectorValue};
 
 /// Channels staged per vector step where they are contiguous (16 bytes).
 const STAGE_C: u32 = 16;
+
+/// Panels per tile of a convolution reading one input quad per tap (see `wide`).
+const WIDE_PANELS: usize = 2;
 
 /// Pixels staged per vector step where a pixel has at most 4 channels (one dword) and pixels are
 /// contiguous: one 16-lane f32 load per channel (an AVX-512 register; two on AVX2). The scalar
@@ -89,17 +93,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let acc_regs = kind.map_or(1, DotKind::registers);
         let b_regs = nv * kind.map_or(1, DotKind::b_registers);
         let madd_regs = if kind == Some(DotKind::Madd) { 3 } else { 0 };
-        let rows_max = ((regs - b_regs - madd_regs - spare_registers(regs)) / (nv * acc_regs))
-            .clamp(1, MAX_PIXEL_ROWS);
-        let mr = gemm::rows_for_issue(ow_count, rows_max, nv);
+        let rows_for = |nv: usize| {
+            let b_regs = b_regs * nv / (nr / t.lanes as usize);
+            let rows_max = ((regs - b_regs - madd_regs - spare_registers(regs)) / (nv * acc_regs))
+                .clamp(1, MAX_PIXEL_ROWS);
+            gemm::rows_for_issue(ow_count, rows_max, nv)
+        };
+        // A one-quad input (an image's 3 channels) gives each tap one broadcast per row: with
+        // one panel per tile the broadcasts of every tap and row are the same for each panel, so
+        // LLVM hoists them out of the panel loop and spills them (squeezenet's int8 stem spent a
+        // tenth of its time there). Such a convolution takes `WIDE_PANELS` panels per tile.
+        let wide = c4 == 1
+            && groups == 1
+            && og % (WIDE_PANELS * nr) == 0
+            && n_count * oh_count * ow_count.div_ceil(rows_for(WIDE_PANELS * nv)) >= MIN_ROW_UNITS;
+        let ppt = if wide { WIDE_PANELS } else { 1 };
+        let mr = rows_for(ppt * nv);
         let tiles_per_row = ow_count.div_ceil(mr);
         let (full_rows, part_rows) = (ow_count / mr, ow_count % mr);
-        let (full_cols, part_cols) = (og / nr, og % nr);
-        let chunks_g = og.div_ceil(nr);
+        // Column chunks: `ppt` panels each.
+        let (full_cols, part_cols) = (og / (ppt * nr), og % (ppt * nr));
+        let chunks_g = og.div_ceil(ppt * nr);
         let chunks = groups * chunks_g;
         let taps = kh * kw;
         let kk4 = taps * c4;
-        let quads_bytes = chunks * nr * kk4 * 4;
+        let panels = groups * og.div_ceil(nr);
+        let quads_bytes = panels * nr * kk4 * 4;
         let (sh, sw) = (win.stride[0], win.stride[1]);
         let (dh, dw) = (win.dilation[0], win.dilation[1]);
         let (ph, pw) = (win.pad_low[0], win.pad_low[1]);
@@ -138,9 +157,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     } else {
                         (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
                     };
-                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, nr as u64));
+                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, (ppt * nr) as u64));
                     let tile = |cg: &Self, cols: &[VecCol]| {
-                        let col0 = cg.mul(jr, nr as u64);
+                        let col0 = cg.mul(jr, (ppt * nr) as u64);
                         let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
                         // i32 sums from −offset·Σq.
                         let o = i32t.const_int((-offset) as u64, true);
@@ -149,7 +168,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             .iter()
                             .map(|v| {
                                 let at = cg.add(
-                                    cg.i64((quads_bytes + 4 * chunks * nr) as u64),
+                                    cg.i64((quads_bytes + 4 * panels * nr) as u64),
                                     cg.mul(col_at(v), 4),
                                 );
                                 let sums = cg.load_vector(w, at, i32v, 4);
@@ -178,13 +197,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         cg.mul(cg.add(cg.i64(px * groups as u64), grp), c4 as u64)
                                     })
                                     .collect();
+                                // Column `v.col` of the tile: column `v.col mod nr` of panel
+                                // `jr·ppt + v.col div nr`.
                                 let b_base: Vec<IntValue<'ctx>> = cols
                                     .iter()
                                     .map(|v| {
-                                        let q0 = cg
-                                            .add(cg.mul(jr, kk4 as u64), cg.i64((tap * c4) as u64));
+                                        let panel = cg.add(
+                                            cg.mul(jr, ppt as u64),
+                                            cg.i64((v.col / nr) as u64),
+                                        );
+                                        let q0 = cg.add(
+                                            cg.mul(panel, kk4 as u64),
+                                            cg.i64((tap * c4) as u64),
+                                        );
                                         cg.mul(
-                                            cg.add(cg.mul(q0, nr as u64), cg.i64(v.col as u64)),
+                                            cg.add(
+                                                cg.mul(q0, nr as u64),
+                                                cg.i64((v.col % nr) as u64),
+                                            ),
                                             4,
                                         )
                                     })
@@ -219,6 +249,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
                                 cg.mul(owi, ost[3]),
                             );
+                            // Stored as bytes (`byte_storage.rs`): finished vectors gathered
+                            // for one packed store where four whole ones make 64 bytes.
+                            let mut finished: Vec<Finished<'ctx>> = Vec::new();
                             for ((v, slot), s) in cols.iter().zip(row).zip(&scales) {
                                 let ch = cg.add(oc0, cg.i64(v.col as u64));
                                 let off = cg.add(pix, cg.mul(ch, ost[1]));
@@ -237,11 +270,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
-                                cg.store_lanes_strided(out, off, val, v.store, ost[1]);
+                                if cg.be.out_stored.get().is_some() {
+                                    // Channels minor (`byte_storage.rs`): contiguous lanes.
+                                    assert_eq!(ost[1], 1, "bytes are stored channels-minor");
+                                    finished.push(Finished {
+                                        off,
+                                        val,
+                                        col: v.col,
+                                        lanes: v.store,
+                                    });
+                                } else {
+                                    cg.store_lanes_strided(out, off, val, v.store, ost[1]);
+                                }
+                            }
+                            if let Some(d) = cg.be.out_stored.get() {
+                                cg.store_finished_bytes(out, &finished, d);
                             }
                         }
                     };
-                    let full = vectors(nr, t.lanes, true);
+                    let full = vectors(ppt * nr, t.lanes, true);
                     let part = vectors(part_cols, t.lanes, true);
                     match (full_cols > 0, part_cols > 0) {
                         (true, false) => tile(cg, &full),
