@@ -971,7 +971,33 @@ fn quantized_activations_stored_as_bytes_pool_to_the_interpreter_on_every_target
         .output("z");
     let m = s.module();
     check_everywhere(&m);
-    // Both convolutions store bytes where an int8 kernel computes them (every CPU target).
+    // A fire module: two quantized convolutions (16 channels each, a partial panel on AVX-512)
+    // concatenated in place and requantized with one scale, read by an int8 convolution that
+    // stages the bytes as they are (`conv/int8.rs`).
+    let mut f = Spec::new("bytes_fire", 18);
+    f.input("x", &[1, 8, 9, 11])
+        .scalar("sx", 0.0625)
+        .scalar("s", 0.125)
+        .weight_int8("wa", &[16, 8, 1, 1])
+        .weight_int8("wb", &[16, 8, 3, 3])
+        .weight_int8("w3", &[40, 32, 1, 1])
+        .op("{name: qx, op: quantize, inputs: [x, sx]}")
+        .op("{name: dx, op: dequantize, inputs: [qx, sx]}")
+        .op("{name: ca, op: conv2d, inputs: [dx, wa]}")
+        .op("{name: ra, op: relu, inputs: [ca]}")
+        .op("{name: cb, op: conv2d, inputs: [dx, wb], padding: [1, 1, 1, 1]}")
+        .op("{name: rb, op: relu, inputs: [cb]}")
+        .op("{name: y, op: concat, inputs: [ra, rb], axis: 1}")
+        .op("{name: qy, op: quantize, inputs: [y, s]}")
+        .op("{name: dy, op: dequantize, inputs: [qy, s]}")
+        .op("{name: z, op: conv2d, inputs: [dy, w3]}")
+        .op("{name: rz, op: relu, inputs: [z]}")
+        .op("{name: g, op: global_avg_pool, inputs: [rz]}")
+        .output("g");
+    let fire = f.module();
+    check_everywhere(&fire);
+    // The convolutions store bytes where an int8 kernel computes them (every CPU target), the
+    // fire module's concatenation too.
     for t in ["x86_64-avx512-vnni", "x86_64-avx2", "aarch64-neon"] {
         let t = Target::resolve(t).unwrap();
         let art = compile_model(&m, &t, &CompileOptions::default()).unwrap();
@@ -983,6 +1009,9 @@ fn quantized_activations_stored_as_bytes_pool_to_the_interpreter_on_every_target
                 t.name
             );
         }
+        let art = compile_model(&fire, &t, &CompileOptions::default()).unwrap();
+        let plan = xla_aot::arena::plan_text(&art.plan);
+        assert!(plan.contains("cat (stored as u8)"), "{}:\n{plan}", t.name);
     }
 }
 

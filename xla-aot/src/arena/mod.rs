@@ -177,7 +177,7 @@ pub fn plan_with_views(m: &Module, strided: &dyn Fn(InstId) -> bool) -> BufferPl
 }
 
 /// [`plan_with_views`], with the arena values the backend stores in a byte type (`stored`; an
-/// output, input, constant or concatenation slice never is).
+/// output, input or constant never is; a concatenation's slices are stored as it is).
 pub fn plan_for_backend(
     m: &Module,
     strided: &dyn Fn(InstId) -> bool,
@@ -216,7 +216,7 @@ pub fn plan_for_backend(
     let stored: Vec<Option<DType>> = (0..n)
         .map(|i| {
             let id = InstId(i as u32);
-            let arena = locs[i] == Loc::Arena(usize::MAX) && views[i].is_none();
+            let arena = locs[i] == Loc::Arena(usize::MAX);
             arena.then(|| stored(id)).flatten()
         })
         .collect();
@@ -371,13 +371,13 @@ pub fn plan_for_backend(
                 unreachable!("assembled concatenations live in the arena")
             };
             let inst = &c.instructions[i];
-            let offset = base + v.offset * inst.shape.dtype.size_bytes();
+            let offset = base + v.offset * stored[i].unwrap_or(inst.shape.dtype).size_bytes();
             locs[i] = Loc::Arena(offset);
             slices.push(Slice {
                 name: inst.name.clone(),
                 of: c.inst(v.concat).name.clone(),
                 offset,
-                size: inst.shape.size_bytes(),
+                size: bytes(i),
             });
         }
     }

@@ -83,30 +83,17 @@ pub fn plan_for_target(
     // Concatenations whose operands' kernels write through its strides are assembled in place;
     // quantized activations only pools read are stored as bytes.
     let packings = Packings::for_cpu(m, target, winograd);
-    let ranges = crate::ir::value_range::ranges(m);
-    let (readers, _) = crate::passes::rewrite::users(&m.entry);
-    let stored: Vec<_> = m
-        .entry
-        .ids()
-        .map(|id| {
-            let r = (ranges.as_slice(), readers.as_slice());
-            crate::codegen::cpu::byte_storage::stored_type(m, target, &packings, r, id)
-        })
-        .collect();
     let concats = m
         .entry
         .instructions
         .iter()
         .any(|i| matches!(i.op, crate::ir::Op::Concatenate { .. }));
+    let strided =
+        |id| concats && crate::codegen::cpu::strided_out::writes_strided(m, target, &packings, id);
+    let views = crate::arena::plan_with_views(m, &strided).views;
+    let stored = crate::codegen::cpu::byte_storage::stored_types(m, target, &packings, &views);
     let plan = if concats || stored.iter().any(Option::is_some) {
-        crate::arena::plan_for_backend(
-            m,
-            &|id| {
-                concats
-                    && crate::codegen::cpu::strided_out::writes_strided(m, target, &packings, id)
-            },
-            &|id| stored[id.index()],
-        )
+        crate::arena::plan_for_backend(m, &strided, &|id| stored[id.index()])
     } else {
         plan
     };

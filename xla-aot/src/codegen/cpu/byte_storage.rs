@@ -1,23 +1,27 @@
-//! Quantized activations stored one byte per element: a requantized convolution result that
-//! only max/min pools read is written as `u8` (or `i8`) and pooled as bytes, so it moves a
-//! quarter of its f32 bytes through memory (squeezenet's int8 stem: 3.1 MB of f32 became 0.8 MB
-//! that stays in L2).
+//! Quantized activations stored one byte per element: a requantized value whose producer and
+//! readers can all handle bytes is kept as `u8` (or `i8`) in the arena, so it moves a quarter of
+//! its f32 bytes through memory (squeezenet's int8 stem: 3.1 MB of f32 became 0.8 MB that stays
+//! in L2; its fire modules' concatenations a quarter of their size).
 //!
-//! Contract: [`stored_type`] gives the byte type entry instruction `id`'s buffer holds exactly
-//! when
-//! - `id` is an output fusion whose convolution takes the int8 direct micro-kernel
-//!   (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s `PixelsByChannels`, no
-//!   Winograd, no channel map) with its whole epilogue in registers and no residual, writing
-//!   with its own layout's strides (its channels minor);
-//! - its value range (`ir/value_range.rs`) is integers of one byte type ([`Range::byte_type`]),
-//!   so the conversion to the byte and back to f32 is exact;
-//! - it is not a model output, and every reader is a bare max or min `reduce-window` over it on
-//!   the register pooling path ([`pool_fits_registers`]) whose windows all hold an element.
+//! Contract: [`stored_types`] gives entry instruction `id` a byte type exactly when its value
+//! range (`ir/value_range.rs`) is integers of that type ([`Range::byte_type`]: the conversions
+//! to the byte and back to f32 are exact), it is no model output, and, within the largest set of
+//! such values closed under both rules:
+//! - its producer stores bytes: an output fusion whose convolution takes the int8 direct
+//!   micro-kernel (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s
+//!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
+//!   no residual, writing channels-minor; a bare max/min pool on the register path
+//!   ([`pool_fits_registers`], every window holding an element) of a value stored in the same
+//!   type; or a concatenation assembled in place (`arena/concat_views.rs`) of values stored in
+//!   the same type;
+//! - every reader reads bytes: such a pool, the concatenation it is a view of (stored too), or
+//!   a convolution (fused or bare) on the int8 direct micro-kernel reading it as its input.
 //!
-//! The producer converts its finished f32 vectors to the byte type (`cvttps2dq` + `vpmovdb`),
-//! the pools load bytes, combine them as integers (`vpmaxub`: the conversion is monotone, so the
-//! largest byte is the largest value) and convert the pooled bytes back to f32. The values are
-//! those of the f32 kernels bit for bit. Both kernels check that they took these paths.
+//! A convolution converts its finished f32 vectors to bytes (packed four vectors to one 64-byte
+//! store on AVX-512BW), a pool maxes the bytes as integers (the conversion is monotone) and
+//! stores bytes or converts once per output, an int8 convolution stages the bytes plus its
+//! offset as it staged converted f32s. The values are the f32 kernels' bit for bit. The kernels
+//! check that they took these paths (`kernel.rs`, `reduce.rs`).
 //!
 //! [`Range::byte_type`]: crate::ir::value_range::Range::byte_type
 
@@ -25,50 +29,113 @@ use super::Cg;
 use super::conv::{self, ConvPath};
 use super::epilogue;
 use super::reduce::pool_fits_registers;
+use crate::arena::ConcatView;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
-use crate::ir::value_range::Range;
-use crate::ir::{DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
+use crate::ir::{Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
-/// The byte type the CPU backend stores entry instruction `id` in, if it does (module doc);
-/// `ranges`: the entry's value ranges, `readers`: each instruction's readers.
-pub fn stored_type(
+/// The byte type the CPU backend stores each entry instruction in, if any (module doc);
+/// `views`: the concatenations' in-place views the plan will make (`arena/concat_views.rs`).
+pub fn stored_types(
     hlo: &Hlo,
     target: &Target,
     packings: &Packings,
-    (ranges, readers): (&[Range], &[Vec<InstId>]),
-    id: InstId,
-) -> Option<DType> {
+    views: &[Option<ConcatView>],
+) -> Vec<Option<DType>> {
     let c = &hlo.entry;
-    let inst = c.inst(id);
-    let Op::Fusion {
-        kind: FusionKind::Output,
-        computation,
-    } = &inst.op
-    else {
-        return None;
-    };
-    let byte = ranges[id.index()].byte_type()?;
-    if c.outputs.iter().any(|o| o.value == id) || readers[id.index()].is_empty() {
-        return None;
+    let ranges = crate::ir::value_range::ranges(hlo);
+    let (readers, outs) = crate::passes::rewrite::users(c);
+    let lanes = Tiles::for_target(target).lanes;
+    // Candidates: values of one byte type, no output, whose producer can store bytes given
+    // its operands; then the greatest set closed under both ends' conditions.
+    let mut stored: Vec<Option<DType>> = c
+        .ids()
+        .map(|id| {
+            let byte = ranges[id.index()].byte_type()?;
+            let ok = outs[id.index()] == 0
+                && !readers[id.index()].is_empty()
+                && match &c.inst(id).op {
+                    Op::Fusion { .. } => int8_conv(hlo, packings, id, true),
+                    Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
+                    _ => false,
+                };
+            ok.then_some(byte)
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for id in c.ids() {
+            let Some(d) = stored[id.index()] else {
+                continue;
+            };
+            let inst = c.inst(id);
+            let same = |o: &InstId| stored[o.index()] == Some(d);
+            let produced = match &inst.op {
+                Op::ReduceWindow { .. } => {
+                    pooled_in_registers(c, id, lanes) && same(&inst.operands[0])
+                }
+                Op::Concatenate { .. } => inst
+                    .operands
+                    .iter()
+                    .all(|o| same(o) && views[o.index()].is_some_and(|v| v.concat == id)),
+                _ => true,
+            };
+            let read = readers[id.index()].iter().all(|&r| match &c.inst(r).op {
+                Op::ReduceWindow { .. } => pooled_in_registers(c, r, lanes),
+                Op::Concatenate { .. } => {
+                    stored[r.index()] == Some(d) && views[id.index()].is_some_and(|v| v.concat == r)
+                }
+                Op::Fusion { .. } | Op::Convolution { .. } => {
+                    heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
+                        && int8_conv(hlo, packings, r, false)
+                }
+                _ => false,
+            });
+            if !(produced && read) {
+                stored[id.index()] = None;
+                changed = true;
+            }
+        }
+        if !changed {
+            return stored;
+        }
     }
-    let (op, x, w, out) = heavy_in(hlo, id)?;
+}
+
+/// Whether entry instruction `id` is an output fusion whose convolution takes the int8 direct
+/// micro-kernel (`conv/int8.rs`) reading its input as it is (no Winograd, no channel map), with
+/// its whole epilogue in registers and no residual, writing channels-minor when `writes` (the
+/// conditions under which it stores bytes; reading bytes needs only the kernel).
+fn int8_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
+    let c = &hlo.entry;
+    let computation = match &c.inst(id).op {
+        Op::Fusion {
+            kind: FusionKind::Output,
+            computation,
+        } => Some(computation),
+        // A bare convolution reads as the fused ones do, and never stores bytes (its raw sums
+        // are no byte's range).
+        Op::Convolution { .. } if !writes => None,
+        _ => return false,
+    };
+    let Some((op, x, w, out)) = heavy_in(hlo, id) else {
+        return false;
+    };
     let Op::Convolution {
         window,
         feature_group_count,
     } = op
     else {
-        return None;
+        return false;
     };
     if packings.reads_vnni(hlo, id).is_none()
         || packings.winograd(hlo, id).is_some()
         || mapped_conv_input(hlo, id).is_some()
-        || out.layout.minor_to_major.first() != Some(&1)
     {
-        return None;
+        return false;
     }
     let path = conv::choose(
         &window,
@@ -79,30 +146,30 @@ pub fn stored_type(
         packings.reads_packed(hlo, id),
     );
     if path != Some(ConvPath::PixelsByChannels) {
-        return None;
+        return false;
     }
-    let heavy = computation
-        .ids()
-        .find(|&h| matches!(computation.inst(h).op, Op::Convolution { .. }))?;
-    let epi = epilogue::recognize(computation, heavy)?;
-    if !epi.full_strides().is_empty() {
-        return None;
-    }
-    let lanes = Tiles::for_target(target).lanes;
-    let pooled = |r: &InstId| {
-        let ri = c.inst(*r);
-        match &ri.op {
-            Op::ReduceWindow { kind, window } => {
-                *kind != ReduceKind::Add
-                    && (0..window.rank()).all(|d| {
-                        window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d]
-                    })
-                    && pool_fits_registers(window, &ri.shape, &inst.shape, lanes)
-            }
-            _ => false,
-        }
+    let Some(computation) = computation.filter(|_| writes) else {
+        return !writes;
     };
-    readers[id.index()].iter().all(pooled).then_some(byte)
+    let epi = computation
+        .ids()
+        .find(|&h| matches!(computation.inst(h).op, Op::Convolution { .. }))
+        .and_then(|h| epilogue::recognize(computation, h));
+    out.layout.minor_to_major.first() == Some(&1)
+        && epi.is_some_and(|e| e.full_strides().is_empty())
+}
+
+/// Whether entry instruction `id` is a bare max or min pool on the register path (`reduce.rs`)
+/// whose windows all hold an element.
+fn pooled_in_registers(c: &Computation, id: InstId, lanes: u32) -> bool {
+    let inst = c.inst(id);
+    let Op::ReduceWindow { kind, window } = &inst.op else {
+        return false;
+    };
+    *kind != ReduceKind::Add
+        && (0..window.rank())
+            .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d])
+        && pool_fits_registers(window, &inst.shape, &c.inst(inst.operands[0]).shape, lanes)
 }
 
 /// Vectors packed into one 64-byte store by [`Cg::store_finished_bytes`].
@@ -220,27 +287,34 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .b
             .build_int_truncate(i, self.ctx.i8_type().vec_type(lanes), "")
             .unwrap();
-        if n == lanes {
+        self.store_byte_lanes(p, off, bytes, n);
+    }
+
+    /// Stores the first `n` lanes of byte vector `b` at element `off` of `p` (an `i8*`).
+    pub(super) fn store_byte_lanes(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        b: VectorValue<'ctx>,
+        n: u32,
+    ) {
+        if n == b.get_type().get_size() {
             let vp = self
                 .b
                 .build_pointer_cast(
                     self.gep(p, off),
-                    bytes.get_type().ptr_type(AddressSpace::default()),
+                    b.get_type().ptr_type(AddressSpace::default()),
                     "",
                 )
                 .unwrap();
-            let st = self.b.build_store(vp, bytes).unwrap();
+            let st = self.b.build_store(vp, b).unwrap();
             st.set_alignment(1).unwrap();
             return;
         }
         for l in 0..n {
             let e = self
                 .b
-                .build_extract_element(
-                    bytes,
-                    self.ctx.i32_type().const_int(u64::from(l), false),
-                    "",
-                )
+                .build_extract_element(b, self.ctx.i32_type().const_int(u64::from(l), false), "")
                 .unwrap();
             self.b
                 .build_store(self.gep(p, self.add(off, self.i64(u64::from(l)))), e)

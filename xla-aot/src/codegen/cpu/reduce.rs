@@ -337,6 +337,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             idx[m] = self.i64(v.col as u64);
             let off = self.strided(idx, &strides);
             let mut val = self.b.build_load(acc, "").unwrap().into_vector_value();
+            if self.be.out_stored.get().is_some() {
+                // Bytes in, bytes out (`byte_storage.rs`: the same type, a bare pool).
+                assert!(byte.is_some(), "a pool stores bytes only of bytes");
+                self.store_byte_lanes(k.out, off, val, v.store);
+                continue;
+            }
             if let Some(d) = byte {
                 val = self.bytes_to_f32(val, d);
             }

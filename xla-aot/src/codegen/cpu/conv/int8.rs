@@ -132,6 +132,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         };
         let units = row_units * col_parts;
         let i32t = self.ctx.i32_type();
+        // The input stored as bytes (`byte_storage.rs`): staged without conversion.
+        let x_bytes = self
+            .be
+            .args_stored
+            .borrow()
+            .get(xi)
+            .copied()
+            .flatten()
+            .is_some();
         let dp = self.quad_dot();
         let lanes = dp.lanes;
         let i32v = i32t.vec_type(lanes);
@@ -143,7 +152,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let sp = span(rows);
                 let stage = cg.dword_buffer(f, kh * sp * groups * c4);
                 cg.stage_rows(
-                    (x, xst),
+                    (x, xst, x_bytes),
                     stage,
                     (ru.n, ru.oh, ow0),
                     (kh, sp, groups, c, c4),
@@ -313,6 +322,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
+    /// `lanes` input values at element `off` of `x` as i32 lanes whose low byte is the value's:
+    /// f32 integers converted, or bytes (`bytes`: stored so, `byte_storage.rs`) widened.
+    fn staged_ints(
+        &self,
+        x: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        lanes: u32,
+        bytes: bool,
+    ) -> VectorValue<'ctx> {
+        let i32v = self.ctx.i32_type().vec_type(lanes);
+        if bytes {
+            let b = self.load_bytes(x, off, lanes);
+            return self.b.build_int_z_extend(b, i32v, "").unwrap();
+        }
+        let xv = self.vload(x, off, lanes);
+        self.b.build_float_to_signed_int(xv, i32v, "").unwrap()
+    }
+
     /// Stages the input rows of one row tile (module doc): for each of the `kh` taps' input rows
     /// of output row `oh` and each of `span` input pixels from output pixel `ow0`'s first tap, every
     /// group's `c` channels as bytes `a + offset` in `c4` dwords (padding pixels `offset`, channels
@@ -320,7 +347,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     #[allow(clippy::too_many_arguments)]
     fn stage_rows(
         &self,
-        (x, xst): (PointerValue<'ctx>, &[u64]),
+        (x, xst, x_bytes): (PointerValue<'ctx>, &[u64], bool),
         stage: PointerValue<'ctx>,
         (n, oh, ow0): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
         (kh, span, groups, c, c4): (usize, usize, usize, usize, usize),
@@ -379,11 +406,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         ok,
                         &mut |cg| {
                             cg.for_loop(vec_c, &mut |cg, v| {
-                                let xv =
-                                    cg.vload(x, cg.add(src, cg.mul(v, STAGE_C as u64)), STAGE_C);
-                                let iv =
-                                    cg.b.build_float_to_signed_int(xv, i32t.vec_type(STAGE_C), "")
-                                        .unwrap();
+                                let at = cg.add(src, cg.mul(v, STAGE_C as u64));
+                                let iv = cg.staged_ints(x, at, STAGE_C, x_bytes);
                                 let iv = cg.b.build_int_add(iv, off16, "").unwrap();
                                 let bv =
                                     cg.b.build_int_truncate(iv, i8t.vec_type(STAGE_C), "")
@@ -414,9 +438,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 };
                                 let a =
                                     cg.b.build_load(cg.gep(x, cg.add(src, cg.mul(cc, xst[1]))), "")
+                                        .unwrap();
+                                let v = if x_bytes {
+                                    cg.b.build_int_z_extend(a.into_int_value(), i32t, "")
                                         .unwrap()
-                                        .into_float_value();
-                                let v = cg.b.build_float_to_signed_int(a, i32t, "").unwrap();
+                                } else {
+                                    cg.b.build_float_to_signed_int(a.into_float_value(), i32t, "")
+                                        .unwrap()
+                                };
                                 let v = cg.b.build_int_add(v, off, "").unwrap();
                                 let v = cg.b.build_int_truncate(v, i8t, "").unwrap();
                                 let v =
@@ -480,10 +509,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         let pix = cg.add(cg.add(cg.mul(n, xst[0]), cg.mul(ih, xst[2])), iw);
                         let mut d = VectorType::const_vector(&vec![i32t.const_zero(); l as usize]);
                         for ci in 0..c {
-                            let xv = cg.vload(x, cg.add(pix, cg.i64(ci as u64 * xst[1])), l as u32);
-                            let iv =
-                                cg.b.build_float_to_signed_int(xv, i32t.vec_type(l as u32), "")
-                                    .unwrap();
+                            let at = cg.add(pix, cg.i64(ci as u64 * xst[1]));
+                            let iv = cg.staged_ints(x, at, l as u32, x_bytes);
                             let iv = cg.b.build_int_add(iv, splat(offset as u64), "").unwrap();
                             let iv = cg.b.build_and(iv, splat(0xff), "").unwrap();
                             let iv = cg.b.build_left_shift(iv, splat(8 * ci as u64), "").unwrap();
