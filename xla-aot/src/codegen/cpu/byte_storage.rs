@@ -27,11 +27,11 @@
 
 use super::Cg;
 use super::conv::{self, ConvPath};
-use super::epilogue;
+use super::epilogue::{self, Operand, RegEpilogue, Step};
 use super::reduce::pool_fits_registers;
 use crate::arena::ConcatView;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
-use crate::ir::{Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
+use crate::ir::{BinaryOp, Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
 use inkwell::AddressSpace;
 use inkwell::types::VectorType;
@@ -175,13 +175,55 @@ fn pooled_in_registers(c: &Computation, id: InstId, lanes: u32) -> bool {
 /// Vectors packed into one 64-byte store by [`Cg::store_finished_bytes`].
 const PACKED_VECTORS: usize = 4;
 
+/// `1.5 · 2^23`: the constant of the rounding `(v + k) − k` a quantization lowers to. For a
+/// result `r` of one byte's range, `v + k = k + r` lies in `[2^23, 2^24)`, where the f32 step
+/// is 1, so `r` is the bit pattern of `v + k` minus that of `k` (one integer subtraction in
+/// place of the f32 subtraction and the conversion).
+const ROUND_SHIFT: f32 = 12_582_912.0;
+
+/// The epilogue `e` of a result stored as bytes without its last step, when that step and the
+/// one before are the rounding `(· + k) − k` with `k` [`ROUND_SHIFT`] (scalar parameters whose
+/// constant values `consts` gives): [`Cg::rounded_ints`] then finishes the integers.
+pub(super) fn before_rounding(e: &RegEpilogue, consts: &[Option<f32>]) -> Option<RegEpilogue> {
+    let n = e.steps.len();
+    let shift = |o: &Operand| match o {
+        Operand::Scalar(p) => consts.get(*p).copied().flatten() == Some(ROUND_SHIFT),
+        _ => false,
+    };
+    match e.steps.get(n.checked_sub(2)?..)? {
+        [
+            Step::Binary {
+                op: BinaryOp::Add,
+                other: a,
+                ..
+            },
+            Step::Binary {
+                op: BinaryOp::Subtract,
+                other: b,
+                value_first: true,
+            },
+        ] if shift(a) && shift(b) => Some(RegEpilogue {
+            steps: e.steps[..n - 1].to_vec(),
+        }),
+        _ => None,
+    }
+}
+
 /// A finished vector of a tile: f32 integers of the byte type, for column `col` at element
 /// `off`, of which `lanes` are stored.
 pub(super) struct Finished<'ctx> {
     pub off: IntValue<'ctx>,
+    /// f32 integers, or already i32 ([`Cg::rounded_ints`]) when `ints`.
     pub val: VectorValue<'ctx>,
+    pub ints: bool,
     pub col: usize,
     pub lanes: u32,
+}
+
+impl Finished<'_> {
+    fn lanes_total(&self) -> u32 {
+        self.val.get_type().get_size()
+    }
 }
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
@@ -189,7 +231,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// consecutive columns as one 64-byte (32-byte) store
     /// where the target has AVX-512BW (`vpackssdw` twice, `vpackuswb`/`vpacksswb`, `vpermd`:
     /// four shuffles where four `vpmovdb` take eight, on the port the dot products share), the
-    /// rest one by one ([`Cg::store_bytes`]). Exact: the values fit the byte type, so the
+    /// rest one by one. Exact: the values fit the byte type, so the
     /// saturating packs never saturate.
     pub(super) fn store_finished_bytes(
         &self,
@@ -204,15 +246,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             && vals.windows(2).all(|w| w[1].col == w[0].col + 16);
         if !packable {
             for v in vals {
-                self.store_bytes(p, v.off, v.val, v.lanes);
+                let i = self.finished_ints(v);
+                let bytes = self
+                    .b
+                    .build_int_truncate(i, self.ctx.i8_type().vec_type(v.lanes_total()), "")
+                    .unwrap();
+                self.store_byte_lanes(p, v.off, bytes, v.lanes);
             }
             return;
         }
         let i32v = self.ctx.i32_type().vec_type(16);
-        let ints: Vec<VectorValue<'ctx>> = vals
-            .iter()
-            .map(|v| self.b.build_float_to_signed_int(v.val, i32v, "").unwrap())
-            .collect();
+        let ints: Vec<VectorValue<'ctx>> = vals.iter().map(|v| self.finished_ints(v)).collect();
         let intrinsic = |name: &str, arg: VectorType<'ctx>, ret: VectorType<'ctx>| {
             self.m.get_function(name).unwrap_or_else(|| {
                 let ty = ret.fn_type(&[arg.into(), arg.into()], false);
@@ -269,25 +313,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         st.set_alignment(1).unwrap();
     }
 
-    /// Stores the first `n` lanes of `x` (f32 integers of the byte type's range) at element
-    /// `off` of `p` (an `i8*`) as bytes: converted to i32 (exact) and truncated.
-    pub(super) fn store_bytes(
-        &self,
-        p: PointerValue<'ctx>,
-        off: IntValue<'ctx>,
-        x: VectorValue<'ctx>,
-        n: u32,
-    ) {
-        let lanes = x.get_type().get_size();
-        let i = self
-            .b
-            .build_float_to_signed_int(x, self.ctx.i32_type().vec_type(lanes), "")
-            .unwrap();
-        let bytes = self
-            .b
-            .build_int_truncate(i, self.ctx.i8_type().vec_type(lanes), "")
-            .unwrap();
-        self.store_byte_lanes(p, off, bytes, n);
+    /// A finished vector's integers (i32 lanes).
+    fn finished_ints(&self, v: &Finished<'ctx>) -> VectorValue<'ctx> {
+        if v.ints {
+            return v.val;
+        }
+        let i32v = self.ctx.i32_type().vec_type(v.lanes_total());
+        self.b.build_float_to_signed_int(v.val, i32v, "").unwrap()
+    }
+
+    /// `u − bits(k)` for `u = v + k` of [`before_rounding`]: the rounded integers.
+    pub(super) fn rounded_ints(&self, u: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let lanes = u.get_type().get_size();
+        let i32t = self.ctx.i32_type();
+        let bits = self.b.build_bit_cast(u, i32t.vec_type(lanes), "").unwrap();
+        let k = i32t.const_int(u64::from(ROUND_SHIFT.to_bits()), false);
+        let ks = VectorType::const_vector(&vec![k; lanes as usize]);
+        self.b
+            .build_int_sub(bits.into_vector_value(), ks, "")
+            .unwrap()
     }
 
     /// Stores the first `n` lanes of byte vector `b` at element `off` of `p` (an `i8*`).

@@ -22,7 +22,7 @@
 //!   `front/onnx/quant.rs`) and sums below 2^24 this is bit for bit the f32 kernel's result.
 
 use super::super::Cg;
-use super::super::byte_storage::Finished;
+use super::super::byte_storage::{Finished, before_rounding};
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
 use super::super::quad_dot::DotKind;
@@ -141,6 +141,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .copied()
             .flatten()
             .is_some();
+        let rounded = match (self.be.out_stored.get(), epi) {
+            (Some(_), Some(e)) => before_rounding(e, &self.scalar_consts.borrow()),
+            _ => None,
+        };
         let dp = self.quad_dot();
         let lanes = dp.lanes;
         let i32v = i32t.vec_type(lanes);
@@ -270,13 +274,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
                                         .unwrap();
                                 let mut val = cg.b.build_float_mul(xf, *s, "").unwrap();
+                                let role = |d: usize| match d {
+                                    0 => TilePos::At(ru.n),
+                                    1 => TilePos::Col,
+                                    2 => TilePos::At(ru.oh),
+                                    _ => TilePos::Row,
+                                };
+                                if let Some(e) = rounded.as_ref() {
+                                    // Bytes: the rounding's last step and the conversion
+                                    // become one integer subtraction (`byte_storage.rs`).
+                                    let u = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                                    assert_eq!(ost[1], 1, "bytes are stored channels-minor");
+                                    finished.push(Finished {
+                                        off,
+                                        val: cg.rounded_ints(u),
+                                        ints: true,
+                                        col: v.col,
+                                        lanes: v.store,
+                                    });
+                                    continue;
+                                }
                                 if let Some(e) = epi {
-                                    let role = |d: usize| match d {
-                                        0 => TilePos::At(ru.n),
-                                        1 => TilePos::Col,
-                                        2 => TilePos::At(ru.oh),
-                                        _ => TilePos::Row,
-                                    };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
                                 if cg.be.out_stored.get().is_some() {
@@ -285,6 +303,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     finished.push(Finished {
                                         off,
                                         val,
+                                        ints: false,
                                         col: v.col,
                                         lanes: v.store,
                                     });
