@@ -33,7 +33,6 @@ use crate::arena::ConcatView;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
 use crate::ir::{BinaryOp, Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
-use inkwell::AddressSpace;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
@@ -301,16 +300,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 "",
             )
             .unwrap();
-        let vp = self
-            .b
-            .build_pointer_cast(
-                self.gep(p, vals[0].off),
-                ordered.get_type().ptr_type(AddressSpace::default()),
-                "",
-            )
-            .unwrap();
-        let st = self.b.build_store(vp, ordered).unwrap();
-        st.set_alignment(1).unwrap();
+        self.vstore_aligned(p, vals[0].off, ordered, 1);
     }
 
     /// A finished vector's integers (i32 lanes).
@@ -343,16 +333,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         n: u32,
     ) {
         if n == b.get_type().get_size() {
-            let vp = self
-                .b
-                .build_pointer_cast(
-                    self.gep(p, off),
-                    b.get_type().ptr_type(AddressSpace::default()),
-                    "",
-                )
-                .unwrap();
-            let st = self.b.build_store(vp, b).unwrap();
-            st.set_alignment(1).unwrap();
+            self.vstore_aligned(p, off, b, 1);
             return;
         }
         for l in 0..n {

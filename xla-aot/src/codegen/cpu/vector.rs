@@ -287,6 +287,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     pub(super) fn vstore(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, v: VectorValue<'ctx>) {
+        self.vstore_aligned(p, off, v, 4);
+    }
+
+    /// `v` stored at element `off` of `p` (whatever `p` points to), aligned to `align` bytes.
+    pub(super) fn vstore_aligned(
+        &self,
+        p: PointerValue<'ctx>,
+        off: IntValue<'ctx>,
+        v: VectorValue<'ctx>,
+        align: u32,
+    ) {
         let vp = self
             .b
             .build_pointer_cast(
@@ -296,7 +307,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             )
             .unwrap();
         let st = self.b.build_store(vp, v).unwrap();
-        st.set_alignment(4).unwrap();
+        st.set_alignment(align).unwrap();
     }
 
     pub(super) fn splat(
