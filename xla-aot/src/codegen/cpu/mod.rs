@@ -25,6 +25,7 @@
 
 pub mod batch;
 pub mod byte_storage;
+mod byte_store;
 mod conv;
 mod epilogue;
 mod gemm;

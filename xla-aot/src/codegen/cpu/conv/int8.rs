@@ -22,7 +22,7 @@
 //!   `front/onnx/quant.rs`) and sums below 2^24 this is bit for bit the f32 kernel's result.
 
 use super::super::Cg;
-use super::super::byte_storage::{Finished, before_rounding};
+use super::super::byte_store::{Finished, before_rounding};
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
 use super::super::quad_dot::DotKind;
