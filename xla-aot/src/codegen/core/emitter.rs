@@ -205,6 +205,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         })
     }
 
+    /// The value range of instruction `x` of the fused computation being generated, if known.
+    pub(crate) fn fused_range(&self, x: InstId) -> Option<crate::ir::value_range::Range> {
+        let r = self.fused_ranges.borrow();
+        r.as_ref().and_then(|(_, r)| r.get(x.index()).copied())
+    }
+
     /// Whether instruction `x` of the kernel's fused computation (`comp`, or the one being
     /// generated when `None`) can never be NaN (`Range::nan` false).
     pub(crate) fn nan_free(&self, comp: Option<&crate::ir::Computation>, x: InstId) -> bool {

@@ -4,10 +4,15 @@
 //! Contract: every function here is exact for values of the byte type's range (f32 integers in
 //! `[0, 255]` for `u8`, `[−128, 127]` for `i8`): [`Cg::store_finished_bytes`] stores what
 //! converting each value to its byte gives, [`Cg::bytes_to_f32`] gives back the f32 value.
+//! [`byte_rounding`] may take over an epilogue's last steps (the rounding, and a clamp to the
+//! byte type's limits, which the store then does by saturating): what is stored is bit for bit
+//! what the whole epilogue gives.
 
 use super::Cg;
 use super::epilogue::{Operand, RegEpilogue, Step};
-use crate::ir::{BinaryOp, DType};
+use crate::ir::value_range::Range;
+use crate::ir::{BinaryOp, DType, InstId};
+use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, PointerValue, VectorValue};
 
@@ -20,18 +25,57 @@ const PACKED_VECTORS: usize = 4;
 /// place of the f32 subtraction and the conversion).
 const ROUND_SHIFT: f32 = 12_582_912.0;
 
-/// The epilogue `e` of a result stored as bytes without its last step, when that step and the
-/// one before are the rounding `(· + k) − k` with `k` [`ROUND_SHIFT`] (scalar parameters whose
-/// constant values `consts` gives): [`Cg::rounded_ints`] then finishes the integers.
-pub(super) fn before_rounding(e: &RegEpilogue, consts: &[Option<f32>]) -> Option<RegEpilogue> {
+/// Largest magnitude a value may have for `vcvtps2dq {rn-sae}` to give its rounded integer
+/// (`2^30`: well inside the i32 range, whose overflow gives `0x80000000`).
+const CONVERT_LIMIT: f64 = 1_073_741_824.0;
+
+/// Largest magnitude for which `(v + k) − k` is the rounding and `bits(v + k) − bits(k)` its
+/// integer (`2^22`: then `v + k` lies in `[2^23, 2^24)`).
+const SHIFT_LIMIT: f64 = 4_194_304.0;
+
+/// How a result stored as bytes takes its integers ([`byte_rounding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Take {
+    /// The epilogue's steps end in `+ k` ([`ROUND_SHIFT`]): the integer is `bits(v + k) −
+    /// bits(k)` (one `vpsubd` for the f32 subtraction and the conversion).
+    ShiftedBits,
+    /// The rounding is `vcvtps2dq` with embedded round-to-nearest-even (AVX-512, whatever MXCSR
+    /// says): one instruction for `+ k`, `− k` and the conversion.
+    ConvertNearest,
+}
+
+/// The rounding and clamp of a result stored as bytes, as [`Cg::rounded_ints`] does them.
+pub(super) struct ByteRounding {
+    /// The epilogue without the steps `take` and `saturate` replace.
+    pub steps: RegEpilogue,
+    pub take: Take,
+    /// The clamp to the byte type's own limits was dropped: the integers may lie outside them,
+    /// and the store saturates (`vpackssdw`/`vpackuswb` do it for free; elsewhere an integer
+    /// clamp). Exact: for integer bounds, rounding and clamping commute.
+    pub saturate: bool,
+}
+
+/// How the epilogue `e` of a result stored as bytes of type `d` ends, when its last two steps
+/// are the rounding `(· + k) − k` with `k` [`ROUND_SHIFT`] (scalar parameters whose constant
+/// values `consts` gives). A clamp to exactly `d`'s limits just before the rounding goes too
+/// when `range` proves the clamped value NaN-free and small enough for `take`: vectors of
+/// `lanes` f32 on a target with AVX-512 (`avx512`) convert with [`Take::ConvertNearest`].
+pub(super) fn byte_rounding(
+    e: &RegEpilogue,
+    consts: &[Option<f32>],
+    d: DType,
+    (lanes, avx512): (u32, bool),
+    range: &dyn Fn(InstId) -> Option<Range>,
+) -> Option<ByteRounding> {
     let n = e.steps.len();
-    let shift = |o: &Operand| match o {
-        Operand::Scalar(p) => consts.get(*p).copied().flatten() == Some(ROUND_SHIFT),
+    let is_const = |o: &Operand, v: f32| match o {
+        Operand::Scalar(p) => consts.get(*p).copied().flatten() == Some(v),
         _ => false,
     };
-    match e.steps.get(n.checked_sub(2)?..)? {
+    let shift = |o: &Operand| is_const(o, ROUND_SHIFT);
+    let add_k = match e.steps.get(n.checked_sub(2)?..)? {
         [
-            Step::Binary {
+            add @ Step::Binary {
                 op: BinaryOp::Add,
                 other: a,
                 ..
@@ -41,11 +85,44 @@ pub(super) fn before_rounding(e: &RegEpilogue, consts: &[Option<f32>]) -> Option
                 other: b,
                 value_first: true,
             },
-        ] if shift(a) && shift(b) => Some(RegEpilogue {
-            steps: e.steps[..n - 1].to_vec(),
-        }),
+        ] if shift(a) && shift(b) => add.clone(),
+        _ => return None,
+    };
+    let (min, max) = if d == DType::U8 {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    let clamped = match n.checked_sub(3).map(|i| &e.steps[i]) {
+        Some(Step::Clamp { lo, hi, x }) if is_const(lo, min) && is_const(hi, max) => {
+            range(*x).filter(|r| !r.nan)
+        }
         _ => None,
-    }
+    };
+    let within = |r: &Range, limit: f64| r.lo > -limit && r.hi < limit;
+    Some(match clamped {
+        Some(r) if avx512 && lanes == 16 && within(&r, CONVERT_LIMIT) => ByteRounding {
+            steps: RegEpilogue {
+                steps: e.steps[..n - 3].to_vec(),
+            },
+            take: Take::ConvertNearest,
+            saturate: true,
+        },
+        Some(r) if within(&r, SHIFT_LIMIT) => ByteRounding {
+            steps: RegEpilogue {
+                steps: [&e.steps[..n - 3], &[add_k]].concat(),
+            },
+            take: Take::ShiftedBits,
+            saturate: true,
+        },
+        _ => ByteRounding {
+            steps: RegEpilogue {
+                steps: e.steps[..n - 1].to_vec(),
+            },
+            take: Take::ShiftedBits,
+            saturate: false,
+        },
+    })
 }
 
 /// A finished vector of a tile: f32 integers of the byte type, for column `col` at element
@@ -55,6 +132,8 @@ pub(super) struct Finished<'ctx> {
     /// f32 integers, or already i32 ([`Cg::rounded_ints`]) when `ints`.
     pub val: VectorValue<'ctx>,
     pub ints: bool,
+    /// The integers may lie outside the byte type (`ByteRounding::saturate`): stored saturated.
+    pub saturate: bool,
     pub col: usize,
     pub lanes: u32,
 }
@@ -70,8 +149,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// consecutive columns as one 64-byte (32-byte) store
     /// where the target has AVX-512BW (`vpackssdw` twice, `vpackuswb`/`vpacksswb`, `vpermd`:
     /// four shuffles where four `vpmovdb` take eight, on the port the dot products share), the
-    /// rest one by one. Exact: the values fit the byte type, so the
-    /// saturating packs never saturate.
+    /// rest one by one. The packs saturate, which is the clamp a [`Finished::saturate`] vector
+    /// still needs (the others fit the byte type and never saturate); stored one by one, such a
+    /// vector is clamped first.
     pub(super) fn store_finished_bytes(
         &self,
         p: PointerValue<'ctx>,
@@ -86,6 +166,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if !packable {
             for v in vals {
                 let i = self.finished_ints(v);
+                let i = if v.saturate { self.saturated(i, d) } else { i };
                 let bytes = self
                     .b
                     .build_int_truncate(i, self.ctx.i8_type().vec_type(v.lanes_total()), "")
@@ -152,16 +233,62 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_float_to_signed_int(v.val, i32v, "").unwrap()
     }
 
-    /// `u − bits(k)` for `u = v + k` of [`before_rounding`]: the rounded integers.
-    pub(super) fn rounded_ints(&self, u: VectorValue<'ctx>) -> VectorValue<'ctx> {
+    /// The rounded integers of `u`, what [`byte_rounding`]'s steps leave: `u − bits(k)` for
+    /// `u = v + k` ([`Take::ShiftedBits`]), or `u` converted to nearest, ties to even.
+    pub(super) fn rounded_ints(&self, u: VectorValue<'ctx>, take: Take) -> VectorValue<'ctx> {
         let lanes = u.get_type().get_size();
         let i32t = self.ctx.i32_type();
+        if take == Take::ConvertNearest {
+            let i32v = i32t.vec_type(lanes);
+            let i16t = self.ctx.i16_type();
+            let name = "llvm.x86.avx512.mask.cvtps2dq.512";
+            let f = self.m.get_function(name).unwrap_or_else(|| {
+                let ty = i32v.fn_type(
+                    &[u.get_type().into(), i32v.into(), i16t.into(), i32t.into()],
+                    false,
+                );
+                self.m.add_function(name, ty, None)
+            });
+            // All lanes; rounding 8 = `_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC`.
+            let args = [
+                u.into(),
+                i32v.get_undef().into(),
+                i16t.const_all_ones().into(),
+                i32t.const_int(8, false).into(),
+            ];
+            return self.call(f, &args).into_vector_value();
+        }
         let bits = self.b.build_bit_cast(u, i32t.vec_type(lanes), "").unwrap();
         let k = i32t.const_int(u64::from(ROUND_SHIFT.to_bits()), false);
         let ks = VectorType::const_vector(&vec![k; lanes as usize]);
         self.b
             .build_int_sub(bits.into_vector_value(), ks, "")
             .unwrap()
+    }
+
+    /// Integers `i` clamped to byte type `d`'s limits (`vpmaxsd`, `vpminsd`).
+    fn saturated(&self, i: VectorValue<'ctx>, d: DType) -> VectorValue<'ctx> {
+        let (min, max) = if d == DType::U8 {
+            (0, 255)
+        } else {
+            (-128, 127)
+        };
+        let lanes = i.get_type().get_size() as usize;
+        let splat = |c: i64| {
+            let c = self.ctx.i32_type().const_int(c as u64, true);
+            VectorType::const_vector(&vec![c; lanes])
+        };
+        let (lo, hi) = (splat(min), splat(max));
+        let b = &self.b;
+        let below = b.build_int_compare(IntPredicate::SLT, i, lo, "").unwrap();
+        let i = b
+            .build_select(below, lo, i, "")
+            .unwrap()
+            .into_vector_value();
+        let above = b.build_int_compare(IntPredicate::SGT, i, hi, "").unwrap();
+        b.build_select(above, hi, i, "")
+            .unwrap()
+            .into_vector_value()
     }
 
     /// Stores the first `n` lanes of byte vector `b` at element `off` of `p` (an `i8*`).

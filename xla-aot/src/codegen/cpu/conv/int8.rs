@@ -22,7 +22,7 @@
 //!   `front/onnx/quant.rs`) and sums below 2^24 this is bit for bit the f32 kernel's result.
 
 use super::super::Cg;
-use super::super::byte_store::{Finished, before_rounding};
+use super::super::byte_store::{Finished, byte_rounding};
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
 use super::super::quad_dot::DotKind;
@@ -141,12 +141,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .copied()
             .flatten()
             .is_some();
-        let rounded = match (self.be.out_stored.get(), epi) {
-            (Some(_), Some(e)) => before_rounding(e, &self.scalar_consts.borrow()),
-            _ => None,
-        };
         let dp = self.quad_dot();
         let lanes = dp.lanes;
+        let rounded = match (self.be.out_stored.get(), epi) {
+            (Some(d), Some(e)) => byte_rounding(
+                e,
+                &self.scalar_consts.borrow(),
+                d,
+                (lanes, self.target.has_avx512bw()),
+                &|x| self.fused_range(x),
+            ),
+            _ => None,
+        };
         let i32v = i32t.vec_type(lanes);
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
@@ -280,15 +286,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     2 => TilePos::At(ru.oh),
                                     _ => TilePos::Row,
                                 };
-                                if let Some(e) = rounded.as_ref() {
-                                    // Bytes: the rounding's last step and the conversion
-                                    // become one integer subtraction (`byte_storage.rs`).
-                                    let u = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                                if let Some(r) = rounded.as_ref() {
+                                    // Bytes: the rounding (and a clamp the store's saturation
+                                    // does) taken in integers (`byte_store.rs`).
+                                    let u = cg.apply_epilogue(&r.steps, tk, val, owi, ch, v, &role);
                                     assert_eq!(ost[1], 1, "bytes are stored channels-minor");
                                     finished.push(Finished {
                                         off,
-                                        val: cg.rounded_ints(u),
+                                        val: cg.rounded_ints(u, r.take),
                                         ints: true,
+                                        saturate: r.saturate,
                                         col: v.col,
                                         lanes: v.store,
                                     });
@@ -304,6 +311,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         off,
                                         val,
                                         ints: false,
+                                        saturate: false,
                                         col: v.col,
                                         lanes: v.store,
                                     });
