@@ -82,6 +82,23 @@ impl Spec {
         self.weights.push((name.into(), lit));
         self
     }
+    /// A weight of integers (normal·40, rounded, within ±127) times `mult`.
+    fn weight_ints(&mut self, name: &str, shape: &[usize], mult: f32) -> &mut Self {
+        let n: usize = shape.iter().product();
+        let data: Vec<u8> = (0..n)
+            .flat_map(|_| {
+                let q = (self.rng.normal() * 40.0).round().clamp(-127.0, 127.0) as f32;
+                (q * mult).to_le_bytes()
+            })
+            .collect();
+        let lit = xla_aot::ir::Literal {
+            dtype: xla_aot::ir::DType::F32,
+            dims: shape.to_vec(),
+            data: xla_aot::ir::LiteralData::Dense(data.into()),
+        };
+        self.weights.push((name.into(), lit));
+        self
+    }
     /// A scalar weight of value `v` (a quantization scale).
     fn scalar(&mut self, name: &str, v: f32) -> &mut Self {
         let lit = xla_aot::ir::Literal {
@@ -996,6 +1013,31 @@ fn quantized_activations_stored_as_bytes_pool_to_the_interpreter_on_every_target
         .output("g");
     let fire = f.module();
     check_everywhere(&fire);
+    // Integer inputs (scale 1), weights and bias, as a QDQ model's convolutions read them:
+    // the sums take no column scale and start from the bias (`kernel.rs` `sum_bias`), for a
+    // result stored as bytes (read by a pool) and one stored as f32 (a model output); 40
+    // channels: a partial panel on AVX-512.
+    let mut g = Spec::new("bytes_bias", 19);
+    g.input("x", &[1, 8, 13, 11])
+        .scalar("sx", 1.0)
+        .scalar("s1", 0.37)
+        .weight_ints("w1", &[40, 8, 3, 3], 1.0)
+        .weight_ints("b1", &[40], 4.0)
+        .weight_ints("w2", &[24, 8, 1, 1], 1.0)
+        .weight_ints("b2", &[24], 4.0)
+        .op("{name: qx, op: quantize, inputs: [x, sx]}")
+        .op("{name: dx, op: dequantize, inputs: [qx, sx]}")
+        .op("{name: c1, op: conv2d, inputs: [dx, w1, b1], padding: [1, 1, 1, 1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: q1, op: quantize, inputs: [r1, s1]}")
+        .op("{name: d1, op: dequantize, inputs: [q1, s1]}")
+        .op("{name: p1, op: max_pool2d, inputs: [d1], kernel_size: [2, 2], strides: [2, 2]}")
+        .op("{name: c2, op: conv2d, inputs: [dx, w2, b2]}")
+        .op("{name: q2, op: quantize, inputs: [c2, s1], dtype: i8}")
+        .op("{name: d2, op: dequantize, inputs: [q2, s1]}")
+        .output("p1")
+        .output("d2");
+    check_everywhere(&g.module());
     // The convolutions store bytes where an int8 kernel computes them (every CPU target), the
     // fire module's concatenation too.
     for t in ["x86_64-avx512-vnni", "x86_64-avx2", "aarch64-neon"] {

@@ -193,8 +193,8 @@ pub fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
     let mut out: Vec<Range> = Vec::with_capacity(c.instructions.len());
     for inst in &c.instructions {
         let of = |o: InstId| out[o.index()];
-        let count = |o: InstId| c.inst(o).shape.element_count();
-        let r = instruction(inst, &of, &count, params);
+        let dims = |o: InstId| c.inst(o).shape.dims.clone();
+        let r = instruction(inst, &of, &dims, params);
         out.push(r);
     }
     out
@@ -203,7 +203,7 @@ pub fn computation(c: &Computation, params: &[Range]) -> Vec<Range> {
 fn instruction(
     inst: &Instruction,
     of: &dyn Fn(InstId) -> Range,
-    count: &dyn Fn(InstId) -> usize,
+    dims: &dyn Fn(InstId) -> Vec<usize>,
     params: &[Range],
 ) -> Range {
     let dt = inst.shape.dtype;
@@ -222,9 +222,15 @@ fn instruction(
             widen(lo, a.magnitude(), a.integer, a.nan, dt)
         }
         Op::Dot(_) | Op::Convolution { .. } => {
-            // |Σ x·w| ≤ K · max|x| · max|w|, with K at most the weight's element count.
+            // |Σ x·w| ≤ K · max|x| · max|w|, K the terms of each sum: a kernel `[O, C/G,
+            // window...]`'s elements per output channel, a dot's contracted elements.
             let (x, w) = (ops[0], ops[1]);
-            let bound = count(inst.operands[1]) as f64 * x.magnitude() * w.magnitude();
+            let wd = dims(inst.operands[1]);
+            let k: usize = match &inst.op {
+                Op::Dot(d) => d.rhs_contracting.iter().map(|&i| wd[i]).product(),
+                _ => wd.iter().skip(1).product(),
+            };
+            let bound = k as f64 * x.magnitude() * w.magnitude();
             if x.finite() && w.finite() && bound <= MAX_PRODUCT_BOUND {
                 widen(-bound, bound, false, false, dt)
             } else {

@@ -9,6 +9,8 @@
 //! - `subtract(add(x, c), c)` and `add(subtract(x, c), c)`, with `c` one scalar integer (a
 //!   constant or its broadcast, the same instruction or the same value), become `x` where `x` is
 //!   an integer range with `|x| + |c| ≤ 2^24`: both steps are then exact in f32.
+//! - `clamp(lo, x, hi)` with scalar constant bounds becomes `x` where `x`'s range is NaN-free
+//!   and within them, and `x` is never −0 where `lo` is 0 (the rounding's result, or no zero);
 //! - A requantization from one scale to another, `round(clamp(lo, (x · a) / b, hi))` with the
 //!   rounding written `(· + k) − k` and `a`, `b`, `lo`, `hi`, `k` scalar constants, where `x` is
 //!   an integer range of at most [`MAX_ENUMERATED`] values (a concatenation of quantized
@@ -161,6 +163,18 @@ fn exact(c: &Computation, ranges: &[Range], id: InstId) -> Option<InstId> {
                 && r.integer
                 && r.lo.abs().max(r.hi.abs()) + f64::from(v1.abs()) <= F32_EXACT_INT;
             (exact && c.inst(x).shape == inst.shape).then_some(x)
+        }
+        Op::Clamp => {
+            // A clamp its operand's range already satisfies: an equal-scale requantization
+            // becomes the identity but leaves the concatenation's own clamp after it.
+            let x = inst.operands[1];
+            let (lo, hi) = (scalar(c, inst.operands[0])?, scalar(c, inst.operands[2])?);
+            let r = ranges[x.index()];
+            let inside = !r.nan && r.lo >= f64::from(lo) && r.hi <= f64::from(hi);
+            // `clamp(0, −0, ·)` may give +0: only a value that is never −0 (the rounding's
+            // `(v + k) − k`), or none near a zero bound, goes.
+            let no_zero_bound = lo != 0.0 || r.lo > 0.0 || rounding(c, x).is_some();
+            (inside && no_zero_bound && c.inst(x).shape == inst.shape).then_some(x)
         }
         _ => None,
     }

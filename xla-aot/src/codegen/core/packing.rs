@@ -28,12 +28,14 @@ use super::layout::{Geometry, geometry, physical_strides, relayout_into};
 pub use super::tiles::{Tiles, panel_width};
 use super::winograd;
 mod direct;
+mod int8;
 pub mod signs;
 mod stage;
 
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
 use crate::target::Target;
 use direct::{int8_direct, integer_valued};
+pub use int8::{int8_columns, int8_conv_columns};
 pub use stage::{VNNI_CONV_MAX_ROWS, VNNI_STAGE_BYTES, vnni_conv_stage_bytes};
 
 /// What [`packing_of`] decides with.
@@ -73,6 +75,9 @@ pub struct Packings {
     /// vector times one scale (a quantized model's dequantized weights, [`int8_columns`]):
     /// stored as int8 panels and per-column scales, 1 byte per value, losslessly.
     int8: Vec<bool>,
+    /// Per entry instruction: such an int8 weight whose every column scale is 1 (or 0, an
+    /// all-zero column): integer weights, whose products' sums need no multiply.
+    unit_scales: Vec<bool>,
     /// GEMM panels hold bfloat16 pairs ([`pack_gemm_pairs`]): `precision: bf16` on a target with
     /// AVX-512 BF16 and 16-lane vectors.
     bf16_pairs: bool,
@@ -92,6 +97,7 @@ impl Packings {
             tiles: None,
             precision: Precision::F32,
             int8: vec![false; hlo.entry.instructions.len()],
+            unit_scales: vec![false; hlo.entry.instructions.len()],
             bf16_pairs: false,
             vnni: vec![None; hlo.entry.instructions.len()],
             signs: vec![false; hlo.entry.instructions.len()],
@@ -134,21 +140,28 @@ impl Packings {
                 _ => None,
             })
             .collect();
-        let int8: Vec<bool> = of
+        let scales: Vec<Option<Vec<f32>>> = of
             .iter()
             .zip(&c.instructions)
             .map(|(p, inst)| match (p, &inst.op) {
                 (Some(Packing::Gemm(d)), Op::Constant(lit)) if hlo.precision == Precision::F32 => {
-                    lit.bytes()
-                        .is_some_and(|b| int8_columns(b, &inst.shape, d).is_some())
+                    lit.bytes().and_then(|b| int8_columns(b, &inst.shape, d))
                 }
                 (Some(Packing::Conv { .. }), Op::Constant(lit))
                     if hlo.precision == Precision::F32 =>
                 {
-                    lit.bytes()
-                        .is_some_and(|b| int8_conv_columns(b, &inst.shape).is_some())
+                    lit.bytes().and_then(|b| int8_conv_columns(b, &inst.shape))
                 }
-                _ => false,
+                _ => None,
+            })
+            .collect();
+        let int8: Vec<bool> = scales.iter().map(Option::is_some).collect();
+        // An all-zero column has scale 0: its sums are 0 either way.
+        let unit_scales = scales
+            .iter()
+            .map(|s| {
+                s.as_ref()
+                    .is_some_and(|s| s.iter().all(|&v| v == 0.0 || v == 1.0))
             })
             .collect();
         let vnni = vnni_offsets(hlo, target, &t, &of, &int8);
@@ -158,6 +171,7 @@ impl Packings {
             tiles: Some(t),
             precision: hlo.precision,
             int8,
+            unit_scales,
             vnni,
             bf16_pairs: hlo.precision == Precision::Bf16
                 && target.has_avx512_bf16()
@@ -298,6 +312,12 @@ impl Packings {
     pub fn reads_vnni(&self, hlo: &Hlo, id: InstId) -> Option<i32> {
         let (_, _, rhs, _) = heavy_in(hlo, id)?;
         self.vnni[rhs.index()]
+    }
+
+    /// Whether the dot or convolution computed by entry instruction `id` reads an int8 weight
+    /// whose column scales are all 1 (or 0): its f32 result is its i32 sums converted.
+    pub fn reads_unit_scales(&self, hlo: &Hlo, id: InstId) -> bool {
+        heavy_in(hlo, id).is_some_and(|(_, _, rhs, _)| self.unit_scales[rhs.index()])
     }
 
     /// Whether constant `id` is stored as int8 panels and per-column scales.
@@ -562,99 +582,6 @@ fn packing_of(hlo: &Hlo, c: InstId, cx: &Choice<'_>) -> Option<Packing> {
     packing
 }
 
-/// The largest int8 magnitude: a column whose largest value is `q_max · s` has scale
-/// `colmax / q_max` for some `q_max` in `1..=INT8_MAX_MAGNITUDE` (symmetric quantizers reach ±127,
-/// or -128; a column whose values stay smaller reaches less).
-const INT8_MAX_MAGNITUDE: u32 = 128;
-
-/// Per column of a GEMM weight (`bytes` row-major, shape `rhs`), a scale `s` such that every
-/// value of the column is exactly `f32(q · s)` for an integer `q` in [-128, 127], if every column
-/// has one: what dequantizing an int8 weight gives (per column, or per tensor), and plain
-/// integers. Then storing `q` and `s` loses nothing: the kernel's `q · s` is the weight, bit for
-/// bit, and the products are the f32 path's. A failed candidate fails at its first inexact value,
-/// so the search costs about one pass per column.
-pub fn int8_columns(bytes: &[u8], rhs: &Shape, d: &DotDims) -> Option<Vec<f32>> {
-    if rhs.dtype != DType::F32 || !d.rhs_batch.is_empty() {
-        return None;
-    }
-    let (k, n) = gemm_kn(rhs, d);
-    if k == 0 || n == 0 {
-        return None;
-    }
-    // Value (kk, j) without re-laying the weight (a large one would be copied per decision).
-    let rank = rhs.rank();
-    let mut strides = vec![1usize; rank];
-    for i in (0..rank.saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * rhs.dims[i + 1];
-    }
-    let kd = d.rhs_contracting[0];
-    let free: Vec<usize> = (0..rank).filter(|&i| i != kd).collect();
-    let col_off = |mut j: usize| {
-        let mut off = 0;
-        for &fd in free.iter().rev() {
-            off += (j % rhs.dims[fd]) * strides[fd];
-            j /= rhs.dims[fd];
-        }
-        off
-    };
-    let at = |e: usize| {
-        let b = &bytes[e * 4..e * 4 + 4];
-        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    };
-    let global = std::cell::OnceCell::new();
-    let global = || {
-        *global.get_or_init(|| {
-            bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).abs())
-                .fold(0f32, f32::max)
-        })
-    };
-    let column = |j: usize| -> Option<f32> {
-        let base = col_off(j);
-        let v = |kk: usize| at(base + kk * strides[kd]);
-        if (0..k).any(|kk| !v(kk).is_finite()) {
-            return None;
-        }
-        let colmax = (0..k).fold(0f32, |m, kk| m.max(v(kk).abs()));
-        if colmax == 0.0 {
-            return Some(0.0);
-        }
-        let exact = |s: f32| {
-            (0..k).all(|kk| {
-                let w = v(kk);
-                let q = (w / s).round();
-                (-128.0..=127.0).contains(&q) && q * s == w
-            })
-        };
-        // A column of int8 integers (a QDQ product's zero-point-shifted weights) takes scale 1,
-        // though other scales may pass `exact` too (colmax 3: 3/126 with q = 42·w): the integer
-        // kernels compute f32(Σ q·x) · s, which is the exact integer sum only when every q · s
-        // is exact in real arithmetic, not just after rounding (one output in 2200 landed a
-        // step away at a rounding tie, tests/onnx_quantized.rs).
-        if exact(1.0) {
-            return Some(1.0);
-        }
-        // `colmax / e` rounds: the scale itself may lie an ulp or two away.
-        let near = |c: f32| {
-            let b = c.to_bits();
-            [b, b + 1, b.saturating_sub(1), b + 2, b.saturating_sub(2)].map(f32::from_bits)
-        };
-        // The column's own scale (per-channel quantization), else the tensor's (per-tensor).
-        (1..=INT8_MAX_MAGNITUDE)
-            .rev()
-            .flat_map(|e| near(colmax / e as f32))
-            .find(|&s| exact(s))
-            .or_else(|| {
-                [127.0, 128.0]
-                    .into_iter()
-                    .flat_map(|e| near(global() / e))
-                    .find(|&s| exact(s))
-            })
-    };
-    (0..n).map(column).collect()
-}
-
 /// f32 panels `f32s` (columns of `k` values, `nr` per panel) as int8 panels, then the padded
 /// columns' `scales` (one f32 each; missing ones, the padding, 0): the layout the int8 kernels
 /// read (`cpu/vector.rs` `column_scales`).
@@ -826,23 +753,6 @@ fn conv_column_scales(scales: &[f32], og: usize, nr: usize, groups: usize) -> Ve
             }
         })
         .collect()
-}
-
-/// [`int8_columns`] for a convolution kernel `[O, C/G, KH, KW]` (`bytes` row-major): a scale per
-/// output channel, each channel's values being one column.
-pub fn int8_conv_columns(bytes: &[u8], w: &Shape) -> Option<Vec<f32>> {
-    if w.rank() < 2 {
-        return None;
-    }
-    let k: usize = w.dims[1..].iter().product();
-    let as_rows = Shape::new(w.dtype, vec![w.dims[0], k]);
-    let d = DotDims {
-        lhs_batch: vec![],
-        lhs_contracting: vec![1],
-        rhs_batch: vec![],
-        rhs_contracting: vec![1],
-    };
-    int8_columns(bytes, &as_rows, &d)
 }
 
 /// Whether a dot with this geometry reads its rhs packed, when the rhs is a weight.

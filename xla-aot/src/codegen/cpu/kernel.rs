@@ -13,13 +13,17 @@
 //! a weight is read packed is asked of the module's [`Packings`](crate::codegen::core::packing::Packings),
 //! never decided here.
 
+use super::epilogue::{Operand, RegEpilogue, Step};
 use super::{Cg, conv, epilogue, gemm, quad_dot};
 use crate::codegen::core::concat_runs::ConcatRuns;
 use crate::codegen::core::layout::geometry;
 use crate::codegen::core::ops::{At, epilogue_pool};
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
 use crate::ir::shuffle::{ChannelShuffle, channel_shuffle_at};
-use crate::ir::{Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window};
+use crate::ir::value_range::Range;
+use crate::ir::{
+    BinaryOp, Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window,
+};
 use inkwell::module::Linkage;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 
@@ -96,6 +100,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be
             .bf16_pairs
             .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
+        let unit = self.be.packings.reads_unit_scales(self.hlo, id);
+        self.be.unit_scales.set(unit);
+        // The biases an int8 convolution may add to its sums: rank-1 constant operands.
+        let vector_consts = inst
+            .operands
+            .iter()
+            .map(|&o| match &c.inst(o).op {
+                Op::Constant(lit)
+                    if lit.dtype == DType::F32
+                        && lit.dims.len() == 1
+                        && lit.dims[0] <= MAX_SUM_BIAS =>
+                {
+                    lit.to_f32_vec()
+                }
+                _ => None,
+            })
+            .collect();
+        self.be.vector_consts.replace(vector_consts);
         let signs = self.be.packings.quads_avoid_min(self.hlo, id);
         self.be.vnni_signs.set(signs);
         let shift = quad_dot::byte_shift(self.target, signs);
@@ -228,7 +250,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 };
                 // A chain of per-channel / scalar steps is applied to the accumulators before they
                 // are stored (`epilogue.rs`); otherwise the epilogue sweeps the output.
-                self.be.reg_epi.replace(epilogue::recognize(comp, heavy));
+                let epi = epilogue::recognize(comp, heavy);
+                self.be.sum_bias.set(
+                    self.be.unit_scales.get()
+                        && self.be.vnni.get().is_some()
+                        && epi.as_ref().is_some_and(|e| {
+                            sum_bias(e, self.fused_range(heavy), &self.be.vector_consts.borrow())
+                        }),
+                );
+                self.be.reg_epi.replace(epi);
                 self.be.epi_applied.set(false);
                 let mut opnds = shapes(h);
                 if let Some((m, xs)) = self.conv_channels(comp, heavy) {
@@ -521,4 +551,31 @@ fn param_shape(comp: &Computation, param: usize) -> Shape {
         .find(|i| i.op == Op::Parameter { index: param })
         .map(|i| i.shape.clone())
         .expect("the chain ends at a parameter")
+}
+
+/// Most channels of a bias [`sum_bias`] reads (its values are copied per kernel).
+const MAX_SUM_BIAS: usize = 65_536;
+
+/// Below this magnitude every integer is an exact f32 (2^24).
+const F32_EXACT_INT: f64 = 16_777_216.0;
+
+/// Whether register epilogue `e` of an int8 convolution with integer weights (its result's value
+/// range `sums`) starts by adding a per-channel bias (fusion parameter `p`, whose values
+/// `consts[p]` gives) that the i32 sums can take instead: integers, with every
+/// `|sum| + |bias|` below 2^24, so `f32(sum) + bias` (exact) is `f32(sum + bias)`.
+fn sum_bias(e: &RegEpilogue, sums: Option<Range>, consts: &[Option<Vec<f32>>]) -> bool {
+    let Some(Step::Binary {
+        op: BinaryOp::Add,
+        other: Operand::Along { param, dim: 1 },
+        ..
+    }) = e.steps.first()
+    else {
+        return false;
+    };
+    let Some(Some(bias)) = consts.get(*param) else {
+        return false;
+    };
+    let largest = bias.iter().fold(0f64, |m, &b| m.max(f64::from(b).abs()));
+    let integers = bias.iter().all(|b| b.fract() == 0.0);
+    sums.is_some_and(|r| !r.nan && r.lo.abs().max(r.hi.abs()) + largest < F32_EXACT_INT) && integers
 }

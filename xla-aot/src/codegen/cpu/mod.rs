@@ -85,6 +85,14 @@ pub struct Cpu {
     /// (`a + offset` are the bytes `vpdpbusd`, `vpmaddwd`, `vpmaddubsw`, `sdot` or `smull` reads,
     /// `quad_dot.rs`).
     vnni: Cell<Option<i32>>,
+    /// The kernel's int8 product reads integer weights (`Packings::reads_unit_scales`): its i32
+    /// sums, converted, are its f32 result with no multiply by the column scales.
+    unit_scales: Cell<bool>,
+    /// The register epilogue's first step adds a per-channel integer bias that the int8
+    /// convolution adds to its i32 sums instead (`kernel.rs` `sum_bias`, `conv/int8.rs`).
+    sum_bias: Cell<bool>,
+    /// The kernel's rank-1 constant arguments' values (`None` for the others), by argument.
+    vector_consts: RefCell<Vec<Option<Vec<f32>>>>,
     /// Those quads hold no −128 and the target multiplies such with `vpmaddubsw` on signs
     /// (`Packings::quads_avoid_min`, `quad_dot.rs` `DotKind::Signs`).
     vnni_signs: Cell<bool>,
@@ -129,6 +137,9 @@ impl Cpu {
             half_rhs: Cell::new(None),
             bf16_pairs: Cell::new(false),
             vnni: Cell::new(None),
+            unit_scales: Cell::new(false),
+            sum_bias: Cell::new(false),
+            vector_consts: RefCell::new(Vec::new()),
             vnni_signs: Cell::new(false),
             winograd: Cell::new(None),
             a_pack: Cell::new(None),

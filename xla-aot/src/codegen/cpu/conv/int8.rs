@@ -143,6 +143,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .is_some();
         let dp = self.quad_dot();
         let lanes = dp.lanes;
+        // Integer weights need no scale multiply; an integer bias, the epilogue's first step,
+        // goes into the sums' start (`kernel.rs` `sum_bias`: exact).
+        let unit = self.be.unit_scales.get();
+        let (bias, epi) = match epi {
+            Some(e) if self.be.sum_bias.get() => (
+                Some(RegEpilogue {
+                    steps: e.steps[..1].to_vec(),
+                }),
+                &Some(RegEpilogue {
+                    steps: e.steps[1..].to_vec(),
+                }),
+            ),
+            _ => (None, epi),
+        };
         let rounded = match (self.be.out_stored.get(), epi) {
             (Some(d), Some(e)) => byte_rounding(
                 e,
@@ -191,7 +205,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     cg.mul(col_at(v), 4),
                                 );
                                 let sums = cg.load_vector(w, at, i32v, 4);
-                                cg.b.build_int_mul(sums, neg_o, "").unwrap()
+                                let s = cg.b.build_int_mul(sums, neg_o, "").unwrap();
+                                let Some(b) = bias.as_ref() else {
+                                    return s;
+                                };
+                                // 0 + bias: the bias of each lane's channel, as the epilogue
+                                // reads it.
+                                let ch = cg.add(oc0, cg.i64(v.col as u64));
+                                let zero = cg.vec_ty(lanes).const_zero();
+                                let role = |d: usize| match d {
+                                    1 => TilePos::Col,
+                                    _ => TilePos::At(ru.n),
+                                };
+                                let bf = cg.apply_epilogue(b, tk, zero, ow0, ch, v, &role);
+                                let bi = cg.b.build_float_to_signed_int(bf, i32v, "").unwrap();
+                                cg.b.build_int_add(s, bi, "").unwrap()
                             })
                             .collect();
                         let acc: Vec<Vec<PointerValue<'ctx>>> = (0..rows)
@@ -258,9 +286,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 });
                             }
                         }
-                        let scales: Vec<VectorValue<'ctx>> = cols
+                        let scales: Vec<Option<VectorValue<'ctx>>> = cols
                             .iter()
-                            .map(|v| cg.column_scales(w, quads_bytes, col_at(v), lanes))
+                            .map(|v| {
+                                (!unit).then(|| cg.column_scales(w, quads_bytes, col_at(v), lanes))
+                            })
                             .collect();
                         for (i, row) in acc.iter().enumerate() {
                             let owi = cg.add(ow0, cg.i64(i as u64));
@@ -279,7 +309,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let xf =
                                     cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
                                         .unwrap();
-                                let mut val = cg.b.build_float_mul(xf, *s, "").unwrap();
+                                let mut val = match s {
+                                    Some(s) => cg.b.build_float_mul(xf, *s, "").unwrap(),
+                                    None => xf,
+                                };
                                 let role = |d: usize| match d {
                                     0 => TilePos::At(ru.n),
                                     1 => TilePos::Col,
