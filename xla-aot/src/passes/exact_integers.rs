@@ -23,9 +23,8 @@
 //!   - else where `round(clamp(lo, x · r, hi))` gives every result, for `r` the f32 nearest
 //!     `a / b` or a neighbour, `(x · a) / b` becomes `x · r`: a division costs 10–16 cycles a
 //!     vector (`vdivps`) in a convolution's epilogue, a multiply one.
-//! - A quantization of any f32 `x`, `round(clamp(lo, x / b, hi))` (integer bounds of at most
-//!   2^16, `b` a scalar constant, `x` not a small integer range and not a dot or convolution's
-//!   result, whose epilogue keeps the division), takes `x / b` as `x · r` (`r = 1/b` rounded)
+//! - A quantization of a model input `x`, `round(clamp(lo, x / b, hi))` (integer bounds of at
+//!   most 2^16, `b` a scalar constant), takes `x / b` as `x · r` (`r = 1/b` rounded)
 //!   corrected once with the residual (Markstein: two fused multiply-adds), `x · r` where the
 //!   correction is NaN (infinite `x`). The correction is within an ulp of `x / b`, so the two
 //!   can only round to different integers where `x / b` is within a few ulps of a half-integer;
@@ -346,36 +345,9 @@ fn markstein(x: f32, b: f32, r: f32) -> f32 {
     if q1.is_nan() { q } else { q1 }
 }
 
-/// Whether `x` is a dot or convolution after elementwise steps whose other operands are
-/// broadcasts or constants (a bias, a per-channel scale): fusion makes such a chain the
-/// product's register epilogue (`codegen/cpu/epilogue.rs`), which takes a division but not
-/// [`markstein`]'s select, so the division stays there.
-fn after_product(c: &Computation, x: InstId) -> bool {
-    let mut at = x;
-    loop {
-        let inst = c.inst(at);
-        match inst.op {
-            Op::Convolution { .. } | Op::Dot(_) => return true,
-            Op::Binary(_) | Op::Unary(_) | Op::Clamp | Op::Convert { .. } => {
-                let data: Vec<InstId> = inst
-                    .operands
-                    .iter()
-                    .copied()
-                    .filter(|&o| !matches!(c.inst(o).op, Op::Broadcast { .. } | Op::Constant(_)))
-                    .collect();
-                match data.as_slice() {
-                    &[o] => at = o,
-                    _ => return false,
-                }
-            }
-            _ => return false,
-        }
-    }
-}
-
 /// A quantization `round(clamp(lo, x / b, hi))` (rounding `(· + k) − k`, `b`, `lo`, `hi`
-/// scalar constants, `lo` and `hi` integers of at most [`MAX_QUANTIZED`]) of an `x` that is not
-/// a small integer range (that is [`requantization`]'s): `x / b` becomes [`markstein`]'s
+/// scalar constants, `lo` and `hi` integers of at most [`MAX_QUANTIZED`]) of a model input `x`
+/// (raw f32 values; a small integer range is [`requantization`]'s): `x / b` becomes [`markstein`]'s
 /// sequence (a multiply, two fused multiply-adds, a NaN test: a `vdivps` costs 10–16 cycles a
 /// vector, the input quantization of a model was divide-bound). Checked at every `x` where the
 /// two could round to different integers ([`RECIPROCAL_PROBES`] around `b · h` for every
@@ -393,7 +365,11 @@ fn reciprocal(
     }
     let x = di.operands[0];
     let b = scalar(c, di.operands[1])?;
-    if ranges[x.index()].integer || c.inst(x).shape != di.shape || after_product(c, x) {
+    // Only a model input's quantization: elsewhere (densenet's batch-normalized concatenations)
+    // the NaN test's select kept the chain out of the fusions that read it (143 → 243 kernels,
+    // 27 → 41 ms).
+    let input = matches!(c.inst(x).op, Op::Parameter { .. });
+    if !input || ranges[x.index()].integer || c.inst(x).shape != di.shape {
         return None;
     }
     let cl = only_reader(users, outs, id)?;
