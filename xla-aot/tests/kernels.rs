@@ -54,13 +54,7 @@ impl Spec {
         let data: Vec<u8> = (0..n)
             .flat_map(|_| ((self.rng.normal() * scale) as f32).to_le_bytes())
             .collect();
-        let lit = xla_aot::ir::Literal {
-            dtype: xla_aot::ir::DType::F32,
-            dims: shape.to_vec(),
-            data: xla_aot::ir::LiteralData::Dense(data.into()),
-        };
-        self.weights.push((name.into(), lit));
-        self
+        self.f32_weight(name, shape, data)
     }
     /// A weight whose rows (a dense layer's output channels) are int8 vectors times one scale
     /// each, as dequantizing a per-channel int8 weight gives.
@@ -74,13 +68,7 @@ impl Spec {
                 data.extend_from_slice(&(q * scale).to_le_bytes());
             }
         }
-        let lit = xla_aot::ir::Literal {
-            dtype: xla_aot::ir::DType::F32,
-            dims: shape.to_vec(),
-            data: xla_aot::ir::LiteralData::Dense(data.into()),
-        };
-        self.weights.push((name.into(), lit));
-        self
+        self.f32_weight(name, shape, data)
     }
     /// A weight of integers (normal·40, rounded, within ±127) times `mult`.
     fn weight_ints(&mut self, name: &str, shape: &[usize], mult: f32) -> &mut Self {
@@ -91,6 +79,10 @@ impl Spec {
                 (q * mult).to_le_bytes()
             })
             .collect();
+        self.f32_weight(name, shape, data)
+    }
+    /// An f32 weight of little-endian bytes `data`.
+    fn f32_weight(&mut self, name: &str, shape: &[usize], data: Vec<u8>) -> &mut Self {
         let lit = xla_aot::ir::Literal {
             dtype: xla_aot::ir::DType::F32,
             dims: shape.to_vec(),
