@@ -28,7 +28,13 @@ const MAX_PRODUCT_BOUND: f64 = 1e30;
 
 /// Below this magnitude every integer is an exact f32 (2^24); sums and products of such integers
 /// are exact while they stay below it.
-const F32_EXACT_INT: f64 = 16_777_216.0;
+pub const F32_EXACT_INT: f64 = 16_777_216.0;
+
+/// 1.5·2^23: `(c + 1.5·2^23) − 1.5·2^23` rounds any `|c| < 2^22` half to even in two f32 adds
+/// (the sum lies in [2^23, 2^24), where f32 values are spaced 1): the rounding every
+/// quantization lowers to (`front/onnx/quant.rs`, `front/spec/lower/quant.rs`, `quant/fake.rs`),
+/// which `passes/exact_integers.rs` and `codegen/cpu/byte_store.rs` recognise.
+pub const ROUND_SHIFT: f32 = 12_582_912.0;
 
 /// From this magnitude on every f32 is an integer (2^23: the spacing of [2^23, 2^24) is 1).
 const F32_ALL_INT: f64 = 8_388_608.0;

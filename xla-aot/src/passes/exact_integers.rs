@@ -38,13 +38,10 @@
 use super::Pass;
 use super::rewrite::Rewriter;
 use super::rewrite::{rebuild, users};
-use crate::ir::value_range::{self, Range};
+use crate::ir::value_range::{self, F32_EXACT_INT, ROUND_SHIFT, Range};
 use crate::ir::{
     BinaryOp, CompareDir, Computation, DType, InstId, Instruction, Literal, Module, Op,
 };
-
-/// Below this magnitude every integer is an exact f32 (2^24).
-const F32_EXACT_INT: f64 = 16_777_216.0;
 
 /// Most integers a requantization is evaluated at to prove a rewrite (`2^16`: any 8- or 16-bit
 /// quantized value, zero point subtracted; 65536 evaluations of five f32 steps at compile time).
@@ -216,6 +213,24 @@ fn only_reader(users: &[Vec<InstId>], outs: &[usize], id: InstId) -> Option<Inst
     }
 }
 
+/// The last step `(· + k) − k` of the rounding after division `d`'s clamp, where each step
+/// before it has `d`'s chain as its only reader.
+fn rounding_after(users: &[Vec<InstId>], outs: &[usize], d: InstId) -> Option<InstId> {
+    let cl = only_reader(users, outs, d)?;
+    let add = only_reader(users, outs, cl)?;
+    only_reader(users, outs, add)
+}
+
+/// `(k, lo, hi)` where `f` is `(clamp(lo, d, hi) + k) − k` with scalar constants `k`, `lo`, `hi`.
+fn rounded_clamp(c: &Computation, d: InstId, f: InstId) -> Option<(f32, f32, f32)> {
+    let (k, cl) = rounding(c, f)?;
+    let cli = c.inst(cl);
+    if cli.op != Op::Clamp || cli.operands[1] != d {
+        return None;
+    }
+    Some((k, scalar(c, cli.operands[0])?, scalar(c, cli.operands[2])?))
+}
+
 /// The contract's requantization rewrites of `id`: the identity at the rounding's last step,
 /// or `x · r` at the division.
 fn requantization(
@@ -228,23 +243,14 @@ fn requantization(
     // Find the division `d` and the rounding `f` after it, starting from either.
     let inst = c.inst(id);
     let (d, f) = match inst.op {
-        Op::Binary(BinaryOp::Divide) => {
-            let cl = only_reader(users, outs, id)?;
-            let add = only_reader(users, outs, cl)?;
-            (id, only_reader(users, outs, add)?)
-        }
+        Op::Binary(BinaryOp::Divide) => (id, rounding_after(users, outs, id)?),
         Op::Binary(BinaryOp::Subtract) => {
             let (_, cl) = rounding(c, id)?;
             (*c.inst(cl).operands.get(1)?, id)
         }
         _ => return None,
     };
-    let (k, cl) = rounding(c, f)?;
-    let cli = c.inst(cl);
-    if cli.op != Op::Clamp || cli.operands[1] != d {
-        return None;
-    }
-    let (lo, hi) = (scalar(c, cli.operands[0])?, scalar(c, cli.operands[2])?);
+    let (k, lo, hi) = rounded_clamp(c, d, f)?;
     let di = c.inst(d);
     if di.op != Op::Binary(BinaryOp::Divide) {
         return None;
@@ -321,9 +327,6 @@ fn push(rw: &mut Rewriter, inst: &Instruction, what: &str, op: Op, operands: &[I
     })
 }
 
-/// `1.5 · 2^23`, the constant of the rounding `(v + k) − k` quantizations lower to.
-const ROUND_SHIFT: f32 = 12_582_912.0;
-
 /// Largest clamp bound (in magnitude) of a quantization [`reciprocal`] rewrites (`2^16`: any
 /// 8- or 16-bit zero point and range; [`RECIPROCAL_PROBES`] values checked per half-integer).
 const MAX_QUANTIZED: f32 = 65_536.0;
@@ -372,15 +375,10 @@ fn reciprocal(
     if !input || ranges[x.index()].integer || c.inst(x).shape != di.shape {
         return None;
     }
-    let cl = only_reader(users, outs, id)?;
-    let add = only_reader(users, outs, cl)?;
-    let f = only_reader(users, outs, add)?;
-    let (k, from) = rounding(c, f)?;
-    let cli = c.inst(cl);
-    if from != cl || cli.op != Op::Clamp || cli.operands[1] != id || k != ROUND_SHIFT {
+    let (k, lo, hi) = rounded_clamp(c, id, rounding_after(users, outs, id)?)?;
+    if k != ROUND_SHIFT {
         return None;
     }
-    let (lo, hi) = (scalar(c, cli.operands[0])?, scalar(c, cli.operands[2])?);
     let bounds_ok = |v: f32| v.fract() == 0.0 && v.abs() <= MAX_QUANTIZED;
     // A divisor far from 1 could make the residual subnormal; none of a real scale is.
     let b_ok = b.is_normal() && (2f32.powi(-60)..=2f32.powi(60)).contains(&b.abs());

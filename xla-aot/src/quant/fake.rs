@@ -9,15 +9,12 @@
 //! `zp`, times `scale`; and makes every dot and convolution that reads the site read the
 //! dequantized value instead. Other readers keep the f32 value.
 
+use crate::ir::value_range::ROUND_SHIFT;
 use crate::ir::{BinaryOp, DType, InstId, Instruction, Literal, Module, Op, Shape};
 use crate::passes::rewrite::{Rewriter, rebuild};
 
 /// The uint8 range.
 const Q_MAX: f32 = 255.0;
-
-/// 1.5·2^23: `(c + 1.5·2^23) − 1.5·2^23` rounds `|c| < 2^22` half to even (the sum lies in
-/// [2^23, 2^24), where f32 values are spaced 1); the ONNX import's `ROUND_SHIFT`.
-const ROUND_SHIFT: f32 = 12_582_912.0;
 
 /// A uint8 asymmetric quantization.
 #[derive(Debug, Clone, Copy, PartialEq)]

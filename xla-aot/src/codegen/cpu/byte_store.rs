@@ -10,7 +10,7 @@
 
 use super::Cg;
 use super::epilogue::{Operand, RegEpilogue, Step};
-use crate::ir::value_range::Range;
+use crate::ir::value_range::{ROUND_SHIFT, Range};
 use crate::ir::{BinaryOp, DType, InstId};
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
@@ -19,11 +19,9 @@ use inkwell::values::{IntValue, PointerValue, VectorValue};
 /// Vectors packed into one 64-byte store by [`Cg::store_finished_bytes`].
 const PACKED_VECTORS: usize = 4;
 
-/// `1.5 · 2^23`: the constant of the rounding `(v + k) − k` a quantization lowers to. For a
-/// result `r` of one byte's range, `v + k = k + r` lies in `[2^23, 2^24)`, where the f32 step
-/// is 1, so `r` is the bit pattern of `v + k` minus that of `k` (one integer subtraction in
-/// place of the f32 subtraction and the conversion).
-const ROUND_SHIFT: f32 = 12_582_912.0;
+// `ROUND_SHIFT` (`k`): for a result `r` of one byte's range, `v + k = k + r` lies in
+// `[2^23, 2^24)`, where the f32 step is 1, so `r` is the bit pattern of `v + k` minus that of
+// `k` (one integer subtraction in place of the f32 subtraction and the conversion).
 
 /// Largest magnitude a value may have for `vcvtps2dq {rn-sae}` to give its rounded integer
 /// (`2^30`: well inside the i32 range, whose overflow gives `0x80000000`).
@@ -88,13 +86,9 @@ pub(super) fn byte_rounding(
         ] if shift(a) && shift(b) => add.clone(),
         _ => return None,
     };
-    let (min, max) = if d == DType::U8 {
-        (0.0, 255.0)
-    } else {
-        (-128.0, 127.0)
-    };
+    let (min, max) = byte_limits(d);
     let clamped = match n.checked_sub(3).map(|i| &e.steps[i]) {
-        Some(Step::Clamp { lo, hi, x }) if is_const(lo, min) && is_const(hi, max) => {
+        Some(Step::Clamp { lo, hi, x }) if is_const(lo, min as f32) && is_const(hi, max as f32) => {
             range(*x).filter(|r| !r.nan)
         }
         _ => None,
@@ -123,6 +117,15 @@ pub(super) fn byte_rounding(
             saturate: false,
         },
     })
+}
+
+/// The least and greatest value of byte type `d` (`U8` or `I8`).
+fn byte_limits(d: DType) -> (i64, i64) {
+    if d == DType::U8 {
+        (0, 255)
+    } else {
+        (-128, 127)
+    }
 }
 
 /// A finished vector of a tile: f32 integers of the byte type, for column `col` at element
@@ -268,11 +271,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
 
     /// Integers `i` clamped to byte type `d`'s limits (`vpmaxsd`, `vpminsd`).
     fn saturated(&self, i: VectorValue<'ctx>, d: DType) -> VectorValue<'ctx> {
-        let (min, max) = if d == DType::U8 {
-            (0, 255)
-        } else {
-            (-128, 127)
-        };
+        let (min, max) = byte_limits(d);
         let lanes = i.get_type().get_size() as usize;
         let splat = |c: i64| {
             let c = self.ctx.i32_type().const_int(c as u64, true);

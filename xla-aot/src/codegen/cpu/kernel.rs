@@ -20,7 +20,7 @@ use crate::codegen::core::layout::geometry;
 use crate::codegen::core::ops::{At, epilogue_pool};
 use crate::codegen::core::{CodegenError, Ix, Kernel, KernelAbi};
 use crate::ir::shuffle::{ChannelShuffle, channel_shuffle_at};
-use crate::ir::value_range::Range;
+use crate::ir::value_range::{F32_EXACT_INT, Range};
 use crate::ir::{
     BinaryOp, Computation, DType, DotDims, FusionKind, InstId, Instruction, Op, Shape, Window,
 };
@@ -102,13 +102,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .set(self.be.packings.reads_bf16_pairs(self.hlo, id));
         let unit = self.be.packings.reads_unit_scales(self.hlo, id);
         self.be.unit_scales.set(unit);
-        // The biases an int8 convolution may add to its sums: rank-1 constant operands.
+        // The biases an int8 convolution with integer weights may add to its sums (`sum_bias`):
+        // rank-1 constant operands, copied only for such a kernel.
         let vector_consts = inst
             .operands
             .iter()
             .map(|&o| match &c.inst(o).op {
                 Op::Constant(lit)
-                    if lit.dtype == DType::F32
+                    if unit
+                        && lit.dtype == DType::F32
                         && lit.dims.len() == 1
                         && lit.dims[0] <= MAX_SUM_BIAS =>
                 {
@@ -555,9 +557,6 @@ fn param_shape(comp: &Computation, param: usize) -> Shape {
 
 /// Most channels of a bias [`sum_bias`] reads (its values are copied per kernel).
 const MAX_SUM_BIAS: usize = 65_536;
-
-/// Below this magnitude every integer is an exact f32 (2^24).
-const F32_EXACT_INT: f64 = 16_777_216.0;
 
 /// Whether register epilogue `e` of an int8 convolution with integer weights (its result's value
 /// range `sums`) starts by adding a per-channel bias (fusion parameter `p`, whose values

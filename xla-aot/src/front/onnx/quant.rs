@@ -19,6 +19,7 @@ use super::elementwise::{Outs, konst, rt};
 use super::proto::{AttributeProto, data_type as dt};
 use super::rewrite::{Rewrite, attr_i, input_name};
 use super::tensor::{ConstTensor, F32_BYTES_FROM, Values, is_float_type};
+use crate::ir::value_range::ROUND_SHIFT;
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Op, ReduceKind, UnaryOp};
 use std::sync::Arc;
 
@@ -26,10 +27,6 @@ use std::sync::Arc;
 /// nearest integer, ties to even, in one f32 add (the sum lies in [2^23, 2^24), whose spacing
 /// is 1).
 const ROUND_MAGIC: f32 = 8_388_608.0;
-
-/// 1.5·2^23: `(c + 1.5·2^23) − 1.5·2^23` rounds any `|c| < 2^22` half to even in two f32 adds
-/// (the sum lies in [2^23, 2^24), where f32 values are spaced 1), reading `c` once.
-const ROUND_SHIFT: f32 = 12_582_912.0;
 
 /// The integer range of a quantized ONNX type, if we hold it.
 fn q_range(ty: i32) -> Option<(f64, f64)> {

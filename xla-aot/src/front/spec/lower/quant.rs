@@ -22,11 +22,8 @@
 //!   that is a constant must be positive and finite.
 
 use super::{Lowerer, OpDecl, R};
+use crate::ir::value_range::ROUND_SHIFT;
 use crate::ir::{BinaryOp, DType, InstId, Op};
-
-/// 1.5·2^23: `(c + 1.5·2^23) − 1.5·2^23` rounds any `|c| < 2^22` half to even (the sum lies in
-/// [2^23, 2^24), where f32 values are spaced 1); the clamped values here are within 2^9 of 0.
-const ROUND_SHIFT: f32 = 12_582_912.0;
 
 /// The integer range of a quantized spec dtype.
 pub fn q_range(dtype: &str) -> Option<(f32, f32, DType)> {
