@@ -272,13 +272,16 @@ class Ctx:
         self.all = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
-def ort_session(path, threads):
+def ort_session(path, threads, config=()):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3   # errors only: the light models' unused initializers draw warnings
+    for entry in config:
+        key, _, value = entry.partition("=")
+        so.add_session_config_entry(key, value)
     try:
         return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types
@@ -407,7 +410,7 @@ def bench_one(name, path, kind, ctx):
                       os.path.join(HERE, "harness.c"), os.path.join(out_dir, f"lib{lib}.a"), "-lpthread", "-o", exe])
     n = args.threads
     set_affinity(ctx.one)
-    sess1 = ort_session(path, 1)
+    sess1 = ort_session(path, 1, args.ort_config)
     feeds, xs = make_feeds(path, manifest, sess1, flags)
     in_argv = []
     for i, x in enumerate(xs):
@@ -437,7 +440,7 @@ def bench_one(name, path, kind, ctx):
     sess_n = None
     if n > 1:
         set_affinity(ctx.many or ctx.all)   # its pool's threads are created now and keep this
-        sess_n = ort_session(path, n)
+        sess_n = ort_session(path, n, args.ort_config)
         set_affinity(ctx.one)
     t = {k: [] for k in ("ours", "ort", "ours_n", "ort_n")}
 
@@ -625,6 +628,10 @@ def main():
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--markdown", help="also write the table and bars here")
     ap.add_argument("--keep", help="keep the ONNX models and libraries in this directory")
+    ap.add_argument("--ort-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="an onnxruntime session config entry (repeatable); session.qdqisint8allowed=1 "
+                    "runs int8-activation QDQ groups in its integer kernels, as it does by default on Arm "
+                    "(on x86-64 it keeps them in float)")
     ap.add_argument("--xla-aot", help="the xla-aot binary (default: $XLA_AOT_EXECUTABLE, else "
                     "target/release/xla-aot, built if missing); another build's binary compares two versions")
     args = ap.parse_args()

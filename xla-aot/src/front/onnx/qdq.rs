@@ -5,8 +5,8 @@
 //! so they compute as onnxruntime's integer kernels do (`quant.rs`' exact path) instead of
 //! dequantized f32 math whose roundings can land a step away.
 //!
-//! Contract: a group (uint8 or int8 activations; onnxruntime on x86-64 fuses uint8 ones only,
-//! see `fuse`) is fused only when the result is the same computation up to rounding: the
+//! Contract: a group (uint8 or int8 activations, as onnxruntime fuses them where it allows int8:
+//! on Arm, or with `session.qdqisint8allowed=1`; see `fuse`) is fused only when the result is the same computation up to rounding: the
 //! weights, every scale and zero point are initializers, the input and output scales are
 //! per tensor, the weight scale per tensor or per output channel (axis 0 of a convolution's
 //! weights and of a `transB` Gemm's, the last axis of a product's), a Gemm has `alpha` = `beta`
@@ -153,13 +153,13 @@ pub fn fuse(
             _ => false,
         };
         let w_ok = dw.input.iter().all(|s| is_init(s)) && w_axis_ok;
-        // 8-bit activations, unsigned or signed. onnxruntime on x86-64 fuses only uint8 ones
-        // and keeps an int8-activation group in float (dequantize → Conv → quantize); fusing
-        // those too computes the same values up to rounding (exact integer sums, one rounding)
-        // and measured no worse against onnxruntime's float path: on the nine light
-        // architectures quantized with int8 activations the largest output difference stayed or
-        // shrank (shufflenet 6 → 3 output steps, densenet121 4 → 1, alexnet 4 → 1), and they ran
-        // 2–4× faster (docs/performance.md, 2026-12-03).
+        // 8-bit activations, unsigned or signed, as onnxruntime's integer kernels take them
+        // (QLinearConv, QLinearMatMul). On x86-64 onnxruntime by default fuses only uint8 ones
+        // and keeps an int8-activation group in float (dequantize → Conv → quantize, MLAS's f32
+        // sums, outputs up to 7 steps away on the light architectures); with
+        // `session.qdqisint8allowed=1` (its default on Arm) it fuses both, and the nine light
+        // architectures quantized with int8 activations then match it exactly (2026-12-04,
+        // `bench/onnx_vs_ort.py --ort-config`), running 2–4× faster than its float path.
         let byte_acts = |node: &NodeProto| {
             node.input.get(2).is_none_or(|z| {
                 z.is_empty()
@@ -281,11 +281,11 @@ pub fn fuse(
         };
         let mut types = dqs.iter().map(|d| per_tensor(d));
         let t0 = per_tensor(q);
-        // onnxruntime 1.32 on x86-64 keeps an int8 Mul group in float (its outputs on every
-        // pair of int8 operands are the float path's, not QLinearMul's; `elementwise_qdq_s8` in
-        // `scripts/onnx_quantized.py`); int8 Add and AveragePool groups it fuses.
-        let fusible = n.op_type != "Mul" || t0 == Some(super::proto::data_type::UINT8);
-        if !q_ok || t0.is_none() || !fusible || !types.all(|t| t == t0) {
+        // int8 Mul groups too: onnxruntime fuses them into QLinearMul where it allows int8
+        // activations (by default on Arm; `session.qdqisint8allowed` elsewhere) and keeps them
+        // in float on x86-64 by default, as it keeps its int8-activation convolutions (see
+        // `fuse`); the references in `scripts/onnx_quantized.py` are its integer kernels.
+        if !q_ok || t0.is_none() || !types.all(|t| t == t0) {
             continue;
         }
         let inputs = dqs
