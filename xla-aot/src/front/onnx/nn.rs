@@ -687,9 +687,10 @@ impl Importer {
 
     pub fn pool(&mut self, cx: &Ctx, max: bool) -> R<Outs> {
         cx.arity(1, 1)?;
-        // onnxruntime's QOperator models max-pool 8-bit quantized tensors directly: exact in f32.
+        // onnxruntime's QOperator models max-pool 8-bit quantized tensors directly, and the QDQ
+        // rewrite (`qdq.rs` MOVES) 8- or 16-bit ones (uint16 activations): exact in f32.
         let ty = super::context::ty_of(&self.input(cx, 0)?);
-        let quantized = max && matches!(ty, dt::INT8 | dt::UINT8);
+        let quantized = max && matches!(ty, dt::INT8 | dt::UINT8 | dt::INT16 | dt::UINT16);
         let (x, xd) = if quantized {
             let (q, _) = self.rt(cx, 0)?;
             let x = self.convert(cx, q, DType::F32)?;

@@ -6,15 +6,18 @@
 //! dequantized f32 math whose roundings can land a step away.
 //!
 //! Contract: a group (uint8 or int8 activations, as onnxruntime fuses them where it allows int8:
-//! on Arm, or with `session.qdqisint8allowed=1`; see `fuse`) is fused only when the result is the same computation up to rounding: the
-//! weights, every scale and zero point are initializers, the input and output scales are
-//! per tensor, the weight scale per tensor or per output channel (axis 0 of a convolution's
+//! on Arm, or with `session.qdqisint8allowed=1`; see `fuse`) is fused only when the result is
+//! the same computation up to rounding: the weights, every scale and zero point are
+//! initializers, the input and output scales are per tensor, the weight scale per tensor or per output channel (axis 0 of a convolution's
 //! weights and of a `transB` Gemm's, the last axis of a product's), a Gemm has `alpha` = `beta`
 //! = 1 and no `transA`, a bias is the int32 dequantization whose scale is
 //! `x_scale · w_scale` (what the quantizer writes), and the float result feeds nothing but the
 //! `QuantizeLinear` (nor is a graph output). The fused node takes the `QuantizeLinear`'s place in
 //! the node list (every input it reads is defined by then) and the product node is dropped; the
 //! `DequantizeLinear` nodes stay (other consumers may read them; unused ones are dead code).
+//! Two forms of PyTorch's QAT exports fuse too, as onnxruntime fuses them: weights quantized in
+//! the graph (a `QuantizeLinear` of initializers, folded at import) and a float bias, quantized
+//! to an int32 `Constant` placed before the fused node (onnxruntime's WeightBiasQuantization).
 //! `Add` and `Mul` between two per-tensor dequantizations (`AveragePool` and `Softmax` after one)
 //! and one per-tensor requantization of one 8-bit type become `com.microsoft` `QLinearAdd` /
 //! `QLinearMul` / `QLinearAveragePool` / `QLinearSoftmax` (onnxruntime's roundings,
@@ -78,6 +81,23 @@ pub fn fuse(
         let t = inits.get(name)?;
         Some(t.dims.iter().product::<i64>().max(1) as usize)
     };
+    // A weight quantized in the graph (onnxruntime's `AddQDQPairToWeight`, PyTorch's QAT
+    // exports): a QuantizeLinear of initializers, which the importer folds to an integer
+    // constant before any node reads it. The dims of the integer tensor are its input's.
+    let const_quantize = |name: &str| -> Option<&TensorProto> {
+        let n = &graph.node[*producer.get(name)?];
+        let ok = n.op_type == "QuantizeLinear"
+            && (n.domain.is_empty() || n.domain == "com.microsoft")
+            && n.input.len() == 3
+            && n.input
+                .iter()
+                .all(|s| !s.is_empty() && inits.contains_key(s.as_str()));
+        if ok {
+            inits.get(n.input[0].as_str()).copied()
+        } else {
+            None
+        }
+    };
     let values = |name: &str| -> Option<Vec<f64>> {
         inits.get(name)?;
         konst(name)
@@ -90,7 +110,8 @@ pub fn fuse(
             && n.input.len() >= 2;
         is_dq.then(|| (n, int_attr(n, "axis").unwrap_or(1)))
     };
-    let mut fused: HashMap<usize, NodeProto> = HashMap::new();
+    // The nodes that take a node's place: a fused group, after the constants it reads.
+    let mut fused: HashMap<usize, Vec<NodeProto>> = HashMap::new();
     let mut dropped: HashSet<usize> = HashSet::new();
     for (i, n) in graph.node.iter().enumerate() {
         let kind = match n.op_type.as_str() {
@@ -138,7 +159,11 @@ pub fn fuse(
                 .input
                 .get(2)
                 .is_none_or(|z| z.is_empty() || count(z) == Some(1));
-        let w_rank = inits.get(dw.input[0].as_str()).map(|t| t.dims.len() as i64);
+        let w_rank = inits
+            .get(dw.input[0].as_str())
+            .copied()
+            .or_else(|| const_quantize(&dw.input[0]))
+            .map(|t| t.dims.len() as i64);
         let w_axis_ok = match (w_rank, count(&dw.input[1])) {
             (Some(_), Some(1)) => true,
             (Some(r), Some(_)) => {
@@ -152,7 +177,9 @@ pub fn fuse(
             }
             _ => false,
         };
-        let w_ok = dw.input.iter().all(|s| is_init(s)) && w_axis_ok;
+        let w_ok = (is_init(&dw.input[0]) || const_quantize(&dw.input[0]).is_some())
+            && dw.input[1..].iter().all(|s| is_init(s))
+            && w_axis_ok;
         // 8-bit activations, unsigned or signed, as onnxruntime's integer kernels take them
         // (QLinearConv, QLinearMatMul). On x86-64 onnxruntime by default fuses only uint8 ones
         // and keeps an int8-activation group in float (dequantize → Conv → quantize, MLAS's f32
@@ -185,7 +212,19 @@ pub fn fuse(
             q.input[2].clone(),
         ];
         let has_bias = n.input.len() == 3 && !n.input[2].is_empty();
-        if kind != Product::MatMul && has_bias {
+        let mut prelude = None;
+        if kind != Product::MatMul && has_bias && dq(&n.input[2]).is_none() {
+            // A float bias (onnxruntime's `QuantizeBias: False`, PyTorch's QAT exports):
+            // quantized as onnxruntime's WeightBiasQuantization does, into a constant.
+            let (Some(xs), Some(ws)) = (values(&dx.input[1]), values(&dw.input[1])) else {
+                continue;
+            };
+            let Some(bias) = float_bias(&n.input[2], &xs, &ws, &inits, &values, &producer) else {
+                continue;
+            };
+            inputs.push(bias.output[0].clone());
+            prelude = Some(bias);
+        } else if kind != Product::MatMul && has_bias {
             // The bias must be the int32 dequantization at scale x_scale · w_scale.
             let Some((db, _)) = dq(&n.input[2]) else {
                 continue;
@@ -229,7 +268,7 @@ pub fn fuse(
             }
         };
         let node = group_node(n, q, op_type, domain, inputs, attribute);
-        fused.insert(qi, node);
+        fused.insert(qi, prelude.into_iter().chain([node]).collect());
         dropped.insert(i);
     }
     // DequantizeLinear (two of them for Add/Mul) → Add/Mul/AveragePool → QuantizeLinear, all
@@ -303,7 +342,7 @@ pub fn fuse(
             n.attribute.clone()
         };
         let node = group_node(n, q, op_type, "com.microsoft", inputs, attribute);
-        fused.insert(qi, node);
+        fused.insert(qi, vec![node]);
         dropped.insert(i);
     }
     // Data movement between a dequantization and a requantization at the same scale and zero
@@ -361,7 +400,7 @@ pub fn fuse(
         let mut node = n.clone();
         node.input = ins;
         node.output = q.output.clone();
-        fused.insert(qi, node);
+        fused.insert(qi, vec![node]);
         dropped.insert(i);
     }
     if fused.is_empty() {
@@ -373,9 +412,65 @@ pub fn fuse(
             .iter()
             .enumerate()
             .filter(|(i, _)| !dropped.contains(i))
-            .map(|(i, n)| fused.remove(&i).unwrap_or_else(|| n.clone()))
+            .flat_map(|(i, n)| fused.remove(&i).unwrap_or_else(|| vec![n.clone()]))
             .collect(),
     )
+}
+
+/// A `Constant` node holding float bias `name` quantized to int32 as onnxruntime's
+/// WeightBiasQuantization does before its QDQ fusion (`round_half_even(f32(b) / f32(x_scale ·
+/// w_scale))`, f32 arithmetic), so the fused group reads the integers onnxruntime's QLinearConv
+/// does; `None` when `name` is not a 1-D float initializer matching the weight scales, a
+/// quantized value leaves int32, or the constant's name is taken.
+fn float_bias(
+    name: &str,
+    xs: &[f64],
+    ws: &[f64],
+    inits: &HashMap<&str, &TensorProto>,
+    values: &dyn Fn(&str) -> Option<Vec<f64>>,
+    producer: &HashMap<&str, usize>,
+) -> Option<NodeProto> {
+    use super::proto::data_type as dt;
+    let t = inits.get(name)?;
+    if t.data_type != dt::FLOAT || t.dims.len() != 1 || xs.len() != 1 {
+        return None;
+    }
+    let b = values(name)?;
+    if ws.len() != 1 && ws.len() != b.len() {
+        return None;
+    }
+    let q = b
+        .iter()
+        .enumerate()
+        .map(|(c, &v)| {
+            let scale = xs[0] as f32 * ws[if ws.len() == 1 { 0 } else { c }] as f32;
+            let r = (v as f32 / scale).round_ties_even();
+            // i32::MAX is not an f32; 2^31 is the first value out of range.
+            (r.is_finite() && r.abs() < 2147483648.0).then_some(r as i32)
+        })
+        .collect::<Option<Vec<i32>>>()?;
+    let out = format!("{name}__int32");
+    if inits.contains_key(out.as_str()) || producer.contains_key(out.as_str()) {
+        return None;
+    }
+    let value = TensorProto {
+        dims: vec![q.len() as i64],
+        data_type: dt::INT32,
+        int32_data: q,
+        name: out.clone(),
+        ..Default::default()
+    };
+    Some(NodeProto {
+        output: vec![out],
+        op_type: "Constant".into(),
+        attribute: vec![AttributeProto {
+            name: "value".into(),
+            r#type: at::TENSOR,
+            t: Some(value),
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
 
 /// The product a fusible group computes.
