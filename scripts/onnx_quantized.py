@@ -32,11 +32,20 @@ import tempfile
 CALIBRATION = 4
 
 
-def prepare(onnx, src, dst):
+def prepare(onnx, src, dst, logits=False):
     """The light model as the quantizer accepts it: initializers no longer listed as graph
-    inputs, IR 7, opset 13 (onnx's converter refuses the IR-3 file as shipped)."""
+    inputs, IR 7, opset 13 (onnx's converter refuses the IR-3 file as shipped). With `logits`,
+    without its final Softmax: 1000 uint8 probabilities of a random-weight model are mostly
+    0 or 1 step, which hides large errors inside the network (a dropped bias passed); its logits
+    spread over the whole quantized range."""
     from onnx import version_converter
     m = onnx.load(src)
+    if logits:
+        out = m.graph.output[0]
+        soft = next(n for n in m.graph.node if n.op_type == "Softmax" and n.output[0] == out.name)
+        m.graph.node.remove(soft)
+        out.name = soft.input[0]
+        out.type.tensor_type.ClearField("shape")
     inits = {i.name for i in m.graph.initializer}
     keep = [i for i in m.graph.input if i.name not in inits]
     del m.graph.input[:]
@@ -55,7 +64,7 @@ def static(np, onnx, src, dst, fmt, act, ready=None):
     with tempfile.TemporaryDirectory() as tmp:
         pre = os.path.join(tmp, "pre.onnx")
         if ready is None:
-            name, shape = prepare(onnx, src, pre)
+            name, shape = prepare(onnx, src, pre, logits=fmt == "qdq-logits")
         else:
             (name, shape), pre = ready, src
         rng = np.random.default_rng(0)
@@ -297,6 +306,8 @@ def main():
         # (max pools on the 16-bit integers), as in onnxruntime, whose f32 sums land one uint16
         # step away on 1 of the 1000 outputs here (x86_64-avx512): slack for other vector widths.
         ("squeezenet_qat_u8", "squeezenet", "qat", "u8", 1),
+        ("squeezenet_logits_qdq_u8", "squeezenet", "qdq-logits", "u8", 0),
+        ("squeezenet_logits_qdq_s8", "squeezenet", "qdq-logits", "s8", 0),
         ("squeezenet_qdq_u16", "squeezenet", "qdq", "u16", 4),
         ("shufflenet_qdq_u8", "shufflenet", "qdq", "u8", 1),
         ("shufflenet_qop_u8", "shufflenet", "qop", "u8", 1),
