@@ -915,6 +915,29 @@ fn requantizing_epilogues_match_the_interpreter_on_every_target() {
 }
 
 #[test]
+fn full_min_and_max_reductions_match_the_interpreter_on_every_target() {
+    // A dynamic quantization's range: the min and the max of every element of a fused chain (a
+    // concatenation, a transpose and an exponential), each over the operand's minor-most
+    // physical dim in 8 running values (`cpu/reduce.rs` `reduce_all_partials`): 37 elements a
+    // row take 4 blocks and a tail of 5. A sum over everything keeps the generic loops.
+    let text = "HloModule full_range\n\nENTRY %main {
+  %a = f32[3,37]{1,0} parameter(0)
+  %b = f32[3,37]{1,0} parameter(1)
+  %c = f32[6,37]{1,0} concatenate(%a, %b), dimensions={0}
+  %t = f32[37,6]{1,0} transpose(%c), dimensions={1,0}
+  %e = f32[37,6]{1,0} exponential(%t)
+  %hi = f32[] reduce(%c), dimensions={0,1}, kind=max
+  %lo = f32[] reduce(%e), dimensions={0,1}, kind=min
+  %lo2 = f32[] reduce(%c), dimensions={0,1}, kind=min
+  %sum = f32[] reduce(%c), dimensions={0,1}, kind=add
+  ROOT %outputs = (f32[], f32[], f32[], f32[]) tuple(%hi, %lo, %lo2, %sum), names={hi, lo, lo2, sum}
+}
+";
+    let m = xla_aot::ir::parse_module(text).unwrap();
+    check_everywhere(&m);
+}
+
+#[test]
 fn pooling_of_channels_minor_data_matches_the_interpreter_on_every_target() {
     // conv -> relu -> max pool (3x3, stride 2, padding) -> conv -> avg pool: both pools read and
     // write channels-minor data (layout assignment carries NHWC through them); a spatial max and
