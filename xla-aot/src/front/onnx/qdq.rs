@@ -62,19 +62,14 @@ pub fn fuse(
         .enumerate()
         .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
         .collect();
-    let mut uses: HashMap<&str, usize> = HashMap::new();
-    for n in &graph.node {
-        for i in &n.input {
-            *uses.entry(i.as_str()).or_default() += 1;
+    // Every node reading a value, once per input that names it, in node order.
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        for s in &n.input {
+            readers.entry(s.as_str()).or_default().push(i);
         }
     }
     let outputs: HashSet<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
-    let consumer: HashMap<&str, usize> = graph
-        .node
-        .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.input.iter().map(move |s| (s.as_str(), i)))
-        .collect();
 
     let is_init = |name: &str| name.is_empty() || inits.contains_key(name);
     let count = |name: &str| -> Option<usize> {
@@ -111,6 +106,37 @@ pub fn fuse(
         is_dq.then(|| (n, int_attr(n, "axis").unwrap_or(1)))
     };
     // The nodes that take a node's place: a fused group, after the constants it reads.
+    // The QuantizeLinear nodes that read `out`, when nothing else does (nor is it a graph
+    // output) and all of them quantize alike (the same scale and zero point, as values, and
+    // attributes): the first, whose place a fused group takes, and the others, which become
+    // its copies. onnxruntime's `DedicatedQDQPair` gives every consumer its own pair; most
+    // models have one.
+    let quantizers = |out: &str| -> Option<(usize, Vec<usize>)> {
+        let qs = readers.get(out).filter(|_| !outputs.contains(out))?;
+        let first = &graph.node[qs[0]];
+        let alike = |a: &String, b: &String| {
+            a == b
+                || (inits.get(a.as_str()).map(|t| t.data_type)
+                    == inits.get(b.as_str()).map(|t| t.data_type)
+                    && values(a).is_some_and(|v| Some(v) == values(b)))
+        };
+        let same = qs.iter().all(|&j| {
+            let q = &graph.node[j];
+            q.op_type == "QuantizeLinear"
+                && q.domain == first.domain
+                && q.attribute == first.attribute
+                && q.input.len() == first.input.len()
+                && q.input.first().map(String::as_str) == Some(out)
+                && q.input[1..].iter().all(|s| s != out)
+                && q.input[1..]
+                    .iter()
+                    .zip(&first.input[1..])
+                    .all(|(a, b)| alike(a, b))
+        });
+        let mut rest = qs[1..].to_vec();
+        rest.dedup();
+        (same && !rest.contains(&qs[0])).then(|| (qs[0], rest))
+    };
     let mut fused: HashMap<usize, Vec<NodeProto>> = HashMap::new();
     let mut dropped: HashSet<usize> = HashSet::new();
     for (i, n) in graph.node.iter().enumerate() {
@@ -135,12 +161,12 @@ pub fn fuse(
         let Some(out) = n.output.first().map(String::as_str) else {
             continue;
         };
-        if outputs.contains(out) || uses.get(out) != Some(&1) {
-            continue;
-        }
-        let Some(&qi) = consumer.get(out) else {
+        let Some((qi, twins)) = quantizers(out) else {
             continue;
         };
+        if twins.iter().any(|t| fused.contains_key(t)) {
+            continue;
+        }
         let q = &graph.node[qi];
         let q_ok = q.op_type == "QuantizeLinear"
             && (q.domain.is_empty() || q.domain == "com.microsoft")
@@ -268,6 +294,7 @@ pub fn fuse(
             }
         };
         let node = group_node(n, q, op_type, domain, inputs, attribute);
+        copies(&mut fused, &graph.node, &q.output[0], &twins);
         fused.insert(qi, prelude.into_iter().chain([node]).collect());
         dropped.insert(i);
     }
@@ -287,12 +314,12 @@ pub fn fuse(
             continue;
         }
         let out = n.output[0].as_str();
-        if outputs.contains(out) || uses.get(out) != Some(&1) {
-            continue;
-        }
-        let Some(&qi) = consumer.get(out) else {
+        let Some((qi, twins)) = quantizers(out) else {
             continue;
         };
+        if twins.iter().any(|t| fused.contains_key(t)) {
+            continue;
+        }
         let q = &graph.node[qi];
         let per_tensor = |node: &NodeProto| -> Option<i32> {
             let (s, z) = (node.input.get(1)?, node.input.get(2)?);
@@ -342,6 +369,7 @@ pub fn fuse(
             n.attribute.clone()
         };
         let node = group_node(n, q, op_type, "com.microsoft", inputs, attribute);
+        copies(&mut fused, &graph.node, &q.output[0], &twins);
         fused.insert(qi, vec![node]);
         dropped.insert(i);
     }
@@ -354,12 +382,15 @@ pub fn fuse(
         let Some(out) = n.output.first().map(String::as_str) else {
             continue;
         };
-        if n.output.len() != 1 || outputs.contains(out) || uses.get(out) != Some(&1) {
+        if n.output.len() != 1 {
             continue;
         }
-        let Some(&qi) = consumer.get(out) else {
+        let Some((qi, twins)) = quantizers(out) else {
             continue;
         };
+        if twins.iter().any(|t| fused.contains_key(t)) {
+            continue;
+        }
         let q = &graph.node[qi];
         if q.op_type != "QuantizeLinear" || q.input.len() != 3 || fused.contains_key(&qi) {
             continue;
@@ -400,6 +431,7 @@ pub fn fuse(
         let mut node = n.clone();
         node.input = ins;
         node.output = q.output.clone();
+        copies(&mut fused, &graph.node, &q.output[0], &twins);
         fused.insert(qi, vec![node]);
         dropped.insert(i);
     }
@@ -473,6 +505,27 @@ fn float_bias(
     })
 }
 
+/// Each `QuantizeLinear` of `twins` (quantizing alike what a fused group's first one does)
+/// becomes an `Identity` of that one's output `first`.
+fn copies(
+    fused: &mut HashMap<usize, Vec<NodeProto>>,
+    nodes: &[NodeProto],
+    first: &str,
+    twins: &[usize],
+) {
+    for &t in twins {
+        let q = &nodes[t];
+        let copy = NodeProto {
+            input: vec![first.to_string()],
+            output: q.output.clone(),
+            name: q.name.clone(),
+            op_type: "Identity".into(),
+            ..Default::default()
+        };
+        fused.insert(t, vec![copy]);
+    }
+}
+
 /// The product a fusible group computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Product {
@@ -519,4 +572,98 @@ fn int_attr(n: &NodeProto, name: &str) -> Option<i64> {
         .iter()
         .find(|a: &&AttributeProto| a.name == name && a.r#type == at::INT)
         .map(|a| a.i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::{ValueInfoProto, data_type as dt};
+    use super::super::tensor::ConstTensor;
+    use super::*;
+
+    fn init(name: &str, ty: i32, dims: &[i64], v: &[f64]) -> TensorProto {
+        let (mut float_data, mut int32_data) = (Vec::new(), Vec::new());
+        if ty == dt::FLOAT {
+            float_data = v.iter().map(|&x| x as f32).collect();
+        } else {
+            int32_data = v.iter().map(|&x| x as i32).collect();
+        }
+        TensorProto {
+            name: name.into(),
+            data_type: ty,
+            dims: dims.to_vec(),
+            float_data,
+            int32_data,
+            ..Default::default()
+        }
+    }
+
+    fn node(op: &str, ins: &[&str], out: &str) -> NodeProto {
+        NodeProto {
+            op_type: op.into(),
+            input: ins.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.into()],
+            ..Default::default()
+        }
+    }
+
+    /// A QDQ convolution whose output two QuantizeLinear nodes read, each with its own scale
+    /// and zero point initializers (onnxruntime's `DedicatedQDQPair`), of output scale `s2`
+    /// for the second.
+    fn dedicated(s2: f64) -> GraphProto {
+        let out = |n: &str| ValueInfoProto {
+            name: n.into(),
+            ..Default::default()
+        };
+        GraphProto {
+            node: vec![
+                node("DequantizeLinear", &["x", "xs", "xz"], "dx"),
+                node("DequantizeLinear", &["w", "ws", "wz"], "dw"),
+                node("Conv", &["dx", "dw"], "c"),
+                node("QuantizeLinear", &["c", "ys", "yz"], "q1"),
+                node("QuantizeLinear", &["c", "ys2", "yz2"], "q2"),
+                node("DequantizeLinear", &["q1", "ys", "yz"], "d1"),
+                node("DequantizeLinear", &["q2", "ys2", "yz2"], "d2"),
+            ],
+            initializer: vec![
+                init("xs", dt::FLOAT, &[], &[0.5]),
+                init("xz", dt::UINT8, &[], &[3.0]),
+                init("w", dt::INT8, &[2, 1, 1, 1], &[1.0, -2.0]),
+                init("ws", dt::FLOAT, &[], &[0.25]),
+                init("wz", dt::INT8, &[], &[0.0]),
+                init("ys", dt::FLOAT, &[], &[0.125]),
+                init("yz", dt::UINT8, &[], &[7.0]),
+                init("ys2", dt::FLOAT, &[], &[s2]),
+                init("yz2", dt::UINT8, &[], &[7.0]),
+            ],
+            output: vec![out("d1"), out("d2")],
+            ..Default::default()
+        }
+    }
+
+    fn fused_ops(g: &GraphProto) -> Vec<String> {
+        let konst = |name: &str| {
+            let t = g.initializer.iter().find(|t| t.name == name)?;
+            Some(ConstTensor::from_proto(t).ok()?.as_f64())
+        };
+        fuse(g, &konst, 13)
+            .unwrap_or_else(|| g.node.clone())
+            .iter()
+            .map(|n| format!("{}({})->{}", n.op_type, n.input.join(","), n.output[0]))
+            .collect()
+    }
+
+    #[test]
+    fn dedicated_quantizers_of_one_product_fuse_as_one() {
+        let ops = fused_ops(&dedicated(0.125));
+        assert!(!ops.iter().any(|o| o.starts_with("Conv(")), "{ops:#?}");
+        assert!(
+            ops.iter()
+                .any(|o| o.starts_with("QLinearConv(") && o.ends_with("->q1")),
+            "{ops:#?}"
+        );
+        assert!(ops.contains(&"Identity(q1)->q2".to_string()), "{ops:#?}");
+        // Another scale for the second: two different requantizations, left in float.
+        let ops = fused_ops(&dedicated(0.25));
+        assert!(ops.iter().any(|o| o.starts_with("Conv(")), "{ops:#?}");
+    }
 }
