@@ -65,6 +65,10 @@ def static(np, onnx, src, dst, fmt, act, ready=None):
         pre = os.path.join(tmp, "pre.onnx")
         if ready is None:
             name, shape = prepare(onnx, src, pre, logits=fmt == "qdq-logits")
+            if fmt == "qdq-int4":
+                # int4 weights need QuantizeLinear/DequantizeLinear-21.
+                from onnx import version_converter
+                onnx.save(version_converter.convert_version(onnx.load(pre), 21), pre)
         else:
             (name, shape), pre = ready, src
         rng = np.random.default_rng(0)
@@ -82,7 +86,8 @@ def static(np, onnx, src, dst, fmt, act, ready=None):
         extra = {"AddQDQPairToWeight": True, "QuantizeBias": False} if fmt == "qat" else {}
         quantize_static(pre, dst, Reader(),
                         quant_format=QuantFormat.QOperator if fmt == "qop" else QuantFormat.QDQ,
-                        per_channel=True, weight_type=QuantType.QInt8,
+                        per_channel=True,
+                        weight_type=QuantType.QInt4 if fmt == "qdq-int4" else QuantType.QInt8,
                         activation_type={"u8": QuantType.QUInt8, "s8": QuantType.QInt8,
                                          "u16": QuantType.QUInt16}[act],
                         extra_options=extra)
@@ -306,6 +311,11 @@ def main():
         # (max pools on the 16-bit integers), as in onnxruntime, whose f32 sums land one uint16
         # step away on 1 of the 1000 outputs here (x86_64-avx512): slack for other vector widths.
         ("squeezenet_qat_u8", "squeezenet", "qat", "u8", 1),
+        # int4 weights (opset 21, two to a byte), per channel: the int8 kernels take them, while
+        # onnxruntime runs those convolutions in float (no QLinearConv for int4), whose f32 sums
+        # land up to 4 output steps away here (2 of 1000 outputs, from 2 of 23328 values of
+        # the fourth convolution); slack for its other sgemm kernels.
+        ("squeezenet_int4w_qdq_u8", "squeezenet", "qdq-int4", "u8", 8),
         ("squeezenet_logits_qdq_u8", "squeezenet", "qdq-logits", "u8", 0),
         ("squeezenet_logits_qdq_s8", "squeezenet", "qdq-logits", "s8", 0),
         ("squeezenet_qdq_u16", "squeezenet", "qdq", "u16", 4),

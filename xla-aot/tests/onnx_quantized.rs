@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 
 /// Cases `scripts/onnx_quantized.py` writes.
-const CASES: usize = 20;
+const CASES: usize = 21;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_QUANT_DIR") else {

@@ -167,6 +167,9 @@ pub mod data_type {
     pub const UINT32: i32 = 12;
     pub const UINT64: i32 = 13;
     pub const BFLOAT16: i32 = 16;
+    /// 4-bit integers, two to a byte (opset 21).
+    pub const UINT4: i32 = 21;
+    pub const INT4: i32 = 22;
 
     /// The ONNX name of an element type, for messages.
     pub fn name(t: i32) -> String {
@@ -188,7 +191,9 @@ pub mod data_type {
             15 => "complex128".into(),
             BFLOAT16 => "bfloat16".into(),
             17..=20 => "float8".into(),
-            21 | 22 | 25 | 26 => "sub-byte integer".into(),
+            UINT4 => "uint4".into(),
+            INT4 => "int4".into(),
+            25 | 26 => "2-bit integer".into(),
             23 | 24 | 27 | 28 => "sub-byte float".into(),
             other => format!("element type {other}"),
         }

@@ -31,6 +31,8 @@ const ROUND_MAGIC: f32 = 8_388_608.0;
 /// The integer range of a quantized ONNX type, if we hold it.
 fn q_range(ty: i32) -> Option<(f64, f64)> {
     match ty {
+        dt::UINT4 => Some((0.0, 15.0)),
+        dt::INT4 => Some((-8.0, 7.0)),
         dt::UINT8 => Some((0.0, 255.0)),
         dt::INT8 => Some((-128.0, 127.0)),
         dt::UINT16 => Some((0.0, 65535.0)),
@@ -301,7 +303,7 @@ impl Importer {
     fn q_type(&self, cx: &Ctx, ty: i32) -> R<(f64, f64)> {
         q_range(ty).ok_or_else(|| {
             cx.err(format!(
-                "quantized type {} is not supported (int8, uint8, int16, uint16 and int32 are)",
+                "quantized type {} is not supported (int4, uint4, int8, uint8, int16, uint16 and int32 are)",
                 dt::name(ty)
             ))
             .hint("re-quantize the model to 8-bit integers (onnxruntime.quantization writes int8/uint8)")

@@ -51,7 +51,9 @@ pub struct ConstTensor {
 pub fn is_int_type(t: i32) -> bool {
     matches!(
         t,
-        dt::INT8
+        dt::INT4
+            | dt::UINT4
+            | dt::INT8
             | dt::INT16
             | dt::INT32
             | dt::INT64
@@ -271,6 +273,32 @@ impl ConstTensor {
                     Values::I(ints)
                 }
             }
+            dt::INT4 | dt::UINT4 => {
+                // Two to a byte, the first in the low nibble (raw_data; int32_data holds one
+                // such byte per entry).
+                let bytes: Vec<u8> = if has_raw {
+                    raw.clone()
+                } else {
+                    t.int32_data.iter().map(|&v| v as u8).collect()
+                };
+                if bytes.len() != n.div_ceil(2) {
+                    return Err(format!(
+                        "it has {} bytes of packed {} but {n} elements need {}",
+                        bytes.len(),
+                        dt::name(t.data_type),
+                        n.div_ceil(2)
+                    ));
+                }
+                let nibble = |i: usize| (bytes[i / 2] >> (4 * (i % 2))) & 0xf;
+                Values::I(
+                    (0..n)
+                        .map(|i| match t.data_type {
+                            dt::INT4 => ((nibble(i) << 4) as i8 >> 4) as i64,
+                            _ => nibble(i) as i64,
+                        })
+                        .collect(),
+                )
+            }
             other => {
                 return Err(format!(
                     "its element type {} is not supported (float32, float64, integers and bool are)",
@@ -410,4 +438,34 @@ pub fn strides(dims: &[usize]) -> Vec<usize> {
         s[i] = s[i + 1] * dims[i + 1];
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed(ty: i32, dims: &[i64], raw: Vec<u8>, int32_data: Vec<i32>) -> TensorProto {
+        TensorProto {
+            data_type: ty,
+            dims: dims.to_vec(),
+            raw_data: raw,
+            int32_data,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn four_bit_integers_unpack_low_nibble_first() {
+        // 5 elements in 3 bytes, the first of each pair in the low nibble.
+        let raw = vec![0x9f, 0x70, 0x08];
+        let i4 = ConstTensor::from_proto(&packed(dt::INT4, &[5], raw.clone(), vec![])).unwrap();
+        assert_eq!(i4.as_i64(), vec![-1, -7, 0, 7, -8]);
+        let u4 = ConstTensor::from_proto(&packed(dt::UINT4, &[5], raw, vec![])).unwrap();
+        assert_eq!(u4.as_i64(), vec![15, 9, 0, 7, 8]);
+        // int32_data holds one packed byte per entry.
+        let i4 = ConstTensor::from_proto(&packed(dt::INT4, &[2], vec![], vec![0x9f])).unwrap();
+        assert_eq!(i4.as_i64(), vec![-1, -7]);
+        let short = ConstTensor::from_proto(&packed(dt::INT4, &[5], vec![0x9f], vec![]));
+        assert!(short.unwrap_err().contains("5 elements need 3"));
+    }
 }
