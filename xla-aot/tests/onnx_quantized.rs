@@ -2,16 +2,17 @@
 //! uint8 and int8 activations and the QOperator format with its `com.microsoft` ops, on onnx's
 //! light squeezenet and shufflenet, and on the four examples; `quantize_dynamic` on an MLP;
 //! hand-built QDQ Add, Mul and AveragePool groups on every pair of 8-bit integers, which must
-//! match exactly), compiled for the host and
-//! compared with onnxruntime's int8 kernels: max |ours - onnxruntime| within the number of
-//! output quantization steps each case's `bound.txt` allows (or a bound relative to the largest
-//! output for a float output), and the same top-1 class.
+//! match exactly; squeezenet's logits without its Softmax; the forms of PyTorch QAT exports,
+//! uint16 activations and int4 weights), compiled for the host and compared with onnxruntime's
+//! int8 kernels (`session.qdqisint8allowed=1`: int8 activations too): max |ours - onnxruntime|
+//! within the number of output quantization steps each case's `bound.txt` allows (or a bound
+//! relative to the largest output for a float output), and the same top-1 class.
 //!
 //! The models come from `scripts/onnx_quantized.py`, written to `$XLA_AOT_ONNX_QUANT_DIR`
-//! (`scripts/test.sh` sets it); without the variable the test says it is skipped. xla-aot
-//! computes between dequantization and quantization in f32 (`front/onnx/quant.rs`), so a value
-//! on a rounding boundary can land one step away from onnxruntime's integer arithmetic, and such
-//! steps compound through deep networks: the bounds say by how much, per case.
+//! (`scripts/test.sh` sets it); without the variable the test says it is skipped. Most cases
+//! match exactly; where onnxruntime itself computes in float (uint16 activations, int4 weights)
+//! a value on a rounding boundary can land a step away, and such steps compound through deep
+//! networks: the bounds say by how much, per case.
 
 mod common;
 
