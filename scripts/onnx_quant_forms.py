@@ -55,8 +55,8 @@ def main():
     import numpy as np
     import onnx
     from onnx import version_converter
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_dynamic, quantize_static)
+    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_dynamic, quantize_static)
     import onnx_quantized
 
     os.makedirs(args.out, exist_ok=True)
@@ -70,21 +70,12 @@ def main():
             name, shape = onnx_quantized.prepare(onnx, src, pre)
             if opset:
                 onnx.save(version_converter.convert_version(onnx.load(pre), opset), pre)
-            rng = np.random.default_rng(0)
-            batches = [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
-
-            class Reader(CalibrationDataReader):
-                def __init__(self):
-                    self.it = iter(batches)
-
-                def get_next(self):
-                    return next(self.it, None)
-
             try:
                 if kw.pop("dynamic", False):
                     quantize_dynamic(pre, dst, **kw)
                 else:
-                    quantize_static(pre, dst, Reader(), **kw)
+                    quantize_static(pre, dst, onnx_quantized.calibration(np, name, shape, CALIBRATION),
+                                    **kw)
                 print("wrote", dst, flush=True)
             except Exception as e:  # the quantizer's own exception types
                 failed += 1

@@ -56,11 +56,26 @@ def prepare(onnx, src, dst, logits=False):
     return keep[0].name, [d.dim_value for d in keep[0].type.tensor_type.shape.dim]
 
 
+def calibration(np, name, shape, count=CALIBRATION):
+    """A calibration data reader of `count` seeded standard-normal batches for input `name`."""
+    from onnxruntime.quantization import CalibrationDataReader
+    rng = np.random.default_rng(0)
+    batches = [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(batches)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    return Reader()
+
+
 def static(np, onnx, src, dst, fmt, act, ready=None):
     """`quantize_static` of light model `src`; with `ready` (its input's name and shape), `src` is
     already in a form the quantizer accepts (an `example` export)."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     with tempfile.TemporaryDirectory() as tmp:
         pre = os.path.join(tmp, "pre.onnx")
         if ready is None:
@@ -71,20 +86,10 @@ def static(np, onnx, src, dst, fmt, act, ready=None):
                 onnx.save(version_converter.convert_version(onnx.load(pre), 21), pre)
         else:
             (name, shape), pre = ready, src
-        rng = np.random.default_rng(0)
-        batches = [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(CALIBRATION)]
-
-        class Reader(CalibrationDataReader):
-            def __init__(self):
-                self.it = iter(batches)
-
-            def get_next(self):
-                return next(self.it, None)
-
         # `qat`: the form of PyTorch's QAT exports, float weights behind a QuantizeLinear →
         # DequantizeLinear pair and float biases.
         extra = {"AddQDQPairToWeight": True, "QuantizeBias": False} if fmt == "qat" else {}
-        quantize_static(pre, dst, Reader(),
+        quantize_static(pre, dst, calibration(np, name, shape),
                         quant_format=QuantFormat.QOperator if fmt == "qop" else QuantFormat.QDQ,
                         per_channel=True,
                         weight_type=QuantType.QInt4 if fmt == "qdq-int4" else QuantType.QInt8,

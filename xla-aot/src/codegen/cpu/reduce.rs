@@ -482,17 +482,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let old = cg.b.build_load(a, "").unwrap().into_float_value();
                 cg.b.build_store(a, cg.combine(*kind, old, v)).unwrap();
             }
-            let mut vals: Vec<FloatValue<'ctx>> = accs
-                .iter()
-                .map(|&a| cg.b.build_load(a, "").unwrap().into_float_value())
-                .collect();
-            while vals.len() > 1 {
-                vals = vals
-                    .chunks(2)
-                    .map(|pair| cg.combine(*kind, pair[0], pair[1]))
-                    .collect();
-            }
-            cg.store(k.out, cg.offset(oidx, shape), vals[0].into(), odt);
+            let total = cg.combine_partials(*kind, &accs);
+            cg.store(k.out, cg.offset(oidx, shape), total.into(), odt);
         });
     }
 
@@ -545,6 +536,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 step(cg, a, cg.i64((tail + p) as u64));
             }
         });
+        let total = self.combine_partials(kind, &accs);
+        let zero = vec![self.i64(0); shape.rank()];
+        self.store(k.out, self.offset(&zero, shape), total.into(), shape.dtype);
+    }
+
+    /// The running values in `accs` (REDUCE_PARTIALS of them, a power of two) combined by a
+    /// balanced tree: the same association on every target.
+    fn combine_partials(&self, kind: ReduceKind, accs: &[PointerValue<'ctx>]) -> FloatValue<'ctx> {
         let mut vals: Vec<FloatValue<'ctx>> = accs
             .iter()
             .map(|&a| self.b.build_load(a, "").unwrap().into_float_value())
@@ -555,13 +554,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .map(|pair| self.combine(kind, pair[0], pair[1]))
                 .collect();
         }
-        let zero = vec![self.i64(0); shape.rank()];
-        self.store(
-            k.out,
-            self.offset(&zero, shape),
-            vals[0].into(),
-            shape.dtype,
-        );
+        vals[0]
     }
 
     /// `reduce-window` on a CPU: channels-minor pooling when the channels are not windowed.
