@@ -3,8 +3,10 @@
 //! Contract: a [`Target`] names an LLVM triple, CPU and feature string and the preferred vector
 //! width. The built-in targets are the files of `targets/` (embedded at build time, so an installed
 //! binary needs no data files); `--target` also takes a path to such a YAML file. The `host` target
-//! is resolved by asking LLVM about the running CPU.
+//! is resolved by asking LLVM about the running CPU, capped by `XLA_AOT_HOST_ISA` where that is
+//! set ([`host_isa`]).
 
+pub mod host_isa;
 pub mod isa;
 mod llvm_names;
 
@@ -198,6 +200,11 @@ impl Target {
     /// A built-in target by name, or a target file by path (anything containing `/` or ending in
     /// `.yaml`).
     pub fn resolve(name_or_path: &str) -> Result<Target, TargetError> {
+        if name_or_path == "host" {
+            if let Some(capped) = host_isa::capped_host()? {
+                return Ok(capped);
+            }
+        }
         if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             return parse(text, name_or_path).map_err(|reason| TargetError::File {
                 path: name_or_path.into(),
@@ -345,6 +352,20 @@ impl Target {
                 ))
     }
 
+    /// Whether a Cortex-M target has the DSP extension (`sxtb16`, `smlad`: two 16-bit
+    /// multiply-accumulates per instruction, the int8 products of `cpu/quad_dot.rs` on
+    /// microcontrollers): `+dsp` in its features, or a CPU that has it in LLVM 14 ([`DSP_CPUS`])
+    /// unless the features remove it.
+    pub fn has_arm_dsp(&self) -> bool {
+        let listed = |sign: char| {
+            self.features
+                .split(',')
+                .any(|f| f.trim().strip_prefix(sign) == Some("dsp"))
+        };
+        self.arch == Arch::Arm
+            && (listed('+') || (DSP_CPUS.contains(&self.cpu.as_str()) && !listed('-')))
+    }
+
     /// Whether the target has AVX2 (256-bit integer vectors: `vpmaddwd` on ymm, the int8 products
     /// of `cpu/quad_dot.rs` without VNNI): `+avx2` in its features (`host` lists it when the CPU
     /// has it), or a CPU LLVM 14 gives it to ([`AVX2_CPUS`]), unless the features remove it.
@@ -404,6 +425,9 @@ impl Target {
             // The last variant is the fallback the dispatcher picks when nothing better runs.
             return self.variants.iter().any(Target::runs_here);
         }
+        if host_isa::above_cap(self) {
+            return false;
+        }
         let feats = TargetMachine::get_host_cpu_features().to_string();
         if self.has_avx512_bf16() && !feats.contains("+avx512bf16") {
             return false;
@@ -418,6 +442,16 @@ impl Target {
         }
     }
 }
+
+/// The M-profile CPUs LLVM 14 gives the DSP extension to (`FeatureDSP` in their definitions in
+/// LLVM's `ARM.td`: ARMv7E-M's M4 and M7, and the ARMv8-M mainline cores built with it).
+const DSP_CPUS: &[&str] = &[
+    "cortex-m4",
+    "cortex-m7",
+    "cortex-m33",
+    "cortex-m35p",
+    "cortex-m55",
+];
 
 /// The x86-64 CPUs LLVM 14 gives AVX-512BW to (their definitions in LLVM's `X86.td` include
 /// `FeatureBWI`): the x86-64-v4 level and the Intel cores with AVX-512 since Skylake-SP.

@@ -769,3 +769,89 @@ fn header_define(header: &str, name: &str, key: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Models of `scripts/onnx_quantized.py` (onnxruntime's quantizer: QDQ, uint8 activations, int8
+/// weights per channel) run on the boards: a MobileNet block (a 3×3 convolution, a depthwise
+/// and a pointwise one) and an MLP.
+const INT8_MODELS: &[&str] = &["mobilenet_block_qdq_u8", "mlp_qdq_u8"];
+
+/// The int8 models on the Cortex-M targets with the DSP extension (M4F, M7, M33): the integer
+/// convolutions' and dense layers' products are `smlad`s on `sxtb16`-unpacked bytes
+/// (`cpu/quad_dot.rs` `DotKind::Smlad`), and on the boards the outputs equal, bit for bit,
+/// those of the host's int8 kernels (VNNI, `vpmaddwd`: every target sums the same integers
+/// exactly and rounds once) and lie within the case's bound of onnxruntime. The M55 (its Helium
+/// int8 kernels are not written yet: it runs the integer path on f32 arithmetic, exact while the
+/// sums stay below 2^24) must agree bit for bit too. Needs `XLA_AOT_ONNX_QUANT_DIR`
+/// (`scripts/test.sh` sets it).
+#[test]
+fn int8_models_run_on_smlad_and_equal_the_host_bit_for_bit() {
+    let Some(root) = std::env::var_os("XLA_AOT_ONNX_QUANT_DIR") else {
+        eprintln!(
+            "SKIP int8_models_run_on_smlad_and_equal_the_host_bit_for_bit: \
+             XLA_AOT_ONNX_QUANT_DIR is not set (scripts/test.sh sets it)"
+        );
+        return;
+    };
+    let tools = board_tools("int8_models_run_on_smlad_and_equal_the_host_bit_for_bit");
+    for name in INT8_MODELS {
+        let dir = Path::new(&root).join(name);
+        let path = dir.join(format!("{name}.onnx"));
+        let bytes = std::fs::read(&path).unwrap();
+        let m = xla_aot::front::onnx::import_file_with(
+            &path,
+            &bytes,
+            name,
+            &xla_aot::front::onnx::ImportOptions::default(),
+        )
+        .unwrap();
+        let opts = CompileOptions {
+            codegen: Options {
+                assembly: true,
+                ..Options::default()
+            },
+            ..CompileOptions::default()
+        };
+        for target in ["cortex-m4f", "cortex-m7", "cortex-m33"] {
+            let asm = compile_model(&m, &Target::resolve(target).unwrap(), &opts)
+                .unwrap()
+                .assembly
+                .unwrap();
+            let count = |op: &str| asm.lines().filter(|l| l.contains(op)).count();
+            let (smlad, sxtb16) = (count("\tsmlad\t"), count("\tsxtb16\t"));
+            eprintln!("{name} on {target}: {smlad} smlad, {sxtb16} sxtb16");
+            assert!(
+                smlad >= 2 && sxtb16 >= 2,
+                "{name} on {target}: the int8 products are not on smlad"
+            );
+        }
+        if !tools {
+            continue;
+        }
+        let inputs = board_inputs(&m);
+        let host = common::compiled_targets().remove(0);
+        let want = common::run_compiled(&m, &host, &inputs, &format!("mcu-{name}-host"))[0]
+            .to_f32_vec()
+            .unwrap();
+        let scratch_dir = scratch(&format!("mcu-{name}"));
+        for board in BOARDS {
+            let elf = build_app(&m, board, Optimize::Size, false, &scratch_dir);
+            let (outputs, _) = run_on_board(&elf, board);
+            let got = &outputs[0];
+            assert_eq!(got.len(), want.len());
+            let same = got
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a.to_bits() == b.to_bits())
+                .count();
+            eprintln!(
+                "{name} on {} ({}): {same} of {} outputs have {}'s bits",
+                board.machine,
+                board.target,
+                want.len(),
+                host.name
+            );
+            assert_eq!(same, want.len(), "{name} on {} differs", board.machine);
+        }
+        let _ = std::fs::remove_dir_all(&scratch_dir);
+    }
+}

@@ -215,6 +215,19 @@ pub fn compiled_targets() -> Vec<xla_aot::target::Target> {
     ts
 }
 
+/// Whether `XLA_AOT_HOST_ISA` caps the host (`target/host_isa.rs`: `.ci/run` runs the host
+/// suites once as an AVX2-only machine), where a test of what the real CPU detects at run time
+/// (a multi-ISA library's dispatch) returns early; says so on stderr.
+pub fn host_isa_capped(test: &str) -> bool {
+    let capped = matches!(xla_aot::target::host_isa::cap(), Ok(Some(_)));
+    if capped {
+        eprintln!(
+            "note: XLA_AOT_HOST_ISA is set: {test} (the run-time detection of the real CPU) skipped"
+        );
+    }
+    capped
+}
+
 /// Whether this is `.ci/run`'s loop over the passes: `XLA_AOT_DISABLE_PASSES` names some.
 pub fn in_pass_loop() -> bool {
     !default_options().disabled_passes.is_empty()

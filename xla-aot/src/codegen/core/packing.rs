@@ -33,7 +33,7 @@ pub mod signs;
 mod stage;
 
 use crate::ir::{DType, DotDims, FusionKind, InstId, Module as Hlo, Op, Precision, Shape, Window};
-use crate::target::Target;
+use crate::target::{SCALAR_FPU_BITS, Target};
 use direct::{int8_direct, integer_valued};
 pub use int8::{int8_columns, int8_conv_columns};
 pub use stage::{VNNI_CONV_MAX_ROWS, VNNI_STAGE_BYTES, vnni_conv_stage_bytes};
@@ -612,12 +612,17 @@ pub const VNNI_LANES: u32 = 16;
 /// accumulators (`llvm.aarch64.neon.sdot.v4i32.v16i8`; baseline NEON folds two into one).
 pub const DOTPROD_LANES: u32 = 4;
 
+/// Lanes of the 4-byte dot product on a Cortex-M without a vector unit: one i32 accumulator in a
+/// core register per output (`smlad` adds two 16-bit products to it).
+pub const SMLAD_LANES: u32 = 1;
+
 /// The i32 lanes of the 4-byte dot product that reads int8 quads on `target` (`cpu/quad_dot.rs`):
 /// `vpdpbusd` on AVX-512 VNNI (16); on other x86-64 targets `vpmaddwd` on the vectors of the
 /// tiles, the bytes widened to words: 16 with 512-bit vectors and AVX-512BW, 8 with 256-bit ones
 /// and AVX2, 4 (SSE2, every x86-64 CPU) with 128-bit ones; on aarch64 `sdot` with dotprod, else
 /// `smull`/`sadalp` (baseline NEON: every aarch64 target whose file does not turn NEON off);
-/// `None` where there is none. Quads are stored the same way for all: a vector of `lanes`
+/// on a Cortex-M with the DSP extension and no vector unit (M4, M7, M33) `sxtb16`/`smlad` on one
+/// lane, in the core registers ([`SMLAD_LANES`]); `None` where there is none. Quads are stored the same way for all: a vector of `lanes`
 /// columns × 4 k is `4 · lanes` consecutive bytes of a panel.
 pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
     use crate::target::Arch;
@@ -632,6 +637,9 @@ pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
             _ => None,
         },
         Arch::Aarch64 if !target.features.contains("-neon") => Some(DOTPROD_LANES),
+        Arch::Arm if target.has_arm_dsp() && target.vector_bits == SCALAR_FPU_BITS => {
+            Some(SMLAD_LANES)
+        }
         _ => None,
     }
 }

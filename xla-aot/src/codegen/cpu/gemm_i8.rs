@@ -56,7 +56,9 @@ pub(super) fn kc(t: &Tiles) -> usize {
 /// product takes more registers (`quad_dot.rs`) so that everything stays in registers: on
 /// baseline NEON (two per accumulator) the accumulators, one register per B vector, the
 /// broadcast row and `smull`'s two products; with `vpmaddwd` the accumulators, two per B vector
-/// (its widened low and high bytes), two for the row's and two for the products.
+/// (its widened low and high bytes), two for the row's and two for the products; with `smlad`
+/// the accumulators and B's halves in the core registers left by the loop
+/// (`quad_dot::SMLAD_REGISTERS`).
 pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
     let regs = target.vector_registers as usize;
     match DotKind::of(target) {
@@ -66,6 +68,11 @@ pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
         Some(d @ DotKind::Madd) => {
             (regs.saturating_sub(t.nv * d.b_registers() + 4) / t.nv).clamp(1, t.mr)
         }
+        Some(d @ DotKind::Smlad) => (d
+            .tile_registers(target)
+            .saturating_sub(t.nv * d.b_registers())
+            / t.nv)
+            .clamp(1, t.mr),
         _ => t.mr,
     }
 }

@@ -29,6 +29,16 @@
 //!   i32), into two registers per accumulator (each lane holds half a column: k `4q, 4q+1` or
 //!   `4q+2, 4q+3`), which `addp` folds into the 4 columns at the end. No i16 sum of two products
 //!   is kept (`smlal`), as 2 · 128 · 128 does not fit in i16.
+//! - [`DotKind::Smlad`] (Cortex-M with the DSP extension and no vector unit: M4, M7, M33): one
+//!   lane, A's bytes signed. Per quad `sxtb16` of each dword and of the dword rotated right by 8
+//!   (`sxtb16 r, r, ror #8`) sign-extends bytes 0 and 2, then 1 and 3, into the two halfwords of
+//!   a register; `smlad` of A's and B's evens, then of their odds, adds the two halfword products
+//!   of each to the accumulator (`a0·b0 + a2·b2`, `a1·b1 + a3·b3`). Each product is at most 2^14
+//!   in magnitude and `smlad` adds them in 32 bits: exact. The weights need no rearrangement (the
+//!   same unpacking of both operands pairs the right bytes); a row's unpacked halves are shared by
+//!   the tile's columns and a column's by its rows. CMSIS-NN's kernels widen the activations to
+//!   16 bits in memory instead (`arm_nn_mat_mult_kernel_s8_s16`), two loads for what one dword
+//!   and two `sxtb16` give here.
 //!
 //! A's bytes are `a + o` with `o` the unsigned offset of `value_range::Range::u8_offset` plus
 //! [`byte_shift`].
@@ -38,7 +48,7 @@ use crate::codegen::core::packing::quad_dot_lanes;
 use crate::target::{Arch, Target};
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
-use inkwell::values::{BasicValueEnum, FunctionValue, VectorValue};
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, VectorValue};
 
 /// Which instruction sequence makes the products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,11 +58,12 @@ pub(super) enum DotKind {
     Signs,
     Sdot,
     Neon,
+    Smlad,
 }
 
 impl DotKind {
     /// The kind `target` takes: where `packing::quad_dot_lanes` has a dot product; `None`
-    /// elsewhere (PTX, Cortex-M, x86-64 vectors wider than the ISA's integer ones). Which kernels
+    /// elsewhere (PTX, Helium, x86-64 vectors wider than the ISA's integer ones). Which kernels
     /// take it at all is `core/packing.rs`'s `quad_dot_lanes`.
     pub(super) fn of(target: &Target) -> Option<DotKind> {
         quad_dot_lanes(target)?;
@@ -60,6 +71,8 @@ impl DotKind {
             DotKind::Vnni
         } else if target.arch == Arch::X86_64 {
             DotKind::Madd
+        } else if target.arch == Arch::Arm {
+            DotKind::Smlad
         } else if target.has_dotprod() {
             DotKind::Sdot
         } else {
@@ -73,11 +86,32 @@ impl DotKind {
     }
 
     /// Vector registers one B vector takes while the products run: two for `Madd` (its low and
-    /// high bytes widened to words), else one.
+    /// high bytes widened to words) and `Smlad` (its even and odd bytes as halfwords), else one.
     pub(super) fn b_registers(self) -> usize {
-        if self == DotKind::Madd { 2 } else { 1 }
+        if matches!(self, DotKind::Madd | DotKind::Smlad) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Registers the kernels' tiles may fill (accumulators, B's vectors): `target`'s vector
+    /// registers, or for `Smlad`, whose values live in the core registers, [`SMLAD_REGISTERS`].
+    pub(super) fn tile_registers(self, target: &Target) -> usize {
+        if self == DotKind::Smlad {
+            SMLAD_REGISTERS
+        } else {
+            target.vector_registers as usize
+        }
     }
 }
+
+/// Core registers an `smlad` tile's accumulators and B's unpacked halves may take: of the 13 a
+/// Thumb-2 function allocates freely (r0–r12, lr; sp and pc are not, r7 is the frame pointer
+/// where one is kept), the loop needs its staged-row and weight pointers, its counter and the
+/// row's two unpacked halves. 8 gives a tile of 2 rows × 2 columns (4 accumulators and 4 halves
+/// of B), which LLVM 14 allocates without spills in the loop of `conv/int8.rs`.
+pub(super) const SMLAD_REGISTERS: usize = 8;
 
 /// What a target's dot product adds to the unsigned byte offset of its data operand
 /// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`, `vpmaddwd`), −128 where it
@@ -100,10 +134,10 @@ pub(super) struct QuadDot<'ctx> {
     /// for `vpmaddwd`, else 4.
     pub lanes: u32,
     /// `vpdpbusd`, `vpmaddwd` (`pmaddw.d.512`, `avx2.pmadd.wd` or `sse2.pmadd.wd` by the lanes),
-    /// `sdot`, or (Neon) `saddlp.v4i32.v8i16`.
+    /// `sdot`, (Neon) `saddlp.v4i32.v8i16`, or (Smlad) `arm.smlad`.
     f: FunctionValue<'ctx>,
     /// The kind's other intrinsics: `smull.v8i16` and `addp.v4i32` (Neon), `psign.b` and
-    /// `pmadd.ub.sw` (Signs).
+    /// `pmadd.ub.sw` (Signs), `arm.sxtb16` (Smlad, twice).
     more: Option<(FunctionValue<'ctx>, FunctionValue<'ctx>)>,
 }
 
@@ -197,6 +231,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     )),
                 }
             }
+            DotKind::Smlad => {
+                let declare = |name: &str, args: usize| {
+                    self.m.get_function(name).unwrap_or_else(|| {
+                        let args = vec![i32t.into(); args];
+                        self.m.add_function(name, i32t.fn_type(&args, false), None)
+                    })
+                };
+                let sxtb16 = declare("llvm.arm.sxtb16", 1);
+                QuadDot {
+                    kind,
+                    lanes: 1,
+                    f: declare("llvm.arm.smlad", 3),
+                    more: Some((sxtb16, sxtb16)),
+                }
+            }
         }
     }
 
@@ -237,6 +286,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         if d.kind == DotKind::Signs {
             return self.sign_quads(d, acc.into_vector_value(), a, b).into();
+        }
+        if d.kind == DotKind::Smlad {
+            return self.smlad_quads(d, acc.into_vector_value(), a, b).into();
         }
         let b16 = self.ctx.i8_type().vec_type(16);
         let a = self
@@ -320,6 +372,47 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .build_int_add(lo.into_vector_value(), hi.into_vector_value(), "")
             .unwrap();
         self.b.build_int_add(acc, both, "").unwrap()
+    }
+
+    /// `acc + dot(a, b)` with `sxtb16` and `smlad` on one lane (module doc).
+    fn smlad_quads(
+        &self,
+        d: &QuadDot<'ctx>,
+        acc: VectorValue<'ctx>,
+        a: VectorValue<'ctx>,
+        b: VectorValue<'ctx>,
+    ) -> VectorValue<'ctx> {
+        let Some((sxtb16, _)) = d.more else {
+            unreachable!("a Smlad dot declares sxtb16")
+        };
+        let i32t = self.ctx.i32_type();
+        let lane = |v: VectorValue<'ctx>| {
+            self.b
+                .build_extract_element(v, i32t.const_zero(), "")
+                .unwrap()
+                .into_int_value()
+        };
+        // Bytes 0 and 2, and (rotated right by 8: LLVM folds the rotation into `sxtb16`'s
+        // `ror #8`) bytes 1 and 3, as signed halfwords.
+        let halves = |v: IntValue<'ctx>| {
+            let down = self
+                .b
+                .build_right_shift(v, i32t.const_int(8, false), false, "")
+                .unwrap();
+            let up = self
+                .b
+                .build_left_shift(v, i32t.const_int(24, false), "")
+                .unwrap();
+            let rotated = self.b.build_or(down, up, "").unwrap();
+            let unpack = |x: IntValue<'ctx>| self.call(sxtb16, &[x.into()]);
+            (unpack(v), unpack(rotated))
+        };
+        let ((a_even, a_odd), (b_even, b_odd)) = (halves(lane(a)), halves(lane(b)));
+        let sum = self.call(d.f, &[a_even, b_even, lane(acc).into()]);
+        let sum = self.call(d.f, &[a_odd, b_odd, sum]);
+        self.b
+            .build_insert_element(acc, sum.into_int_value(), i32t.const_zero(), "")
+            .unwrap()
     }
 
     /// `acc + dot(a, b)` with `vpmaddubsw` on signs (module doc): `|a|` times `sign(a)·b` in

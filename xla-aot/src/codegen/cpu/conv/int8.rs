@@ -86,16 +86,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let c4 = c.div_ceil(4);
         let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
-        let regs = self.target.vector_registers as usize;
         // An accumulator takes two registers on baseline NEON, a B vector two with `vpmaddwd`,
-        // which also widens the row into two and makes two products (`quad_dot.rs`).
+        // which also widens the row into two and makes two products, and with `smlad`, whose
+        // tile lives in the core registers (`quad_dot.rs`).
         let kind = DotKind::of(self.target);
+        let regs = kind.map_or(self.target.vector_registers as usize, |k| {
+            k.tile_registers(self.target)
+        });
+        // `SMLAD_REGISTERS` already left the loop's own registers free.
+        let spare = if kind == Some(DotKind::Smlad) {
+            0
+        } else {
+            spare_registers(regs)
+        };
         let acc_regs = kind.map_or(1, DotKind::registers);
         let b_regs = nv * kind.map_or(1, DotKind::b_registers);
         let madd_regs = if kind == Some(DotKind::Madd) { 3 } else { 0 };
         let rows_for = |nv: usize| {
             let b_regs = b_regs * nv / (nr / t.lanes as usize);
-            let rows_max = ((regs - b_regs - madd_regs - spare_registers(regs)) / (nv * acc_regs))
+            let rows_max = (regs.saturating_sub(b_regs + madd_regs + spare) / (nv * acc_regs))
                 .clamp(1, MAX_PIXEL_ROWS);
             gemm::rows_for_issue(ow_count, rows_max, nv)
         };
