@@ -125,12 +125,17 @@ if [ -x .venv/bin/python ]; then
       echo "$want" >"$contrib/.stamp"
     fi
     export XLA_AOT_ONNX_CONTRIB_DIR="${XLA_AOT_ONNX_CONTRIB_DIR:-$PWD/$contrib}"
-    # The light squeezenet and shufflenet quantized by onnxruntime's quantizer, and a dynamically
-    # quantized MLP (about 10 s).
+    # The light squeezenet and shufflenet quantized by onnxruntime's quantizer, a dynamically
+    # quantized MLP, the examples and hand-built QDQ groups. On x86-64 the script runs itself
+    # under `qemu-x86_64 -cpu Nehalem` (qemu-user, installed above), so that the references are
+    # the same bytes on AVX2-only and AVX-512 hosts and its integer kernels exact (about 3 min;
+    # XLA_AOT_ONNX_QUANT_NATIVE=1: 10 s on this CPU's kernels, which saturate on AVX2 without
+    # VNNI; the script's doc says why).
     quant=target/onnx-quantized
     want="onnx $version onnxruntime $ort $(sha1sum scripts/onnx_quantized.py scripts/onnx_light_models.py | cut -d' ' -f1 | tr '\n' ' ')"
+    if [ "${XLA_AOT_ONNX_QUANT_NATIVE:-0}" = 1 ]; then want="$want native"; fi
     if [ "$(cat "$quant/.stamp" 2>/dev/null)" != "$want" ]; then
-      say "writing quantized ONNX models and onnxruntime $ort's outputs to $quant"
+      say "writing quantized ONNX models and onnxruntime $ort's outputs to $quant (x86-64: emulated, minutes)"
       .venv/bin/python scripts/onnx_quantized.py --light "$light" --out "$quant" >/dev/null 2>&1
       echo "$want" >"$quant/.stamp"
     fi

@@ -6,13 +6,22 @@
 //! uint16 activations and int4 weights), compiled for the host and compared with onnxruntime's
 //! int8 kernels (`session.qdqisint8allowed=1`: int8 activations too): max |ours - onnxruntime|
 //! within the number of output quantization steps each case's `bound.txt` allows (or a bound
-//! relative to the largest output for a float output), and the same top-1 class.
+//! relative to the largest output for a float output), and the same top-1 class. One case,
+//! `saturating_conv_qdq_u8`, compares with the ONNX definition computed in numpy instead
+//! (exact int32 sums, one rounding): a QDQ convolution whose u8·s8 pair sums pass 32767.
 //!
 //! The models come from `scripts/onnx_quantized.py`, written to `$XLA_AOT_ONNX_QUANT_DIR`
-//! (`scripts/test.sh` sets it); without the variable the test says it is skipped. Most cases
-//! match exactly; where onnxruntime itself computes in float (uint16 activations, int4 weights)
-//! a value on a rounding boundary can land a step away, and such steps compound through deep
-//! networks: the bounds say by how much, per case.
+//! (`scripts/test.sh` sets it); without the variable the test says it is skipped. Where the
+//! references come from, and why: onnxruntime's u8·s8 kernel on x86-64 with AVX2 but without
+//! VNNI (`vpmaddubsw`) saturates its int16 pair sums, so its outputs move by steps where ours,
+//! exact, do not, and its float kernels (the calibration that sets the models' scales) differ
+//! between SSE, AVX2 and AVX-512. The script therefore runs itself under `qemu-x86_64 -cpu
+//! Nehalem` on an x86-64 host (SSE4.2, no AVX: MLAS's SSE2 kernel, exact int32 sums as VNNI's;
+//! qemu's CPUID and arithmetic are the emulated CPU's), on one onnxruntime thread: the files are
+//! the same bytes on every x86-64 host, and the integer results are the exact ones on AVX2-only
+//! machines too. Most cases match exactly; where onnxruntime itself computes in float (uint16
+//! activations, int4 weights) a value on a rounding boundary can land a step away, and such
+//! steps compound through deep networks: the bounds say by how much, per case.
 
 mod common;
 
@@ -20,7 +29,7 @@ use std::path::{Path, PathBuf};
 use xla_aot::front::onnx::{ImportOptions, import_file_with};
 
 /// Cases `scripts/onnx_quantized.py` writes.
-const CASES: usize = 21;
+const CASES: usize = 22;
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_ONNX_QUANT_DIR") else {
@@ -94,6 +103,49 @@ fn run(dir: &Path, name: &str) -> Result<String, String> {
 fn models_quantized_by_onnxruntime_match_its_int8_kernels() {
     let Some(root) = data_dir() else { return };
     common::run_cases(&root, CASES, run);
+}
+
+/// The case that shows onnxruntime's saturating difference, `saturating_conv_qdq_u8` (the main
+/// test compiles it and requires the numpy result exactly): onnxruntime's own output, written
+/// beside it by the same script (`onnxruntime.npy`: its SSE2 kernel under the emulated CPU, or
+/// Arm's, both exact), has the numpy result's bits, so the formula there (f32 multiplier
+/// `(x_scale · w_scale) / y_scale`, round half to even, saturate) is onnxruntime's; and
+/// onnxruntime on an emulated AVX2 CPU (`onnxruntime_haswell.npy`, written where the script ran
+/// under qemu) is many steps away, which is why no test compares with onnxruntime run on the
+/// machine that runs the tests.
+#[test]
+fn saturating_case_is_onnxruntimes_exact_kernel_not_its_avx2_one() {
+    let Some(root) = data_dir() else { return };
+    let dir = root.join("saturating_conv_qdq_u8");
+    let want = common::npy(&dir.join("output_0.npy")).to_f64_vec();
+    let ort = common::npy(&dir.join("onnxruntime.npy")).to_f64_vec();
+    let differ = want.iter().zip(&ort).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        differ,
+        0,
+        "onnxruntime's output differs from the ONNX definition in {differ} of {} values: were the references written on a CPU whose onnxruntime kernels saturate (scripts/onnx_quantized.py --native on AVX2 without VNNI)?",
+        want.len()
+    );
+    let haswell = dir.join("onnxruntime_haswell.npy");
+    if !haswell.exists() {
+        eprintln!("no onnxruntime_haswell.npy (references not written under qemu-x86_64): skipped");
+        return;
+    }
+    let avx2 = common::npy(&haswell).to_f64_vec();
+    // The output step is 1.0 (bound.txt).
+    let worst = want
+        .iter()
+        .zip(&avx2)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    let differ = want.iter().zip(&avx2).filter(|(a, b)| a != b).count();
+    eprintln!(
+        "onnxruntime on AVX2 (vpmaddubsw): {differ} of {} values differ, up to {worst} steps",
+        want.len()
+    );
+    assert!(
+        differ > want.len() / 2 && worst > 10.0,
+        "onnxruntime's AVX2 kernel no longer saturates here: {differ} values differ, up to {worst} steps"
+    );
 }
 
 /// The QDQ squeezenet (uint8 activations) compiled for aarch64, whose integer convolutions take
