@@ -9,7 +9,12 @@
  * Input element k of input i is ((k * 7 + i * 13) % 17 - 8) / 8, exact in f32, so a host can
  * compute the same inputs (xla-aot/tests/mcu.rs does, for the interpreter). Each output element
  * is printed as the 8 hex digits of its f32 bits, one output per line prefixed `out<i>:`; the
- * last line is `status <code>`.
+ * last line is `status <code>`, after `stack_high_water <bytes>` (the deepest the stack went from
+ * reset through the last inference, measured by start.c's stack painting; -1 when unknown).
+ *
+ * -DREPEAT=<n> (default 1) runs the model n times on the same inputs before printing the outputs
+ * (of the last run) and the status (the first non-zero one, else 0): bench/arm.sh counts
+ * instructions for 1 and 1 + N runs and divides the difference by N.
  *
  * A library compiled with `--weights external` also needs -DWEIGHTS_BYTES=<NAME>_WEIGHTS_FILE_BYTES
  * -DWEIGHTS_PATH='"/path/<name>.weights"': the blob is read into RAM over semihosting (a product
@@ -21,6 +26,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#ifndef REPEAT
+#define REPEAT 1
+#endif
+
+/* start.c: the stack's high-water mark in bytes, -1 when unknown. */
+extern long mcu_stack_high_water(void);
 
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
@@ -93,7 +105,15 @@ int main(void) {
     int loaded = load_weights(inputs, outputs);
     if (loaded) return loaded;
 #endif
-    int status = RUN_PTRS(inputs, outputs);
+    /* Read from memory, not folded: the builds for 1 and for 1 + N runs then differ only in this
+     * constant, so their instruction counts differ by exactly N inferences. */
+    static volatile unsigned repeat = REPEAT;
+    int status = 0;
+    for (unsigned r = 0; r < repeat; r++) {
+        int s = RUN_PTRS(inputs, outputs);
+        if (status == 0) status = s;
+    }
+    long stack_used = mcu_stack_high_water(); /* before printf's own stack use */
     for (unsigned i = 0; i < N_OUT; i++) {
         const float *o = outputs[i];
         printf("out%u:", i);
@@ -104,6 +124,7 @@ int main(void) {
         }
         printf("\n");
     }
+    printf("stack_high_water %ld\n", stack_used);
     printf("status %d\n", status);
     return status == 0 ? 0 : 2;
 }
