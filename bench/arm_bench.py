@@ -368,12 +368,7 @@ def bench_mcu(xla, plugin, name, spec, core: McuCore, args, work: Path):
         results.append((a, b))
     a, b = results[0]
     if args.check:
-        same = all(x.total == a.total and y.total == b.total and x.symbols == a.symbols
-                   and y.symbols == b.symbols for x, y in results)
-        log(f"{name} {core.label}: determinism check ({runs} runs each of 1 and {r} inferences): "
-            f"{'identical' if same else 'DIFFERENT ' + str([(x.total, y.total) for x, y in results])}")
-        if not same:
-            raise RuntimeError(f"{name} on {core.label}: counts differ between runs")
+        check_deterministic(name, core.label, results, r)
     ours = quotient(b.total, a.total, args.repeat)
     stack = int(re.search(r"stack_high_water (-?\d+)", b.stdout).group(1))
     lib = map_library_bytes(many.with_suffix(".elf.map"), f"lib{c.name}.a")
@@ -390,6 +385,18 @@ def bench_mcu(xla, plugin, name, spec, core: McuCore, args, work: Path):
     owners = kernel_functions("arm-none-eabi-objdump", many, c)
     kernels = kernel_lines(name, core.label, a.symbols, b.symbols, args.repeat, c, args.top, owners)
     return ours, lib_flash, ram, kernels
+
+
+def check_deterministic(name, label, results, r):
+    """`--check`: every run's counts of 1 and `r` inferences, in total and per symbol, equal the
+    first run's; raises otherwise."""
+    a, b = results[0]
+    same = all(x.total == a.total and y.total == b.total and x.symbols == a.symbols
+               and y.symbols == b.symbols for x, y in results)
+    log(f"{name} {label}: determinism check ({len(results)} runs each of 1 and {r} inferences): "
+        f"{'identical' if same else 'DIFFERENT ' + str([(x.total, y.total) for x, y in results])}")
+    if not same:
+        raise RuntimeError(f"{name} on {label}: counts differ between runs")
 
 
 # --- aarch64 --------------------------------------------------------------------------------
@@ -429,12 +436,7 @@ def bench_a64(xla, plugin, name, spec, core: A64Core, args, work: Path):
     results = [(count(1, f"run{k}"), count(r, f"run{k}")) for k in range(runs)]
     a, b = results[0]
     if args.check:
-        same = all(x.total == a.total and y.total == b.total and x.symbols == a.symbols
-                   and y.symbols == b.symbols for x, y in results)
-        log(f"{name} {core.label}: determinism check ({runs} runs each of 1 and {r} inferences): "
-            f"{'identical' if same else 'DIFFERENT ' + str([(x.total, y.total) for x, y in results])}")
-        if not same:
-            raise RuntimeError(f"{name} on {core.label}: counts differ between runs")
+        check_deterministic(name, core.label, results, r)
     if a.stdout.split()[1] != b.stdout.split()[1]:
         raise RuntimeError(f"{name} on {core.label}: outputs differ between 1 and {r} runs")
     ours = quotient(b.total, a.total, args.repeat)
