@@ -181,6 +181,9 @@ pub enum TargetError {
     },
     #[error("target file {path}: {reason}")]
     File { path: String, reason: String },
+    /// `XLA_AOT_HOST_ISA` names no level, or one this machine cannot run ([`host_isa`]).
+    #[error("XLA_AOT_HOST_ISA: {0}")]
+    HostIsa(String),
 }
 
 impl Target {

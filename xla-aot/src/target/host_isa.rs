@@ -51,16 +51,15 @@ pub fn cap() -> Result<Option<(IsaLevel, &'static str)>, TargetError> {
         .iter()
         .find(|(name, ..)| name.eq_ignore_ascii_case(value))
         .map(|&(_, level, target)| Some((level, target)))
-        .ok_or_else(|| TargetError::File {
-            path: HOST_ISA_ENV.into(),
-            reason: format!(
+        .ok_or_else(|| {
+            TargetError::HostIsa(format!(
                 "`{value}` is not an ISA level; use one of {} (or unset it)",
                 LEVELS
                     .iter()
                     .map(|(n, ..)| *n)
                     .collect::<Vec<_>>()
                     .join(", ")
-            ),
+            ))
         })
 }
 
@@ -93,12 +92,9 @@ pub fn capped_host() -> Result<Option<Target>, TargetError> {
     };
     let t = Target::resolve(name)?;
     if !t.runs_here() {
-        return Err(TargetError::File {
-            path: HOST_ISA_ENV.into(),
-            reason: format!(
-                "this machine cannot run `{name}`; unset {HOST_ISA_ENV} or name a lower level"
-            ),
-        });
+        return Err(TargetError::HostIsa(format!(
+            "this machine cannot run `{name}`; unset {HOST_ISA_ENV} or name a lower level"
+        )));
     }
     Ok(Some(t))
 }
