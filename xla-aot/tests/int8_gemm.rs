@@ -513,12 +513,7 @@ fn x86_reference() -> Option<Target> {
 
 /// How many elements of `a` and `b` have the same bits.
 fn same_bits(a: &Literal, b: &Literal) -> usize {
-    let (a, b) = (a.to_f32_vec().unwrap(), b.to_f32_vec().unwrap());
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(&b)
-        .filter(|(x, y)| x.to_bits() == y.to_bits())
-        .count()
+    common::same_bits(&a.to_f32_vec().unwrap(), &b.to_f32_vec().unwrap())
 }
 
 /// Runs `m` compiled for the aarch64 target `name` under qemu (on `cpu`, or QEMU's default)

@@ -838,11 +838,7 @@ fn int8_models_run_on_smlad_and_equal_the_host_bit_for_bit() {
             let (outputs, _) = run_on_board(&elf, board);
             let got = &outputs[0];
             assert_eq!(got.len(), want.len());
-            let same = got
-                .iter()
-                .zip(&want)
-                .filter(|(a, b)| a.to_bits() == b.to_bits())
-                .count();
+            let same = common::same_bits(got, &want);
             eprintln!(
                 "{name} on {} ({}): {same} of {} outputs have {}'s bits",
                 board.machine,

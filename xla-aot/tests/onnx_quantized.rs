@@ -212,11 +212,7 @@ fn squeezenet_qdq_on_aarch64_equals_x86() {
             continue;
         };
         let (a, b) = (arm[0].to_f32_vec().unwrap(), x86[0].to_f32_vec().unwrap());
-        let same = a
-            .iter()
-            .zip(&b)
-            .filter(|(p, q)| p.to_bits() == q.to_bits())
-            .count();
+        let same = common::same_bits(&a, &b);
         eprintln!(
             "squeezenet_qdq_u8: {name} max error {worst:.3e} vs onnxruntime; {same} of {} values have x86 VNNI's bits",
             a.len()
@@ -296,11 +292,7 @@ fn squeezenet_qdq_on_x86_without_vnni_equals_vnni() {
             got[0].to_f32_vec().unwrap(),
             reference[0].to_f32_vec().unwrap(),
         );
-        let same = a
-            .iter()
-            .zip(&b)
-            .filter(|(p, q)| p.to_bits() == q.to_bits())
-            .count();
+        let same = common::same_bits(&a, &b);
         eprintln!(
             "squeezenet_qdq_u8: {name} max error {worst:.3e} vs onnxruntime; {same} of {} values have x86_64-avx512-vnni's bits",
             a.len()

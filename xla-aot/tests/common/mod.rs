@@ -215,6 +215,16 @@ pub fn compiled_targets() -> Vec<xla_aot::target::Target> {
     ts
 }
 
+/// How many of `a`'s values have exactly the bits of `b`'s (the two are equally long): the
+/// comparison of targets whose integer kernels sum the same integers exactly.
+pub fn same_bits(a: &[f32], b: &[f32]) -> usize {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.to_bits() == y.to_bits())
+        .count()
+}
+
 /// Whether `XLA_AOT_HOST_ISA` caps the host (`target/host_isa.rs`: `.ci/run` runs the host
 /// suites once as an AVX2-only machine), where a test of what the real CPU detects at run time
 /// (a multi-ISA library's dispatch) returns early; says so on stderr.
