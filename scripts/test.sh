@@ -14,10 +14,15 @@
 #     `nvidia-cuda-nvcc-cu12` wheel (the PTX backend's output is checked by ptxas; no GPU needed)
 #     onnx (the ONNX backend node tests, written to target/onnx-node) and onnxruntime (the
 #     reference outputs of onnx's nine light models, written to target/onnx-light);
+#   - on x86-64, into the same `.venv`: tensorflow-cpu (its converter writes the .tflite models of
+#     scripts/tflite_models.py, to target/tflite), tflite-micro (TFLite Micro's interpreter: their
+#     reference outputs) and ai-edge-litert (LiteRT's reference kernels: the outputs of those
+#     TFLite Micro refuses);
 # and exports XLA_AOT_PTXAS, XLA_AOT_ONNX_NODE_DIR, XLA_AOT_ONNX_LIGHT_DIR,
 # XLA_AOT_ONNX_PATTERNS_DIR (scripts/onnx_patterns.py), XLA_AOT_ONNX_CONTRIB_DIR
-# (scripts/onnx_contrib.py), XLA_AOT_ONNX_QUANT_DIR (scripts/onnx_quantized.py) and
-# XLA_AOT_MCU=1 (the Cortex-M board runs), which make those tests mandatory.
+# (scripts/onnx_contrib.py), XLA_AOT_ONNX_QUANT_DIR (scripts/onnx_quantized.py),
+# XLA_AOT_TFLITE_DIR (scripts/tflite_models.py) and XLA_AOT_MCU=1 (the Cortex-M board runs),
+# which make those tests mandatory.
 # `.ci/run` calls this same script. Set XLA_AOT_TEST_NO_INSTALL=1 to install nothing (tests whose
 # tools are missing then fail and say which tool).
 set -euo pipefail
@@ -31,6 +36,12 @@ ONNXRUNTIME=onnxruntime==1.32.0
 # with sympy.
 SYMPY=sympy==1.14.0
 NVCC=nvidia-cuda-nvcc-cu12
+# The TensorFlow Lite reference data (scripts/tflite_models.py): TensorFlow's converter writes the
+# models, TFLite Micro's interpreter (a dev wheel: it has no releases) and LiteRT's reference
+# kernels give the outputs. tensorflow-cpu and tflite-micro ship x86-64 Linux wheels only.
+TENSORFLOW=tensorflow-cpu==2.21.0
+TFLITE_MICRO=tflite-micro==0.dev20261023182759
+LITERT=ai-edge-litert==2.3.0
 
 say() { echo "test.sh: $*" >&2; }
 
@@ -70,6 +81,16 @@ install_venv() {
     say "installing $NUMPY $ONNX $ONNXRUNTIME $SYMPY $NVCC into .venv (pip)"
     .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$ONNX" "$ONNXRUNTIME" "$SYMPY" "$NVCC"
     echo "$NUMPY $ONNX $ONNXRUNTIME $SYMPY $NVCC" >"$stamp"
+  fi
+  # TensorFlow, TFLite Micro and LiteRT (about 25 s and 1.5 GB, download 340 MB), with a stamp of
+  # their own; numpy stays at its pin (tensorflow-cpu takes it, and changes nothing else of the
+  # above).
+  [ "$(uname -m)" = x86_64 ] || return 0
+  stamp=.venv/.xla-aot-tflite-deps
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$NUMPY $TENSORFLOW $TFLITE_MICRO $LITERT" ]; then
+    say "installing $TENSORFLOW $TFLITE_MICRO $LITERT into .venv (pip)"
+    .venv/bin/pip install --quiet --disable-pip-version-check "$NUMPY" "$TENSORFLOW" "$TFLITE_MICRO" "$LITERT"
+    echo "$NUMPY $TENSORFLOW $TFLITE_MICRO $LITERT" >"$stamp"
   fi
 }
 
@@ -140,6 +161,20 @@ if [ -x .venv/bin/python ]; then
       echo "$want" >"$quant/.stamp"
     fi
     export XLA_AOT_ONNX_QUANT_DIR="${XLA_AOT_ONNX_QUANT_DIR:-$PWD/$quant}"
+  fi
+  # TensorFlow Lite models written by TensorFlow's converter, with TFLite Micro's outputs (about
+  # 10 s, most of it TensorFlow's import; once per package version and generator script).
+  tflite=target/tflite
+  tfl="$(.venv/bin/python -c 'from importlib.metadata import version as v
+print("tensorflow-cpu", v("tensorflow-cpu"), "tflite-micro", v("tflite-micro"), "ai-edge-litert", v("ai-edge-litert"))' 2>/dev/null || true)"
+  if [ -n "$tfl" ]; then
+    want="$tfl $(sha1sum scripts/tflite_models.py | cut -d' ' -f1)"
+    if [ "$(cat "$tflite/.stamp" 2>/dev/null)" != "$want" ]; then
+      say "writing TensorFlow Lite models and TFLite Micro's outputs to $tflite"
+      .venv/bin/python scripts/tflite_models.py --out "$tflite" >/dev/null
+      echo "$want" >"$tflite/.stamp"
+    fi
+    export XLA_AOT_TFLITE_DIR="${XLA_AOT_TFLITE_DIR:-$PWD/$tflite}"
   fi
 fi
 

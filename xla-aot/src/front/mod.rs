@@ -29,6 +29,7 @@ pub mod onnx;
 pub mod quantize;
 pub mod spans;
 pub mod spec;
+pub mod tflite;
 pub mod weights;
 
 pub use diag::{Pos, SpecError, SpecErrorKind};
@@ -53,6 +54,8 @@ pub enum Format {
     HloText,
     /// An ONNX model (`*.onnx`).
     Onnx,
+    /// A TensorFlow Lite flatbuffer (`*.tflite`).
+    Tflite,
 }
 
 /// The format of `path`, from its extension.
@@ -63,6 +66,8 @@ pub fn format_of(path: &Path) -> Format {
         .unwrap_or_default();
     if name.ends_with(".onnx") {
         Format::Onnx
+    } else if name.ends_with(".tflite") {
+        Format::Tflite
     } else if name.ends_with(".hlo.txt") || name.ends_with(".hlo") {
         Format::HloText
     } else {
@@ -204,6 +209,11 @@ fn import(
                 ..Default::default()
             };
             onnx::import_with(graph, &bytes, name, &mut bindings, &options)?
+        }
+        Format::Tflite => {
+            let bytes = read_bounded(graph, MAX_ONNX_FILE_BYTES, "MAX_ONNX_FILE_BYTES")
+                .map_err(|e| read_error(graph, &e))?;
+            tflite::import(graph, &bytes, name, &mut bindings, overrides)?
         }
         Format::Spec => {
             return Err(SpecError::new(

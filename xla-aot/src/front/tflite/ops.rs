@@ -1,0 +1,123 @@
+//! The TFLite operators this importer takes, declared once: name, lowering and what is
+//! supported. The dispatch, the "unsupported op" error (with the closest supported op) and the
+//! table in docs/import.md are all read from [`OPS`].
+
+use super::lower::{Importer, R};
+use crate::ir::{BinaryOp, ReduceKind, UnaryOp};
+
+/// One supported builtin operator.
+pub struct OpDecl {
+    /// TFLite's name (`BuiltinOperator` in schema.fbs).
+    pub name: &'static str,
+    /// What of it is supported (docs/import.md's table).
+    pub note: &'static str,
+    /// Its lowering.
+    pub lower: fn(&mut Importer<'_, '_>) -> R<()>,
+}
+
+macro_rules! op {
+    ($name:literal, $note:literal, $f:expr) => {
+        OpDecl {
+            name: $name,
+            note: $note,
+            lower: $f,
+        }
+    };
+}
+
+fn unary(imp: &mut Importer<'_, '_>, u: UnaryOp) -> R<()> {
+    imp.unary_op(|me, x| me.math(u, x))
+}
+
+/// Every builtin operator the importer lowers, by name.
+pub const OPS: &[OpDecl] = &[
+    op!("ADD", "numpy broadcasting, fused activation", |i| i
+        .binary_op(BinaryOp::Add, false)),
+    op!("SUB", "numpy broadcasting, fused activation", |i| i
+        .binary_op(BinaryOp::Subtract, false)),
+    op!("MUL", "numpy broadcasting, fused activation", |i| i
+        .binary_op(BinaryOp::Multiply, false)),
+    op!("DIV", "numpy broadcasting, fused activation", |i| i
+        .binary_op(BinaryOp::Divide, false)),
+    op!("MAXIMUM", "numpy broadcasting", |i| i
+        .binary_op(BinaryOp::Maximum, false)),
+    op!("MINIMUM", "numpy broadcasting", |i| i
+        .binary_op(BinaryOp::Minimum, false)),
+    op!("SQUARED_DIFFERENCE", "numpy broadcasting", |i| i
+        .binary_op(BinaryOp::Subtract, true)),
+    op!(
+        "CONV_2D",
+        "SAME/VALID padding, strides, dilations, groups, fused activation",
+        |i| i.conv(false)
+    ),
+    op!(
+        "DEPTHWISE_CONV_2D",
+        "any depth multiplier, strides, dilations, fused activation",
+        |i| i.conv(true)
+    ),
+    op!(
+        "FULLY_CONNECTED",
+        "DEFAULT weights format, keep_num_dims, fused activation",
+        |i| i.fully_connected()
+    ),
+    op!("AVERAGE_POOL_2D", "padding excluded from the count", |i| i
+        .pool(false)),
+    op!("MAX_POOL_2D", "", |i| i.pool(true)),
+    op!("RELU", "", |i| i.unary_op(|me, x| me.maximum_with(x, 0.0))),
+    op!("RELU6", "", |i| i.unary_op(|me, x| me.clamp(x, 0.0, 6.0))),
+    op!("RELU_N1_TO_1", "", |i| i
+        .unary_op(|me, x| me.clamp(x, -1.0, 1.0))),
+    op!("RELU_0_TO_1", "", |i| i
+        .unary_op(|me, x| me.clamp(x, 0.0, 1.0))),
+    op!("LEAKY_RELU", "", |i| i.leaky_relu()),
+    op!("PRELU", "alpha broadcast against the input", |i| i.prelu()),
+    op!("LOGISTIC", "", |i| unary(i, UnaryOp::Logistic)),
+    op!("TANH", "", |i| unary(i, UnaryOp::Tanh)),
+    op!("HARD_SWISH", "", |i| i.unary_op(|me, x| me.hard_swish(x))),
+    op!("EXP", "", |i| unary(i, UnaryOp::Exp)),
+    op!("LOG", "", |i| unary(i, UnaryOp::Log)),
+    op!("SQRT", "", |i| unary(i, UnaryOp::Sqrt)),
+    op!("RSQRT", "", |i| unary(i, UnaryOp::Rsqrt)),
+    op!("ABS", "", |i| unary(i, UnaryOp::Abs)),
+    op!("NEG", "", |i| unary(i, UnaryOp::Negate)),
+    op!("SOFTMAX", "beta, over the last dim", |i| i.softmax()),
+    op!("RESHAPE", "shape input or new_shape, one −1", |i| i
+        .reshape()),
+    op!("SQUEEZE", "", |i| i.squeeze()),
+    op!("EXPAND_DIMS", "", |i| i.expand_dims()),
+    op!("CONCATENATION", "fused activation", |i| i.concatenation()),
+    op!(
+        "TRANSPOSE",
+        "no data moves: the layout is relabelled",
+        |i| i.transpose()
+    ),
+    op!("PAD", "", |i| i.pad()),
+    op!("PADV2", "constant padding value", |i| i.pad()),
+    op!("SLICE", "", |i| i.slice()),
+    op!(
+        "STRIDED_SLICE",
+        "positive strides; begin, end and shrink masks",
+        |i| i.strided_slice()
+    ),
+    op!("MEAN", "keep_dims", |i| i.reduce(ReduceKind::Add, true)),
+    op!("SUM", "keep_dims", |i| i.reduce(ReduceKind::Add, false)),
+    op!("REDUCE_MAX", "keep_dims", |i| i
+        .reduce(ReduceKind::Max, false)),
+    op!("REDUCE_MIN", "keep_dims", |i| i
+        .reduce(ReduceKind::Min, false)),
+    op!(
+        "DEQUANTIZE",
+        "of a constant: float16 weights, int8/uint8 weights with their scales",
+        |i| i.dequantize_constant()
+    ),
+];
+
+/// The declaration of the op called `name`.
+pub fn find(name: &str) -> Option<&'static OpDecl> {
+    OPS.iter().find(|d| d.name == name)
+}
+
+/// The supported op closest in spelling to `name`, for "did you mean".
+pub fn closest(name: &str) -> Option<&'static str> {
+    crate::util::suggest::nearest(name, OPS.iter().map(|d| d.name))
+}
