@@ -57,7 +57,8 @@ impl InputArgs {
 enum Command {
     /// Print the HLO text of a model spec.
     Inspect {
-        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        /// The model: a YAML spec, an ONNX model (`.onnx`), a TFLite model (`.tflite`) or XLA HLO
+        /// text (`.hlo.txt`).
         spec: PathBuf,
         /// Pipeline stage to print.
         #[arg(long, value_enum, default_value = "parsed")]
@@ -70,7 +71,8 @@ enum Command {
     },
     /// Compile a model spec into a static library, header and manifest.
     Compile {
-        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        /// The model: a YAML spec, an ONNX model (`.onnx`), a TFLite model (`.tflite`) or XLA HLO
+        /// text (`.hlo.txt`).
         spec: PathBuf,
         /// A target name (see `xla-aot targets`) or a path to a target file.
         #[arg(long)]
@@ -128,7 +130,8 @@ enum Command {
     /// Compile a model for this machine, run it in-process and print where the time goes:
     /// per kernel (manifest order) µs, share, GFLOP/s, GB/s, compute- or memory-bound.
     Profile {
-        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        /// The model: a YAML spec, an ONNX model (`.onnx`), a TFLite model (`.tflite`) or XLA HLO
+        /// text (`.hlo.txt`).
         spec: PathBuf,
         /// Only `host`: the code runs in this process.
         #[arg(long, default_value = "host")]
@@ -178,7 +181,8 @@ enum Command {
     /// weights) that `compile` builds; prints its accuracy against the float model on those
     /// samples (docs/quantization.md).
     Quantize {
-        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        /// The model: a YAML spec, an ONNX model (`.onnx`), a TFLite model (`.tflite`) or XLA HLO
+        /// text (`.hlo.txt`).
         spec: PathBuf,
         /// The calibration samples: one subfolder per sample holding `<input>.npy` for every
         /// input, or (one input) one .npy file per sample.
@@ -208,7 +212,8 @@ enum Command {
     /// Run a model on this machine (compiled for it, or with --reference the interpreter) and
     /// write its outputs as .npy files.
     Run {
-        /// The model: a YAML spec, an ONNX model (`.onnx`) or XLA HLO text (`.hlo.txt`).
+        /// The model: a YAML spec, an ONNX model (`.onnx`), a TFLite model (`.tflite`) or XLA HLO
+        /// text (`.hlo.txt`).
         spec: PathBuf,
         /// Use the reference interpreter instead of code compiled for this machine.
         #[arg(long, conflicts_with = "compare")]

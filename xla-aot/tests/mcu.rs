@@ -309,6 +309,45 @@ fn models_run_on_emulated_boards_and_match_the_interpreter() {
     }
 }
 
+/// A TFLite model as the converter writes it (the keyword-spotting DS-CNN of
+/// scripts/tflite_models.py, NHWC, BatchNorm folded by the converter) on the Cortex-M4F and
+/// Cortex-M55 boards equals the interpreter, which tests/tflite.rs checks against TFLite Micro.
+#[test]
+fn a_tflite_model_runs_on_the_m4_and_m55_boards() {
+    let test = "a_tflite_model_runs_on_the_m4_and_m55_boards";
+    let Some(dir) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
+        eprintln!("SKIP {test}: XLA_AOT_TFLITE_DIR is not set (scripts/test.sh sets it)");
+        return;
+    };
+    if !board_tools(test) {
+        return;
+    }
+    let path = std::path::PathBuf::from(dir).join("dscnn_f32/model.tflite");
+    let m = load_spec(&path).unwrap().module;
+    let expected = evaluate(&m, &board_inputs(&m)).unwrap();
+    for board in BOARDS
+        .iter()
+        .filter(|b| ["cortex-m4f", "cortex-m55"].contains(&b.target))
+    {
+        let dir = scratch(&format!("mcu-tflite-{}", board.machine));
+        let (outputs, _) = run_on_board(&build_app(&m, board, Optimize::Size, false, &dir), board);
+        assert_eq!(outputs.len(), expected.len());
+        for (a, e) in outputs.iter().zip(&expected) {
+            let worst = worst_error(a, &e.to_f32_vec().unwrap());
+            eprintln!(
+                "tflite dscnn on {} ({}): worst error {worst:.2e}",
+                board.machine, board.target
+            );
+            assert!(
+                worst <= BOARD_TOLERANCE,
+                "tflite dscnn on {}: {worst:.2e}",
+                board.machine
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// Every Cortex-M target compiles both models; the weights (those of the code object and of the
 /// data object) sit in `.rodata.xla_aot.<name>` or the section given, no other read-only data
 /// section holds them, and the header's figures are the objects' section sizes.

@@ -2,13 +2,13 @@
 //!
 //! Contract: [`load_spec`] reads any SPEC argument by its format ([`format_of`]): a YAML model spec
 //! (`spec/`), a YAML spec whose `graph:` key wraps an imported file ([`load_graph_spec`]), an
-//! XLA HLO text file (`hlo_text/`) or an ONNX model (`onnx/`). Each returns a [`Model`] whose
+//! XLA HLO text file (`hlo_text/`), an ONNX model (`onnx/`) or a TFLite flatbuffer (`tflite/`). Each returns a [`Model`] whose
 //! module passes the verifier, or the first [`SpecError`], rendered the same `file:line:col` way
-//! for every format (ONNX, a binary format, names the node instead of a line). Nothing here panics
+//! for every format (ONNX and TFLite, binary formats, name the node or operator instead of a line). Nothing here panics
 //! on any input. A YAML spec's `quantize:` section (either kind) is applied to the lowered model
 //! (`quantize.rs`, post-training quantization through `crate::quant`).
 //!
-//! Layers: the three front ends (`spec`, `onnx`, `hlo_text`) never import each other; they share
+//! Layers: the four front ends (`spec`, `onnx`, `hlo_text`, `tflite`) never import each other; they share
 //! the modules beside them: `model` (what they return), `diag` (errors with positions),
 //! `spans` (YAML positions), `names` (the C-identifier rule for model names), `weights` (weight
 //! files and their binding to graph inputs) and `decompose` (composite ops built from primitives:
@@ -78,7 +78,7 @@ pub fn format_of(path: &Path) -> Format {
 /// The byte-order mark some editors put at the start of UTF-8 text; skipped.
 pub const UTF8_BOM: char = '\u{feff}';
 
-/// Reads, checks and lowers the model at `path`: a YAML spec (native or `graph:`), an `.onnx` or
+/// Reads, checks and lowers the model at `path`: a YAML spec (native or `graph:`), a `.tflite`, an `.onnx` or
 /// an `.hlo.txt` file.
 pub fn load_spec(path: &Path) -> Result<Model, SpecError> {
     load_spec_with(path, &InputOverrides::default())
@@ -287,7 +287,7 @@ struct RawGraphSpec {
     quantize: Option<serde_yaml::Value>,
 }
 
-/// `graph: {onnx: FILE}` or `graph: {hlo: FILE}`, with what the build fixes about its inputs.
+/// `graph: {onnx: FILE}`, `graph: {hlo: FILE}` or `graph: {tflite: FILE}`, with what the build fixes about its inputs.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawGraph {
@@ -295,6 +295,8 @@ struct RawGraph {
     onnx: Option<String>,
     #[serde(default)]
     hlo: Option<String>,
+    #[serde(default)]
+    tflite: Option<String>,
     /// `input_shapes: {NAME: [D0, D1, ...]}`.
     #[serde(default)]
     input_shapes: Option<std::collections::BTreeMap<String, Vec<usize>>>,
@@ -364,7 +366,7 @@ pub fn load_graph_spec_with(
     let raw: RawGraphSpec = serde_yaml::from_str(source).map_err(|e| {
         diag::yaml_error(path, source, &e)
             .0
-            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx: FILE}` or `graph: {hlo: FILE}` (with `input_shapes`, `dims`, `freeze`), `params` and `quantize`; inputs, outputs and ops come from the graph")
+            .hint("a spec with `graph:` has only `name`, `description`, `graph: {onnx|hlo|tflite: FILE}` (with `input_shapes`, `dims`, `freeze`), `params` and `quantize`; inputs, outputs and ops come from the graph")
     })?;
     if let Err(hint) = check_model_name(&raw.name) {
         return Err(at("name", SpecErrorKind::BadName(raw.name.clone()))
@@ -372,15 +374,20 @@ pub fn load_graph_spec_with(
             .hint(hint));
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    let (file, format) = match (&raw.graph.onnx, &raw.graph.hlo) {
-        (Some(f), None) => (f, Format::Onnx),
-        (None, Some(f)) => (f, Format::HloText),
+    let (file, format) = match (&raw.graph.onnx, &raw.graph.hlo, &raw.graph.tflite) {
+        (Some(f), None, None) => (f, Format::Onnx),
+        (None, Some(f), None) => (f, Format::HloText),
+        (None, None, Some(f)) => (f, Format::Tflite),
         _ => {
             return Err(at(
                 "graph",
-                SpecErrorKind::Invalid("`graph` needs exactly one of `onnx` and `hlo`".into()),
+                SpecErrorKind::Invalid(
+                    "`graph` needs exactly one of `onnx`, `hlo` and `tflite`".into(),
+                ),
             )
-            .expected("`graph: {onnx: model.onnx}` or `graph: {hlo: model.hlo.txt}`"));
+            .expected(
+                "`graph: {onnx: model.onnx}`, `graph: {hlo: model.hlo.txt}` or `graph: {tflite: model.tflite}`",
+            ));
         }
     };
     let graph: PathBuf = dir.join(file);

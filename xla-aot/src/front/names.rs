@@ -34,7 +34,8 @@ pub fn is_tensor_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
-/// The model name of a file given directly: its stem without `.hlo`/`.txt`/`.onnx`, sanitised.
+/// The model name of a file given directly: its stem without `.hlo`/`.txt`/`.onnx`/`.tflite`,
+/// sanitised.
 pub fn model_name_from_path(path: &Path) -> String {
     let name = path
         .file_name()
@@ -42,7 +43,7 @@ pub fn model_name_from_path(path: &Path) -> String {
         .unwrap_or_default();
     let lower = name.to_ascii_lowercase();
     let mut stem = name.as_str();
-    for ext in [".hlo.txt", ".hlo", ".onnx"] {
+    for ext in [".hlo.txt", ".hlo", ".onnx", ".tflite"] {
         if lower.ends_with(ext) {
             stem = &name[..name.len() - ext.len()];
             break;
