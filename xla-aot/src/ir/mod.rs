@@ -8,6 +8,7 @@
 pub mod api;
 pub mod api_types;
 pub mod builder;
+pub mod fixed_point;
 pub mod flops;
 pub mod half;
 pub mod inst;
