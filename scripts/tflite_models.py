@@ -5,21 +5,25 @@ hybrid), with TensorFlow Lite Micro's outputs.
 
 Each model is `OUT/<case>/model.tflite`, with `input_J.npy` (the run-time inputs, in the model's
 input order and in the model's input dtype: an int8 model takes int8, the float case's inputs
-quantized with the model's input scale and zero point), `output_J.npy` (the
-reference outputs, in the model's output order and dtype) and `meta.json`:
+quantized with the model's input scale and zero point; gather_input's indices are int32 in both),
+`output_J.npy` (the reference outputs, in the model's output order and dtype; split has three)
+and `meta.json`:
 {"kind": "float" | "int8" | "int16x8" | "float16" | "hybrid", "reference": "tflite-micro" |
 "litert-ref", "ops": [the model's builtin operators, in order of first use]}. Cases are named
-`<op>_f32`, `<op>_i8`, `<op>_i16x8`, `<op>_f16` and `<op>_hybrid`.
+`<op>_f32`, `<op>_i8`, `<op>_i16x8`, `<op>_f16` and `<op>_hybrid`, after the TensorFlow op they
+test: the converter writes squeeze's and expand_dims's as RESHAPE.
 
 The reference is TensorFlow Lite Micro's Python interpreter (`tflite-micro`, reference kernels);
-for a model it refuses (float16 and hybrid models) and for relu6_i8 (TFLite Micro's int8 RELU6
-clamps in the input's quantization and never rescales to the output's, which the converter makes
-[0, 6]), LiteRT's interpreter with its reference kernels (`ai-edge-litert`,
-OpResolverType.BUILTIN_REF); meta.json says which. The script also runs LiteRT's reference kernels
-on every case and prints how many output elements differ from TFLite Micro's (it stores nothing of
-that: the int8 and int16x8 FULLY_CONNECTED, whose weights the converter quantizes per channel,
-differ by 1 in rare elements that lie within 0.01 of a rounding tie), and the quantization
-parameters of conv2d_i8's CONV_2D and fully_connected_i8's FULLY_CONNECTED.
+for a model it refuses (float16 and hybrid models, and exp_i8: its EXP takes float only) and for
+relu6_i8 (TFLite Micro's int8 RELU6 clamps in the input's quantization and never rescales to the
+output's, which the converter makes [0, 6]), LiteRT's interpreter with its reference kernels
+(`ai-edge-litert`, OpResolverType.BUILTIN_REF); meta.json says which. The script also runs
+LiteRT's reference kernels on every case and prints how many output elements differ from TFLite
+Micro's (it stores nothing of that: the int8 and int16x8 FULLY_CONNECTED, whose weights the
+converter quantizes per channel, differ by 1 in rare elements that lie within 0.01 of a rounding
+tie; for sum_i8, LiteRT's reference int8 SUM writes -1 in every element, where TFLite Micro and
+LiteRT's optimized kernel are within a step of the float sum), and the quantization parameters of
+conv2d_i8's CONV_2D and fully_connected_i8's FULLY_CONNECTED.
 
 Weights, inputs and the 8 calibration samples of the integer models come from numpy's
 default_rng with seeds fixed per case (Keras layers get their weights set from it too;
@@ -80,16 +84,21 @@ def seed(name, k):
 def cases(np, tf, keras):
     """Each case: name, fn (a tf.function with an input signature), scale (of the standard normal
     inputs), kinds (which of f32, i8, i16x8, f16, hybrid to write), litert (the kinds whose
-    reference is LiteRT's, where TFLite Micro runs the model but computes something else)."""
+    reference is LiteRT's, where TFLite Micro runs the model but computes something else),
+    indices (the bound of the int32 inputs, for a case that has some)."""
     out = []
     BASE = ("f32", "i8")
 
-    def add(name, fn, scale=1.0, kinds=BASE, litert=()):
-        out.append(dict(name=name, fn=fn, scale=scale, kinds=kinds, litert=litert))
+    def add(name, fn, scale=1.0, kinds=BASE, litert=(), indices=None):
+        out.append(dict(name=name, fn=fn, scale=scale, kinds=kinds, litert=litert,
+                        indices=indices))
 
-    def spec(*shapes):
+    def spec(*shapes, int32=()):
+        """Float32 inputs named a, b, ...; those at the positions in int32 are int32 (indices,
+        drawn uniformly from [0, the case's `indices`))."""
         names = "abcdefgh"
-        return [tf.TensorSpec(s, tf.float32, name=names[i]) for i, s in enumerate(shapes)]
+        return [tf.TensorSpec(s, tf.int32 if i in int32 else tf.float32, name=names[i])
+                for i, s in enumerate(shapes)]
 
     def weights(name):
         r = np.random.default_rng(seed(name, "weights"))
@@ -256,6 +265,141 @@ def cases(np, tf, keras):
         return tf.transpose(a, [0, 3, 1, 2])
     add("transpose", transpose)
 
+    @tf.function(input_signature=spec([1, 4, 1, 6]))
+    def squeeze(a):
+        return tf.squeeze(a, axis=2)
+    add("squeeze", squeeze)
+
+    @tf.function(input_signature=spec([6, 8]))
+    def expand_dims(a):
+        return tf.expand_dims(a, axis=1)
+    add("expand_dims", expand_dims)
+
+    @tf.function(input_signature=spec([1, 6, 6, 6]))
+    def slice_(a):
+        return tf.slice(a, [0, 1, 2, 1], [1, 4, 3, 4])
+    add("slice", slice_)
+
+    # Three outputs, the pieces as they are.
+    @tf.function(input_signature=spec([1, 5, 5, 6]))
+    def split(a):
+        return tuple(tf.split(a, 3, axis=3))
+    add("split", split)
+
+    @tf.function(input_signature=spec([1, 5, 5, 8]))
+    def split_v(a):
+        p0, p1, p2 = tf.split(a, [2, 5, 1], axis=3)
+        return tf.concat([p1, p0 * p2], axis=3)
+    add("split_v", split_v)
+
+    @tf.function(input_signature=spec([1, 6, 4], [1, 6, 4]))
+    def pack(a, b):
+        return tf.stack([a, b], axis=1)
+    add("pack", pack)
+
+    @tf.function(input_signature=spec([1, 3, 5, 4]))
+    def unpack(a):
+        p0, p1, p2 = tf.unstack(a, axis=1)
+        return p0 + p1 + p2
+    add("unpack", unpack)
+
+    # A constant table with constant indices would fold to a constant: the table is the input.
+    @tf.function(input_signature=spec([10, 6]))
+    def gather(a):
+        return tf.gather(a, [7, 2, 2, 9, 0])
+    add("gather", gather)
+
+    w, _ = weights("gather_input")
+    table = w(10, 6, std=1.0)
+
+    @tf.function(input_signature=spec([5], int32=(0,)))
+    def gather_input(a):
+        return tf.gather(table, a)
+    add("gather_input", gather_input, indices=10)
+
+    @tf.function(input_signature=spec([2, 4, 5], [2, 5, 3]))
+    def batch_matmul(a, b):
+        return tf.matmul(a, b)
+    add("batch_matmul", batch_matmul)
+
+    w, _ = weights("minmax")
+    c_max, c_min = w(4, std=0.5), w(4, std=0.5)
+
+    @tf.function(input_signature=spec([1, 6, 6, 4]))
+    def maximum(a):
+        return tf.maximum(a, c_max)
+    add("maximum", maximum)
+
+    @tf.function(input_signature=spec([1, 6, 6, 4]))
+    def minimum(a):
+        return tf.minimum(a, c_min)
+    add("minimum", minimum)
+
+    @tf.function(input_signature=spec([1, 6, 6, 4], [1, 6, 6, 4]))
+    def div(a, b):
+        return a / (tf.abs(b) + 1.0)
+    add("div", div)
+
+    @tf.function(input_signature=spec([1, 6, 6, 4], [1, 6, 6, 4]))
+    def squared_difference(a, b):
+        return tf.math.squared_difference(a, b)
+    add("squared_difference", squared_difference)
+
+    keras.utils.set_random_seed(seed("prelu", "keras"))
+    prelu_layer = keras.layers.PReLU(shared_axes=[1, 2], name="prelu_prelu")
+    prelu_layer.build((1, 8, 8, 4))
+    _, r = weights("prelu")
+    prelu_layer.set_weights([r.uniform(0.05, 0.5, (1, 1, 4)).astype(np.float32)])
+
+    @tf.function(input_signature=spec([1, 8, 8, 4]))
+    def prelu(a):
+        return prelu_layer(a)
+    add("prelu", prelu)
+
+    @tf.function(input_signature=spec([1, 6, 6, 8]))
+    def sum_(a):
+        return tf.reduce_sum(a, axis=[1, 2], keepdims=False)
+    add("sum", sum_)
+
+    @tf.function(input_signature=spec([1, 6, 6, 8]))
+    def reduce_max(a):
+        return tf.reduce_max(a, axis=3, keepdims=True)
+    add("reduce_max", reduce_max)
+
+    @tf.function(input_signature=spec([1, 8, 8, 4]))
+    def rsqrt(a):
+        return tf.math.rsqrt(tf.abs(a) + 0.5)
+    add("rsqrt", rsqrt)
+
+    @tf.function(input_signature=spec([1, 8, 8, 4]))
+    def exp(a):
+        return tf.exp(a)
+    add("exp", exp)
+
+    # TF2's tf.image.resize: half_pixel_centers=True, align_corners=False.
+    @tf.function(input_signature=spec([1, 4, 4, 3]))
+    def resize_bilinear(a):
+        return tf.image.resize(a, [8, 8], method="bilinear")
+    add("resize_bilinear", resize_bilinear)
+
+    @tf.function(input_signature=spec([1, 4, 4, 3]))
+    def resize_nearest(a):
+        return tf.image.resize(a, [8, 8], method="nearest")
+    add("resize_nearest", resize_nearest)
+
+    keras.utils.set_random_seed(seed("transpose_conv", "keras"))
+    deconv = keras.layers.Conv2DTranspose(5, 3, strides=2, padding="same", use_bias=True,
+                                          name="transpose_conv_deconv")
+    deconv.build((1, 4, 4, 3))
+    w, _ = weights("transpose_conv")
+    # Keras's kernel is (kh, kw, out, in).
+    deconv.set_weights([w(3, 3, 5, 3, std=(2.0 / 27) ** 0.5).numpy(), w(5, std=0.5).numpy()])
+
+    @tf.function(input_signature=spec([1, 4, 4, 3]))
+    def transpose_conv(a):
+        return deconv(a)
+    add("transpose_conv", transpose_conv)
+
     # ---- two small networks of Keras layers ----
     def seeded(model, name):
         """Sets every weight of a built Keras model from numpy's generator: He-scaled kernels,
@@ -413,12 +557,16 @@ def main() -> int:
     problems, compare, quant = [], [], []
     for c in all_cases:
         fn, base = c["fn"], c["name"]
-        shapes = [list(s.shape) for s in fn.input_signature]
+        sig = fn.input_signature
+
+        def draw(r, s):
+            if s.dtype == tf.int32:
+                return r.integers(0, c["indices"], list(s.shape)).astype(np.int32)
+            return (c["scale"] * r.standard_normal(list(s.shape))).astype(np.float32)
         r = np.random.default_rng(seed(base, "inputs"))
-        floats = [(c["scale"] * r.standard_normal(s)).astype(np.float32) for s in shapes]
+        floats = [draw(r, s) for s in sig]
         r = np.random.default_rng(seed(base, "calibration"))
-        calibration = [[(c["scale"] * r.standard_normal(s)).astype(np.float32) for s in shapes]
-                       for _ in range(CALIBRATION)]
+        calibration = [[draw(r, s) for s in sig] for _ in range(CALIBRATION)]
         for kind in c["kinds"]:
             name = f"{base}_{kind}"
             with captured_stderr() as log:
@@ -435,7 +583,8 @@ def main() -> int:
                 continue
             inputs = []
             for (_, shape, dt, scale, zp), x in zip(ins, floats):
-                if dt == np.float32:
+                if dt == x.dtype:
+                    # Float models' inputs and int32 indices, as drawn.
                     inputs.append(x)
                 else:
                     info = np.iinfo(dt)

@@ -5,8 +5,8 @@
 //! Integer models (int8, 16x8) and hybrid ones are refused with an error naming the tensor until
 //! TFLite's integer arithmetic lands; the test checks that they are, and says how many.
 //!
-//! Bad files: truncated and bit-flipped copies of a real model are rejected with an error that
-//! names what is wrong, never a panic.
+//! Bad files: a thousand truncated, bit-flipped and word-overwritten copies of real models each
+//! import or are rejected with an error that names what is wrong, never a panic, within 10 s.
 //!
 //! The models come from `scripts/tflite_models.py`, written to `$XLA_AOT_TFLITE_DIR`
 //! (`scripts/test.sh` sets it); without the variable the model tests say they are skipped.
@@ -18,6 +18,10 @@ use xla_aot::ir::Literal;
 
 /// Issue 43: float outputs within 1e-5 of the largest output of TFLite Micro's.
 const REL_OF_MAX: f64 = 1e-5;
+
+/// Cases whose op the importer does not lower yet (the test checks that they are refused as
+/// unsupported, naming the op, and fails once they import).
+const NOT_YET: &[&str] = &["transpose_conv_"];
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
@@ -84,6 +88,14 @@ fn float_models_match_tflite_micro_through_the_interpreter_and_compiled_code() {
         if kind != "float" && kind != "float16" {
             continue;
         }
+        if NOT_YET.iter().any(|n| name.starts_with(n)) {
+            let e = xla_aot::front::load_spec(&root.join(&name).join("model.tflite"))
+                .map(|_| ())
+                .expect_err(&format!("{name} imports now: take it off NOT_YET"));
+            assert!(e.to_string().contains("is not supported"), "{name}: {e}");
+            eprintln!("not yet {name}: {}", e.kind());
+            continue;
+        }
         let dir = root.join(&name);
         let m = xla_aot::front::load_spec(&dir.join("model.tflite"))
             .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -130,37 +142,262 @@ fn integer_models_are_refused_with_a_named_tensor_until_tflite_arithmetic_lands(
     }
 }
 
+/// What an import error of a damaged file must name, in its message or its `-->` position line
+/// (not its hint), each fragment at the start of a word (`buffer ` is not `flatbuffer `): read.rs
+/// and mod.rs say `operator #i (NAME)`, `tensor i `name``, `buffer i`, `operator code i` (an entry
+/// of the model's operator-code table), or, for the file as a whole, "not a TFLite model: ..." (no
+/// `TFL3` identifier, or the root table does not decode), "TFLite schema version N", or
+/// "<Table.field>: the flatbuffer does not decode (...)" (planus's error, which says what is
+/// wrong at which offset).
+const DAMAGE_NAMED: &[&str] = &[
+    "not a TFLite model",
+    "TFLite schema",
+    "the flatbuffer does not decode",
+    "operator #",
+    "operator code ",
+    "tensor ",
+    "buffer ",
+];
+
+/// The first of [`DAMAGE_NAMED`] that `text` holds at the start of a word.
+fn damage_named(text: &str) -> Option<&'static str> {
+    DAMAGE_NAMED.iter().copied().find(|f| {
+        text.match_indices(f)
+            .any(|(i, _)| !text[..i].ends_with(|c: char| c.is_alphanumeric()))
+    })
+}
+
+/// Mutated copies imported by [`damaged_files_are_errors_that_say_what_is_wrong`].
+const DAMAGED_COPIES: usize = 1000;
+
+/// Words written over the flatbuffer's offsets, lengths and indices.
+const BAD_WORDS: &[u32] = &[
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0xffff_fffc,
+    0xffff_ff00,
+    0x7fff_fff0,
+    0x4000_0000,
+    0x0100_0000,
+    0x0001_0000,
+    0x0000_ffff,
+    0,
+];
+
+/// A seeded xorshift64 generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A byte position to damage: converter-written files hold the root `Model` table and the offset
+/// vectors in their first few hundred bytes, then the buffers' data, then the subgraph's tables
+/// (operators, tensors, operator codes) in the last few KB; mostly those, now and then anywhere.
+fn damage_at(rng: &mut Rng, len: usize) -> usize {
+    match rng.below(8) {
+        0 => rng.below(len),
+        1 | 2 => rng.below(len.min(512)),
+        _ => len - len.min(4096) + rng.below(len.min(4096)),
+    }
+}
+
+/// One to three damages to `b`: bit flips, a 4-byte word overwritten with a large or negative
+/// value or nudged by a few words (an offset that still lands inside the file), a truncation.
+fn damage(rng: &mut Rng, b: &mut Vec<u8>) -> String {
+    let mut what = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        let len = b.len();
+        if len < 8 {
+            break;
+        }
+        let at = damage_at(rng, len);
+        let word = (at & !3).min(len - 4);
+        let old = u32::from_le_bytes(b[word..word + 4].try_into().unwrap());
+        match rng.below(10) {
+            0..=2 => {
+                let bit = rng.below(8);
+                b[at] ^= 1 << bit;
+                what.push(format!("flip bit {bit} of byte {at}"));
+            }
+            3..=5 => {
+                let new = if rng.below(4) == 0 {
+                    rng.next() as u32
+                } else {
+                    BAD_WORDS[rng.below(BAD_WORDS.len())]
+                };
+                b[word..word + 4].copy_from_slice(&new.to_le_bytes());
+                what.push(format!("word at {word}: {old:#x} -> {new:#x}"));
+            }
+            6..=8 => {
+                let delta = (rng.below(9) as i32 - 4) * 4;
+                let new = old.wrapping_add_signed(if delta == 0 { 4 } else { delta });
+                b[word..word + 4].copy_from_slice(&new.to_le_bytes());
+                what.push(format!("word at {word}: {old:#x} -> {new:#x}"));
+            }
+            _ => {
+                b.truncate(at);
+                what.push(format!("truncate to {at} bytes"));
+            }
+        }
+    }
+    what.join(", ")
+}
+
 #[test]
 fn damaged_files_are_errors_that_say_what_is_wrong() {
     let Some(root) = data_dir() else { return };
-    let path = root.join("dscnn_f32/model.tflite");
-    let bytes = std::fs::read(&path).unwrap();
+    let models: Vec<(&str, Vec<u8>)> = [
+        "add_f32",
+        "avgpool_f32",
+        "conv2d_f32",
+        "fully_connected_f32",
+        "dscnn_f32",
+        "mobilenet_f32",
+        "dscnn_i8",
+    ]
+    .into_iter()
+    .map(|c| (c, std::fs::read(root.join(c).join("model.tflite")).unwrap()))
+    .collect();
     let tmp = common::scratch("tflite_damaged");
     let file = tmp.join("m.tflite");
-    let mut cuts = vec![0, 4, 8, 16, 100, bytes.len() / 2, bytes.len() - 1];
-    cuts.retain(|&c| c < bytes.len());
-    for cut in cuts {
+    // The named part of an error: its message and its `-->` operator, not its hint.
+    let named =
+        |e: &xla_aot::front::diag::SpecError| format!("{} [{}]", e.kind(), e.node().unwrap_or(""));
+    // Truncated copies are errors.
+    let (case, bytes) = &models[4];
+    for cut in [0, 4, 8, 16, 100, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&file, &bytes[..cut]).unwrap();
         let e = xla_aot::front::load_spec(&file)
             .map(|_| ())
             .expect_err("a truncated file imported");
         assert!(
-            e.to_string().contains("TFLite")
-                || e.to_string().contains("buffer")
-                || e.to_string().contains("tensor"),
-            "cut {cut}: {e}"
+            damage_named(&named(&e)).is_some(),
+            "{case} cut at {cut}: {e}"
         );
     }
-    // Single-byte changes in the flatbuffer's tables (seeded): never a panic.
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    for _ in 0..300 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+    // Mutated copies (seeded): each imports, or is an error naming what is wrong; never a panic,
+    // never longer than 10 s.
+    let mut rng = Rng(std::env::var("TMPSEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15));
+    let mut outcomes = std::collections::BTreeMap::<&str, usize>::new();
+    let mut unnamed = Vec::new();
+    let mut slowest = std::time::Duration::ZERO;
+    let started = std::time::Instant::now();
+    for copy in 0..DAMAGED_COPIES {
+        let (case, bytes) = &models[copy % models.len()];
         let mut b = bytes.clone();
-        let at = (rng as usize) % b.len().min(4096);
-        b[at] ^= 1 << ((rng >> 32) % 8);
+        let what = damage(&mut rng, &mut b);
         std::fs::write(&file, &b).unwrap();
-        let _ = xla_aot::front::load_spec(&file);
+        let t0 = std::time::Instant::now();
+        let got = std::panic::catch_unwind(|| xla_aot::front::load_spec(&file).map(|_| ()));
+        let took = t0.elapsed();
+        let keep = |tag: &str| {
+            let p = tmp.join(format!("{tag}_{copy}_{case}.tflite"));
+            std::fs::write(&p, &b).unwrap();
+            p
+        };
+        let Ok(got) = got else {
+            panic!(
+                "{case} copy {copy} ({what}): the import panicked; the file is {}",
+                keep("panic").display()
+            );
+        };
+        assert!(
+            took.as_secs_f64() < 10.0,
+            "{case} copy {copy} ({what}): the import took {took:?}; the file is {}",
+            keep("slow").display()
+        );
+        slowest = slowest.max(took);
+        match got {
+            Ok(()) => *outcomes.entry("imported").or_default() += 1,
+            Err(e) => match damage_named(&named(&e)) {
+                Some(f) => *outcomes.entry(f).or_default() += 1,
+                None => unnamed.push(format!(
+                    "{case} copy {copy} ({what}, {}): {}",
+                    keep("unnamed").display(),
+                    e.to_string().trim_end()
+                )),
+            },
+        }
     }
+    eprintln!(
+        "{DAMAGED_COPIES} damaged copies in {:.1?} (slowest {slowest:.1?}): {outcomes:?}, {} naming nothing",
+        started.elapsed(),
+        unnamed.len()
+    );
+    assert!(
+        unnamed.is_empty(),
+        "{} errors name nothing of {DAMAGE_NAMED:?}:\n{}",
+        unnamed.len(),
+        unnamed.join("\n")
+    );
+}
+
+/// The two networks compiled for every CPU target the compiled-code tests run on
+/// (`x86_64-avx2` and `x86_64-avx512` where this CPU has them, `aarch64-neon` under qemu) equal
+/// TFLite Micro within the same bound. The Cortex-M boards run the DS-CNN in tests/mcu.rs.
+#[test]
+fn networks_compiled_for_each_cpu_target_match_tflite_micro() {
+    let Some(root) = data_dir() else { return };
+    for name in ["dscnn_f32", "mobilenet_f32"] {
+        let dir = root.join(name);
+        let m = xla_aot::front::load_spec(&dir.join("model.tflite"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .module;
+        let inputs = npys(&dir, "input");
+        let want = npys(&dir, "output");
+        for t in common::compiled_targets() {
+            let got = common::run_compiled(&m, &t, &inputs, &format!("tflite-{name}"));
+            let e = rel_error(name, &got, &want);
+            eprintln!("ok    {name} on {}: max error {e:.1e} of max |y|", t.name);
+            assert!(e <= REL_OF_MAX, "{name} on {}: {e:.2e}", t.name);
+        }
+    }
+}
+
+/// docs/import.md's TFLite op table, rendered from the op declarations.
+fn op_table() -> String {
+    let mut t = String::from("| op | supported |\n|---|---|\n");
+    for d in xla_aot::front::tflite::ops::OPS {
+        let note = if d.note.is_empty() { "yes" } else { d.note };
+        t += &format!("| {} | {note} |\n", d.name);
+    }
+    t
+}
+
+#[test]
+fn the_docs_op_table_is_the_declared_one() {
+    let path = common::repo().join("docs/import.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = ("<!-- tflite-ops:begin -->\n", "<!-- tflite-ops:end -->");
+    let a = text
+        .find(begin)
+        .expect("docs/import.md has the tflite-ops markers")
+        + begin.len();
+    let b = text
+        .find(end)
+        .expect("docs/import.md has the tflite-ops markers");
+    let want = op_table();
+    if std::env::var_os("XLA_AOT_BLESS").is_some() {
+        let new = format!("{}{want}{}", &text[..a], &text[b..]);
+        std::fs::write(&path, new).unwrap();
+        return;
+    }
+    assert_eq!(
+        &text[a..b],
+        want,
+        "docs/import.md's TFLite op table differs from front/tflite/ops.rs; rewrite it with XLA_AOT_BLESS=1 cargo test --test tflite"
+    );
 }

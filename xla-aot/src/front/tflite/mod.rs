@@ -18,7 +18,9 @@ pub mod lower;
 mod nn;
 pub mod ops;
 pub mod read;
+mod resize;
 mod shape_ops;
+mod split_stack;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::inputs::InputOverrides;

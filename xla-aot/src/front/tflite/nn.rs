@@ -1,4 +1,5 @@
-//! CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, AVERAGE_POOL_2D and MAX_POOL_2D of float models.
+//! CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, AVERAGE_POOL_2D and MAX_POOL_2D of
+//! float models.
 //!
 //! Contract, as TFLite defines them (`tensorflow/lite/kernels/internal/reference/*.h`):
 //! - Padding `SAME`: output extent `⌈in / stride⌉`, total padding
@@ -11,6 +12,8 @@
 //!   outputs the same way). Both leave their result NCHW for the next op (`lower.rs`).
 //! - FULLY_CONNECTED: weights `[O, K]` (`DEFAULT` format only), the input flattened to
 //!   `[elements / K, K]`; `keep_num_dims` keeps the input's leading dims.
+//! - BATCH_MATMUL: `[..., M, K] × [..., K, N]` (`adj_x`/`adj_y` transpose the last two dims),
+//!   the batch dims broadcast numpy's way.
 //! - AVERAGE_POOL_2D divides each window's sum by the number of cells inside the input (padding
 //!   excluded), MAX_POOL_2D ignores padding.
 //! - The fused activation is applied last.
@@ -370,5 +373,75 @@ impl Importer<'_, '_> {
                 .map_err(self.ir())?
         };
         self.binary("mean", BinaryOp::Divide, y, d)
+    }
+
+    /// BATCH_MATMUL.
+    pub fn batch_matmul(&mut self) -> R<()> {
+        let (adj_x, adj_y) = match &self.op().options {
+            Some(O::BatchMatMulOptions(o)) => {
+                let p = crate::front::tflite::read::pb(self.path, "BatchMatMulOptions");
+                (o.adj_x().map_err(&p)?, o.adj_y().map_err(&p)?)
+            }
+            _ => (false, false),
+        };
+        let (xt, yt) = (self.need(0)?, self.need(1)?);
+        self.check_float(xt)?;
+        self.check_float(yt)?;
+        let (x, y) = (self.val(xt)?, self.val(yt)?);
+        let (xd, yd) = (self.dims(&x), self.dims(&y));
+        if xd.len() < 2 || yd.len() < 2 {
+            return Err(self.err(format!(
+                "the operands {xd:?} and {yd:?} must be at least 2-D"
+            )));
+        }
+        // Numpy broadcasting of the batch dims.
+        let (xb, yb) = (&xd[..xd.len() - 2], &yd[..yd.len() - 2]);
+        let n = xb.len().max(yb.len());
+        let at = |d: &[usize], i: usize| {
+            if i < n - d.len() {
+                1
+            } else {
+                d[i - (n - d.len())]
+            }
+        };
+        let mut batch = Vec::new();
+        for i in 0..n {
+            batch.push(match (at(xb, i), at(yb, i)) {
+                (a, b) if a == b => a,
+                (1, b) => b,
+                (a, 1) => a,
+                _ => {
+                    return Err(self.err(format!(
+                        "the batch dims of {xd:?} and {yd:?} do not broadcast"
+                    )));
+                }
+            });
+        }
+        let full = |d: &[usize]| {
+            let mut f = batch.clone();
+            f.extend(&d[d.len() - 2..]);
+            f
+        };
+        let plain = |r: usize| (0..r).collect::<Vec<_>>();
+        let xf = self.broadcast_to(&x, &full(&xd), &plain(n + 2))?;
+        let yf = self.broadcast_to(&y, &full(&yd), &plain(n + 2))?;
+        let b: Vec<usize> = (0..n).collect();
+        let name = self.name("");
+        let r = self
+            .b
+            .add(
+                &name,
+                Op::Dot(DotDims {
+                    lhs_batch: b.clone(),
+                    lhs_contracting: vec![if adj_x { n } else { n + 1 }],
+                    rhs_batch: b,
+                    rhs_contracting: vec![if adj_y { n + 1 } else { n }],
+                }),
+                &[xf, yf],
+            )
+            .map_err(self.ir())?;
+        let o = self.output_index(0)?;
+        self.set(o, Val::plain(r, n + 2));
+        Ok(())
     }
 }

@@ -60,6 +60,8 @@ pub const OPS: &[OpDecl] = &[
         "DEFAULT weights format, keep_num_dims, fused activation",
         |i| i.fully_connected()
     ),
+    op!("BATCH_MATMUL", "adj_x, adj_y, broadcast batch dims", |i| i
+        .batch_matmul()),
     op!("AVERAGE_POOL_2D", "padding excluded from the count", |i| i
         .pool(false)),
     op!("MAX_POOL_2D", "", |i| i.pool(true)),
@@ -98,6 +100,25 @@ pub const OPS: &[OpDecl] = &[
         "STRIDED_SLICE",
         "positive strides; begin, end and shrink masks",
         |i| i.strided_slice()
+    ),
+    op!("SPLIT", "", |i| i.split()),
+    op!("SPLIT_V", "one size may be −1", |i| i.split_v()),
+    op!("PACK", "", |i| i.pack()),
+    op!("UNPACK", "", |i| i.unpack()),
+    op!(
+        "GATHER",
+        "batch_dims 0; int32 indices, constant or run-time",
+        |i| i.gather()
+    ),
+    op!(
+        "RESIZE_BILINEAR",
+        "align_corners, half_pixel_centers",
+        |i| i.resize(false)
+    ),
+    op!(
+        "RESIZE_NEAREST_NEIGHBOR",
+        "align_corners, half_pixel_centers",
+        |i| i.resize(true)
     ),
     op!("MEAN", "keep_dims", |i| i.reduce(ReduceKind::Add, true)),
     op!("SUM", "keep_dims", |i| i.reduce(ReduceKind::Add, false)),

@@ -138,10 +138,20 @@ pub fn read<'a>(path: &Path, bytes: &'a [u8]) -> Result<Graph<'a>, SpecError> {
     let subgraphs = model
         .subgraphs()
         .map_err(pb(path, "Model.subgraphs"))?
-        .ok_or_else(|| model_error(path, "the model has no subgraph".into()))?;
+        .ok_or_else(|| {
+            model_error(
+                path,
+                "not a TFLite model: Model.subgraphs is empty (every model has one)".into(),
+            )
+        })?;
     let sg = subgraphs
         .get(0)
-        .ok_or_else(|| model_error(path, "the model has no subgraph".into()))?
+        .ok_or_else(|| {
+            model_error(
+                path,
+                "not a TFLite model: Model.subgraphs is empty (every model has one)".into(),
+            )
+        })?
         .map_err(pb(path, "subgraph 0"))?;
     let tensors = read_tensors(path, &sg, &buffers)?;
     let n = tensors.len();
