@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds xla-aot's libFuzzer targets (fuzz/: spec_yaml, weights, onnx_import, hlo_text) and runs
-# each for SECONDS (default 60), seeded from the repository's own inputs. Exits 1 when a target
-# finds a crash, a leak, a timeout or an out-of-memory input (its reproducer is in
-# target/fuzz/artifacts/<target>/; turn it into a regression test, see docs/limits.md).
+# Builds xla-aot's libFuzzer targets (fuzz/: spec_yaml, weights, onnx_import, hlo_text,
+# tflite_import) and runs each for SECONDS (default 60), seeded from the repository's own inputs.
+# Exits 1 when a target finds a crash, a leak, a timeout or an out-of-memory input (its reproducer
+# is in target/fuzz/artifacts/<target>/; turn it into a regression test, see docs/limits.md).
 #
 #   scripts/fuzz.sh                 # every target, 60 s each
 #   scripts/fuzz.sh 1800 onnx_import   # one target, 30 minutes
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(spec_yaml weights onnx_import hlo_text)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(spec_yaml weights onnx_import hlo_text tflite_import)
 say() { echo "fuzz.sh: $*" >&2; }
 
 # Limits a found input must stay within: an input that takes longer or allocates more is a
@@ -37,7 +37,7 @@ cargo +nightly build --manifest-path fuzz/Cargo.toml --release --target-dir targ
   --target "$HOST" \
   $(printf -- '--bin %s ' "${TARGETS[@]}") >&2
 
-# Seeds: the repository's specs, HLO texts, ONNX models and weight files.
+# Seeds: the repository's specs, HLO texts, ONNX models, TFLite models and weight files.
 seed() {
   local t="$1" dir="target/fuzz/corpus/$1"
   mkdir -p "$dir"
@@ -47,6 +47,16 @@ seed() {
     onnx_import)
       for d in "${XLA_AOT_ONNX_NODE_DIR:-target/onnx-node}"/test_{add,conv,relu,reshape,gemm,maxpool_2d_pads,resize_upsample_scales_nearest,lstm_defaults,quantizelinear,if}; do
         [ -f "$d/model.onnx" ] && cp "$d/model.onnx" "$dir/$(basename "$d").onnx"
+      done ;;
+    tflite_import)
+      # The converter-written models of scripts/tflite_models.py (scripts/test.sh writes them to
+      # target/tflite before CI's fuzz step: <case>/model.tflite) and any small .tflite committed.
+      { find "${XLA_AOT_TFLITE_DIR:-target/tflite}" -name '*.tflite' -size -256k 2>/dev/null || true; } |
+        while read -r f; do
+          cp "$f" "$dir/$(basename "$(dirname "$f")")_$(basename "$f")"
+        done
+      { git ls-files -- '*.tflite' 2>/dev/null || true; } | while read -r f; do
+        if [ "$(wc -c <"$f")" -lt 262144 ]; then cp "$f" "$dir/$(echo "$f" | tr / _)"; fi
       done ;;
     weights)
       find examples tests -name '*.npy' -size -64k -print0 | xargs -0 ls | sort | sed -n 1,20p | while read -r f; do
