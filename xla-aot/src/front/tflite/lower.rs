@@ -18,6 +18,7 @@ use super::read::{Graph, Operator, Tensor, model_error};
 use crate::front::decompose::Emitter;
 use crate::front::diag::SpecError;
 use crate::ir::{BinaryOp, Builder, DType, InstId, Literal, Op};
+use crate::limits::IMPORT_FOLD_MAX_ELEMENTS;
 use std::path::Path;
 use xla_aot_tflite_schema::tflite::{self, TensorType};
 
@@ -350,6 +351,18 @@ impl<'g, 'a> Importer<'g, 'a> {
                 )));
             }
         })
+    }
+
+    /// Refuses a constant of `n` elements the importer would build itself (interpolation
+    /// matrices, window counts) past [`IMPORT_FOLD_MAX_ELEMENTS`]: such a shape comes from a
+    /// damaged or hostile file, never from a model that fits a device.
+    pub fn check_built(&self, n: Option<usize>, what: &str) -> R<()> {
+        match n {
+            Some(n) if n <= IMPORT_FOLD_MAX_ELEMENTS => Ok(()),
+            _ => Err(self.err(format!(
+                "{what} would hold more than {IMPORT_FOLD_MAX_ELEMENTS} elements (IMPORT_FOLD_MAX_ELEMENTS, docs/limits.md)"
+            ))),
+        }
     }
 
     /// An axis `a` (negative counts from the end) of a rank-`rank` tensor.

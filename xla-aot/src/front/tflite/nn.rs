@@ -353,6 +353,10 @@ impl Importer<'_, '_> {
             let end = start + size[i] as i64;
             (end.min(input[i] as i64) - start.max(0)).max(0) as usize
         };
+        self.check_built(
+            dims[2].checked_mul(dims[3]),
+            "the average pool's window counts",
+        )?;
         let mut counts = Vec::with_capacity(dims[2] * dims[3]);
         for oh in 0..dims[2] {
             for ow in 0..dims[3] {

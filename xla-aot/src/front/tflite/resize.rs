@@ -74,6 +74,8 @@ impl Importer<'_, '_> {
             )));
         }
         let (oh, ow) = (size[0] as usize, size[1] as usize);
+        self.check_built(oh.checked_mul(xd[1]), "the row interpolation matrix")?;
+        self.check_built(ow.checked_mul(xd[2]), "the column interpolation matrix")?;
         let xi = self.permuted(&x, &NCHW)?;
         // [N, C, H, W] · [OH, H] over H → [N, C, W, OH]; · [OW, W] over W → [N, C, OH, OW].
         let mh = matrix(xd[1], oh, align, half, nearest);
