@@ -46,7 +46,7 @@ seed() {
     hlo_text) find tests/jax -name '*.hlo.txt' -size -64k | while read -r f; do cp "$f" "$dir/$(echo "$f" | tr / _)"; done ;;
     onnx_import)
       for d in "${XLA_AOT_ONNX_NODE_DIR:-target/onnx-node}"/test_{add,conv,relu,reshape,gemm,maxpool_2d_pads,resize_upsample_scales_nearest,lstm_defaults,quantizelinear,if}; do
-        [ -f "$d/model.onnx" ] && cp "$d/model.onnx" "$dir/$(basename "$d").onnx"
+        if [ -f "$d/model.onnx" ]; then cp "$d/model.onnx" "$dir/$(basename "$d").onnx"; fi
       done ;;
     tflite_import)
       # The converter-written models of scripts/tflite_models.py (scripts/test.sh writes them to

@@ -178,6 +178,13 @@ pub fn read<'a>(path: &Path, bytes: &'a [u8]) -> Result<Graph<'a>, SpecError> {
         "the subgraph's output list",
         sg.outputs().map_err(pb(path, "SubGraph.outputs"))?,
     )?;
+    if outputs.is_empty() {
+        return Err(model_error(
+            path,
+            "not a TFLite model: SubGraph.outputs of subgraph 0 is empty (every model has an output)"
+                .into(),
+        ));
+    }
     let mut operators = Vec::new();
     if let Some(ops) = sg.operators().map_err(pb(path, "SubGraph.operators"))? {
         for (index, op) in ops.iter().enumerate() {

@@ -68,9 +68,9 @@ impl Importer<'_, '_> {
         let x = self.val(xt)?;
         let xd = self.dims(&x);
         let size = self.const_ints(st)?;
-        if xd.len() != 4 || size.len() != 2 || size.iter().any(|&s| s <= 0) {
+        if xd.len() != 4 || xd.contains(&0) || size.len() != 2 || size.iter().any(|&s| s <= 0) {
             return Err(self.err(format!(
-                "the input {xd:?} must be NHWC and the size {size:?} two positive extents"
+                "the input {xd:?} must be a non-empty NHWC tensor and the size {size:?} two positive extents"
             )));
         }
         let (oh, ow) = (size[0] as usize, size[1] as usize);

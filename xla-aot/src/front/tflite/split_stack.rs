@@ -148,6 +148,9 @@ impl Importer<'_, '_> {
         let xt = self.need(0)?;
         let x = self.tflite(xt)?;
         let dims = self.b.shape(x).dims.clone();
+        if dims.is_empty() {
+            return Err(self.err("UNPACK of a scalar"));
+        }
         let a = self.axis(axis.into(), dims.len())?;
         if dims[a] != self.op().outputs.len() {
             return Err(self.err(format!(
