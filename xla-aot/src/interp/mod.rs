@@ -133,7 +133,35 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
                 })?
             }
             Op::Unary(u) => map_f32(ops[0], |x| unary(*u, x)),
+            Op::Binary(b) if inst.shape.dtype == DType::I32 => {
+                let (x, y) = (ops[0].i32(), ops[1].i32());
+                Tensor {
+                    dims: out_dims,
+                    data: Data::I32(x.iter().zip(y).map(|(&p, &q)| b.eval_i32(p, q)).collect()),
+                }
+            }
             Op::Binary(b) => zip_f32(ops[0], ops[1], |x, y| binary(*b, x, y)),
+            Op::MulQ31 => {
+                let (x, m, s) = (ops[0].i32(), ops[1].i32(), ops[2].i32());
+                let data = x
+                    .iter()
+                    .zip(m)
+                    .zip(s)
+                    .map(|((&x, &m), &s)| {
+                        crate::ir::fixed_point::multiply_by_quantized_multiplier(
+                            x,
+                            crate::ir::fixed_point::QuantizedMultiplier {
+                                significand: m,
+                                shift: s,
+                            },
+                        )
+                    })
+                    .collect();
+                Tensor {
+                    dims: out_dims,
+                    data: Data::I32(data),
+                }
+            }
             Op::Convert { to } => convert(ops[0], *to),
             Op::Compare(d) => compare(*d, ops[0], ops[1]),
             Op::Select => select(ops[0], ops[1], ops[2]),

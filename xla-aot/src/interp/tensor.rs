@@ -140,6 +140,14 @@ impl Tensor {
         }
     }
 
+    /// The i32 elements (the verifier guarantees the dtype wherever this is called).
+    pub fn i32(&self) -> &[i32] {
+        match &self.data {
+            Data::I32(v) => v,
+            _ => unreachable!("verified: i32 operand"),
+        }
+    }
+
     /// Element `i` as f64, whatever the dtype.
     pub fn get_f64(&self, i: usize) -> f64 {
         match &self.data {

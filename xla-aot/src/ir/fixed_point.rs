@@ -88,14 +88,15 @@ pub fn rounding_divide_by_pot(x: i32, exponent: i32) -> i32 {
 
 /// TFLite's `MultiplyByQuantizedMultiplier` (double rounding): `x · 2^max(shift, 0)` (wrapping
 /// as TFLite's int32 multiply does, which its converter's multipliers never reach), the Q31
-/// high product, then a rounding right shift by `max(−shift, 0)`.
+/// high product, then a rounding right shift by `max(−shift, 0)`. Shifts are clamped to
+/// `[−31, 31]` (TFLite's are, for any multiplier `quantize_multiplier` gives).
 pub fn multiply_by_quantized_multiplier(x: i32, m: QuantizedMultiplier) -> i32 {
-    let left = m.shift.max(0);
-    let right = (-m.shift).max(0);
+    let left = m.shift.clamp(0, 31);
+    let right = (-m.shift).clamp(0, 31);
     let shifted = x.wrapping_mul(1i32.wrapping_shl(left as u32));
     rounding_divide_by_pot(
         saturating_rounding_doubling_high_mul(shifted, m.significand),
-        right.min(31),
+        right,
     )
 }
 

@@ -36,6 +36,8 @@ pub fn flops(c: &Computation, id: InstId) -> u64 {
         | Op::Clamp
         | Op::Convert { .. } => out,
         Op::Fma => 2 * out,
+        // A 32×32 → 64-bit product, a rounding shift and a rounding divide.
+        Op::MulQ31 => 4 * out,
         Op::Fusion { computation, .. } => computation.ids().map(|i| flops(computation, i)).sum(),
         _ => 0,
     }

@@ -184,6 +184,11 @@ pub enum Op {
     /// shape. Operands: `[a, b, c]`. (Not an XLA opcode: a quantized add computes with it as
     /// onnxruntime's kernels do, `front/onnx/quant.rs`.)
     Fma,
+    /// TFLite's fixed-point requantization of int32 `x` by a Q31 multiplier `m` and a power-of-two
+    /// `shift`, elementwise: `MultiplyByQuantizedMultiplier(x, m, shift)` with its double rounding
+    /// (`ir/fixed_point.rs` defines it). Operands: `[x, m, shift]`, i32 of one shape. (Not an XLA
+    /// opcode: TFLite's integer kernels requantize with it, `front/tflite/`.)
+    MulQ31,
     /// Operand dim `i` becomes result dim `dimensions[i]` (strictly increasing); the other result
     /// dims replicate, and an operand dim of extent 1 stretches to any extent (numpy-style).
     /// Operands: `[x]`.
@@ -279,6 +284,7 @@ impl Op {
             Op::Select => "select",
             Op::Clamp => "clamp",
             Op::Fma => "fma",
+            Op::MulQ31 => "multiply-q31",
             Op::Broadcast { .. } => "broadcast",
             Op::Reshape => "reshape",
             Op::Transpose { .. } => "transpose",

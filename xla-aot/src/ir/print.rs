@@ -209,6 +209,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
         | Op::Select
         | Op::Clamp
         | Op::Fma
+        | Op::MulQ31
         | Op::Convert { .. }
         | Op::Sample
         | Op::Reshape

@@ -27,9 +27,13 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             float_only(op, operands[0])?;
             plain(operands[0])
         }
-        Op::Binary(_) => {
+        Op::Binary(b) => {
             same_type(op, operands[0], operands[1])?;
-            float_only(op, operands[0])?;
+            // i32 adds, subtracts, multiplies (wrapping) and takes maxima and minima: TFLite's
+            // integer kernels (`front/tflite/`); division and powers are f32 only.
+            if !(b.takes_i32() && operands[0].dtype == DType::I32) {
+                float_only(op, operands[0])?;
+            }
             plain(operands[0])
         }
         Op::Convert { to } => {
@@ -77,6 +81,16 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
                 ));
             }
             plain(a)
+        }
+        Op::MulQ31 => {
+            let (x, m, s) = (operands[0], operands[1], operands[2]);
+            let same = |t: &Shape| t.dtype == DType::I32 && t.dims == x.dims;
+            if !(same(x) && same(m) && same(s)) {
+                return Err(format!(
+                    "multiply-q31 needs three i32 operands of one shape, got {x}, {m} and {s}"
+                ));
+            }
+            plain(x)
         }
         Op::Broadcast { dimensions } => return Err(broadcast_needs_dims(dimensions)),
         Op::Reshape => return Err("reshape result dims are declared, not inferred".into()),

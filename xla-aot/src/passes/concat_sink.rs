@@ -69,6 +69,7 @@ fn elementwise(op: &Op) -> bool {
             | Op::Convert { .. }
             | Op::Clamp
             | Op::Fma
+            | Op::MulQ31
             | Op::Compare(_)
             | Op::Select
     )

@@ -137,6 +137,103 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
     }
 
+    /// `op` on two i32 values (wrapping add, subtract and multiply; signed max and min), as
+    /// `BinaryOp::eval_i32`.
+    pub(crate) fn binary_i32(
+        &self,
+        op: BinaryOp,
+        x: IntValue<'ctx>,
+        y: IntValue<'ctx>,
+    ) -> IntValue<'ctx> {
+        let b = &self.b;
+        let pick = |p: IntPredicate| {
+            let c = b.build_int_compare(p, x, y, "").unwrap();
+            b.build_select(c, x, y, "").unwrap().into_int_value()
+        };
+        match op {
+            BinaryOp::Add => b.build_int_add(x, y, "").unwrap(),
+            BinaryOp::Subtract => b.build_int_sub(x, y, "").unwrap(),
+            BinaryOp::Multiply => b.build_int_mul(x, y, "").unwrap(),
+            BinaryOp::Maximum => pick(IntPredicate::SGT),
+            BinaryOp::Minimum => pick(IntPredicate::SLT),
+            // Shape inference admits no other op on i32.
+            BinaryOp::Divide | BinaryOp::Power => self.ctx.i32_type().const_zero(),
+        }
+    }
+
+    /// `multiply-q31`: TFLite's `MultiplyByQuantizedMultiplier(x, m, shift)` on i32 lanes, step
+    /// for step as `ir/fixed_point.rs` defines it: `x << left` (wrapping), the 64-bit product
+    /// with `m` nudged by ±2^30 and divided by 2^31 toward zero (the Q31 high half, saturated
+    /// where `x = m = i32::MIN`), then a right shift rounding half away from zero.
+    pub(crate) fn mul_q31(
+        &self,
+        x: IntValue<'ctx>,
+        m: IntValue<'ctx>,
+        s: IntValue<'ctx>,
+    ) -> IntValue<'ctx> {
+        let b = &self.b;
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let c32 = |v: i64| i32t.const_int(v as u64, true);
+        let c64 = |v: i64| i64t.const_int(v as u64, true);
+        let sel = |c: IntValue<'ctx>, t: IntValue<'ctx>, f: IntValue<'ctx>| {
+            b.build_select(c, t, f, "").unwrap().into_int_value()
+        };
+        let clamp31 = |v: IntValue<'ctx>| {
+            let lo = b
+                .build_int_compare(IntPredicate::SLT, v, c32(0), "")
+                .unwrap();
+            let v = sel(lo, c32(0), v);
+            let hi = b
+                .build_int_compare(IntPredicate::SGT, v, c32(31), "")
+                .unwrap();
+            sel(hi, c32(31), v)
+        };
+        let left = clamp31(s);
+        let neg = b.build_int_neg(s, "").unwrap();
+        let right = clamp31(neg);
+        let shifted = b.build_left_shift(x, left, "").unwrap();
+        let ab = b
+            .build_int_mul(
+                b.build_int_s_extend(shifted, i64t, "").unwrap(),
+                b.build_int_s_extend(m, i64t, "").unwrap(),
+                "",
+            )
+            .unwrap();
+        let nonneg = b
+            .build_int_compare(IntPredicate::SGE, ab, c64(0), "")
+            .unwrap();
+        let nudge = sel(nonneg, c64(1 << 30), c64(1 - (1 << 30)));
+        let sum = b.build_int_add(ab, nudge, "").unwrap();
+        let high = b.build_int_signed_div(sum, c64(1 << 31), "").unwrap();
+        let high = b.build_int_truncate(high, i32t, "").unwrap();
+        let xmin = b
+            .build_int_compare(IntPredicate::EQ, shifted, c32(i32::MIN as i64), "")
+            .unwrap();
+        let mmin = b
+            .build_int_compare(IntPredicate::EQ, m, c32(i32::MIN as i64), "")
+            .unwrap();
+        let both = b.build_and(xmin, mmin, "").unwrap();
+        let high = sel(both, c32(i32::MAX as i64), high);
+        // Rounding divide by 2^right.
+        let pow = b.build_left_shift(c32(1), right, "").unwrap();
+        let mask = b.build_int_sub(pow, c32(1), "").unwrap();
+        let rem = b.build_and(high, mask, "").unwrap();
+        let half = b.build_right_shift(mask, c32(1), true, "").unwrap();
+        let negative = b
+            .build_int_compare(IntPredicate::SLT, high, c32(0), "")
+            .unwrap();
+        let threshold = b
+            .build_int_add(half, b.build_int_z_extend(negative, i32t, "").unwrap(), "")
+            .unwrap();
+        let up = b
+            .build_int_compare(IntPredicate::SGT, rem, threshold, "")
+            .unwrap();
+        let q = b.build_right_shift(high, right, true, "").unwrap();
+        b.build_int_add(q, b.build_int_z_extend(up, i32t, "").unwrap(), "")
+            .unwrap()
+    }
+
     pub(crate) fn combine(
         &self,
         kind: ReduceKind,
@@ -247,13 +344,20 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let at = |j: usize, oidx: &[IntValue<'ctx>]| at_ix(j, Ix::Multi(oidx));
         match op {
             Op::Unary(u) => self.unary(*u, at(0, idx).into_float_value()).into(),
-            Op::Binary(bop) => self
-                .binary(
-                    *bop,
-                    at(0, idx).into_float_value(),
-                    at(1, idx).into_float_value(),
-                )
-                .into(),
+            Op::Binary(bop) => {
+                let (x, y) = (at(0, idx), at(1, idx));
+                if x.is_int_value() {
+                    return self
+                        .binary_i32(*bop, x.into_int_value(), y.into_int_value())
+                        .into();
+                }
+                self.binary(*bop, x.into_float_value(), y.into_float_value())
+                    .into()
+            }
+            Op::MulQ31 => {
+                let i = |j: usize| at(j, idx).into_int_value();
+                self.mul_q31(i(0), i(1), i(2)).into()
+            }
             Op::Compare(dir) => {
                 let (a, b) = (at(0, idx), at(1, idx));
                 if a.is_int_value() {

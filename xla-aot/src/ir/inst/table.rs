@@ -92,6 +92,7 @@ pub const OPCODES: &[OpcodeInfo] = &[
     bare("select", 3, Class::Elementwise, Op::Select),
     bare("clamp", 3, Class::Elementwise, Op::Clamp),
     bare("fma", 3, Class::Elementwise, Op::Fma),
+    bare("multiply-q31", 3, Class::Elementwise, Op::MulQ31),
     opcode("convert", 1, Class::Elementwise),
     opcode("broadcast", 1, Class::Remap),
     bare("reshape", 1, Class::Remap, Op::Reshape),
@@ -326,6 +327,31 @@ impl BinaryOp {
     /// Every binary op, in order.
     pub fn all() -> impl Iterator<Item = BinaryOp> {
         BINARY.iter().map(|i| i.op)
+    }
+
+    /// Whether the op also takes i32 operands (wrapping two's-complement `add`, `subtract` and
+    /// `multiply`; `maximum`, `minimum`): the integer arithmetic of TFLite's quantized kernels.
+    pub fn takes_i32(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add
+                | BinaryOp::Subtract
+                | BinaryOp::Multiply
+                | BinaryOp::Maximum
+                | BinaryOp::Minimum
+        )
+    }
+
+    /// The op on two i32 values (two's complement, wrapping), for an op that [`Self::takes_i32`].
+    pub fn eval_i32(self, a: i32, b: i32) -> i32 {
+        match self {
+            BinaryOp::Add => a.wrapping_add(b),
+            BinaryOp::Subtract => a.wrapping_sub(b),
+            BinaryOp::Multiply => a.wrapping_mul(b),
+            BinaryOp::Maximum => a.max(b),
+            BinaryOp::Minimum => a.min(b),
+            BinaryOp::Divide | BinaryOp::Power => 0,
+        }
     }
 }
 
