@@ -17,7 +17,7 @@ use xla_aot_tflite_schema::tflite::{ActivationFunctionType, BuiltinOptionsRef as
 
 impl Importer<'_, '_> {
     /// The numpy-broadcast TFLite dims of `a` and `b`.
-    fn broadcast_dims(&self, a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+    pub(super) fn broadcast_dims(&self, a: &[usize], b: &[usize]) -> R<Vec<usize>> {
         let n = a.len().max(b.len());
         let at = |d: &[usize], i: usize| {
             let pad = n - d.len();
@@ -62,7 +62,7 @@ impl Importer<'_, '_> {
 
     /// The layout of a result of TFLite dims `out` computed from `vals`: the first full-rank
     /// operand's not in TFLite order, else TFLite order.
-    fn common_layout(&self, vals: &[&Val], out: &[usize]) -> Vec<usize> {
+    pub(super) fn common_layout(&self, vals: &[&Val], out: &[usize]) -> Vec<usize> {
         vals.iter()
             .find(|v| v.perm.len() == out.len() && !v.is_plain() && self.dims(v) == out)
             .map(|v| v.perm.clone())
@@ -73,6 +73,14 @@ impl Importer<'_, '_> {
     pub fn binary_op(&mut self, op: BinaryOp, squared: bool) -> R<()> {
         let act = self.fused_activation()?;
         let (at, bt) = (self.need(0)?, self.need(1)?);
+        if self.is_quantized(at) || self.is_quantized(bt) {
+            return match (op, squared) {
+                (BinaryOp::Add, false) => self.add_i8(false, act),
+                (BinaryOp::Subtract, false) => self.add_i8(true, act),
+                (BinaryOp::Multiply, false) => self.mul_i8(act),
+                _ => Err(self.integer_not_yet()),
+            };
+        }
         self.check_float(at)?;
         self.check_float(bt)?;
         let (a, b) = (self.val(at)?, self.val(bt)?);

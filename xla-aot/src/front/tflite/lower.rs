@@ -232,6 +232,9 @@ impl<'g, 'a> Importer<'g, 'a> {
                     .collect::<Vec<_>>(),
             ),
             TensorType::Int32 => Literal::from_i32(dims, &i32s(data)),
+            TensorType::Int8 | TensorType::Uint8 | TensorType::Int16 => {
+                Literal::from_i32(dims, &self.int_data(t)?)
+            }
             TensorType::Int64 => {
                 let v: Vec<i64> = data
                     .chunks_exact(8)
@@ -439,13 +442,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             TensorType::Float32 => Ok(()),
             TensorType::Float16 if tensor.data.is_some() => Ok(()),
             TensorType::Int8 | TensorType::Uint8 | TensorType::Int16 if tensor.quant.is_some() => {
-                Err(self
-                    .err(format!(
-                        "{} is quantized ({:?}); integer TFLite models are not imported yet",
-                        self.tensor_name(t),
-                        tensor.dtype
-                    ))
-                    .hint("convert the model without integer quantization (a float32 or float16-weight .tflite) until TFLite's int8 arithmetic lands (issue 43)"))
+                Err(self.integer_not_yet())
             }
             other => Err(self.err(format!(
                 "{} is {other:?}; this op takes float32",

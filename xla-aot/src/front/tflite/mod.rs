@@ -14,6 +14,7 @@
 //! nothing here panics on any input (the fuzz target `tflite_import` checks it).
 
 mod elementwise;
+mod int8;
 pub mod lower;
 mod nn;
 pub mod ops;
@@ -25,7 +26,7 @@ mod split_stack;
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::inputs::InputOverrides;
 use crate::front::weights::Bindings;
-use crate::ir::{DType, Module, Shape};
+use crate::ir::{ApiTypes, DType, Module, Shape};
 use crate::util::c_name;
 use lower::{Importer, Val};
 use read::model_error;
@@ -58,6 +59,7 @@ pub fn import(
         .hint("fix an input's shape with --input-shape NAME=D0xD1x..."));
     }
     let mut input_names = Vec::new();
+    let mut api_types = ApiTypes::default();
     let mut used = HashSet::new();
     for (position, &t) in g.inputs.iter().enumerate() {
         let tensor = &g.tensors[t];
@@ -65,19 +67,15 @@ pub fn import(
         let clean = unique(&c_name::identifier(&tflite_name), &mut used);
         let described = format!("input {position} `{tflite_name}` (tensor {t})");
         let input_err = |m: String| model_error(path, format!("{described}: {m}"));
-        let dtype = match tensor.dtype {
-            TensorType::Float32 => DType::F32,
-            TensorType::Int32 => DType::I32,
-            TensorType::Int8 | TensorType::Uint8 | TensorType::Int16 => {
-                return Err(input_err(format!(
-                    "its element type is {:?}: integer TFLite models are not imported yet",
-                    tensor.dtype
-                ))
-                .hint("convert the model with float32 inputs and weights (issue 43 brings TFLite's int8 arithmetic)"));
-            }
+        let (dtype, api) = match tensor.dtype {
+            TensorType::Float32 => (DType::F32, None),
+            TensorType::Int32 => (DType::I32, None),
+            // Quantized integers: i32 in the IR, their own type at the C API.
+            TensorType::Int8 => (DType::I32, Some(DType::I8)),
+            TensorType::Uint8 => (DType::I32, Some(DType::U8)),
             other => {
                 return Err(input_err(format!(
-                    "its element type is {other:?}; run-time inputs must be float32 or int32"
+                    "its element type is {other:?}; run-time inputs must be float32, int32, int8 or uint8"
                 )));
             }
         };
@@ -102,6 +100,7 @@ pub fn import(
             .b
             .parameter(&clean, shape)
             .map_err(|m| input_err(m).hint("fix a smaller input shape with --input-shape"))?;
+        api_types.inputs.push(api);
         imp.set(t, Val::plain(id, rank));
     }
     if let Some(m) = overrides.unmatched(&input_names, &[]) {
@@ -143,8 +142,17 @@ pub fn import(
         let id = imp.plain(&v)?;
         let oname = unique(&c_name::identifier(&tflite_name), &mut out_names);
         imp.b.output(&oname, id);
+        api_types.outputs.push(match g.tensors[t].dtype {
+            TensorType::Int8 if imp.dtype(id) == DType::I32 => Some(DType::I8),
+            TensorType::Uint8 if imp.dtype(id) == DType::I32 => Some(DType::U8),
+            _ => None,
+        });
     }
-    Ok(imp.finish())
+    let mut m = imp.finish();
+    if !api_types.is_empty() {
+        m.api = api_types;
+    }
+    Ok(m)
 }
 
 /// The error for an operator no lowering takes.

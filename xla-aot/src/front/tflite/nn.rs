@@ -101,8 +101,11 @@ impl Importer<'_, '_> {
     pub fn conv(&mut self, depthwise: bool) -> R<()> {
         let p = self.conv_params()?;
         let (xt, wt) = (self.need(0)?, self.need(1)?);
-        self.check_float(xt)?;
-        self.check_float(wt)?;
+        let quantized = self.is_quantized(xt);
+        if !quantized {
+            self.check_float(xt)?;
+            self.check_float(wt)?;
+        }
         let x = self.val(xt)?;
         let xd = self.dims(&x);
         let wd = self.tensor(wt).shape.clone();
@@ -140,6 +143,17 @@ impl Importer<'_, '_> {
             window.dilation[i] = p.dilation[i];
             window.pad_low[i] = lo;
             window.pad_high[i] = hi;
+        }
+        if quantized {
+            return self.conv_i8(
+                &x,
+                wt,
+                kernel_perm,
+                groups,
+                out_channels,
+                window,
+                p.activation,
+            );
         }
         let xi = self.permuted(&x, &NCHW)?;
         let w = self.tflite(wt)?;
@@ -225,12 +239,14 @@ impl Importer<'_, '_> {
             )));
         }
         let (xt, wt) = (self.need(0)?, self.need(1)?);
-        self.check_float(xt)?;
-        self.check_float(wt)?;
+        let quantized = self.is_quantized(xt);
+        if !quantized {
+            self.check_float(xt)?;
+            self.check_float(wt)?;
+        }
         let x = self.tflite(xt)?;
         let xd = self.b.shape(x).dims.clone();
-        let w = self.tflite(wt)?;
-        let wd = self.b.shape(w).dims.clone();
+        let wd = self.tensor(wt).shape.clone();
         let total: usize = xd.iter().product();
         if wd.len() != 2 || wd[1] == 0 || total % wd[1] != 0 {
             return Err(self.err(format!(
@@ -244,6 +260,15 @@ impl Importer<'_, '_> {
             .b
             .reshape(&name, x, vec![batch, k])
             .map_err(self.ir())?;
+        if quantized {
+            let keep_dims = (keep && xd.len() > 2).then(|| {
+                let mut dims = xd[..xd.len() - 1].to_vec();
+                dims.push(o);
+                dims
+            });
+            return self.fully_connected_i8(x2, wt, act, keep_dims);
+        }
+        let w = self.tflite(wt)?;
         let name = self.name("dot");
         let mut y = self
             .b
@@ -291,7 +316,10 @@ impl Importer<'_, '_> {
         ];
         let act = o.fused_activation_function().map_err(&p)?;
         let xt = self.need(0)?;
-        self.check_float(xt)?;
+        let quantized = self.is_quantized(xt);
+        if !quantized {
+            self.check_float(xt)?;
+        }
         let x = self.val(xt)?;
         let xd = self.dims(&x);
         if xd.len() != 4 {
@@ -312,6 +340,11 @@ impl Importer<'_, '_> {
             geometry.push(g);
         }
         let xi = self.permuted(&x, &NCHW)?;
+        if quantized {
+            let out = [geometry[0].0, geometry[1].0];
+            let counts = self.window_counts(out, &geometry, size, stride, [xd[1], xd[2]])?;
+            return self.pool_i8(xi, window, max, &counts, act);
+        }
         let kind = if max {
             ReduceKind::Max
         } else {
@@ -337,6 +370,34 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
+    /// The cells inside the input of each window of an `out` grid, row-major (at least 1).
+    fn window_counts(
+        &self,
+        out: [usize; 2],
+        geometry: &[(usize, usize, usize)],
+        size: [usize; 2],
+        stride: [usize; 2],
+        input: [usize; 2],
+    ) -> R<Vec<i32>> {
+        // Cells of window `o` along one dim: those of [o·s − lo, o·s − lo + k) inside [0, in).
+        let covered = |i: usize, o: usize| {
+            let start = (o * stride[i]) as i64 - geometry[i].1 as i64;
+            let end = start + size[i] as i64;
+            (end.min(input[i] as i64) - start.max(0)).max(0)
+        };
+        self.check_built(
+            out[0].checked_mul(out[1]),
+            "the average pool's window counts",
+        )?;
+        let mut counts = Vec::with_capacity(out[0] * out[1]);
+        for oh in 0..out[0] {
+            for ow in 0..out[1] {
+                counts.push((covered(0, oh) * covered(1, ow)).clamp(1, i32::MAX as i64) as i32);
+            }
+        }
+        Ok(counts)
+    }
+
     /// `y` (window sums, NCHW) divided by the number of input cells each window covers.
     fn divide_by_window_counts(
         &mut self,
@@ -347,22 +408,11 @@ impl Importer<'_, '_> {
         input: [usize; 2],
     ) -> R<InstId> {
         let dims = self.b.shape(y).dims.clone();
-        // Cells of window `o` along one dim: those of [o·s − lo, o·s − lo + k) inside [0, in).
-        let covered = |i: usize, o: usize| {
-            let start = (o * stride[i]) as i64 - geometry[i].1 as i64;
-            let end = start + size[i] as i64;
-            (end.min(input[i] as i64) - start.max(0)).max(0) as usize
-        };
-        self.check_built(
-            dims[2].checked_mul(dims[3]),
-            "the average pool's window counts",
-        )?;
-        let mut counts = Vec::with_capacity(dims[2] * dims[3]);
-        for oh in 0..dims[2] {
-            for ow in 0..dims[3] {
-                counts.push((covered(0, oh) * covered(1, ow)).max(1) as f32);
-            }
-        }
+        let counts: Vec<f32> = self
+            .window_counts([dims[2], dims[3]], geometry, size, stride, input)?
+            .into_iter()
+            .map(|c| c as f32)
+            .collect();
         let uniform = counts.iter().all(|&c| c == counts[0]);
         let d = if uniform {
             self.splat(counts.first().copied().unwrap_or(1.0), y)?

@@ -11,6 +11,8 @@ pub struct OpDecl {
     pub name: &'static str,
     /// What of it is supported (docs/import.md's table).
     pub note: &'static str,
+    /// Whether its int8 form (quantized integers, TFLite Micro's arithmetic) imports.
+    pub int8: bool,
     /// Its lowering.
     pub lower: fn(&mut Importer<'_, '_>) -> R<()>,
 }
@@ -20,9 +22,64 @@ macro_rules! op {
         OpDecl {
             name: $name,
             note: $note,
+            int8: int8_form($name),
             lower: $f,
         }
     };
+}
+
+/// The ops whose int8 form imports (`int8.rs`; the data movement ops move integers as they are).
+const INT8_OPS: &[&str] = &[
+    "ADD",
+    "SUB",
+    "MUL",
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "AVERAGE_POOL_2D",
+    "MAX_POOL_2D",
+    "RESHAPE",
+    "SQUEEZE",
+    "EXPAND_DIMS",
+    "CONCATENATION",
+    "TRANSPOSE",
+    "PAD",
+    "PADV2",
+    "SLICE",
+    "STRIDED_SLICE",
+    "SPLIT",
+    "SPLIT_V",
+    "PACK",
+    "UNPACK",
+    "GATHER",
+    "QUANTIZE",
+    "DEQUANTIZE",
+];
+
+const fn int8_form(name: &str) -> bool {
+    let mut i = 0;
+    while i < INT8_OPS.len() {
+        if const_eq(INT8_OPS[i], name) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+const fn const_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 fn unary(imp: &mut Importer<'_, '_>, u: UnaryOp) -> R<()> {
@@ -128,8 +185,13 @@ pub const OPS: &[OpDecl] = &[
         .reduce(ReduceKind::Min, false)),
     op!(
         "DEQUANTIZE",
-        "of a constant: float16 weights, int8/uint8 weights with their scales",
-        |i| i.dequantize_constant()
+        "float16 and int8 weights; run-time int8/uint8",
+        |i| i.dequantize()
+    ),
+    op!(
+        "QUANTIZE",
+        "float to int8/uint8; between quantizations",
+        |i| i.quantize()
     ),
 ];
 

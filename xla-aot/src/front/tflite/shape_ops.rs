@@ -12,7 +12,7 @@
 
 use super::lower::{Importer, R, Val};
 use crate::front::tflite::read::pb;
-use crate::ir::{BinaryOp, InstId, Op, ReduceKind};
+use crate::ir::{BinaryOp, InstId, Literal, Op, ReduceKind};
 use xla_aot_tflite_schema::tflite::BuiltinOptionsRef as O;
 
 impl Importer<'_, '_> {
@@ -134,13 +134,31 @@ impl Importer<'_, '_> {
             return Err(self.err("the operator has no ConcatenationOptions"));
         };
         let axis = o.axis().map_err(pb(self.path, "ConcatenationOptions"))?;
-        let act = self.fused_activation()?;
+        let mut act = self.fused_activation()?;
         let n = self.op().inputs.len();
+        let out = self.output_index(0)?;
+        let quantized = self.is_quantized(out);
         let mut vals = Vec::new();
         for j in 0..n {
             let t = self.need(j)?;
-            self.check_float(t)?;
+            if quantized {
+                // TFLite Micro concatenates integers of the output's quantization only, and
+                // copies them (no activation).
+                let (s, z, _, _) = self.q_scalar(t)?;
+                let (so, zo, _, _) = self.q_scalar(out)?;
+                if (s, z) != (so, zo) {
+                    return Err(self.err(format!(
+                        "{} has scale {s} and zero point {z}, the output {so} and {zo}; TFLite Micro concatenates integers of one quantization",
+                        self.tensor_name(t)
+                    )));
+                }
+            } else {
+                self.check_float(t)?;
+            }
             vals.push(self.val(t)?);
+        }
+        if quantized {
+            act = xla_aot_tflite_schema::tflite::ActivationFunctionType::None;
         }
         let Some(first) = vals.first().cloned() else {
             return Err(self.err("CONCATENATION of nothing"));
@@ -205,7 +223,10 @@ impl Importer<'_, '_> {
     /// PAD / PADV2 (constant value, input 2, default 0) in the held layout.
     pub fn pad(&mut self) -> R<()> {
         let (xt, pt) = (self.need(0)?, self.need(1)?);
-        self.check_float(xt)?;
+        let quantized = self.is_quantized(xt);
+        if !quantized {
+            self.check_float(xt)?;
+        }
         let x = self.val(xt)?;
         let rank = x.perm.len();
         let p = self.const_ints(pt)?;
@@ -216,15 +237,28 @@ impl Importer<'_, '_> {
         }
         let low = x.perm.iter().map(|&q| p[2 * q] as usize).collect();
         let high = x.perm.iter().map(|&q| p[2 * q + 1] as usize).collect();
-        let value = match self.input_index(2) {
-            Some(vt) => {
-                let v = self.literal(vt)?.to_f32_vec().unwrap_or_default();
-                *v.first()
-                    .ok_or_else(|| self.err("the padding value is empty"))?
-            }
-            None => 0.0,
+        let c = if quantized {
+            // TFLite Micro pads integers with PADV2's value, else the output's zero point.
+            let value = match self.input_index(2) {
+                Some(vt) => *self
+                    .int_data(vt)?
+                    .first()
+                    .ok_or_else(|| self.err("the padding value is empty"))?,
+                None => self.q_scalar(self.output_index(0)?)?.1,
+            };
+            self.b
+                .constant(&self.name("value"), Literal::from_i32(vec![], &[value]))
+        } else {
+            let value = match self.input_index(2) {
+                Some(vt) => {
+                    let v = self.literal(vt)?.to_f32_vec().unwrap_or_default();
+                    *v.first()
+                        .ok_or_else(|| self.err("the padding value is empty"))?
+                }
+                None => 0.0,
+            };
+            self.b.scalar(&self.name("value"), value)
         };
-        let c = self.b.scalar(&self.name("value"), value);
         let name = self.name("");
         let y = self
             .b

@@ -201,7 +201,9 @@ impl Importer<'_, '_> {
             return Err(self.err(format!("batch_dims {batch_dims}: only 0 is supported")));
         }
         let (pt, it) = (self.need(0)?, self.need(1)?);
-        self.check_float(pt)?;
+        if !self.is_quantized(pt) {
+            self.check_float(pt)?;
+        }
         let table = self.tflite(pt)?;
         let td = self.b.shape(table).dims.clone();
         let a = self.axis(axis.into(), td.len())?;

@@ -1,0 +1,694 @@
+//! TFLite's integer kernels, as TFLite Micro's reference kernels compute them: int8 (and uint8)
+//! activations with affine quantization, int8 weights symmetric per tensor or per channel, int32
+//! biases.
+//!
+//! Contract: a quantized tensor's value is an IR i32 tensor holding its integers `q` (the model's
+//! C API passes them as `int8_t`). Each lowering reproduces TFLite Micro's arithmetic exactly
+//! (`tensorflow/lite/kernels/internal/reference/integer_ops/*.h`, multipliers from
+//! `kernel_util.cc`):
+//! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: `acc = Σ w · (q − z_in) + bias` (int32; the
+//!   product runs on the integer-valued f32 data the int8 kernels take, exact while partial
+//!   sums stay below 2^24, then to i32 before the bias), then per output channel
+//!   `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the activation range. `M_c`/`shift_c`
+//!   are `QuantizeMultiplier(s_in · s_w[c] / s_out)` in double (a per-tensor FULLY_CONNECTED
+//!   forms `s_in · s_w` in float first, as `GetQuantizedConvolutionMultipler` does).
+//! - The activation range (`CalculateActivationRangeQuantized`): the type's range, narrowed by
+//!   RELU to `[z + round(0 / s), …]`, RELU6 to `[…, z + round(6 / s)]`, RELU_N1_TO_1 likewise,
+//!   `round` half away from zero of the f32 quotient.
+//! - AVERAGE_POOL_2D: the window's sum of raw `q` over the cells inside the input, divided by
+//!   their count rounding half away from zero (C's truncating division of `sum ± count/2`),
+//!   clamped; MAX_POOL_2D: the window's largest `q`, clamped.
+//! - ADD and SUB (`integer_ops/add.h`): each input `((q − z) · 2^20)` scaled by
+//!   `multiply-q31` with `QuantizeMultiplier(s_i / (2 · max(s_1, s_2)))`, summed (or subtracted),
+//!   scaled by `QuantizeMultiplier(2 · max(s_1, s_2) / (2^20 · s_out))`, plus `z_out`, clamped.
+//! - QUANTIZE from float: `round(x / s) + z` (f32 quotient, half away from zero), saturated;
+//!   DEQUANTIZE: `(q − z) · s` (one rounding, as TFLite's double product cast to float).
+//! - Data movement (RESHAPE, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, PACK, CONCATENATION of
+//!   inputs of the output's scale, PAD with the zero point, ...) moves the integers unchanged.
+//!
+//! Anything else of an integer model (SOFTMAX, LOGISTIC, TANH, HARD_SWISH, MEAN, MUL, 16x8 and
+//! hybrid operators, ...) is an error naming the operator: their fixed-point arithmetic is not
+//! written yet.
+
+use super::lower::{Importer, NCHW, R, Val};
+use crate::ir::fixed_point::{QuantizedMultiplier, quantize_multiplier};
+use crate::ir::{BinaryOp, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, Window};
+use xla_aot_tflite_schema::tflite::{ActivationFunctionType, TensorType};
+
+/// Bits every ADD/SUB input is shifted left by before scaling (`add.cc`: 20 for int8 and uint8,
+/// so that the scaled inputs keep 20 fractional bits).
+const ADD_LEFT_SHIFT: i32 = 20;
+
+impl Importer<'_, '_> {
+    /// Whether tensor `t` holds quantized integers (int8, uint8, int16 with a scale).
+    pub fn is_quantized(&self, t: usize) -> bool {
+        let tensor = self.tensor(t);
+        matches!(
+            tensor.dtype,
+            TensorType::Int8 | TensorType::Uint8 | TensorType::Int16
+        ) && tensor.quant.is_some()
+    }
+
+    /// An error for an integer-model op whose arithmetic is not written yet.
+    pub fn integer_not_yet(&self) -> crate::front::diag::SpecError {
+        self.err(format!(
+            "{} of quantized integers is not supported yet: TFLite's fixed-point arithmetic for it is not written",
+            self.op().name
+        ))
+        .hint("docs/import.md lists the integer TFLite ops that import; the float version of the model imports")
+    }
+
+    /// The per-tensor scale and zero point of quantized tensor `t`, and its integer range.
+    pub fn q_scalar(&self, t: usize) -> R<(f32, i32, i32, i32)> {
+        let tensor = self.tensor(t);
+        let (lo, hi) = match tensor.dtype {
+            TensorType::Int8 => (-128, 127),
+            TensorType::Uint8 => (0, 255),
+            TensorType::Int16 => (-32768, 32767),
+            other => {
+                return Err(self.err(format!(
+                    "{} is {other:?}; a quantized int8, uint8 or int16 tensor was expected",
+                    self.tensor_name(t)
+                )));
+            }
+        };
+        if tensor.dtype == TensorType::Int16 {
+            return Err(self.integer_not_yet());
+        }
+        let q = tensor.quant.as_ref().ok_or_else(|| {
+            self.err(format!(
+                "{} has no quantization parameters",
+                self.tensor_name(t)
+            ))
+        })?;
+        if q.scale.len() != 1 {
+            return Err(self.err(format!(
+                "{} has {} scales; an activation has one",
+                self.tensor_name(t),
+                q.scale.len()
+            )));
+        }
+        let z = q.zero_point.first().copied().unwrap_or(0);
+        let z = i32::try_from(z)
+            .ok()
+            .filter(|z| (lo..=hi).contains(z))
+            .ok_or_else(|| {
+                self.err(format!(
+                    "{} has the zero point {z}, outside its type",
+                    self.tensor_name(t)
+                ))
+            })?;
+        let s = q.scale[0];
+        if !(s.is_finite() && s > 0.0) {
+            return Err(self.err(format!("{} has the scale {s}", self.tensor_name(t))));
+        }
+        Ok((s, z, lo, hi))
+    }
+
+    /// The integers of constant tensor `t` (int8, uint8, int16, int32), in TFLite order.
+    pub fn int_data(&self, t: usize) -> R<Vec<i32>> {
+        let tensor = self.tensor(t);
+        let Some(data) = tensor.data else {
+            return Err(self.err(format!(
+                "{} must be a constant (weights and biases of integer kernels are)",
+                self.tensor_name(t)
+            )));
+        };
+        Ok(match tensor.dtype {
+            TensorType::Int8 => data.iter().map(|&b| i32::from(b as i8)).collect(),
+            TensorType::Uint8 => data.iter().map(|&b| i32::from(b)).collect(),
+            TensorType::Int16 => data
+                .chunks_exact(2)
+                .map(|c| i32::from(i16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+            TensorType::Int32 => super::lower::i32s(data),
+            other => {
+                return Err(self.err(format!(
+                    "{} is {other:?}; integer weights were expected",
+                    self.tensor_name(t)
+                )));
+            }
+        })
+    }
+
+    /// TFLite's `Quantize` of `f`: `z + round(f / s)`, the quotient in f32, half away from zero.
+    fn quantize_value(f: f32, s: f32, z: i32) -> i32 {
+        z.saturating_add((f / s).round() as i32)
+    }
+
+    /// `CalculateActivationRangeQuantized` for output tensor `t`.
+    pub fn activation_range(&self, t: usize, act: ActivationFunctionType) -> R<(i32, i32)> {
+        let (s, z, lo, hi) = self.q_scalar(t)?;
+        let q = |f: f32| Self::quantize_value(f, s, z);
+        Ok(match act {
+            ActivationFunctionType::None => (lo, hi),
+            ActivationFunctionType::Relu => (lo.max(q(0.0)), hi),
+            ActivationFunctionType::Relu6 => (lo.max(q(0.0)), hi.min(q(6.0))),
+            ActivationFunctionType::ReluN1To1 => (lo.max(q(-1.0)), hi.min(q(1.0))),
+            other => {
+                return Err(self.err(format!(
+                    "the fused activation {other:?} of an integer operator is not supported"
+                )));
+            }
+        })
+    }
+
+    /// An i32 scalar broadcast to the shape of `like`.
+    pub fn splat_i32(&mut self, v: i32, like: InstId) -> R<InstId> {
+        let dims = self.b.shape(like).dims.clone();
+        let s = self
+            .b
+            .constant(&self.name("c"), Literal::from_i32(vec![], &[v]));
+        if dims.is_empty() {
+            return Ok(s);
+        }
+        let name = self.name("c");
+        self.b
+            .broadcast(&name, s, Vec::new(), dims)
+            .map_err(self.ir())
+    }
+
+    /// `x` converted to `to`.
+    pub fn convert(&mut self, x: InstId, to: DType, part: &str) -> R<InstId> {
+        let name = self.name(part);
+        self.b
+            .add(&name, Op::Convert { to }, &[x])
+            .map_err(self.ir())
+    }
+
+    /// `clamp(x, lo, hi)` of i32 `x`.
+    fn clamp_i32(&mut self, x: InstId, lo: i32, hi: i32) -> R<InstId> {
+        let l = self.splat_i32(lo, x)?;
+        let y = self.binary("act_min", BinaryOp::Maximum, x, l)?;
+        let h = self.splat_i32(hi, y)?;
+        self.binary("act_max", BinaryOp::Minimum, y, h)
+    }
+
+    /// `multiply-q31(x, m, shift)` with one multiplier, or one per index of IR dim `dim`.
+    fn mul_q31(
+        &mut self,
+        x: InstId,
+        m: &[QuantizedMultiplier],
+        dim: usize,
+        part: &str,
+    ) -> R<InstId> {
+        let dims = self.b.shape(x).dims.clone();
+        let column = |me: &mut Self, v: Vec<i32>, what: &str| -> R<InstId> {
+            let n = v.len();
+            let c =
+                me.b.constant(&me.name(what), Literal::from_i32(vec![n], &v));
+            let name = me.name(what);
+            if n == 1 {
+                let s = me.b.reshape(&name, c, vec![]).map_err(me.ir())?;
+                me.b.broadcast(&name, s, vec![], dims.clone())
+                    .map_err(me.ir())
+            } else {
+                me.b.broadcast(&name, c, vec![dim], dims.clone())
+                    .map_err(me.ir())
+            }
+        };
+        let ms = column(
+            self,
+            m.iter().map(|q| q.significand).collect(),
+            "multiplier",
+        )?;
+        let ss = column(self, m.iter().map(|q| q.shift).collect(), "shift")?;
+        let name = self.name(part);
+        self.b
+            .add(&name, Op::MulQ31, &[x, ms, ss])
+            .map_err(self.ir())
+    }
+
+    /// The requantization tail of a product: int32 `acc` scaled per channel along IR dim `dim`,
+    /// plus `z_out`, clamped to `[lo, hi]`.
+    fn requantize_acc(
+        &mut self,
+        acc: InstId,
+        m: &[QuantizedMultiplier],
+        dim: usize,
+        z_out: i32,
+        (lo, hi): (i32, i32),
+    ) -> R<InstId> {
+        let scaled = self.mul_q31(acc, m, dim, "scaled")?;
+        let z = self.splat_i32(z_out, scaled)?;
+        let y = self.binary("offset", BinaryOp::Add, scaled, z)?;
+        self.clamp_i32(y, lo, hi)
+    }
+
+    /// `q − z` of i32 `q` as integer-valued f32.
+    fn centered(&mut self, q: InstId, z: i32) -> R<InstId> {
+        let f = self.convert(q, DType::F32, "as_f32")?;
+        if z == 0 {
+            return Ok(f);
+        }
+        let zf = self.splat(z as f32, f)?;
+        self.binary("centered", BinaryOp::Subtract, f, zf)
+    }
+
+    /// Integer weights of `wt` as integer-valued f32 (`q − z`, per-tensor zero point), and the
+    /// per-channel scales.
+    fn weights_i8(&self, wt: usize) -> R<(Literal, Vec<f32>)> {
+        let tensor = self.tensor(wt);
+        if !self.is_quantized(wt) {
+            return Err(self.err(format!(
+                "{} is not quantized; an integer kernel takes int8 weights",
+                self.tensor_name(wt)
+            )));
+        }
+        let q = tensor.quant.as_ref().expect("is_quantized");
+        let z = if q
+            .zero_point
+            .iter()
+            .all(|&z| z == q.zero_point.first().copied().unwrap_or(0))
+        {
+            q.zero_point.first().copied().unwrap_or(0) as i32
+        } else {
+            return Err(self.err(format!(
+                "{} has per-channel zero points; TFLite's int8 weights are symmetric",
+                self.tensor_name(wt)
+            )));
+        };
+        let v: Vec<f32> = self.int_data(wt)?.iter().map(|&x| (x - z) as f32).collect();
+        Ok((Literal::from_f32(tensor.shape.clone(), &v), q.scale.clone()))
+    }
+
+    /// The int32 bias (input 2), if present, added to i32 `acc` along IR dim `dim`.
+    fn bias_i32(&mut self, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
+        let Some(bt) = self.input_index(2) else {
+            return Ok(acc);
+        };
+        let v = self.int_data(bt)?;
+        if v.len() != channels {
+            return Err(self.err(format!(
+                "the bias {} has {} values for {channels} channels",
+                self.tensor_name(bt),
+                v.len()
+            )));
+        }
+        let c = self
+            .b
+            .constant(&self.name("bias"), Literal::from_i32(vec![channels], &v));
+        let dims = self.b.shape(acc).dims.clone();
+        let name = self.name("bias_b");
+        let bb = self
+            .b
+            .broadcast(&name, c, vec![dim], dims)
+            .map_err(self.ir())?;
+        self.binary("biased", BinaryOp::Add, acc, bb)
+    }
+
+    /// Per-channel multipliers `s_in · s_w[c] / s_out` in double (`per_tensor_float`: the
+    /// product in float first, FULLY_CONNECTED's per-tensor path).
+    fn product_multipliers(
+        s_in: f32,
+        s_w: &[f32],
+        s_out: f32,
+        per_tensor_float: bool,
+    ) -> Vec<QuantizedMultiplier> {
+        s_w.iter()
+            .map(|&w| {
+                let m = if per_tensor_float {
+                    f64::from(s_in * w) / f64::from(s_out)
+                } else {
+                    f64::from(s_in) * f64::from(w) / f64::from(s_out)
+                };
+                quantize_multiplier(m)
+            })
+            .collect()
+    }
+
+    /// The integer CONV_2D / DEPTHWISE_CONV_2D after the float path has checked the geometry.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_i8(
+        &mut self,
+        x: &Val,
+        wt: usize,
+        kernel_perm: Vec<usize>,
+        groups: usize,
+        out_channels: usize,
+        window: Window,
+        act: ActivationFunctionType,
+    ) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let (w, s_w) = self.weights_i8(wt)?;
+        if s_w.len() != 1 && s_w.len() != out_channels {
+            return Err(self.err(format!(
+                "{} has {} scales for {out_channels} output channels",
+                self.tensor_name(wt),
+                s_w.len()
+            )));
+        }
+        let xi = self.permuted(x, &NCHW)?;
+        let xs = self.centered(xi, z_in)?;
+        let wc = self.b.constant(&self.name("weights"), w);
+        let name = self.name("kernel");
+        let k = self
+            .b
+            .add(
+                &name,
+                Op::Transpose {
+                    permutation: kernel_perm,
+                },
+                &[wc],
+            )
+            .map_err(self.ir())?;
+        let name = self.name("conv");
+        let y = self
+            .b
+            .add(
+                &name,
+                Op::Convolution {
+                    window,
+                    feature_group_count: groups,
+                },
+                &[xs, k],
+            )
+            .map_err(self.ir())?;
+        let acc = self.convert(y, DType::I32, "acc")?;
+        let acc = self.bias_i32(acc, 1, out_channels)?;
+        let m = Self::product_multipliers(s_in, &s_w, s_out, false);
+        let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
+        self.set(
+            out,
+            Val {
+                id: q,
+                perm: NCHW.to_vec(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The integer FULLY_CONNECTED of `[batch, K]` data.
+    pub fn fully_connected_i8(
+        &mut self,
+        x: InstId,
+        wt: usize,
+        act: ActivationFunctionType,
+        keep: Option<Vec<usize>>,
+    ) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let (w, s_w) = self.weights_i8(wt)?;
+        let o = w.dims[0];
+        if s_w.len() != 1 && s_w.len() != o {
+            return Err(self.err(format!(
+                "{} has {} scales for {o} outputs",
+                self.tensor_name(wt),
+                s_w.len()
+            )));
+        }
+        let xs = self.centered(x, z_in)?;
+        let wc = self.b.constant(&self.name("weights"), w);
+        let name = self.name("dot");
+        let y = self
+            .b
+            .add(
+                &name,
+                Op::Dot(DotDims {
+                    lhs_batch: vec![],
+                    lhs_contracting: vec![1],
+                    rhs_batch: vec![],
+                    rhs_contracting: vec![1],
+                }),
+                &[xs, wc],
+            )
+            .map_err(self.ir())?;
+        let acc = self.convert(y, DType::I32, "acc")?;
+        let acc = self.bias_i32(acc, 1, o)?;
+        let m = Self::product_multipliers(s_in, &s_w, s_out, s_w.len() == 1);
+        let mut q = self.requantize_acc(acc, &m, 1, z_out, range)?;
+        if let Some(dims) = keep {
+            let name = self.name("keep_dims");
+            q = self.b.reshape(&name, q, dims).map_err(self.ir())?;
+        }
+        let rank = self.b.shape(q).dims.len();
+        self.set(out, Val::plain(q, rank));
+        Ok(())
+    }
+
+    /// The integer AVERAGE_POOL_2D / MAX_POOL_2D over NCHW i32 `xi` with `window`; `counts` the
+    /// cells of each window inside the input (`[OH·OW]`, row-major).
+    pub fn pool_i8(
+        &mut self,
+        xi: InstId,
+        window: Window,
+        max: bool,
+        counts: &[i32],
+        act: ActivationFunctionType,
+    ) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        if s_in != s_out || z_in != z_out {
+            return Err(self.err(format!(
+                "the input and output quantization differ ({s_in}, {z_in} and {s_out}, {z_out}); TFLite's integer pools keep it"
+            )));
+        }
+        let range = self.activation_range(out, act)?;
+        let xf = self.convert(xi, DType::F32, "as_f32")?;
+        let kind = if max {
+            ReduceKind::Max
+        } else {
+            ReduceKind::Add
+        };
+        let name = self.name(if max { "max" } else { "sum" });
+        let r = self
+            .b
+            .add(&name, Op::ReduceWindow { kind, window }, &[xf])
+            .map_err(self.ir())?;
+        let y = if max {
+            self.convert(r, DType::I32, "as_i32")?
+        } else {
+            // (sum ± ⌊count/2⌋) / count, truncated: exact in f32 for sums of int8 (|sum| < 2^24
+            // and a quotient within 1/count of an integer is never rounded onto it).
+            let dims = self.b.shape(r).dims.clone();
+            let per_pos =
+                |f: &dyn Fn(i32) -> f32| counts.iter().map(|&c| f(c)).collect::<Vec<f32>>();
+            let table = |me: &mut Self, v: Vec<f32>, what: &str| -> R<InstId> {
+                let c = me.b.constant(
+                    &me.name(what),
+                    Literal::from_f32(vec![dims[2], dims[3]], &v),
+                );
+                let name = me.name(what);
+                me.b.broadcast(&name, c, vec![2, 3], dims.clone())
+                    .map_err(me.ir())
+            };
+            let half = table(self, per_pos(&|c| (c / 2) as f32), "half")?;
+            let count = table(self, per_pos(&|c| c as f32), "count")?;
+            let zero = self.splat(0.0, r)?;
+            let name = self.name("positive");
+            let pos = self
+                .b
+                .add(&name, Op::Compare(CompareDir::Gt), &[r, zero])
+                .map_err(self.ir())?;
+            let up = self.binary("up", BinaryOp::Add, r, half)?;
+            let down = self.binary("down", BinaryOp::Subtract, r, half)?;
+            let name = self.name("nudged");
+            let n = self
+                .b
+                .add(&name, Op::Select, &[pos, up, down])
+                .map_err(self.ir())?;
+            let d = self.binary("quotient", BinaryOp::Divide, n, count)?;
+            self.convert(d, DType::I32, "as_i32")?
+        };
+        let y = self.clamp_i32(y, range.0, range.1)?;
+        self.set(
+            out,
+            Val {
+                id: y,
+                perm: NCHW.to_vec(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The integer ADD (`subtract` false) or SUB of two quantized tensors.
+    pub fn add_i8(&mut self, subtract: bool, act: ActivationFunctionType) -> R<()> {
+        let (at, bt) = (self.need(0)?, self.need(1)?);
+        let out = self.output_index(0)?;
+        let (s1, z1, _, _) = self.q_scalar(at)?;
+        let (s2, z2, _, _) = self.q_scalar(bt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let twice_max = 2.0 * f64::from(s1.max(s2));
+        let m1 = quantize_multiplier(f64::from(s1) / twice_max);
+        let m2 = quantize_multiplier(f64::from(s2) / twice_max);
+        let mo =
+            quantize_multiplier(twice_max / (f64::from(1i32 << ADD_LEFT_SHIFT) * f64::from(s_out)));
+        let (a, b) = (self.val(at)?, self.val(bt)?);
+        let out_dims = self.broadcast_dims(&self.dims(&a), &self.dims(&b))?;
+        let perm = self.common_layout(&[&a, &b], &out_dims);
+        let mut scaled = Vec::new();
+        for (v, z, m) in [(&a, z1, m1), (&b, z2, m2)] {
+            let x = self.broadcast_to(v, &out_dims, &perm)?;
+            let zc = self.splat_i32(z, x)?;
+            let c = self.binary("centered", BinaryOp::Subtract, x, zc)?;
+            let sh = self.splat_i32(1 << ADD_LEFT_SHIFT, c)?;
+            let s = self.binary("shifted", BinaryOp::Multiply, c, sh)?;
+            scaled.push(self.mul_q31(s, &[m], 0, "scaled")?);
+        }
+        let op = if subtract {
+            BinaryOp::Subtract
+        } else {
+            BinaryOp::Add
+        };
+        let raw = self.binary("raw", op, scaled[0], scaled[1])?;
+        let y = self.requantize_acc(raw, &[mo], 0, z_out, range)?;
+        self.set(out, Val { id: y, perm });
+        Ok(())
+    }
+
+    /// The integer MUL (`integer_ops/mul.h`): `multiply-q31((q_1 − z_1)(q_2 − z_2), M, shift)
+    /// + z_out`, clamped, with `QuantizeMultiplier(s_1 · s_2 / s_out)` in double.
+    pub fn mul_i8(&mut self, act: ActivationFunctionType) -> R<()> {
+        let (at, bt) = (self.need(0)?, self.need(1)?);
+        let out = self.output_index(0)?;
+        let (s1, z1, _, _) = self.q_scalar(at)?;
+        let (s2, z2, _, _) = self.q_scalar(bt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let m = quantize_multiplier(f64::from(s1) * f64::from(s2) / f64::from(s_out));
+        let (a, b) = (self.val(at)?, self.val(bt)?);
+        let out_dims = self.broadcast_dims(&self.dims(&a), &self.dims(&b))?;
+        let perm = self.common_layout(&[&a, &b], &out_dims);
+        let mut centered = Vec::new();
+        for (v, z) in [(&a, z1), (&b, z2)] {
+            let x = self.broadcast_to(v, &out_dims, &perm)?;
+            let zc = self.splat_i32(z, x)?;
+            centered.push(self.binary("centered", BinaryOp::Subtract, x, zc)?);
+        }
+        let p = self.binary("product", BinaryOp::Multiply, centered[0], centered[1])?;
+        let y = self.requantize_acc(p, &[m], 0, z_out, range)?;
+        self.set(out, Val { id: y, perm });
+        Ok(())
+    }
+
+    /// QUANTIZE of a float tensor: `saturate(round(x / s) + z)`, half away from zero.
+    pub fn quantize_from_float(&mut self) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s, z, lo, hi) = self.q_scalar(out)?;
+        let x = self.val(xt)?;
+        let sc = self.splat(s, x.id)?;
+        let y = self.binary("scaled", BinaryOp::Divide, x.id, sc)?;
+        // Beyond ±2^24 every value saturates anyway; bounding it keeps the rounding step below
+        // from wrapping at i32's ends.
+        let y = self.clamp(y, -16_777_216.0, 16_777_216.0)?;
+        // round half away from zero: t = trunc(y); t + sign(y) where |y − t| ≥ 0.5 (exact: y − t
+        // is exact in f32).
+        let t = self.convert(y, DType::I32, "trunc")?;
+        let tf = self.convert(t, DType::F32, "trunc_f32")?;
+        let frac = self.binary("frac", BinaryOp::Subtract, y, tf)?;
+        let name = self.name("abs_frac");
+        let af = self
+            .b
+            .add(&name, Op::Unary(crate::ir::UnaryOp::Abs), &[frac])
+            .map_err(self.ir())?;
+        let half = self.splat(0.5, af)?;
+        let name = self.name("away");
+        let away = self
+            .b
+            .add(&name, Op::Compare(CompareDir::Ge), &[af, half])
+            .map_err(self.ir())?;
+        let zero = self.splat(0.0, y)?;
+        let name = self.name("negative");
+        let neg = self
+            .b
+            .add(&name, Op::Compare(CompareDir::Lt), &[y, zero])
+            .map_err(self.ir())?;
+        let one = self.splat_i32(1, t)?;
+        let minus = self.splat_i32(-1, t)?;
+        let name = self.name("sign");
+        let sign = self
+            .b
+            .add(&name, Op::Select, &[neg, minus, one])
+            .map_err(self.ir())?;
+        let stepped = self.binary("stepped", BinaryOp::Add, t, sign)?;
+        let name = self.name("rounded");
+        let r = self
+            .b
+            .add(&name, Op::Select, &[away, stepped, t])
+            .map_err(self.ir())?;
+        let zc = self.splat_i32(z, r)?;
+        let q = self.binary("offset", BinaryOp::Add, r, zc)?;
+        let q = self.clamp_i32(q, lo, hi)?;
+        self.set(
+            out,
+            Val {
+                id: q,
+                perm: x.perm,
+            },
+        );
+        Ok(())
+    }
+
+    /// QUANTIZE of a quantized tensor (TFLite's `Requantize`): `multiply-q31(q − z_in, M, shift)
+    /// + z_out`, saturated, with `QuantizeMultiplier(s_in / s_out)` in double.
+    pub fn requantize(&mut self) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
+        let m = quantize_multiplier(f64::from(s_in) / f64::from(s_out));
+        let x = self.val(xt)?;
+        let z = self.splat_i32(z_in, x.id)?;
+        let c = self.binary("centered", BinaryOp::Subtract, x.id, z)?;
+        let y = self.requantize_acc(c, &[m], 0, z_out, (lo, hi))?;
+        self.set(
+            out,
+            Val {
+                id: y,
+                perm: x.perm,
+            },
+        );
+        Ok(())
+    }
+
+    /// QUANTIZE: from float or between quantizations.
+    pub fn quantize(&mut self) -> R<()> {
+        let xt = self.need(0)?;
+        if self.is_quantized(xt) {
+            self.requantize()
+        } else {
+            self.check_float(xt)?;
+            self.quantize_from_float()
+        }
+    }
+
+    /// DEQUANTIZE: of a constant (float16 or int8 weights) or of run-time integers.
+    pub fn dequantize(&mut self) -> R<()> {
+        let xt = self.need(0)?;
+        if self.tensor(xt).data.is_some() {
+            self.dequantize_constant()
+        } else {
+            self.dequantize_runtime()
+        }
+    }
+
+    /// DEQUANTIZE of a run-time quantized tensor: `(q − z) · s`.
+    pub fn dequantize_runtime(&mut self) -> R<()> {
+        let xt = self.need(0)?;
+        let out = self.output_index(0)?;
+        let (s, z, _, _) = self.q_scalar(xt)?;
+        let x = self.val(xt)?;
+        let c = self.centered(x.id, z)?;
+        let sc = self.splat(s, c)?;
+        let y = self.binary("", BinaryOp::Multiply, c, sc)?;
+        self.set(
+            out,
+            Val {
+                id: y,
+                perm: x.perm,
+            },
+        );
+        Ok(())
+    }
+}
