@@ -12,6 +12,10 @@
  * last line is `status <code>`, after `stack_high_water <bytes>` (the deepest the stack went from
  * reset through the last inference, measured by start.c's stack painting; -1 when unknown).
  *
+ * -DIO_INT8 is for a model whose inputs and outputs are all int8_t (a quantized TFLite model):
+ * input element k of input i is then ((k * 7 + i * 13) % 17 - 8) * 15, and each output element is
+ * printed as the f32 bits of its integer value, so the same reader parses both.
+ *
  * -DREPEAT=<n> (default 1) runs the model n times on the same inputs before printing the outputs
  * (of the last run) and the status (the first non-zero one, else 0): bench/arm.sh counts
  * instructions for 1 and 1 + N runs and divides the difference by N.
@@ -92,8 +96,14 @@ int main(void) {
     void *outputs[N_OUT];
     float *p = io;
     for (unsigned i = 0; i < N_IN; i++) {
+#ifdef IO_INT8
+        int8_t *q = (int8_t *)p;
+        for (uint32_t k = 0; k < in_sizes[i]; k++)
+            q[k] = (int8_t)(((int)((k * 7u + i * 13u) % 17u) - 8) * 15);
+#else
         for (uint32_t k = 0; k < in_sizes[i]; k++)
             p[k] = (float)((int)((k * 7u + i * 13u) % 17u) - 8) / 8.0f;
+#endif
         inputs[i] = p;
         p += in_sizes[i];
     }
@@ -115,11 +125,15 @@ int main(void) {
     }
     long stack_used = mcu_stack_high_water(); /* before printf's own stack use */
     for (unsigned i = 0; i < N_OUT; i++) {
-        const float *o = outputs[i];
         printf("out%u:", i);
         for (uint32_t k = 0; k < out_sizes[i]; k++) {
+#ifdef IO_INT8
+            const float v = (float)((const int8_t *)outputs[i])[k];
+#else
+            const float v = ((const float *)outputs[i])[k];
+#endif
             uint32_t bits;
-            memcpy(&bits, &o[k], 4);
+            memcpy(&bits, &v, 4);
             printf(" %08lx", (unsigned long)bits);
         }
         printf("\n");

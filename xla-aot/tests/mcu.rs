@@ -163,8 +163,16 @@ fn build_app(
             .collect();
         format!("{{{}}}", v.join(","))
     };
-    for k in 0..m.entry.parameters().len() {
-        assert_eq!(m.input_dtype(k), DType::F32, "the app feeds f32 inputs");
+    let int8_io = (0..m.entry.parameters().len()).all(|k| m.input_dtype(k) == DType::I8)
+        && (0..m.entry.outputs.len()).all(|k| m.output_dtype(k) == DType::I8);
+    if !int8_io {
+        for k in 0..m.entry.parameters().len() {
+            assert_eq!(
+                m.input_dtype(k),
+                DType::F32,
+                "the app feeds f32 (or, with IO_INT8, int8) inputs"
+            );
+        }
     }
     let ins = sizes(
         m.entry
@@ -203,6 +211,7 @@ fn build_app(
         .arg(format!("-DIN_SIZES={ins}"))
         .arg(format!("-DOUT_SIZES={outs}"))
         .arg("-DIO_FLOATS=20000")
+        .args(int8_io.then_some("-DIO_INT8"))
         .args(&weights_defines)
         .arg(app.join("main.c"))
         .arg(app.join("start.c"))
@@ -345,6 +354,71 @@ fn a_tflite_model_runs_on_the_m4_and_m55_boards() {
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The inputs `examples/mcu-app/main.c` computes with `-DIO_INT8`: element k of input i is
+/// ((k·7 + i·13) mod 17 − 8) · 15.
+fn board_inputs_i8(m: &Module) -> Vec<Literal> {
+    m.entry
+        .parameters()
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let dims = m.entry.inst(p).shape.dims.clone();
+            let n: usize = dims.iter().product();
+            let v: Vec<i32> = (0..n)
+                .map(|k| (((k * 7 + i * 13) % 17) as i32 - 8) * 15)
+                .collect();
+            Literal::from_i32(dims, &v)
+        })
+        .collect()
+}
+
+/// int8 TFLite models (converter-written: a convolution, a depthwise convolution with depth
+/// multiplier 2, a dense layer, an average pool and an add, each with TFLite Micro's
+/// fixed-point requantization, `front/tflite/int8.rs`) on every board equal the interpreter
+/// integer for integer; tests/tflite.rs checks the interpreter against TFLite Micro. On the M4F,
+/// M7 and M33 the products run on `smlad`.
+#[test]
+fn tflite_int8_models_run_on_every_board_bit_for_bit() {
+    let test = "tflite_int8_models_run_on_every_board_bit_for_bit";
+    let Some(root) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
+        eprintln!("SKIP {test}: XLA_AOT_TFLITE_DIR is not set (scripts/test.sh sets it)");
+        return;
+    };
+    if !board_tools(test) {
+        return;
+    }
+    let root = std::path::PathBuf::from(root);
+    for case in [
+        "conv2d_i8",
+        "depthwise_mult2_i8",
+        "fully_connected_i8",
+        "avgpool_i8",
+        "add_i8",
+    ] {
+        let m = load_spec(&root.join(case).join("model.tflite"))
+            .unwrap()
+            .module;
+        let expected = evaluate(&m, &board_inputs_i8(&m)).unwrap();
+        for board in BOARDS {
+            let dir = scratch(&format!("mcu-{case}-{}", board.machine));
+            let (outputs, _) =
+                run_on_board(&build_app(&m, board, Optimize::Size, false, &dir), board);
+            assert_eq!(outputs.len(), expected.len());
+            for (k, (a, e)) in outputs.iter().zip(&expected).enumerate() {
+                let e: Vec<f32> = e.to_f64_vec().iter().map(|&x| x as f32).collect();
+                let bad = a.iter().zip(&e).filter(|(x, y)| x != y).count();
+                assert_eq!(
+                    bad, 0,
+                    "{case} output {k} on {}: {bad} integers differ",
+                    board.machine
+                );
+            }
+            eprintln!("{case} on {} ({}): equal", board.machine, board.target);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
 

@@ -467,6 +467,36 @@ fn networks_compiled_for_each_cpu_target_match_tflite_micro() {
     }
 }
 
+/// int8 cases compiled for every CPU target the compiled-code tests run on equal TFLite Micro
+/// integer for integer (the Cortex-M boards run them in tests/mcu.rs).
+#[test]
+fn integer_cases_compiled_for_each_cpu_target_equal_tflite_micro() {
+    let Some(root) = data_dir() else { return };
+    for name in [
+        "conv2d_i8",
+        "depthwise_mult2_i8",
+        "fully_connected_i8",
+        "avgpool_i8",
+        "add_i8",
+        "mul_i8",
+    ] {
+        let dir = root.join(name);
+        let m = xla_aot::front::load_spec(&dir.join("model.tflite"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .module;
+        // The harness passes inputs in their C API type (int8_t).
+        let inputs = npys(&dir, "input");
+        let want = npys(&dir, "output");
+        for t in common::compiled_targets() {
+            let got = common::run_compiled(&m, &t, &inputs, &format!("tflite-{name}"));
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "{name} on {}", t.name);
+            }
+            eprintln!("ok    {name} on {}: equal to TFLite Micro", t.name);
+        }
+    }
+}
+
 /// docs/import.md's TFLite op table, rendered from the op declarations.
 fn op_table() -> String {
     let mut t =
