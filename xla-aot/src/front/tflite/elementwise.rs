@@ -170,6 +170,9 @@ impl Importer<'_, '_> {
             ))?,
             _ => 0.2,
         };
+        if self.input_index(0).is_some_and(|t| self.is_quantized(t)) {
+            return self.unary_i8(super::int8::UnaryI8::LeakyRelu(alpha));
+        }
         self.unary_op(|me, x| {
             let a = me.splat(alpha, x)?;
             me.leaky(x, a, false)
@@ -201,6 +204,9 @@ impl Importer<'_, '_> {
             _ => 1.0,
         };
         let xt = self.need(0)?;
+        if self.is_quantized(xt) {
+            return self.softmax_i8(beta);
+        }
         self.check_float(xt)?;
         let v = self.val(xt)?;
         let rank = v.perm.len();

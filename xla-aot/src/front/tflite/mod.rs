@@ -14,7 +14,8 @@
 //! nothing here panics on any input (the fuzz target `tflite_import` checks it).
 
 mod elementwise;
-mod int8;
+mod gemmlowp;
+pub mod int8;
 pub mod lower;
 mod nn;
 pub mod ops;

@@ -2,6 +2,7 @@
 //! supported. The dispatch, the "unsupported op" error (with the closest supported op) and the
 //! table in docs/import.md are all read from [`OPS`].
 
+use super::int8::UnaryI8;
 use super::lower::{Importer, R};
 use crate::ir::{BinaryOp, ReduceKind, UnaryOp};
 
@@ -54,6 +55,19 @@ const INT8_OPS: &[&str] = &[
     "GATHER",
     "QUANTIZE",
     "DEQUANTIZE",
+    "MAXIMUM",
+    "MINIMUM",
+    "RELU",
+    "RELU6",
+    "RELU_N1_TO_1",
+    "RELU_0_TO_1",
+    "LEAKY_RELU",
+    "LOGISTIC",
+    "TANH",
+    "HARD_SWISH",
+    "SOFTMAX",
+    "MEAN",
+    "SUM",
 ];
 
 const fn int8_form(name: &str) -> bool {
@@ -82,6 +96,18 @@ const fn const_eq(a: &str, b: &str) -> bool {
     true
 }
 
+/// `int` when input 0 holds quantized integers, else `float`.
+fn q_or(
+    imp: &mut Importer<'_, '_>,
+    int: impl FnOnce(&mut Importer<'_, '_>) -> R<()>,
+    float: impl FnOnce(&mut Importer<'_, '_>) -> R<()>,
+) -> R<()> {
+    match imp.input_index(0) {
+        Some(t) if imp.is_quantized(t) => int(imp),
+        _ => float(imp),
+    }
+}
+
 fn unary(imp: &mut Importer<'_, '_>, u: UnaryOp) -> R<()> {
     imp.unary_op(|me, x| me.math(u, x))
 }
@@ -96,10 +122,16 @@ pub const OPS: &[OpDecl] = &[
         .binary_op(BinaryOp::Multiply, false)),
     op!("DIV", "numpy broadcasting, fused activation", |i| i
         .binary_op(BinaryOp::Divide, false)),
-    op!("MAXIMUM", "numpy broadcasting", |i| i
-        .binary_op(BinaryOp::Maximum, false)),
-    op!("MINIMUM", "numpy broadcasting", |i| i
-        .binary_op(BinaryOp::Minimum, false)),
+    op!("MAXIMUM", "numpy broadcasting", |i| q_or(
+        i,
+        |i| i.max_min_i8(BinaryOp::Maximum),
+        |i| i.binary_op(BinaryOp::Maximum, false)
+    )),
+    op!("MINIMUM", "numpy broadcasting", |i| q_or(
+        i,
+        |i| i.max_min_i8(BinaryOp::Minimum),
+        |i| i.binary_op(BinaryOp::Minimum, false)
+    )),
     op!("SQUARED_DIFFERENCE", "numpy broadcasting", |i| i
         .binary_op(BinaryOp::Subtract, true)),
     op!(
@@ -122,17 +154,47 @@ pub const OPS: &[OpDecl] = &[
     op!("AVERAGE_POOL_2D", "padding excluded from the count", |i| i
         .pool(false)),
     op!("MAX_POOL_2D", "", |i| i.pool(true)),
-    op!("RELU", "", |i| i.unary_op(|me, x| me.maximum_with(x, 0.0))),
-    op!("RELU6", "", |i| i.unary_op(|me, x| me.clamp(x, 0.0, 6.0))),
-    op!("RELU_N1_TO_1", "", |i| i
-        .unary_op(|me, x| me.clamp(x, -1.0, 1.0))),
-    op!("RELU_0_TO_1", "", |i| i
-        .unary_op(|me, x| me.clamp(x, 0.0, 1.0))),
+    op!("RELU", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Relu(0.0, None)),
+        |i| i.unary_op(|me, x| me.maximum_with(x, 0.0))
+    )),
+    op!(
+        "RELU6",
+        "int8: clamped in the input's quantization, as TFLite Micro does",
+        |i| q_or(
+            i,
+            |i| i.unary_i8(UnaryI8::Relu6),
+            |i| i.unary_op(|me, x| me.clamp(x, 0.0, 6.0))
+        )
+    ),
+    op!("RELU_N1_TO_1", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Relu(-1.0, Some(1.0))),
+        |i| i.unary_op(|me, x| me.clamp(x, -1.0, 1.0))
+    )),
+    op!("RELU_0_TO_1", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Relu(0.0, Some(1.0))),
+        |i| i.unary_op(|me, x| me.clamp(x, 0.0, 1.0))
+    )),
     op!("LEAKY_RELU", "", |i| i.leaky_relu()),
     op!("PRELU", "alpha broadcast against the input", |i| i.prelu()),
-    op!("LOGISTIC", "", |i| unary(i, UnaryOp::Logistic)),
-    op!("TANH", "", |i| unary(i, UnaryOp::Tanh)),
-    op!("HARD_SWISH", "", |i| i.unary_op(|me, x| me.hard_swish(x))),
+    op!("LOGISTIC", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Logistic),
+        |i| unary(i, UnaryOp::Logistic)
+    )),
+    op!("TANH", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Tanh),
+        |i| unary(i, UnaryOp::Tanh)
+    )),
+    op!("HARD_SWISH", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::HardSwish),
+        |i| i.unary_op(|me, x| me.hard_swish(x))
+    )),
     op!("EXP", "", |i| unary(i, UnaryOp::Exp)),
     op!("LOG", "", |i| unary(i, UnaryOp::Log)),
     op!("SQRT", "", |i| unary(i, UnaryOp::Sqrt)),
@@ -177,8 +239,16 @@ pub const OPS: &[OpDecl] = &[
         "align_corners, half_pixel_centers",
         |i| i.resize(true)
     ),
-    op!("MEAN", "keep_dims", |i| i.reduce(ReduceKind::Add, true)),
-    op!("SUM", "keep_dims", |i| i.reduce(ReduceKind::Add, false)),
+    op!("MEAN", "keep_dims", |i| q_or(
+        i,
+        |i| i.reduce_i8(true),
+        |i| i.reduce(ReduceKind::Add, true)
+    )),
+    op!("SUM", "keep_dims", |i| q_or(
+        i,
+        |i| i.reduce_i8(false),
+        |i| i.reduce(ReduceKind::Add, false)
+    )),
     op!("REDUCE_MAX", "keep_dims", |i| i
         .reduce(ReduceKind::Max, false)),
     op!("REDUCE_MIN", "keep_dims", |i| i
