@@ -188,6 +188,18 @@ fn build_app(
             .map(|o| m.entry.inst(o.value).shape.dims.clone())
             .collect(),
     );
+    let io_floats: usize = m
+        .entry
+        .parameters()
+        .iter()
+        .map(|&p| m.entry.inst(p).shape.element_count())
+        .chain(
+            m.entry
+                .outputs
+                .iter()
+                .map(|o| m.entry.inst(o.value).shape.element_count()),
+        )
+        .sum();
     let upper = name.to_ascii_uppercase();
     let app = repo().join("examples/mcu-app");
     let elf = dir.join(format!("{name}-{}.elf", board.machine));
@@ -210,7 +222,7 @@ fn build_app(
         .arg(format!("-DARENA_ALIGN={upper}_ARENA_ALIGN"))
         .arg(format!("-DIN_SIZES={ins}"))
         .arg(format!("-DOUT_SIZES={outs}"))
-        .arg("-DIO_FLOATS=20000")
+        .arg(format!("-DIO_FLOATS={}", io_floats.max(20000)))
         .args(int8_io.then_some("-DIO_INT8"))
         .args(&weights_defines)
         .arg(app.join("main.c"))
@@ -415,6 +427,49 @@ fn tflite_int8_models_run_on_every_board_bit_for_bit() {
                     "{case} output {k} on {}: {bad} integers differ",
                     board.machine
                 );
+            }
+            eprintln!("{case} on {} ({}): equal", board.machine, board.target);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// MLPerf Tiny's int8 reference models as shipped (opt-in: `$XLA_AOT_MLPERF_TINY_DIR`, written
+/// by bench/mlperf_tiny.py from a local checkout of mlcommons/tiny) on the Cortex-M4F and
+/// Cortex-M55 boards equal the interpreter integer for integer (tests/tflite.rs checks the
+/// interpreter against TFLite Micro on the same models).
+#[test]
+fn mlperf_tiny_int8_models_run_on_the_m4_and_m55_boards() {
+    let test = "mlperf_tiny_int8_models_run_on_the_m4_and_m55_boards";
+    let Some(root) = std::env::var_os("XLA_AOT_MLPERF_TINY_DIR") else {
+        eprintln!("SKIP {test}: XLA_AOT_MLPERF_TINY_DIR is not set (bench/mlperf_tiny.py)");
+        return;
+    };
+    if !board_tools(test) {
+        return;
+    }
+    let root = std::path::PathBuf::from(root);
+    for case in [
+        "kws_ref_model",
+        "vww_96_int8",
+        "pretrainedResnet_quant",
+        "ad01_int8",
+        "str_ww_ref_model",
+    ] {
+        let m = load_spec(&root.join(case).join("model.tflite"))
+            .unwrap()
+            .module;
+        let expected = evaluate(&m, &board_inputs_i8(&m)).unwrap();
+        for board in BOARDS
+            .iter()
+            .filter(|b| ["cortex-m4f", "cortex-m55"].contains(&b.target))
+        {
+            let dir = scratch(&format!("mcu-{case}-{}", board.machine));
+            let (outputs, _) =
+                run_on_board(&build_app(&m, board, Optimize::Size, false, &dir), board);
+            for (k, (a, e)) in outputs.iter().zip(&expected).enumerate() {
+                let e: Vec<f32> = e.to_f64_vec().iter().map(|&x| x as f32).collect();
+                assert_eq!(a, &e, "{case} output {k} on {}", board.machine);
             }
             eprintln!("{case} on {} ({}): equal", board.machine, board.target);
             let _ = std::fs::remove_dir_all(&dir);

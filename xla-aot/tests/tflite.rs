@@ -543,3 +543,57 @@ fn fuzz_findings_are_errors() {
     }
     assert!(n >= 1, "no tflite fuzz regressions under {}", dir.display());
 }
+
+/// MLPerf Tiny's reference models as shipped (opt-in: `bench/mlperf_tiny.py` writes them with
+/// TFLite Micro's outputs to `$XLA_AOT_MLPERF_TINY_DIR` from a local checkout of mlcommons/tiny;
+/// they are not in the package registries, so CI does not run this): int8 models equal TFLite
+/// Micro integer for integer and float models within [`REL_OF_MAX`], through the interpreter and
+/// the code compiled for every CPU target this machine runs.
+#[test]
+fn mlperf_tiny_models_equal_tflite_micro_on_every_cpu_target() {
+    let Some(root) = std::env::var_os("XLA_AOT_MLPERF_TINY_DIR") else {
+        eprintln!(
+            "mlperf tiny test skipped: XLA_AOT_MLPERF_TINY_DIR is not set (bench/mlperf_tiny.py)"
+        );
+        return;
+    };
+    let root = PathBuf::from(root);
+    let mut checked = 0;
+    for (name, _) in cases(&root) {
+        let dir = root.join(&name);
+        let meta = std::fs::read_to_string(dir.join("meta.json")).unwrap();
+        let int8 = meta.contains("\"int8\"");
+        let m = xla_aot::front::load_spec(&dir.join("model.tflite"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .module;
+        let api_inputs = npys(&dir, "input");
+        let ir_inputs: Vec<Literal> = api_inputs
+            .iter()
+            .map(|l| if int8 { as_i32(l) } else { l.clone() })
+            .collect();
+        let want = npys(&dir, "output");
+        let check = |how: &str, got: &[Literal]| {
+            if int8 {
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "{name} ({how})");
+                }
+            } else {
+                let e = rel_error(&name, got, &want);
+                assert!(e <= REL_OF_MAX, "{name} ({how}): {e:.2e}");
+            }
+            eprintln!("ok    {name} ({how})");
+        };
+        let interp = xla_aot::interp::evaluate(&m, &ir_inputs).unwrap();
+        check("interpreter", &interp);
+        for t in common::compiled_targets() {
+            let got = common::run_compiled(&m, &t, &api_inputs, &format!("mlperf-{name}"));
+            check(&t.name, &got);
+        }
+        checked += 1;
+    }
+    assert!(
+        checked >= 5,
+        "only {checked} models under {}",
+        root.display()
+    );
+}

@@ -441,6 +441,16 @@ impl<'g, 'a> Importer<'g, 'a> {
         match tensor.dtype {
             TensorType::Float32 => Ok(()),
             TensorType::Float16 if tensor.data.is_some() => Ok(()),
+            TensorType::Int8 | TensorType::Uint8 | TensorType::Int16
+                if tensor.quant.is_some() && tensor.data.is_some() =>
+            {
+                Err(self
+                    .err(format!(
+                        "{} holds int8 weights of a float operator: a hybrid (dynamic-range) model, which quantizes activations at run time; not supported yet",
+                        self.tensor_name(t)
+                    ))
+                    .hint("convert with full-integer quantization (a representative dataset) or without weight quantization"))
+            }
             TensorType::Int8 | TensorType::Uint8 | TensorType::Int16 if tensor.quant.is_some() => {
                 Err(self.integer_not_yet())
             }
