@@ -51,9 +51,11 @@ no allocator, no data-dependent control flow outside the kernels' own loops); ot
 quotient is printed with one decimal.
 
 Models: --models picks from the built-in list (MODELS: the examples' YAML specs); --model
-NAME=PATH adds any .yaml/.onnx/.hlo.txt file (compiled with `xla-aot compile PATH`, plus
---compile-flag options). The Cortex-M harness feeds f32 inputs; a model with other input types is
-skipped there with a note. Nothing here is run by scripts/test.sh or CI.
+NAME=PATH adds any .yaml/.onnx/.hlo.txt/.tflite file (compiled with `xla-aot compile PATH`, plus
+--compile-flag options). The harnesses feed f32 inputs, or int8 ones to a model whose inputs and
+outputs are all int8 (a full-integer TFLite model: manifest dtype `i8`), built with -DIO_INT8; a
+model with any other mix of types is skipped with a note. Nothing here is run by scripts/test.sh or
+CI.
 """
 from __future__ import annotations
 
@@ -122,9 +124,24 @@ MODELS = {
 
 # Peer figures per (model, core): {"insns": ..., "flash": ..., "ram": ...}, filled in when a peer
 # (TFLite Micro + CMSIS-NN on the boards, onnxruntime on aarch64) has been counted the same way for
-# the same model. None yet: the TFLite Micro counts in ../shared/ENV.md are for the MLPerf Tiny
-# int8 models, which xla-aot does not compile for Cortex-M yet.
-PEERS: dict[tuple[str, str], dict[str, float]] = {}
+# the same model. A model is looked up by its --model NAME, then by its library's name (the model
+# file's stem, e.g. kws_ref_model). TFLite Micro + CMSIS-NN on the MLPerf Tiny int8 models
+# (../shared/ENV.md: release microlite, counted with the same plugin on mps2-an386, and with
+# TARGET_ARCH=cortex-m55 on mps3-an547): instructions per inference and `arena_used_bytes` as
+# "ram" (the arena alone: TFLite Micro's stack and static data were not measured, so peer_ram is a
+# lower bound of what `ram` counts for us).
+PEERS: dict[tuple[str, str], dict[str, float]] = {
+    ("kws_ref_model", "m4"): {"insns": 7.70e6, "ram": 22820},
+    ("vww_96_int8", "m4"): {"insns": 24.10e6, "ram": 100708},
+    ("pretrainedResnet_quant", "m4"): {"insns": 29.87e6, "ram": 54996},
+    ("ad01_int8", "m4"): {"insns": 0.58e6, "ram": 2580},
+    ("str_ww_ref_model", "m4"): {"insns": 2.23e6, "ram": 16596},
+    ("kws_ref_model", "m55"): {"insns": 1.81e6, "ram": 27348},
+    ("vww_96_int8", "m55"): {"insns": 6.56e6, "ram": 100772},
+    ("pretrainedResnet_quant", "m55"): {"insns": 4.91e6, "ram": 55028},
+    ("ad01_int8", "m55"): {"insns": 0.150e6, "ram": 9268},
+    ("str_ww_ref_model", "m55"): {"insns": 0.408e6, "ram": 19956},
+}
 
 
 def log(msg: str) -> None:
@@ -185,16 +202,26 @@ def elements(t: dict) -> int:
 
 
 def sizes_flags(c: Compiled) -> str:
+    """The harnesses' size macros; -DIO_INT8 for an all-int8 model (its elements still take one
+    float slot each of the `io` buffer, so IO_FLOATS is the same sum)."""
     ins = [elements(t) for t in c.manifest["inputs"]]
     outs = [elements(t) for t in c.manifest["outputs"]]
     return (
         f"-DIN_SIZES={{{','.join(map(str, ins))}}} -DOUT_SIZES={{{','.join(map(str, outs))}}} "
-        f"-DIO_FLOATS={sum(ins) + sum(outs)}"
+        f"-DIO_FLOATS={sum(ins) + sum(outs)}" + (" -DIO_INT8" if io_type(c) == "i8" else "")
     )
 
 
-def f32_io(c: Compiled) -> bool:
-    return all(t["dtype"] == "f32" for t in c.manifest["inputs"] + c.manifest["outputs"])
+def io_type(c: Compiled) -> str | None:
+    """"f32" or "i8" when every input and output has that type (what the harnesses feed and
+    print: examples/mcu-app/main.c and bench/arm_driver.c, the latter with -DIO_INT8), else None."""
+    types = {t["dtype"] for t in c.manifest["inputs"] + c.manifest["outputs"]}
+    return types.pop() if len(types) == 1 and types <= {"f32", "i8"} else None
+
+
+def io_types(c: Compiled) -> str:
+    return (f"inputs {[t['dtype'] for t in c.manifest['inputs']]}, "
+            f"outputs {[t['dtype'] for t in c.manifest['outputs']]}")
 
 
 # --- counting -------------------------------------------------------------------------------
@@ -352,9 +379,9 @@ def count_mcu(plugin: str, elf: Path, board: str, tag: str) -> Count:
 
 def bench_mcu(xla, plugin, name, spec, core: McuCore, args, work: Path):
     c = compile_model(xla, spec, core.target, work / f"{name}-{core.label}", args.compile_flag, None)
-    if not f32_io(c):
-        log(f"{name} {core.label}: skipped (examples/mcu-app feeds f32 inputs; this model's are "
-            f"{[t['dtype'] for t in c.manifest['inputs']]})")
+    if io_type(c) is None:
+        log(f"{name} {core.label}: skipped (examples/mcu-app feeds all-f32 or all-int8 inputs and "
+            f"outputs; this model has {io_types(c)})")
         return None
     build_mcu(xla, c, spec, core, args.repeat)
     r = 1 + args.repeat
@@ -384,7 +411,7 @@ def bench_mcu(xla, plugin, name, spec, core: McuCore, args, work: Path):
         f"bss={bss}")
     owners = kernel_functions("arm-none-eabi-objdump", many, c)
     kernels = kernel_lines(name, core.label, a.symbols, b.symbols, args.repeat, c, args.top, owners)
-    return ours, lib_flash, ram, kernels
+    return ours, lib_flash, ram, kernels, c.name
 
 
 def check_deterministic(name, label, results, r):
@@ -404,8 +431,9 @@ def check_deterministic(name, label, results, r):
 
 def bench_a64(xla, plugin, name, spec, core: A64Core, args, work: Path):
     c = compile_model(xla, spec, core.target, work / f"{name}-{core.label}", args.compile_flag, None)
-    if not f32_io(c):
-        log(f"{name} {core.label}: skipped (bench/arm_driver.c feeds f32 inputs)")
+    if io_type(c) is None:
+        log(f"{name} {core.label}: skipped (bench/arm_driver.c feeds all-f32 or all-int8 inputs "
+            f"and outputs; this model has {io_types(c)})")
         return None
     exe = c.dir / f"{c.name}-driver"
     upper = c.name.upper()
@@ -444,7 +472,7 @@ def bench_a64(xla, plugin, name, spec, core: A64Core, args, work: Path):
         f"count({r})={b.total}; library in the image {lib}; arena {c.header['ARENA_SIZE']}")
     owners = kernel_functions("aarch64-linux-gnu-objdump", exe, c)
     kernels = kernel_lines(name, core.label, a.symbols, b.symbols, args.repeat, c, args.top, owners)
-    return ours, flash, ram, kernels
+    return ours, flash, ram, kernels, c.name
 
 
 def fold_parts(counts: dict[str, int], kernels: dict) -> dict[str, int]:
@@ -511,7 +539,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS), help="built-in models to run (comma list)")
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
-                    help="another model file (.yaml, .onnx, .hlo.txt); repeatable")
+                    help="another model file (.yaml, .onnx, .hlo.txt, .tflite); repeatable")
     ap.add_argument("--cores", default=",".join(CORES), help="cores (comma list): " + ", ".join(CORES))
     ap.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="N: count 1 and 1+N inferences")
     ap.add_argument("--check", action="store_true", help="count everything twice; fail unless identical")
@@ -558,10 +586,10 @@ def main() -> int:
                 continue
             if r is None:
                 continue
-            ours, flash, ram, kernels = r
+            ours, flash, ram, kernels, lib_name = r
             for k in kernels:
                 print(k)
-            peer = PEERS.get((name, core.label), {})
+            peer = PEERS.get((name, core.label)) or PEERS.get((lib_name, core.label), {})
             pi = peer.get("insns")
             ratio = f"{ours / pi:.3f}" if pi else "-"
             print(

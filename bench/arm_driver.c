@@ -4,12 +4,16 @@
  *
  *   arm_driver RUNS        (built with the same macros as examples/mcu-app/main.c:
  *                           -include <name>.h -DMODEL=<name> -DARENA_SIZE=... -DARENA_ALIGN=...
- *                           -DIN_SIZES={n0,...} -DOUT_SIZES={m0,...} [-DIO_FLOATS=n])
+ *                           -DIN_SIZES={n0,...} -DOUT_SIZES={m0,...} [-DIO_FLOATS=n]
+ *                           [-DIO_INT8])
  *
  * Contract: the inputs are those of examples/mcu-app/main.c (element k of f32 input i is
- * ((k * 7 + i * 13) % 17 - 8) / 8), every buffer is static (fixed addresses in a static, non-PIE
- * executable, so each run executes the same instructions), the model runs RUNS times, and the
- * program prints `checksum <hex>` (an FNV-1a hash of the output bytes of the last run) and
+ * ((k * 7 + i * 13) % 17 - 8) / 8; with -DIO_INT8, for a model whose inputs and outputs are all
+ * int8_t, element k of input i is ((k * 7 + i * 13) % 17 - 8) * 15), every buffer is static
+ * (fixed addresses in a static, non-PIE executable, so each run executes the same instructions),
+ * the model runs RUNS times, and the
+ * program prints `checksum <hex>` (an FNV-1a hash of the output bytes of the last run: 4 per
+ * element, 1 with -DIO_INT8) and
  * `status <code>` (the first non-zero status, else 0). Exit status 0 on success, 2 on a model
  * error, 3 on a usage error. Nothing else runs between inferences, so the instructions of RUNS
  * = 1 + N less those of RUNS = 1 are N inferences.
@@ -51,8 +55,14 @@ int main(int argc, char **argv) {
     static void *outputs[N_OUT];
     float *p = io;
     for (unsigned i = 0; i < N_IN; i++) {
+#ifdef IO_INT8
+        int8_t *q = (int8_t *)p;
+        for (uint32_t k = 0; k < in_sizes[i]; k++)
+            q[k] = (int8_t)(((int)((k * 7u + i * 13u) % 17u) - 8) * 15);
+#else
         for (uint32_t k = 0; k < in_sizes[i]; k++)
             p[k] = (float)((int)((k * 7u + i * 13u) % 17u) - 8) / 8.0f;
+#endif
         inputs[i] = p;
         p += in_sizes[i];
     }
@@ -68,7 +78,12 @@ int main(int argc, char **argv) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a offset basis */
     for (unsigned i = 0; i < N_OUT; i++) {
         const unsigned char *b = outputs[i];
-        for (uint64_t k = 0; k < 4ull * out_sizes[i]; k++) h = (h ^ b[k]) * 0x100000001b3ull;
+#ifdef IO_INT8
+        const uint64_t bytes = out_sizes[i];
+#else
+        const uint64_t bytes = 4ull * out_sizes[i];
+#endif
+        for (uint64_t k = 0; k < bytes; k++) h = (h ^ b[k]) * 0x100000001b3ull;
     }
     printf("checksum %016llx\nstatus %d\n", (unsigned long long)h, status);
     return status == 0 ? 0 : 2;
