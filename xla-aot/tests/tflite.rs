@@ -129,15 +129,10 @@ fn float_models_match_tflite_micro_through_the_interpreter_and_compiled_code() {
 /// with an error naming the operator (and the test fails once one imports, so that it joins the
 /// bit-exact check).
 const INTEGER_NOT_YET: &[&str] = &[
-    "batch_matmul_i8",
     "div_i8",
     "exp_i8",
     "prelu_i8",
-    "reduce_max_i8",
     "resize_bilinear_i8",
-    "resize_nearest_i8",
-    "rsqrt_i8",
-    "squared_difference_i8",
     "transpose_conv_i8",
 ];
 

@@ -78,6 +78,7 @@ impl Importer<'_, '_> {
                 (BinaryOp::Add, false) => self.add_i8(false, act),
                 (BinaryOp::Subtract, false) => self.add_i8(true, act),
                 (BinaryOp::Multiply, false) => self.mul_i8(act),
+                (BinaryOp::Subtract, true) => self.squared_difference_i8(),
                 _ => Err(self.integer_not_yet()),
             };
         }

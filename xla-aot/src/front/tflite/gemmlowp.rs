@@ -297,6 +297,86 @@ pub fn leaky_relu_i8(q: i32, z_in: i32, s_in: f32, alpha: f32, s_out: f32, z_out
     (z_out + v).clamp(-128, 127)
 }
 
+/// TFLite's `GetInvSqrtQuantizedMultiplierExp(input, −1)`: `1/√input` as a Q31 multiplier and
+/// shift (Newton–Raphson in Q3.28, `common.h`).
+fn inv_sqrt_multiplier(input: i32) -> QuantizedMultiplier {
+    if input <= 1 {
+        return QuantizedMultiplier {
+            significand: i32::MAX,
+            shift: 0,
+        };
+    }
+    let mut input = input;
+    let mut sh = 11;
+    while input >= (1 << 29) {
+        input /= 4;
+        sh += 1;
+    }
+    let p = (input.leading_zeros() as i32 - 1) / 2 - 1;
+    sh -= p;
+    input = input.wrapping_shl((2 * p) as u32);
+    let half = rounding_divide_by_pot(input >> 1, 1);
+    let mut x = 1i32 << 28;
+    /// 3/2 in Q3.28.
+    const THREE_HALVES: i32 = 3 << 27;
+    for _ in 0..5 {
+        let x3 = sat_mul_pot(srdhm(srdhm(x, x), x), 6);
+        x = sat_mul_pot(srdhm(THREE_HALVES, x).wrapping_sub(srdhm(half, x3)), 3);
+    }
+    /// √2 / 2 in Q0.31.
+    const HALF_SQRT2: i32 = 1_518_500_250;
+    x = srdhm(x, HALF_SQRT2);
+    if sh < 0 {
+        x = x.wrapping_shl((-sh) as u32);
+        sh = 0;
+    }
+    QuantizedMultiplier {
+        significand: x,
+        shift: -sh,
+    }
+}
+
+/// int8 RSQRT of `q` (`elementwise.cc`). TFLite Micro stops with an error on an input below the
+/// zero point; a compiled model cannot, and gives −128 there.
+pub fn rsqrt_i8(q: i32, z_in: i32, s_in: f32, s_out: f32, z_out: i32) -> i32 {
+    let m = quantize_multiplier(1.0 / (f64::from(s_in).sqrt() * f64::from(s_out)));
+    let v = q - z_in;
+    if v < 0 {
+        return -128;
+    }
+    if v == 0 {
+        return 127;
+    }
+    let im = inv_sqrt_multiplier(v);
+    let t = multiply_by_quantized_multiplier(
+        1,
+        QuantizedMultiplier {
+            significand: im.significand,
+            shift: im.shift + 20,
+        },
+    );
+    let y = multiply_by_quantized_multiplier(
+        t,
+        QuantizedMultiplier {
+            significand: m.significand,
+            shift: m.shift - 20,
+        },
+    );
+    (y + z_out).clamp(-128, 127)
+}
+
+/// int8 ABS of `q`: `|q − z_in|`, requantized when the scales differ.
+pub fn abs_i8(q: i32, z_in: i32, s_in: f32, s_out: f32, z_out: i32) -> i32 {
+    let mut v = (q - z_in).abs();
+    if s_in != s_out {
+        v = multiply_by_quantized_multiplier(
+            v,
+            quantize_multiplier(f64::from(s_in) / f64::from(s_out)),
+        );
+    }
+    (v + z_out).clamp(-128, 127)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

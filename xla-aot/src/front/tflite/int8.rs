@@ -49,6 +49,8 @@ pub enum UnaryI8 {
     Tanh,
     HardSwish,
     LeakyRelu(f32),
+    Rsqrt,
+    Abs,
 }
 
 /// `RoundingDivideByPOT(e, 12)`: a Q0.31 exponential as a Q12.19 term of the row sum.
@@ -650,6 +652,17 @@ impl Importer<'_, '_> {
                 let (s_out, z_out, _, _) = self.q_scalar(out)?;
                 self.table_i8(|q| super::gemmlowp::hard_swish_i8(q, z_in, s_in, s_out, z_out))
             }
+            UnaryI8::Rsqrt | UnaryI8::Abs => {
+                let (s_out, z_out, _, _) = self.q_scalar(out)?;
+                let rsqrt = matches!(op, UnaryI8::Rsqrt);
+                self.table_i8(|q| {
+                    if rsqrt {
+                        super::gemmlowp::rsqrt_i8(q, z_in, s_in, s_out, z_out)
+                    } else {
+                        super::gemmlowp::abs_i8(q, z_in, s_in, s_out, z_out)
+                    }
+                })
+            }
             UnaryI8::LeakyRelu(alpha) => {
                 let (s_out, z_out, _, _) = self.q_scalar(out)?;
                 self.table_i8(|q| {
@@ -945,6 +958,94 @@ impl Importer<'_, '_> {
         let r = self.binary("", op, x, y)?;
         self.set(out, Val { id: r, perm });
         Ok(())
+    }
+
+    /// int8 SQUARED_DIFFERENCE (`squared_difference.cc`): each input `(q − z) · 2^7` scaled by
+    /// `QuantizeMultiplier(s_i / (2 · max(s_1, s_2)))`, the difference squared, scaled by
+    /// `QuantizeMultiplier((2 · max)^2 / (s_out · 2^14))`, plus `z_out`, saturated.
+    pub fn squared_difference_i8(&mut self) -> R<()> {
+        /// `squared_difference.cc`'s left shift of int8 inputs.
+        const LEFT_SHIFT: i32 = 7;
+        let (at, bt) = (self.need(0)?, self.need(1)?);
+        let out = self.output_index(0)?;
+        let (s1, z1, _, _) = self.q_scalar(at)?;
+        let (s2, z2, _, _) = self.q_scalar(bt)?;
+        let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
+        let twice_max = 2.0 * f64::from(s1.max(s2));
+        let m1 = quantize_multiplier(f64::from(s1) / twice_max);
+        let m2 = quantize_multiplier(f64::from(s2) / twice_max);
+        let mo = quantize_multiplier(twice_max * twice_max / (f64::from(s_out) * 16384.0));
+        let (a, b) = (self.val(at)?, self.val(bt)?);
+        let out_dims = self.broadcast_dims(&self.dims(&a), &self.dims(&b))?;
+        let perm = self.common_layout(&[&a, &b], &out_dims);
+        let mut scaled = Vec::new();
+        for (v, z, m) in [(&a, z1, m1), (&b, z2, m2)] {
+            let x = self.broadcast_to(v, &out_dims, &perm)?;
+            let zc = self.splat_i32(z, x)?;
+            let c = self.binary("centered", BinaryOp::Subtract, x, zc)?;
+            let sh = self.splat_i32(1 << LEFT_SHIFT, c)?;
+            let s = self.binary("shifted", BinaryOp::Multiply, c, sh)?;
+            scaled.push(self.mul_q31(s, &[m], 0, "scaled")?);
+        }
+        let d = self.binary("difference", BinaryOp::Subtract, scaled[0], scaled[1])?;
+        let sq = self.binary("square", BinaryOp::Multiply, d, d)?;
+        let y = self.requantize_acc(sq, &[mo], 0, z_out, (lo, hi))?;
+        self.set(out, Val { id: y, perm });
+        Ok(())
+    }
+
+    /// int8 BATCH_MATMUL: `Σ (l − z_l)(r − z_r)` per output, scaled by
+    /// `QuantizeMultiplier(s_l · s_r / s_out)`, plus `z_out`, saturated (no bias, no activation).
+    pub fn batch_matmul_i8(&mut self, adj_x: bool, adj_y: bool) -> R<()> {
+        let (xt, yt) = (self.need(0)?, self.need(1)?);
+        let out = self.output_index(0)?;
+        let (s1, z1, _, _) = self.q_scalar(xt)?;
+        let (s2, z2, _, _) = self.q_scalar(yt)?;
+        let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
+        let m = quantize_multiplier(f64::from(s1) * f64::from(s2) / f64::from(s_out));
+        let (x, y) = (self.tflite(xt)?, self.tflite(yt)?);
+        let (xd, yd) = (self.b.shape(x).dims.clone(), self.b.shape(y).dims.clone());
+        if xd.len() != yd.len() || xd.len() < 2 || xd[..xd.len() - 2] != yd[..yd.len() - 2] {
+            return Err(self.err(format!(
+                "int8 BATCH_MATMUL of {xd:?} and {yd:?}: equal batch dims are supported"
+            )));
+        }
+        let n = xd.len() - 2;
+        let xc = self.centered(x, z1)?;
+        let yc = self.centered(y, z2)?;
+        let b: Vec<usize> = (0..n).collect();
+        let name = self.name("");
+        let p = self
+            .b
+            .add(
+                &name,
+                Op::Dot(DotDims {
+                    lhs_batch: b.clone(),
+                    lhs_contracting: vec![if adj_x { n } else { n + 1 }],
+                    rhs_batch: b,
+                    rhs_contracting: vec![if adj_y { n + 1 } else { n }],
+                }),
+                &[xc, yc],
+            )
+            .map_err(self.ir())?;
+        let acc = self.convert(p, DType::I32, "acc")?;
+        let q = self.requantize_acc(acc, &[m], 0, z_out, (lo, hi))?;
+        self.set(out, Val::plain(q, n + 2));
+        Ok(())
+    }
+
+    /// int8 REDUCE_MAX / REDUCE_MIN: the raw integers (TFLite Micro requires one quantization).
+    pub fn reduce_max_min_i8(&mut self, kind: ReduceKind) -> R<()> {
+        let (xt, out) = (self.need(0)?, self.output_index(0)?);
+        let (s, z, _, _) = self.q_scalar(xt)?;
+        let (so, zo, _, _) = self.q_scalar(out)?;
+        if (s, z) != (so, zo) {
+            return Err(self.err(format!(
+                "input quantization ({s}, {z}) and output ({so}, {zo}) differ; TFLite Micro's int8 REDUCE_MAX/MIN takes one"
+            )));
+        }
+        // The float lowering on integer-valued f32 is exact; back to i32 after it.
+        self.reduce_generic(kind, false, true)
     }
 
     /// QUANTIZE of a float tensor: `saturate(round(x / s) + z)`, half away from zero.

@@ -439,6 +439,9 @@ impl Importer<'_, '_> {
             _ => (false, false),
         };
         let (xt, yt) = (self.need(0)?, self.need(1)?);
+        if self.is_quantized(xt) {
+            return self.batch_matmul_i8(adj_x, adj_y);
+        }
         self.check_float(xt)?;
         self.check_float(yt)?;
         let (x, y) = (self.val(xt)?, self.val(yt)?);

@@ -68,6 +68,13 @@ const INT8_OPS: &[&str] = &[
     "SOFTMAX",
     "MEAN",
     "SUM",
+    "SQUARED_DIFFERENCE",
+    "BATCH_MATMUL",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "RSQRT",
+    "ABS",
+    "RESIZE_NEAREST_NEIGHBOR",
 ];
 
 const fn int8_form(name: &str) -> bool {
@@ -198,8 +205,16 @@ pub const OPS: &[OpDecl] = &[
     op!("EXP", "", |i| unary(i, UnaryOp::Exp)),
     op!("LOG", "", |i| unary(i, UnaryOp::Log)),
     op!("SQRT", "", |i| unary(i, UnaryOp::Sqrt)),
-    op!("RSQRT", "", |i| unary(i, UnaryOp::Rsqrt)),
-    op!("ABS", "", |i| unary(i, UnaryOp::Abs)),
+    op!("RSQRT", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Rsqrt),
+        |i| unary(i, UnaryOp::Rsqrt)
+    )),
+    op!("ABS", "", |i| q_or(
+        i,
+        |i| i.unary_i8(UnaryI8::Abs),
+        |i| unary(i, UnaryOp::Abs)
+    )),
     op!("NEG", "", |i| unary(i, UnaryOp::Negate)),
     op!("SOFTMAX", "beta, over the last dim", |i| i.softmax()),
     op!("RESHAPE", "shape input or new_shape, one −1", |i| i
@@ -249,10 +264,16 @@ pub const OPS: &[OpDecl] = &[
         |i| i.reduce_i8(false),
         |i| i.reduce(ReduceKind::Add, false)
     )),
-    op!("REDUCE_MAX", "keep_dims", |i| i
-        .reduce(ReduceKind::Max, false)),
-    op!("REDUCE_MIN", "keep_dims", |i| i
-        .reduce(ReduceKind::Min, false)),
+    op!("REDUCE_MAX", "keep_dims", |i| q_or(
+        i,
+        |i| i.reduce_max_min_i8(ReduceKind::Max),
+        |i| i.reduce(ReduceKind::Max, false)
+    )),
+    op!("REDUCE_MIN", "keep_dims", |i| q_or(
+        i,
+        |i| i.reduce_max_min_i8(ReduceKind::Min),
+        |i| i.reduce(ReduceKind::Min, false)
+    )),
     op!(
         "DEQUANTIZE",
         "float16 and int8 weights; run-time int8/uint8",

@@ -64,8 +64,19 @@ impl Importer<'_, '_> {
             _ => (false, false),
         };
         let (xt, st) = (self.need(0)?, self.need(1)?);
-        self.check_float(xt)?;
-        let x = self.val(xt)?;
+        // int8 RESIZE_NEAREST_NEIGHBOR moves integers (TFLite Micro rescales nothing): the 0/1
+        // products below are exact on integer-valued f32.
+        let integer = self.is_quantized(xt);
+        if integer && !nearest {
+            return Err(self.integer_not_yet());
+        }
+        if !integer {
+            self.check_float(xt)?;
+        }
+        let mut x = self.val(xt)?;
+        if integer {
+            x.id = self.convert(x.id, crate::ir::DType::F32, "as_f32")?;
+        }
         let xd = self.dims(&x);
         let size = self.const_ints(st)?;
         if xd.len() != 4 || xd.contains(&0) || size.len() != 2 || size.iter().any(|&s| s <= 0) {
@@ -81,7 +92,10 @@ impl Importer<'_, '_> {
         let mh = matrix(xd[1], oh, align, half, nearest);
         let mw = matrix(xd[2], ow, align, half, nearest);
         let a = self.product(xi, 2, mh, [oh, xd[1]], "rows")?;
-        let y = self.product(a, 2, mw, [ow, xd[2]], "")?;
+        let mut y = self.product(a, 2, mw, [ow, xd[2]], "")?;
+        if integer {
+            y = self.convert(y, crate::ir::DType::I32, "as_i32")?;
+        }
         let o = self.output_index(0)?;
         self.set(
             o,

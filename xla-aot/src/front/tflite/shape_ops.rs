@@ -419,13 +419,23 @@ impl Importer<'_, '_> {
 
     /// MEAN, SUM, REDUCE_MAX, REDUCE_MIN over the axes input, in the held layout.
     pub fn reduce(&mut self, kind: ReduceKind, mean: bool) -> R<()> {
+        self.reduce_generic(kind, mean, false)
+    }
+
+    /// [`Self::reduce`]; with `integer`, of i32 integers (through exact f32, back to i32).
+    pub fn reduce_generic(&mut self, kind: ReduceKind, mean: bool, integer: bool) -> R<()> {
         let keep = match &self.op().options {
             Some(O::ReducerOptions(o)) => o.keep_dims().map_err(pb(self.path, "ReducerOptions"))?,
             _ => false,
         };
         let (xt, at) = (self.need(0)?, self.need(1)?);
-        self.check_float(xt)?;
-        let x = self.val(xt)?;
+        if !integer {
+            self.check_float(xt)?;
+        }
+        let mut x = self.val(xt)?;
+        if integer {
+            x.id = self.convert(x.id, crate::ir::DType::F32, "as_f32")?;
+        }
         let rank = x.perm.len();
         let mut axes = Vec::new();
         for a in self.const_ints(at)? {
@@ -446,6 +456,9 @@ impl Importer<'_, '_> {
         if mean {
             let c = self.splat(count.max(1) as f32, y)?;
             y = self.binary("mean", BinaryOp::Divide, y, c)?;
+        }
+        if integer {
+            y = self.convert(y, crate::ir::DType::I32, "as_i32")?;
         }
         let o = self.output_index(0)?;
         if keep {
