@@ -22,7 +22,7 @@ const REL_OF_MAX: f64 = 1e-5;
 
 /// Cases whose op the importer does not lower yet (the test checks that they are refused as
 /// unsupported, naming the op, and fails once they import).
-const NOT_YET: &[&str] = &["transpose_conv_"];
+const NOT_YET: &[&str] = &[];
 
 fn data_dir() -> Option<PathBuf> {
     let Some(d) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
@@ -128,13 +128,7 @@ fn float_models_match_tflite_micro_through_the_interpreter_and_compiled_code() {
 /// Integer cases whose operators' fixed-point arithmetic is not written yet: each must be refused
 /// with an error naming the operator (and the test fails once one imports, so that it joins the
 /// bit-exact check).
-const INTEGER_NOT_YET: &[&str] = &[
-    "div_i8",
-    "exp_i8",
-    "prelu_i8",
-    "resize_bilinear_i8",
-    "transpose_conv_i8",
-];
+const INTEGER_NOT_YET: &[&str] = &["div_i8", "exp_i8", "prelu_i8", "resize_bilinear_i8"];
 
 /// An int8/uint8 literal's integers as the i32 the IR computes them in.
 fn as_i32(l: &Literal) -> Literal {

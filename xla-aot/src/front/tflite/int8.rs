@@ -296,7 +296,12 @@ impl Importer<'_, '_> {
 
     /// The int32 bias (input 2), if present, added to i32 `acc` along IR dim `dim`.
     fn bias_i32(&mut self, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
-        let Some(bt) = self.input_index(2) else {
+        self.bias_i32_at(2, acc, dim, channels)
+    }
+
+    /// The int32 bias at input `j`, if present, added to i32 `acc` along IR dim `dim`.
+    fn bias_i32_at(&mut self, j: usize, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
+        let Some(bt) = self.input_index(j) else {
             return Ok(acc);
         };
         let v = self.int_data(bt)?;
@@ -381,6 +386,47 @@ impl Importer<'_, '_> {
             .map_err(self.ir())?;
         let acc = self.convert(y, DType::I32, "acc")?;
         let acc = self.bias_i32(acc, 1, out_channels)?;
+        let m = Self::product_multipliers(s_in, &s_w, s_out);
+        let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
+        self.set(
+            out,
+            Val {
+                id: q,
+                perm: NCHW.to_vec(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The integer TRANSPOSE_CONV's tail: the convolution's f32 sums `y` (NCHW, integer-valued),
+    /// the int32 bias (input 3), per-channel requantization as CONV_2D's.
+    pub fn transpose_conv_tail_i8(
+        &mut self,
+        y: InstId,
+        wt: usize,
+        oc: usize,
+        act: ActivationFunctionType,
+    ) -> R<()> {
+        let xt = self.need(2)?;
+        let out = self.output_index(0)?;
+        let (s_in, _, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let s_w = self
+            .tensor(wt)
+            .quant
+            .as_ref()
+            .map(|q| q.scale.clone())
+            .unwrap_or_default();
+        if s_w.len() != 1 && s_w.len() != oc {
+            return Err(self.err(format!(
+                "{} has {} scales for {oc} channels",
+                self.tensor_name(wt),
+                s_w.len()
+            )));
+        }
+        let acc = self.convert(y, DType::I32, "acc")?;
+        let acc = self.bias_i32_at(3, acc, 1, oc)?;
         let m = Self::product_multipliers(s_in, &s_w, s_out);
         let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
         self.set(

@@ -23,6 +23,7 @@ pub mod read;
 mod resize;
 mod shape_ops;
 mod split_stack;
+mod transpose_conv;
 
 use crate::front::diag::{SpecError, SpecErrorKind};
 use crate::front::inputs::InputOverrides;

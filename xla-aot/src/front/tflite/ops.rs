@@ -75,6 +75,7 @@ const INT8_OPS: &[&str] = &[
     "RSQRT",
     "ABS",
     "RESIZE_NEAREST_NEIGHBOR",
+    "TRANSPOSE_CONV",
 ];
 
 const fn int8_form(name: &str) -> bool {
@@ -234,6 +235,11 @@ pub const OPS: &[OpDecl] = &[
         "STRIDED_SLICE",
         "positive strides; begin, end and shrink masks",
         |i| i.strided_slice()
+    ),
+    op!(
+        "TRANSPOSE_CONV",
+        "SAME/VALID, strides, bias; the output shape a constant",
+        |i| i.transpose_conv()
     ),
     op!("SPLIT", "", |i| i.split()),
     op!("SPLIT_V", "one size may be −1", |i| i.split_v()),
