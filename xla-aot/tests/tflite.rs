@@ -128,7 +128,7 @@ fn float_models_match_tflite_micro_through_the_interpreter_and_compiled_code() {
 /// Integer cases whose operators' fixed-point arithmetic is not written yet: each must be refused
 /// with an error naming the operator (and the test fails once one imports, so that it joins the
 /// bit-exact check).
-const INTEGER_NOT_YET: &[&str] = &["div_i8", "exp_i8", "prelu_i8", "resize_bilinear_i8"];
+const INTEGER_NOT_YET: &[&str] = &["div_i8", "exp_i8", "resize_bilinear_i8"];
 
 /// An int8/uint8 literal's integers as the i32 the IR computes them in.
 fn as_i32(l: &Literal) -> Literal {
@@ -214,8 +214,9 @@ fn integer_models_equal_tflite_micro_bit_for_bit() {
         failures.len(),
         failures.join("\n")
     );
+    // 45 of the 48 converter-written int8 cases today: fewer means a case stopped importing.
     assert!(
-        exact.len() >= 10,
+        exact.len() >= 45,
         "only {} integer cases imported",
         exact.len()
     );

@@ -183,6 +183,9 @@ impl Importer<'_, '_> {
     /// PRELU: `alpha` (input 1) broadcast against `x`.
     pub fn prelu(&mut self) -> R<()> {
         let (xt, at) = (self.need(0)?, self.need(1)?);
+        if self.is_quantized(xt) {
+            return self.prelu_i8();
+        }
         self.check_float(xt)?;
         self.check_float(at)?;
         let (x, a) = (self.val(xt)?, self.val(at)?);

@@ -1080,6 +1080,47 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
+    /// int8 PRELU (`reference_ops::BroadcastPrelu4DSlow`): `d = q − z_in`; `d ≥ 0`:
+    /// `multiply-q31(d, QM(s_in / s_out))`, else `multiply-q31(d · (α − z_α), QM(s_in · s_α /
+    /// s_out))`; plus `z_out`, saturated. α broadcasts against the input.
+    pub fn prelu_i8(&mut self) -> R<()> {
+        let (xt, at) = (self.need(0)?, self.need(1)?);
+        let out = self.output_index(0)?;
+        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
+        let (s_a, z_a, _, _) = self.q_scalar(at)?;
+        let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
+        let m1 = quantize_multiplier(f64::from(s_in) / f64::from(s_out));
+        let m2 = quantize_multiplier(f64::from(s_in) * f64::from(s_a) / f64::from(s_out));
+        let (x, a) = (self.val(xt)?, self.val(at)?);
+        let out_dims = self.broadcast_dims(&self.dims(&x), &self.dims(&a))?;
+        let perm = self.common_layout(&[&x, &a], &out_dims);
+        let xb = self.broadcast_to(&x, &out_dims, &perm)?;
+        let ab = self.broadcast_to(&a, &out_dims, &perm)?;
+        let zc = self.splat_i32(z_in, xb)?;
+        let d = self.binary("centered", BinaryOp::Subtract, xb, zc)?;
+        let za = self.splat_i32(z_a, ab)?;
+        let ac = self.binary("alpha", BinaryOp::Subtract, ab, za)?;
+        let pos = self.mul_q31(d, &[m1], 0, "positive_part")?;
+        let prod = self.binary("scaled_input", BinaryOp::Multiply, d, ac)?;
+        let neg = self.mul_q31(prod, &[m2], 0, "negative_part")?;
+        let zero = self.splat_i32(0, d)?;
+        let name = self.name("non_negative");
+        let ge = self
+            .b
+            .add(&name, Op::Compare(CompareDir::Ge), &[d, zero])
+            .map_err(self.ir())?;
+        let name = self.name("chosen");
+        let v = self
+            .b
+            .add(&name, Op::Select, &[ge, pos, neg])
+            .map_err(self.ir())?;
+        let zo = self.splat_i32(z_out, v)?;
+        let y = self.binary("offset", BinaryOp::Add, v, zo)?;
+        let y = self.clamp_i32(y, lo, hi)?;
+        self.set(out, Val { id: y, perm });
+        Ok(())
+    }
+
     /// int8 REDUCE_MAX / REDUCE_MIN: the raw integers (TFLite Micro requires one quantization).
     pub fn reduce_max_min_i8(&mut self, kind: ReduceKind) -> R<()> {
         let (xt, out) = (self.need(0)?, self.output_index(0)?);

@@ -76,6 +76,7 @@ const INT8_OPS: &[&str] = &[
     "ABS",
     "RESIZE_NEAREST_NEIGHBOR",
     "TRANSPOSE_CONV",
+    "PRELU",
 ];
 
 const fn int8_form(name: &str) -> bool {
