@@ -172,7 +172,7 @@ impl Importer<'_, '_> {
             _ => 0.2,
         };
         if self.input_index(0).is_some_and(|t| self.is_quantized(t)) {
-            return self.unary_i8(super::int8::UnaryI8::LeakyRelu(alpha));
+            return self.unary_i8(super::int8_tables::UnaryI8::LeakyRelu(alpha));
         }
         self.unary_op(|me, x| {
             let a = me.splat(alpha, x)?;

@@ -16,6 +16,7 @@
 mod elementwise;
 mod gemmlowp;
 pub mod int8;
+mod int8_tables;
 pub mod lower;
 mod nn;
 pub mod ops;

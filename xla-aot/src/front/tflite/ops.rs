@@ -2,7 +2,7 @@
 //! supported. The dispatch, the "unsupported op" error (with the closest supported op) and the
 //! table in docs/import.md are all read from [`OPS`].
 
-use super::int8::UnaryI8;
+use super::int8_tables::UnaryI8;
 use super::lower::{Importer, R};
 use crate::ir::{BinaryOp, ReduceKind, UnaryOp};
 
