@@ -387,34 +387,15 @@ fn board_inputs_i8(m: &Module) -> Vec<Literal> {
         .collect()
 }
 
-/// int8 TFLite models (converter-written: a convolution, a depthwise convolution with depth
-/// multiplier 2, a dense layer, an average pool and an add, each with TFLite Micro's
-/// fixed-point requantization, `front/tflite/int8.rs`) on every board equal the interpreter
-/// integer for integer; tests/tflite.rs checks the interpreter against TFLite Micro. On the M4F,
-/// M7 and M33 the products run on `smlad`.
-#[test]
-fn tflite_int8_models_run_on_every_board_bit_for_bit() {
-    let test = "tflite_int8_models_run_on_every_board_bit_for_bit";
-    let Some(root) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
-        eprintln!("SKIP {test}: XLA_AOT_TFLITE_DIR is not set (scripts/test.sh sets it)");
-        return;
-    };
-    if !board_tools(test) {
-        return;
-    }
-    let root = std::path::PathBuf::from(root);
-    for case in [
-        "conv2d_i8",
-        "depthwise_mult2_i8",
-        "fully_connected_i8",
-        "avgpool_i8",
-        "add_i8",
-    ] {
+/// Runs the int8-I/O `.tflite` models `cases` under `root` on `boards` (size-first code) and
+/// checks each output against the interpreter's, integer for integer.
+fn int8_tflite_on_boards(root: &Path, cases: &[&str], boards: &[&Board]) {
+    for case in cases {
         let m = load_spec(&root.join(case).join("model.tflite"))
             .unwrap()
             .module;
         let expected = evaluate(&m, &board_inputs_i8(&m)).unwrap();
-        for board in BOARDS {
+        for board in boards {
             let dir = scratch(&format!("mcu-{case}-{}", board.machine));
             let (outputs, _) =
                 run_on_board(&build_app(&m, board, Optimize::Size, false, &dir), board);
@@ -434,6 +415,35 @@ fn tflite_int8_models_run_on_every_board_bit_for_bit() {
     }
 }
 
+/// int8 TFLite models (converter-written: a convolution, a depthwise convolution with depth
+/// multiplier 2, a dense layer, an average pool and an add, each with TFLite Micro's
+/// fixed-point requantization, `front/tflite/int8.rs`) on every board equal the interpreter
+/// integer for integer; tests/tflite.rs checks the interpreter against TFLite Micro. On the M4F,
+/// M7 and M33 the products run on `smlad`.
+#[test]
+fn tflite_int8_models_run_on_every_board_bit_for_bit() {
+    let test = "tflite_int8_models_run_on_every_board_bit_for_bit";
+    let Some(root) = std::env::var_os("XLA_AOT_TFLITE_DIR") else {
+        eprintln!("SKIP {test}: XLA_AOT_TFLITE_DIR is not set (scripts/test.sh sets it)");
+        return;
+    };
+    if !board_tools(test) {
+        return;
+    }
+    let all: Vec<&Board> = BOARDS.iter().collect();
+    int8_tflite_on_boards(
+        Path::new(&root),
+        &[
+            "conv2d_i8",
+            "depthwise_mult2_i8",
+            "fully_connected_i8",
+            "avgpool_i8",
+            "add_i8",
+        ],
+        &all,
+    );
+}
+
 /// MLPerf Tiny's int8 reference models as shipped (opt-in: `$XLA_AOT_MLPERF_TINY_DIR`, written
 /// by bench/mlperf_tiny.py from a local checkout of mlcommons/tiny) on the Cortex-M4F and
 /// Cortex-M55 boards equal the interpreter integer for integer (tests/tflite.rs checks the
@@ -448,33 +458,21 @@ fn mlperf_tiny_int8_models_run_on_the_m4_and_m55_boards() {
     if !board_tools(test) {
         return;
     }
-    let root = std::path::PathBuf::from(root);
-    for case in [
-        "kws_ref_model",
-        "vww_96_int8",
-        "pretrainedResnet_quant",
-        "ad01_int8",
-        "str_ww_ref_model",
-    ] {
-        let m = load_spec(&root.join(case).join("model.tflite"))
-            .unwrap()
-            .module;
-        let expected = evaluate(&m, &board_inputs_i8(&m)).unwrap();
-        for board in BOARDS
-            .iter()
-            .filter(|b| ["cortex-m4f", "cortex-m55"].contains(&b.target))
-        {
-            let dir = scratch(&format!("mcu-{case}-{}", board.machine));
-            let (outputs, _) =
-                run_on_board(&build_app(&m, board, Optimize::Size, false, &dir), board);
-            for (k, (a, e)) in outputs.iter().zip(&expected).enumerate() {
-                let e: Vec<f32> = e.to_f64_vec().iter().map(|&x| x as f32).collect();
-                assert_eq!(a, &e, "{case} output {k} on {}", board.machine);
-            }
-            eprintln!("{case} on {} ({}): equal", board.machine, board.target);
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
+    let m4_m55: Vec<&Board> = BOARDS
+        .iter()
+        .filter(|b| ["cortex-m4f", "cortex-m55"].contains(&b.target))
+        .collect();
+    int8_tflite_on_boards(
+        Path::new(&root),
+        &[
+            "kws_ref_model",
+            "vww_96_int8",
+            "pretrainedResnet_quant",
+            "ad01_int8",
+            "str_ww_ref_model",
+        ],
+        &m4_m55,
+    );
 }
 
 /// Every Cortex-M target compiles both models; the weights (those of the code object and of the

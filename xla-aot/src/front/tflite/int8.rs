@@ -545,19 +545,16 @@ impl Importer<'_, '_> {
         Ok(())
     }
 
-    /// The integer ADD (`subtract` false) or SUB of two quantized tensors.
-    pub fn add_i8(&mut self, subtract: bool, act: ActivationFunctionType) -> R<()> {
+    /// Inputs 0 and 1 brought to one scale as ADD, SUB and SQUARED_DIFFERENCE do: each
+    /// `(q − z) · 2^shift` scaled by `QuantizeMultiplier(s_i / (2 · max(s_1, s_2)))`, broadcast to
+    /// their common shape; the scaled values, `2 · max(s_1, s_2)` and the layout they are held in.
+    fn common_scale_inputs(&mut self, shift: i32) -> R<(Vec<InstId>, f64, Vec<usize>)> {
         let (at, bt) = (self.need(0)?, self.need(1)?);
-        let out = self.output_index(0)?;
         let (s1, z1, _, _) = self.q_scalar(at)?;
         let (s2, z2, _, _) = self.q_scalar(bt)?;
-        let (s_out, z_out, _, _) = self.q_scalar(out)?;
-        let range = self.activation_range(out, act)?;
         let twice_max = 2.0 * f64::from(s1.max(s2));
         let m1 = quantize_multiplier(f64::from(s1) / twice_max);
         let m2 = quantize_multiplier(f64::from(s2) / twice_max);
-        let mo =
-            quantize_multiplier(twice_max / (f64::from(1i32 << ADD_LEFT_SHIFT) * f64::from(s_out)));
         let (a, b) = (self.val(at)?, self.val(bt)?);
         let out_dims = self.broadcast_dims(&self.dims(&a), &self.dims(&b))?;
         let perm = self.common_layout(&[&a, &b], &out_dims);
@@ -566,10 +563,21 @@ impl Importer<'_, '_> {
             let x = self.broadcast_to(v, &out_dims, &perm)?;
             let zc = self.splat_i32(z, x)?;
             let c = self.binary("centered", BinaryOp::Subtract, x, zc)?;
-            let sh = self.splat_i32(1 << ADD_LEFT_SHIFT, c)?;
+            let sh = self.splat_i32(1 << shift, c)?;
             let s = self.binary("shifted", BinaryOp::Multiply, c, sh)?;
             scaled.push(self.mul_q31(s, &[m], 0, "scaled")?);
         }
+        Ok((scaled, twice_max, perm))
+    }
+
+    /// The integer ADD (`subtract` false) or SUB of two quantized tensors.
+    pub fn add_i8(&mut self, subtract: bool, act: ActivationFunctionType) -> R<()> {
+        let out = self.output_index(0)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        let (scaled, twice_max, perm) = self.common_scale_inputs(ADD_LEFT_SHIFT)?;
+        let mo =
+            quantize_multiplier(twice_max / (f64::from(1i32 << ADD_LEFT_SHIFT) * f64::from(s_out)));
         let op = if subtract {
             BinaryOp::Subtract
         } else {
@@ -612,30 +620,11 @@ impl Importer<'_, '_> {
     /// 31 + shift)`), plus `z_out`, saturated. The sum runs in f32, exact for `N · 128 < 2^24`.
     pub fn reduce_i8(&mut self, mean: bool) -> R<()> {
         let xt = self.need(0)?;
-        let at = self.need(1)?;
         let out = self.output_index(0)?;
         let (s_in, z_in, _, _) = self.q_scalar(xt)?;
         let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
-        let keep = match &self.op().options {
-            Some(xla_aot_tflite_schema::tflite::BuiltinOptionsRef::ReducerOptions(o)) => o
-                .keep_dims()
-                .map_err(super::read::pb(self.path, "ReducerOptions"))?,
-            _ => false,
-        };
         let x = self.val(xt)?;
-        let rank = x.perm.len();
-        let mut axes = Vec::new();
-        for a in self.const_ints(at)? {
-            let a = self.axis(a, rank)?;
-            if !axes.contains(&a) {
-                axes.push(a);
-            }
-        }
-        let mut ir_axes: Vec<usize> = axes
-            .iter()
-            .map(|&a| x.perm.iter().position(|&p| p == a).unwrap_or(a))
-            .collect();
-        ir_axes.sort_unstable();
+        let (axes, ir_axes, keep) = self.reduction(&x)?;
         let ir_dims = self.b.shape(x.id).dims.clone();
         let n: usize = ir_axes.iter().map(|&i| ir_dims[i]).product();
         if n == 0 || n >= (1 << 16) {
@@ -656,36 +645,8 @@ impl Importer<'_, '_> {
         let sum = self.convert(sum, DType::I32, "sum_i32")?;
         let off = self.splat_i32(z_in.wrapping_mul(n as i32), sum)?;
         let c = self.binary("centered", BinaryOp::Subtract, sum, off)?;
-        let mut y = self.requantize_acc(c, &[m], 0, z_out, (lo, hi))?;
-        if keep {
-            let dims = ir_dims
-                .iter()
-                .enumerate()
-                .map(|(i, &d)| if ir_axes.contains(&i) { 1 } else { d })
-                .collect();
-            let name = self.name("keep_dims");
-            y = self.b.reshape(&name, y, dims).map_err(self.ir())?;
-            self.set(
-                out,
-                Val {
-                    id: y,
-                    perm: x.perm,
-                },
-            );
-            return Ok(());
-        }
-        let rest: Vec<usize> = x
-            .perm
-            .iter()
-            .copied()
-            .filter(|p| !axes.contains(p))
-            .collect();
-        let perm = rest
-            .iter()
-            .map(|&p| rest.iter().filter(|&&q| q < p).count())
-            .collect();
-        self.set(out, Val { id: y, perm });
-        Ok(())
+        let y = self.requantize_acc(c, &[m], 0, z_out, (lo, hi))?;
+        self.set_reduced(y, &x, &axes, &ir_axes, keep)
     }
 
     /// int8 MAXIMUM or MINIMUM: the raw integers compared (TFLite Micro checks no scales).
@@ -708,27 +669,10 @@ impl Importer<'_, '_> {
     pub fn squared_difference_i8(&mut self) -> R<()> {
         /// `squared_difference.cc`'s left shift of int8 inputs.
         const LEFT_SHIFT: i32 = 7;
-        let (at, bt) = (self.need(0)?, self.need(1)?);
         let out = self.output_index(0)?;
-        let (s1, z1, _, _) = self.q_scalar(at)?;
-        let (s2, z2, _, _) = self.q_scalar(bt)?;
         let (s_out, z_out, lo, hi) = self.q_scalar(out)?;
-        let twice_max = 2.0 * f64::from(s1.max(s2));
-        let m1 = quantize_multiplier(f64::from(s1) / twice_max);
-        let m2 = quantize_multiplier(f64::from(s2) / twice_max);
+        let (scaled, twice_max, perm) = self.common_scale_inputs(LEFT_SHIFT)?;
         let mo = quantize_multiplier(twice_max * twice_max / (f64::from(s_out) * 16384.0));
-        let (a, b) = (self.val(at)?, self.val(bt)?);
-        let out_dims = self.broadcast_dims(&self.dims(&a), &self.dims(&b))?;
-        let perm = self.common_layout(&[&a, &b], &out_dims);
-        let mut scaled = Vec::new();
-        for (v, z, m) in [(&a, z1, m1), (&b, z2, m2)] {
-            let x = self.broadcast_to(v, &out_dims, &perm)?;
-            let zc = self.splat_i32(z, x)?;
-            let c = self.binary("centered", BinaryOp::Subtract, x, zc)?;
-            let sh = self.splat_i32(1 << LEFT_SHIFT, c)?;
-            let s = self.binary("shifted", BinaryOp::Multiply, c, sh)?;
-            scaled.push(self.mul_q31(s, &[m], 0, "scaled")?);
-        }
         let d = self.binary("difference", BinaryOp::Subtract, scaled[0], scaled[1])?;
         let sq = self.binary("square", BinaryOp::Multiply, d, d)?;
         let y = self.requantize_acc(sq, &[mo], 0, z_out, (lo, hi))?;

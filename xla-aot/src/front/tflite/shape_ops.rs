@@ -424,11 +424,7 @@ impl Importer<'_, '_> {
 
     /// [`Self::reduce`]; with `integer`, of i32 integers (through exact f32, back to i32).
     pub fn reduce_generic(&mut self, kind: ReduceKind, mean: bool, integer: bool) -> R<()> {
-        let keep = match &self.op().options {
-            Some(O::ReducerOptions(o)) => o.keep_dims().map_err(pb(self.path, "ReducerOptions"))?,
-            _ => false,
-        };
-        let (xt, at) = (self.need(0)?, self.need(1)?);
+        let xt = self.need(0)?;
         if !integer {
             self.check_float(xt)?;
         }
@@ -436,20 +432,7 @@ impl Importer<'_, '_> {
         if integer {
             x.id = self.convert(x.id, crate::ir::DType::F32, "as_f32")?;
         }
-        let rank = x.perm.len();
-        let mut axes = Vec::new();
-        for a in self.const_ints(at)? {
-            let a = self.axis(a, rank)?;
-            if !axes.contains(&a) {
-                axes.push(a);
-            }
-        }
-        // IR dims holding the reduced TFLite dims.
-        let mut ir_axes: Vec<usize> = axes
-            .iter()
-            .map(|&a| x.perm.iter().position(|&p| p == a).unwrap_or(a))
-            .collect();
-        ir_axes.sort_unstable();
+        let (axes, ir_axes, keep) = self.reduction(&x)?;
         let ir_dims = self.b.shape(x.id).dims.clone();
         let count: usize = ir_axes.iter().map(|&i| ir_dims[i]).product();
         let mut y = crate::front::decompose::reduce(self, "", kind, x.id, &ir_axes)?;
@@ -460,25 +443,65 @@ impl Importer<'_, '_> {
         if integer {
             y = self.convert(y, crate::ir::DType::I32, "as_i32")?;
         }
+        self.set_reduced(y, &x, &axes, &ir_axes, keep)
+    }
+
+    /// A reduction's axes (input 1) of `x`: the TFLite axes, the IR dims holding them (sorted)
+    /// and `keep_dims`.
+    pub(super) fn reduction(&self, x: &Val) -> R<(Vec<usize>, Vec<usize>, bool)> {
+        let keep = match &self.op().options {
+            Some(O::ReducerOptions(o)) => o.keep_dims().map_err(pb(self.path, "ReducerOptions"))?,
+            _ => false,
+        };
+        let at = self.need(1)?;
+        let rank = x.perm.len();
+        let mut axes = Vec::new();
+        for a in self.const_ints(at)? {
+            let a = self.axis(a, rank)?;
+            if !axes.contains(&a) {
+                axes.push(a);
+            }
+        }
+        let mut ir_axes: Vec<usize> = axes
+            .iter()
+            .map(|&a| x.perm.iter().position(|&p| p == a).unwrap_or(a))
+            .collect();
+        ir_axes.sort_unstable();
+        Ok((axes, ir_axes, keep))
+    }
+
+    /// Records `y`, `x` reduced over `ir_axes` (TFLite `axes`), as output 0: with `keep` the
+    /// reduced dims stay as 1s in `x`'s layout; else the remaining dims keep their held order,
+    /// renumbered by their TFLite order.
+    pub(super) fn set_reduced(
+        &mut self,
+        y: InstId,
+        x: &Val,
+        axes: &[usize],
+        ir_axes: &[usize],
+        keep: bool,
+    ) -> R<()> {
         let o = self.output_index(0)?;
         if keep {
-            let dims = ir_dims
+            let dims = self
+                .b
+                .shape(x.id)
+                .dims
                 .iter()
                 .enumerate()
                 .map(|(i, &n)| if ir_axes.contains(&i) { 1 } else { n })
                 .collect();
             let name = self.name("keep_dims");
-            y = self.b.reshape(&name, y, dims).map_err(self.ir())?;
+            let y = self.b.reshape(&name, y, dims).map_err(self.ir())?;
             self.set(
                 o,
                 Val {
                     id: y,
-                    perm: x.perm,
+                    perm: x.perm.clone(),
                 },
             );
             return Ok(());
         }
-        // The remaining TFLite dims, in held order, renumbered by their TFLite order.
         let rest: Vec<usize> = x
             .perm
             .iter()
