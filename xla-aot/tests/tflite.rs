@@ -587,3 +587,36 @@ fn mlperf_tiny_models_equal_tflite_micro_on_every_cpu_target() {
         root.display()
     );
 }
+
+/// 16x8 and hybrid (dynamic-range) models are refused with an error that says which they are
+/// and names the input or operator, until their arithmetic is written (the test fails once one
+/// imports).
+#[test]
+fn sixteen_by_eight_and_hybrid_models_are_refused_naming_the_operator() {
+    let Some(root) = data_dir() else { return };
+    let mut n = 0;
+    for (name, kind) in cases(&root) {
+        if kind != "int16x8" && kind != "hybrid" {
+            continue;
+        }
+        let e = xla_aot::front::load_spec(&root.join(&name).join("model.tflite"))
+            .map(|_| ())
+            .expect_err(&format!(
+                "{name} ({kind}) imports now: give it a bit-exact test"
+            ));
+        let text = e.to_string();
+        // A hybrid operator is named; a 16x8 model stops at its int16 input, which is named.
+        let named = if kind == "hybrid" {
+            text.contains("hybrid") && e.node().is_some_and(|n| n.starts_with("operator #"))
+        } else {
+            text.contains("16x8") && text.contains("input 0")
+        };
+        assert!(named, "{name}: {text}");
+        n += 1;
+    }
+    assert!(
+        n >= 6,
+        "only {n} 16x8/hybrid cases under {}",
+        root.display()
+    );
+}

@@ -76,6 +76,13 @@ pub fn import(
             // Quantized integers: i32 in the IR, their own type at the C API.
             TensorType::Int8 => (DType::I32, Some(DType::I8)),
             TensorType::Uint8 => (DType::I32, Some(DType::U8)),
+            TensorType::Int16 if tensor.quant.is_some() => {
+                return Err(input_err(
+                    "its element type is Int16: 16x8 models (int16 activations, int8 weights) are not supported yet"
+                        .into(),
+                )
+                .hint("convert with int8 activations (the converter's default full-integer mode)"));
+            }
             other => {
                 return Err(input_err(format!(
                     "its element type is {other:?}; run-time inputs must be float32, int32, int8 or uint8"
