@@ -5,13 +5,16 @@
 //! Contract: a quantized tensor's value is an IR i32 tensor holding its integers `q` (the model's
 //! C API passes them as `int8_t`). Each lowering reproduces TFLite Micro's arithmetic exactly
 //! (`tensorflow/lite/kernels/internal/reference/integer_ops/*.h`, multipliers from
-//! `kernel_util.cc`):
+//! `kernel_util.cc`; tests/tflite.rs compares every converter-written int8 case with the
+//! `tflite-micro` package's outputs, integer for integer):
 //! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: `acc = Σ w · (q − z_in) + bias` (int32; the
 //!   product runs on the integer-valued f32 data the int8 kernels take, exact while partial
 //!   sums stay below 2^24, then to i32 before the bias), then per output channel
 //!   `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the activation range. `M_c`/`shift_c`
-//!   are `QuantizeMultiplier(s_in · s_w[c] / s_out)` in double (a per-tensor FULLY_CONNECTED
-//!   forms `s_in · s_w` in float first, as `GetQuantizedConvolutionMultipler` does).
+//!   are `QuantizeMultiplier(s_in · s_w[c] / s_out)`, every scale widened to double first (as
+//!   the `tflite-micro` build the tests compare with computes them). Convolutions and
+//!   per-channel dense layers ignore the weights' zero point; a per-tensor dense layer
+//!   subtracts it (TFLite Micro's `FullyConnected`).
 //! - The activation range (`CalculateActivationRangeQuantized`): the type's range, narrowed by
 //!   RELU to `[z + round(0 / s), …]`, RELU6 to `[…, z + round(6 / s)]`, RELU_N1_TO_1 likewise,
 //!   `round` half away from zero of the f32 quotient.
@@ -21,12 +24,16 @@
 //! - ADD and SUB (`integer_ops/add.h`): each input `((q − z) · 2^20)` scaled by
 //!   `multiply-q31` with `QuantizeMultiplier(s_i / (2 · max(s_1, s_2)))`, summed (or subtracted),
 //!   scaled by `QuantizeMultiplier(2 · max(s_1, s_2) / (2^20 · s_out))`, plus `z_out`, clamped.
-//! - QUANTIZE from float: `round(x / s) + z` (f32 quotient, half away from zero), saturated;
-//!   DEQUANTIZE: `(q − z) · s` (one rounding, as TFLite's double product cast to float).
+//! - MUL, SQUARED_DIFFERENCE, BATCH_MATMUL, PRELU, MEAN, SUM and the requantizing QUANTIZE:
+//!   products or sums of centred integers scaled by `multiply-q31` (each function's doc).
+//! - QUANTIZE from float: `round(x / s) + z` (f32 quotient, half away from zero), saturated, and
+//!   the type's minimum for NaN or `|x / s| ≥ 2^31` (x86's conversion, what the reference build
+//!   runs); DEQUANTIZE: `(q − z) · s` (one rounding, as TFLite's double product cast to float).
 //! - Data movement (RESHAPE, TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, PACK, CONCATENATION of
-//!   inputs of the output's scale, PAD with the zero point, ...) moves the integers unchanged.
-//!
-//! - The functions of one input integer and SOFTMAX: `int8_tables.rs`.
+//!   inputs of the output's scale, PAD with the zero point, MAXIMUM/MINIMUM, REDUCE_MAX/MIN,
+//!   RESIZE_NEAREST_NEIGHBOR, ...) moves or compares the integers unchanged.
+//! - The functions of one input integer and SOFTMAX: `int8_tables.rs`; TRANSPOSE_CONV:
+//!   `transpose_conv.rs` with this file's requantization.
 //!
 //! The other ops of an integer model (DIV, EXP, RESIZE_BILINEAR, 16x8 and hybrid operators) are
 //! errors naming the operator: their fixed-point arithmetic is not written yet.

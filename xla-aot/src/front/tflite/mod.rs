@@ -8,9 +8,10 @@
 //! models: `serving_default`'s names), else after their tensors, sanitised into C identifiers
 //! and deduplicated; outputs likewise. Shapes are static: each input has the shape written in the
 //! file (TFLite's own default for a dim whose `shape_signature` is −1), unless `--input-shape`
-//! gives another. Float models import: float32, and float16 or int8 weights behind a DEQUANTIZE.
-//! Integer (quantized-activation) models, variables and control flow are errors that name the
-//! operator and say so. Every error names the operator (`operator #3 (CONV_2D)`) or the tensor;
+//! gives another. Float models import (float32, and float16 or int8 weights behind a DEQUANTIZE),
+//! and full-integer int8 models with TFLite Micro's arithmetic bit for bit (`int8.rs`,
+//! `int8_tables.rs`; int8 inputs and outputs are `int8_t` at the C API). 16x8 and hybrid models,
+//! variables and control flow are errors that name the input or operator and say so. Every error names the operator (`operator #3 (CONV_2D)`) or the tensor;
 //! nothing here panics on any input (the fuzz target `tflite_import` checks it).
 
 mod elementwise;
