@@ -205,7 +205,7 @@ fn weights_bind_parameters_by_name_and_unused_weights_are_errors() {
     );
     let e = load_spec(&spec).unwrap_err().to_string();
     assert!(
-        e.contains("exactly one of `onnx` and `hlo`") && e.contains("b.yaml:2:"),
+        e.contains("exactly one of `onnx`, `hlo` and `tflite`") && e.contains("b.yaml:2:"),
         "{e}"
     );
 }
