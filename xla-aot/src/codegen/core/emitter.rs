@@ -900,8 +900,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .b
             .build_int_compare(IntPredicate::SGE, i, self.i64(hi as u64), "")
             .unwrap();
-        self.select(big, self.i64(hi as u64 - 1).into(), i.into())
-            .into_int_value()
+        // An empty dim (hi = 0) has no element to load: index 0, whose value the caller's
+        // validity test discards.
+        self.select(
+            big,
+            self.i64((hi as u64).saturating_sub(1)).into(),
+            i.into(),
+        )
+        .into_int_value()
     }
 
     /// Loads element `ix` of a buffer of shape `s`.

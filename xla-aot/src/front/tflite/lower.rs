@@ -220,7 +220,12 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// integers, pred for bool), in TFLite order.
     pub fn literal(&self, t: usize) -> R<Literal> {
         let tensor = self.tensor(t);
-        let data = tensor.data.unwrap_or(&[]);
+        let Some(data) = tensor.data else {
+            return Err(self.err(format!(
+                "{} must be a constant here (weights, filters and padding values are)",
+                self.tensor_name(t)
+            )));
+        };
         let dims = tensor.shape.clone();
         let lit = match tensor.dtype {
             TensorType::Float32 => Literal::from_f32(dims, &f32s(data)),
@@ -372,7 +377,7 @@ impl<'g, 'a> Importer<'g, 'a> {
     pub fn axis(&self, a: i64, rank: usize) -> R<usize> {
         let r = rank as i64;
         let b = if a < 0 { a + r } else { a };
-        if (0..r.max(1)).contains(&b) {
+        if (0..r).contains(&b) {
             Ok(b as usize)
         } else {
             Err(self.err(format!("axis {a} is out of range for rank {rank}")))

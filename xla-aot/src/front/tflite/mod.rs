@@ -97,6 +97,12 @@ pub fn import(
             Some(d) => d.to_vec(),
             None => tensor.shape.clone(),
         };
+        if dims.contains(&0) {
+            return Err(input_err(format!(
+                "its shape {dims:?} has an empty dim; a model's inputs hold at least one element"
+            ))
+            .hint("fix the shape with --input-shape NAME=D0xD1x..."));
+        }
         let shape = Shape::new(dtype, dims);
         input_names.push(clean.clone());
         if let Some(lit) = bindings.take(&[tflite_name.as_str(), clean.as_str()], &shape) {

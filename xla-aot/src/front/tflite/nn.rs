@@ -322,8 +322,10 @@ impl Importer<'_, '_> {
         }
         let x = self.val(xt)?;
         let xd = self.dims(&x);
-        if xd.len() != 4 {
-            return Err(self.err(format!("the input is {xd:?}; it must be 4-D (NHWC)")));
+        if xd.len() != 4 || xd.contains(&0) {
+            return Err(self.err(format!(
+                "the input is {xd:?}; it must be a non-empty 4-D tensor (NHWC)"
+            )));
         }
         let mut window = Window::new(vec![1, 1, size[0], size[1]]);
         let mut geometry = Vec::new();
@@ -341,7 +343,17 @@ impl Importer<'_, '_> {
         }
         let xi = self.permuted(&x, &NCHW)?;
         if quantized {
-            let out = [geometry[0].0, geometry[1].0];
+            // The extents the window reduction will have (its shape rule), which the counts
+            // must match element for element.
+            let extent = |i: usize, input: usize| {
+                window.output_extent(i, input).ok_or_else(|| {
+                    self.err(format!(
+                        "the {}×{} window does not fit the {}×{} input",
+                        size[0], size[1], xd[1], xd[2]
+                    ))
+                })
+            };
+            let out = [extent(2, xd[1])?, extent(3, xd[2])?];
             let counts = self.window_counts(out, &geometry, size, stride, [xd[1], xd[2]])?;
             return self.pool_i8(xi, window, max, &counts, act);
         }
