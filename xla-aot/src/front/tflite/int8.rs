@@ -331,10 +331,7 @@ impl Importer<'_, '_> {
         act: ActivationFunctionType,
     ) -> R<()> {
         let xt = self.need(0)?;
-        let out = self.output_index(0)?;
-        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
-        let (s_out, z_out, _, _) = self.q_scalar(out)?;
-        let range = self.activation_range(out, act)?;
+        let (_, z_in, _, _) = self.q_scalar(xt)?;
         let (w, s_w) = self.weights_i8(wt, false)?;
         if s_w.len() != 1 && s_w.len() != out_channels {
             return Err(self.err(format!(
@@ -369,9 +366,29 @@ impl Importer<'_, '_> {
                 &[xs, k],
             )
             .map_err(self.ir())?;
+        self.conv_tail_i8(y, 0, 2, &s_w, out_channels, act)
+    }
+
+    /// A convolution's integer tail: its f32 sums `y` (NCHW, integer-valued) to int32, the int32
+    /// bias of input `bias_at`, per-channel requantization with the scales of input `x_at`, the
+    /// weights' `s_w` and the output, recorded NCHW.
+    fn conv_tail_i8(
+        &mut self,
+        y: InstId,
+        x_at: usize,
+        bias_at: usize,
+        s_w: &[f32],
+        out_channels: usize,
+        act: ActivationFunctionType,
+    ) -> R<()> {
+        let xt = self.need(x_at)?;
+        let out = self.output_index(0)?;
+        let (s_in, _, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
         let acc = self.convert(y, DType::I32, "acc")?;
-        let acc = self.bias_i32(acc, 1, out_channels)?;
-        let m = Self::product_multipliers(s_in, &s_w, s_out);
+        let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
+        let m = Self::product_multipliers(s_in, s_w, s_out);
         let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
         self.set(
             out,
@@ -392,11 +409,6 @@ impl Importer<'_, '_> {
         oc: usize,
         act: ActivationFunctionType,
     ) -> R<()> {
-        let xt = self.need(2)?;
-        let out = self.output_index(0)?;
-        let (s_in, _, _, _) = self.q_scalar(xt)?;
-        let (s_out, z_out, _, _) = self.q_scalar(out)?;
-        let range = self.activation_range(out, act)?;
         let s_w = self
             .tensor(wt)
             .quant
@@ -410,18 +422,7 @@ impl Importer<'_, '_> {
                 s_w.len()
             )));
         }
-        let acc = self.convert(y, DType::I32, "acc")?;
-        let acc = self.bias_i32_at(3, acc, 1, oc)?;
-        let m = Self::product_multipliers(s_in, &s_w, s_out);
-        let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
-        self.set(
-            out,
-            Val {
-                id: q,
-                perm: NCHW.to_vec(),
-            },
-        );
-        Ok(())
+        self.conv_tail_i8(y, 2, 3, &s_w, oc, act)
     }
 
     /// The integer FULLY_CONNECTED of `[batch, K]` data.
