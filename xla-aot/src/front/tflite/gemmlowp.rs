@@ -257,7 +257,8 @@ pub fn hard_swish_i8(q: i32, z_in: i32, s_in: f32, s_out: f32, z_out: i32) -> i3
     let pre = srdhm16(hi, om16);
     let mut x = hi;
     if r.shift > 0 {
-        x = (i32::from(x) * (1 << (r.shift - 1))).clamp(-32768, 32767) as i16;
+        // gemmlowp's saturating left shift of an int16 (in i64: any shift saturates, none wraps).
+        x = (i64::from(x) << (r.shift - 1).min(40)).clamp(-32768, 32767) as i16;
     }
     x = srdhm16(x, rm16);
     if r.shift > 0 {
