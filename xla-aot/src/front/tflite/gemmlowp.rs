@@ -295,7 +295,7 @@ pub fn leaky_relu_i8(q: i32, z_in: i32, s_in: f32, alpha: f32, s_out: f32, z_out
     } else {
         multiply_by_quantized_multiplier(d, ma)
     };
-    (z_out + v).clamp(-128, 127)
+    z_out.wrapping_add(v).clamp(-128, 127)
 }
 
 /// TFLite's `GetInvSqrtQuantizedMultiplierExp(input, −1)`: `1/√input` as a Q31 multiplier and
@@ -363,7 +363,7 @@ pub fn rsqrt_i8(q: i32, z_in: i32, s_in: f32, s_out: f32, z_out: i32) -> i32 {
             shift: m.shift - 20,
         },
     );
-    (y + z_out).clamp(-128, 127)
+    y.wrapping_add(z_out).clamp(-128, 127)
 }
 
 /// int8 ABS of `q`: `|q − z_in|`, requantized when the scales differ.
@@ -375,7 +375,7 @@ pub fn abs_i8(q: i32, z_in: i32, s_in: f32, s_out: f32, z_out: i32) -> i32 {
             quantize_multiplier(f64::from(s_in) / f64::from(s_out)),
         );
     }
-    (v + z_out).clamp(-128, 127)
+    v.wrapping_add(z_out).clamp(-128, 127)
 }
 
 #[cfg(test)]

@@ -84,7 +84,12 @@ impl Importer<'_, '_> {
                 let a = qlo.max(Self::quantize_value(lo_f, s_out, z_out));
                 let b = hi_f.map_or(qhi, |h| qhi.min(Self::quantize_value(h, s_out, z_out)));
                 self.table_i8(|q| {
-                    (z_out + crate::ir::fixed_point::multiply_by_quantized_multiplier(q - z_in, m))
+                    // int32 arithmetic wraps as TFLite Micro's compiled code does.
+                    z_out
+                        .wrapping_add(crate::ir::fixed_point::multiply_by_quantized_multiplier(
+                            q - z_in,
+                            m,
+                        ))
                         .clamp(a, b)
                 })
             }
