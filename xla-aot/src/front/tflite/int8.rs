@@ -707,21 +707,7 @@ impl Importer<'_, '_> {
         let n = xd.len() - 2;
         let xc = self.centered(x, z1)?;
         let yc = self.centered(y, z2)?;
-        let b: Vec<usize> = (0..n).collect();
-        let name = self.name("");
-        let p = self
-            .b
-            .add(
-                &name,
-                Op::Dot(DotDims {
-                    lhs_batch: b.clone(),
-                    lhs_contracting: vec![if adj_x { n } else { n + 1 }],
-                    rhs_batch: b,
-                    rhs_contracting: vec![if adj_y { n + 1 } else { n }],
-                }),
-                &[xc, yc],
-            )
-            .map_err(self.ir())?;
+        let p = self.batch_dot(xc, yc, n, adj_x, adj_y)?;
         let acc = self.convert(p, DType::I32, "acc")?;
         let q = self.requantize_acc(acc, &[m], 0, z_out, (lo, hi))?;
         self.set(out, Val::plain(q, n + 2));

@@ -206,6 +206,29 @@ impl<'g, 'a> Importer<'g, 'a> {
             .map_err(self.ir())
     }
 
+    /// `x[starts:limits]` with unit strides.
+    pub fn unit_slice(
+        &mut self,
+        part: &str,
+        x: InstId,
+        starts: Vec<usize>,
+        limits: Vec<usize>,
+    ) -> R<InstId> {
+        let name = self.name(part);
+        let strides = vec![1; starts.len()];
+        self.b
+            .add(
+                &name,
+                Op::Slice {
+                    starts,
+                    limits,
+                    strides,
+                },
+                &[x],
+            )
+            .map_err(self.ir())
+    }
+
     /// The TFLite dims of `v`.
     pub fn dims(&self, v: &Val) -> Vec<usize> {
         let ir = &self.b.shape(v.id).dims;

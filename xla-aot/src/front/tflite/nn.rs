@@ -441,6 +441,32 @@ impl Importer<'_, '_> {
         self.binary("mean", BinaryOp::Divide, y, d)
     }
 
+    /// The product of `[batch (n dims), M, K] × [batch, K, N]` (`adj_x`/`adj_y` transpose the
+    /// last two dims of an operand): BATCH_MATMUL's, float and int8.
+    pub(super) fn batch_dot(
+        &mut self,
+        x: InstId,
+        y: InstId,
+        n: usize,
+        adj_x: bool,
+        adj_y: bool,
+    ) -> R<InstId> {
+        let b: Vec<usize> = (0..n).collect();
+        let name = self.name("");
+        self.b
+            .add(
+                &name,
+                Op::Dot(DotDims {
+                    lhs_batch: b.clone(),
+                    lhs_contracting: vec![if adj_x { n } else { n + 1 }],
+                    rhs_batch: b,
+                    rhs_contracting: vec![if adj_y { n + 1 } else { n }],
+                }),
+                &[x, y],
+            )
+            .map_err(self.ir())
+    }
+
     /// BATCH_MATMUL.
     pub fn batch_matmul(&mut self) -> R<()> {
         let (adj_x, adj_y) = match &self.op().options {
@@ -494,21 +520,7 @@ impl Importer<'_, '_> {
         let plain = |r: usize| (0..r).collect::<Vec<_>>();
         let xf = self.broadcast_to(&x, &full(&xd), &plain(n + 2))?;
         let yf = self.broadcast_to(&y, &full(&yd), &plain(n + 2))?;
-        let b: Vec<usize> = (0..n).collect();
-        let name = self.name("");
-        let r = self
-            .b
-            .add(
-                &name,
-                Op::Dot(DotDims {
-                    lhs_batch: b.clone(),
-                    lhs_contracting: vec![if adj_x { n } else { n + 1 }],
-                    rhs_batch: b,
-                    rhs_contracting: vec![if adj_y { n + 1 } else { n }],
-                }),
-                &[xf, yf],
-            )
-            .map_err(self.ir())?;
+        let r = self.batch_dot(xf, yf, n, adj_x, adj_y)?;
         let o = self.output_index(0)?;
         self.set(o, Val::plain(r, n + 2));
         Ok(())

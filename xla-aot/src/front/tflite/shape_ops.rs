@@ -301,20 +301,7 @@ impl Importer<'_, '_> {
             starts.push(start as usize);
             limits.push(end as usize);
         }
-        let name = self.name("");
-        let strides = vec![1; d.len()];
-        let y = self
-            .b
-            .add(
-                &name,
-                Op::Slice {
-                    starts,
-                    limits,
-                    strides,
-                },
-                &[x],
-            )
-            .map_err(self.ir())?;
+        let y = self.unit_slice("", x, starts, limits)?;
         self.set_plain(y)
     }
 

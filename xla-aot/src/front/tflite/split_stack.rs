@@ -31,20 +31,7 @@ impl Importer<'_, '_> {
             starts[dim] = start;
             limits[dim] = start + n;
             start += n;
-            let name = self.name(&format!("part{j}"));
-            let strides = vec![1; dims.len()];
-            let y = self
-                .b
-                .add(
-                    &name,
-                    Op::Slice {
-                        starts,
-                        limits,
-                        strides,
-                    },
-                    &[x.id],
-                )
-                .map_err(self.ir())?;
+            let y = self.unit_slice(&format!("part{j}"), x.id, starts, limits)?;
             let o = self.output_index(j)?;
             self.set(
                 o,
@@ -166,20 +153,7 @@ impl Importer<'_, '_> {
             let mut limits = dims.clone();
             starts[a] = j;
             limits[a] = j + 1;
-            let name = self.name(&format!("item{j}"));
-            let strides = vec![1; dims.len()];
-            let s = self
-                .b
-                .add(
-                    &name,
-                    Op::Slice {
-                        starts,
-                        limits,
-                        strides,
-                    },
-                    &[x],
-                )
-                .map_err(self.ir())?;
+            let s = self.unit_slice(&format!("item{j}"), x, starts, limits)?;
             let name = self.name(&format!("item{j}.squeezed"));
             let y = self.b.reshape(&name, s, rest.clone()).map_err(self.ir())?;
             let o = self.output_index(j)?;
