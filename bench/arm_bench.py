@@ -45,7 +45,9 @@ script reads:
 
     arm-bench MODEL CORE ours=INSNS peer=INSNS ratio=R flash=BYTES peer_flash=BYTES ram=BYTES peer_ram=BYTES
 
-where a peer figure not measured yet is `-` (PEERS below is where measured peer figures go).
+where a peer figure not measured yet is `-` (PEERS below is where measured peer figures go; the
+aarch64 rows also take onnxruntime's counts from target/ort-aarch64.json, written by
+bench/ort_aarch64.py).
 Counts are exact integers when the N inferences execute identically (they do for our libraries:
 no allocator, no data-dependent control flow outside the kernels' own loops); otherwise the
 quotient is printed with one decimal.
@@ -142,6 +144,34 @@ PEERS: dict[tuple[str, str], dict[str, float]] = {
     ("ad01_int8", "m55"): {"insns": 0.150e6, "ram": 9268},
     ("str_ww_ref_model", "m55"): {"insns": 0.408e6, "ram": 19956},
 }
+
+# onnxruntime on aarch64, counted the same way by bench/ort_aarch64.py (one thread, 1 and 1 + N
+# inferences in one session, the median of its repetitions): {"models": {MODEL: {CORE: {"insns":
+# ...}}}}, MODEL the model file's stem. Used for the aarch64 rows when PEERS has no figure.
+ORT_AARCH64_JSON = ROOT / "target" / "ort-aarch64.json"
+
+
+def ort_aarch64_peers(path: Path = ORT_AARCH64_JSON) -> dict[tuple[str, str], dict[str, float]]:
+    if not path.exists():
+        return {}
+    try:
+        models = json.loads(path.read_text()).get("models", {})
+    except (OSError, ValueError) as e:
+        log(f"{path}: unreadable ({e}); no onnxruntime peer figures")
+        return {}
+    return {(m, core): {"insns": r["insns"]} for m, cores in models.items()
+            for core, r in cores.items() if core in {c.label for c in A64_CORES}
+            and isinstance(r, dict) and "insns" in r}
+
+
+def peer_of(name: str, lib_name: str, core: str, ort: dict) -> dict[str, float]:
+    """The peer figures of a model/core row: PEERS, else (aarch64) bench/ort_aarch64.py's JSON;
+    looked up by the --model NAME, then by the library's name."""
+    for table in (PEERS, ort):
+        for key in ((name, core), (lib_name, core)):
+            if key in table:
+                return table[key]
+    return {}
 
 
 def log(msg: str) -> None:
@@ -572,6 +602,7 @@ def main() -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     failures = 0
+    ort = ort_aarch64_peers()
     for name, spec in models.items():
         for core in cores:
             try:
@@ -589,7 +620,7 @@ def main() -> int:
             ours, flash, ram, kernels, lib_name = r
             for k in kernels:
                 print(k)
-            peer = PEERS.get((name, core.label)) or PEERS.get((lib_name, core.label), {})
+            peer = peer_of(name, lib_name, core.label, ort)
             pi = peer.get("insns")
             ratio = f"{ours / pi:.3f}" if pi else "-"
             print(

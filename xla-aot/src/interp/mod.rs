@@ -142,8 +142,12 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
             }
             Op::Binary(b) => zip_f32(ops[0], ops[1], |x, y| binary(*b, x, y)),
             Op::MulQ31 => {
-                let (x, m, s) = (ops[0].i32(), ops[1].i32(), ops[2].i32());
-                let data = x
+                // An f32 value is converted to s32 first (`convert`'s rule) and the result back.
+                let float = matches!(ops[0].data, Data::F32(_));
+                let xi = convert(ops[0], DType::I32);
+                let (m, s) = (ops[1].i32(), ops[2].i32());
+                let data: Vec<i32> = xi
+                    .i32()
                     .iter()
                     .zip(m)
                     .zip(s)
@@ -159,7 +163,11 @@ fn eval_computation(c: &Computation, inputs: &[Literal]) -> Result<Vec<Literal>,
                     .collect();
                 Tensor {
                     dims: out_dims,
-                    data: Data::I32(data),
+                    data: if float {
+                        Data::F32(data.into_iter().map(|v| v as f32).collect())
+                    } else {
+                        Data::I32(data)
+                    },
                 }
             }
             Op::Convert { to } => convert(ops[0], *to),

@@ -83,11 +83,13 @@ pub fn infer_shape(op: &Op, operands: &[&Shape]) -> Result<Shape, String> {
             plain(a)
         }
         Op::MulQ31 => {
+            // x is i32, or f32 holding integers (converted to s32 first, as `convert` does).
             let (x, m, s) = (operands[0], operands[1], operands[2]);
             let same = |t: &Shape| t.dtype == DType::I32 && t.dims == x.dims;
-            if !(same(x) && same(m) && same(s)) {
+            let x_ok = matches!(x.dtype, DType::I32 | DType::F32);
+            if !(x_ok && same(m) && same(s)) {
                 return Err(format!(
-                    "multiply-q31 needs three i32 operands of one shape, got {x}, {m} and {s}"
+                    "multiply-q31 needs an i32 or f32 value and two i32 operands of its shape, got {x}, {m} and {s}"
                 ));
             }
             plain(x)

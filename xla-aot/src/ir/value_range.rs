@@ -80,7 +80,7 @@ impl Range {
     }
 
     /// The largest magnitude.
-    fn magnitude(&self) -> f64 {
+    pub fn magnitude(&self) -> f64 {
         self.lo.abs().max(self.hi.abs())
     }
 
@@ -246,6 +246,7 @@ fn instruction(
         Op::Binary(op) => binary(*op, ops[0], ops[1], dt),
         Op::Convert { to } => convert(ops[0], *to),
         Op::Compare(_) => Range::int(0.0, 1.0),
+        Op::MulQ31 => mul_q31(ops[0], ops[1], ops[2], dt),
         Op::Select => ops[1].union(ops[2]),
         Op::Clamp => {
             // NaN passes through (`core/elemental.rs`).
@@ -388,6 +389,37 @@ fn binary(op: BinaryOp, a: Range, b: Range, dt: DType) -> Range {
 }
 
 /// `convert` to `to`: f32 → i32 rounds toward zero and saturates (NaN gives 0).
+/// `multiply-q31(x, m, s)` (`ir/fixed_point.rs`): `x` (converted to s32) times `m·2^(s − 31)`,
+/// rounded twice, each rounding moving the result by at most one. An integer result; an f32
+/// result is an exact integer only below 2^24. A left shift that may wrap gives the type's range.
+fn mul_q31(x: Range, m: Range, s: Range, dt: DType) -> Range {
+    let xi = convert(x, DType::I32);
+    let i32_range = Range::of_dtype(DType::I32);
+    let s_hi = s.hi.clamp(-31.0, 31.0);
+    let wraps = xi.magnitude() * 2f64.powf(s_hi.max(0.0)) >= 2f64.powi(31);
+    let bound = (xi.magnitude() * m.magnitude() * 2f64.powf(s_hi - 31.0)).floor() + 2.0;
+    if wraps || !bound.is_finite() || bound > i32_range.hi {
+        return match dt {
+            DType::F32 => Range {
+                lo: i32_range.lo,
+                hi: i32_range.hi,
+                integer: false,
+                nan: false,
+            },
+            _ => i32_range,
+        };
+    }
+    if dt == DType::F32 && bound > F32_EXACT_INT {
+        return Range {
+            lo: -bound,
+            hi: bound,
+            integer: false,
+            nan: false,
+        };
+    }
+    Range::int(-bound, bound)
+}
+
 fn convert(x: Range, to: DType) -> Range {
     match to {
         DType::F32 => widen(x.lo, x.hi, x.integer, x.nan, DType::F32),

@@ -6,6 +6,8 @@
 //! - `convert(convert(x, s32), f32)` becomes `x` where `x` is an f32 of the same shape whose
 //!   range holds only integers an s32 holds, and no NaN (`Range::fits_s32`): truncation and
 //!   saturation then change nothing, and no NaN turns into 0;
+//! - `convert(convert(x, f32), s32)` becomes `x` where `x` is an s32 of at most 2^24 in
+//!   magnitude (every such integer is an exact f32);
 //! - `subtract(add(x, c), c)` and `add(subtract(x, c), c)`, with `c` one scalar integer (a
 //!   constant or its broadcast, the same instruction or the same value), become `x` where `x` is
 //!   an integer range with `|x| + |c| ≤ 2^24`: both steps are then exact in f32.
@@ -139,6 +141,19 @@ fn exact(c: &Computation, ranges: &[Range], id: InstId) -> Option<InstId> {
                 && *xs == inst.shape
                 && ranges[x.index()].fits_s32())
             .then_some(x)
+        }
+        Op::Convert { to: DType::I32 } => {
+            // An s32 through f32 and back: exact below 2^24 (an integer TFLite model's values
+            // are held in f32 between its integer ops, `front/tflite/lower.rs`).
+            let mid = c.inst(inst.operands[0]);
+            let x = *mid.operands.first()?;
+            let xs = &c.inst(x).shape;
+            let r = ranges[x.index()];
+            (matches!(mid.op, Op::Convert { to: DType::F32 })
+                && *xs == inst.shape
+                && r.integer
+                && r.magnitude() <= F32_EXACT_INT)
+                .then_some(x)
         }
         Op::Binary(op @ (BinaryOp::Add | BinaryOp::Subtract)) => {
             let inverse = if op == BinaryOp::Add {

@@ -161,77 +161,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         }
     }
 
-    /// `multiply-q31`: TFLite's `MultiplyByQuantizedMultiplier(x, m, shift)` on i32 lanes, step
-    /// for step as `ir/fixed_point.rs` defines it: `x << left` (wrapping), the 64-bit product
-    /// with `m` nudged by ±2^30 and divided by 2^31 toward zero (the Q31 high half, saturated
-    /// where `x = m = i32::MIN`), then a right shift rounding half away from zero.
+    /// `multiply-q31` of one i32: TFLite's `MultiplyByQuantizedMultiplier(x, m, shift)`
+    /// (`fixed_point.rs`).
     pub(crate) fn mul_q31(
         &self,
         x: IntValue<'ctx>,
         m: IntValue<'ctx>,
         s: IntValue<'ctx>,
     ) -> IntValue<'ctx> {
-        let b = &self.b;
         let i32t = self.ctx.i32_type();
         let i64t = self.ctx.i64_type();
         let c32 = |v: i64| i32t.const_int(v as u64, true);
         let c64 = |v: i64| i64t.const_int(v as u64, true);
-        let sel = |c: IntValue<'ctx>, t: IntValue<'ctx>, f: IntValue<'ctx>| {
-            b.build_select(c, t, f, "").unwrap().into_int_value()
+        let lanes = super::fixed_point::Lanes {
+            c32: &c32,
+            c64: &c64,
+            t32: i32t,
+            t64: i64t,
         };
-        let clamp31 = |v: IntValue<'ctx>| {
-            let lo = b
-                .build_int_compare(IntPredicate::SLT, v, c32(0), "")
-                .unwrap();
-            let v = sel(lo, c32(0), v);
-            let hi = b
-                .build_int_compare(IntPredicate::SGT, v, c32(31), "")
-                .unwrap();
-            sel(hi, c32(31), v)
-        };
-        let left = clamp31(s);
-        let neg = b.build_int_neg(s, "").unwrap();
-        let right = clamp31(neg);
-        let shifted = b.build_left_shift(x, left, "").unwrap();
-        let ab = b
-            .build_int_mul(
-                b.build_int_s_extend(shifted, i64t, "").unwrap(),
-                b.build_int_s_extend(m, i64t, "").unwrap(),
-                "",
-            )
-            .unwrap();
-        let nonneg = b
-            .build_int_compare(IntPredicate::SGE, ab, c64(0), "")
-            .unwrap();
-        let nudge = sel(nonneg, c64(1 << 30), c64(1 - (1 << 30)));
-        let sum = b.build_int_add(ab, nudge, "").unwrap();
-        let high = b.build_int_signed_div(sum, c64(1 << 31), "").unwrap();
-        let high = b.build_int_truncate(high, i32t, "").unwrap();
-        let xmin = b
-            .build_int_compare(IntPredicate::EQ, shifted, c32(i32::MIN as i64), "")
-            .unwrap();
-        let mmin = b
-            .build_int_compare(IntPredicate::EQ, m, c32(i32::MIN as i64), "")
-            .unwrap();
-        let both = b.build_and(xmin, mmin, "").unwrap();
-        let high = sel(both, c32(i32::MAX as i64), high);
-        // Rounding divide by 2^right.
-        let pow = b.build_left_shift(c32(1), right, "").unwrap();
-        let mask = b.build_int_sub(pow, c32(1), "").unwrap();
-        let rem = b.build_and(high, mask, "").unwrap();
-        let half = b.build_right_shift(mask, c32(1), true, "").unwrap();
-        let negative = b
-            .build_int_compare(IntPredicate::SLT, high, c32(0), "")
-            .unwrap();
-        let threshold = b
-            .build_int_add(half, b.build_int_z_extend(negative, i32t, "").unwrap(), "")
-            .unwrap();
-        let up = b
-            .build_int_compare(IntPredicate::SGT, rem, threshold, "")
-            .unwrap();
-        let q = b.build_right_shift(high, right, true, "").unwrap();
-        b.build_int_add(q, b.build_int_z_extend(up, i32t, "").unwrap(), "")
-            .unwrap()
+        super::fixed_point::emit_mul_q31(&self.b, &lanes, (x, m, s), true)
     }
 
     pub(crate) fn combine(
@@ -356,6 +304,14 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             }
             Op::MulQ31 => {
                 let i = |j: usize| at(j, idx).into_int_value();
+                if shape_of(0).dtype == DType::F32 {
+                    // Integers held in f32: to s32 as `convert` does, and the result back.
+                    let x = self
+                        .convert(at(0, idx), DType::F32, DType::I32)
+                        .into_int_value();
+                    let q = self.mul_q31(x, i(1), i(2));
+                    return self.convert(q.into(), DType::I32, DType::F32);
+                }
                 self.mul_q31(i(0), i(1), i(2)).into()
             }
             Op::Compare(dir) => {

@@ -7,7 +7,8 @@
 //!   accesses, loops and scalar helpers, generic over the backend's state; [`Backend`] is all
 //!   shared code asks of a backend (which elements an invocation computes, how a kernel is
 //!   built and invoked). There is no mode flag: a backend is a type.
-//! - [`elemental`]: one element of elementwise ops and fused expressions; [`concat_runs`]:
+//! - [`elemental`]: one element of elementwise ops and fused expressions ([`fixed_point`]: its
+//!   `multiply-q31`, on scalars or vector lanes); [`concat_runs`]:
 //!   innermost loops split where a concatenation changes operand, so each run reads one.
 //! - [`outer_split`]: a kernel body's outermost loop split between the tasks of a thread hook.
 //! - [`ops`]: kernel bodies with no backend choice (reductions, argmax, elementwise, the
@@ -28,6 +29,7 @@ pub mod concat_runs;
 pub mod elemental;
 pub mod emitter;
 pub mod entry;
+pub mod fixed_point;
 pub mod half_round;
 pub mod layout;
 pub mod math;

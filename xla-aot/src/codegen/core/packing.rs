@@ -669,6 +669,9 @@ fn vnni_offsets(
     }
     let ranges = crate::ir::value_range::ranges(hlo);
     let mut out = vec![None; n];
+    // A weight read by several products (identical constants merged by CSE) takes quads only
+    // when every reader can read them with the same offset: its storage is one.
+    let mut refused = vec![false; n];
     for i in 0..n {
         let Some((_, lhs, rhs, out_shape)) = heavy_in(hlo, InstId(i as u32)) else {
             continue;
@@ -694,8 +697,19 @@ fn vnni_offsets(
             }
             _ => false,
         };
-        if fits {
-            out[rhs.index()] = ranges[lhs.index()].u8_offset();
+        let offset = if fits {
+            ranges[lhs.index()].u8_offset()
+        } else {
+            None
+        };
+        let r = rhs.index();
+        match (offset, out[r]) {
+            (Some(o), None) if !refused[r] => out[r] = Some(o),
+            (Some(o), Some(prev)) if o == prev => {}
+            _ => {
+                refused[r] = true;
+                out[r] = None;
+            }
         }
     }
     out

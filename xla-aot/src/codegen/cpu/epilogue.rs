@@ -13,7 +13,8 @@
 //! (`precision: bf16` rounds a product's operand where it is computed, `compile/bf16_operands.rs`);
 //! and `convert(convert(x, s32), f32)` (`Step::IntRoundTrip`: a quantized model's
 //! `QuantizeLinear → DequantizeLinear` pair, truncating and saturating as `core/elemental.rs`
-//! `convert` does).
+//! `convert` does); and `multiply-q31` of f32 integers by uniform i32 multipliers and shifts
+//! (`Step::MulQ31`: an integer TFLite model's requantization, `front/tflite/int8.rs`).
 //! Anything else gives `None` and the
 //! kernel keeps the separate epilogue loop. Each step is emitted with the same instruction (and
 //! operand order) as the scalar code of `core/elemental.rs`, so the two give bit-identical results.
@@ -21,11 +22,12 @@
 use super::Cg;
 use super::vector::VecCol;
 use crate::codegen::core::Kernel;
+use crate::codegen::core::fixed_point;
 use crate::codegen::core::layout::physical_strides;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op, UnaryOp};
-use inkwell::FloatPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{IntValue, VectorValue};
+use inkwell::{FloatPredicate, IntPredicate};
 
 /// An operand of an epilogue step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +65,18 @@ pub enum Step {
     /// to i32 (NaN gives 0), then back to f32; only the NaN test where `x`'s range holds
     /// integers an s32 holds (`Emitter::fits_s32`).
     IntRoundTrip { x: InstId },
+    /// `multiply-q31(x, m, s)` of f32 instruction `x` (integers; `ir/fixed_point.rs`) with
+    /// uniform i32 operands: to s32 as `convert` does, the fixed-point multiply on i32 lanes
+    /// (`core/fixed_point.rs`), back to f32.
+    /// `at` is the `multiply-q31` itself, `m_at` its multiplier operand (their value ranges
+    /// let the kernel skip the saturation test and keep the next integer steps in i32).
+    MulQ31 {
+        m: Operand,
+        s: Operand,
+        x: InstId,
+        at: InstId,
+        m_at: InstId,
+    },
 }
 
 /// The recognised chain, applied in order to the heavy op's value.
@@ -82,10 +96,15 @@ pub enum TilePos<'ctx> {
     At(IntValue<'ctx>),
 }
 
-/// The uniform operand that instruction `id` of `comp` is, if it is one.
+/// The uniform f32 operand that instruction `id` of `comp` is, if it is one.
 fn uniform(comp: &Computation, id: InstId) -> Option<Operand> {
+    uniform_of(comp, id, DType::F32)
+}
+
+/// The uniform operand of element type `dtype` that instruction `id` of `comp` is, if it is one.
+fn uniform_of(comp: &Computation, id: InstId, dtype: DType) -> Option<Operand> {
     let inst = comp.inst(id);
-    if inst.shape.dtype != DType::F32 {
+    if inst.shape.dtype != dtype {
         return None;
     }
     match &inst.op {
@@ -127,6 +146,12 @@ pub fn recognize(comp: &Computation, heavy: InstId) -> Option<RegEpilogue> {
         .map(|(e, _)| e)
         .filter(|e| e.step_count() <= MAX_REGISTER_STEPS)
 }
+
+/// 2^31: an f32 strictly inside `(−2^31, 2^31)` converts to i32 without saturating.
+const INT_LIMIT: f64 = 2_147_483_648.0;
+
+/// 2^24: integers up to this magnitude are exact in f32 (`ir/value_range.rs` `F32_EXACT_INT`).
+const F32_EXACT: f64 = crate::ir::value_range::F32_EXACT_INT;
 
 /// Most steps (a residual's own steps included) a register epilogue applies; a longer chain is
 /// swept over the stored result instead (`kernel.rs`). Every step's constants are live across
@@ -321,6 +346,19 @@ fn chain(
                 let x = inst.operands[1];
                 (x, Step::Clamp { lo, hi, x })
             }
+            Op::MulQ31 => {
+                let m = uniform_of(comp, inst.operands[1], DType::I32)?;
+                let s = uniform_of(comp, inst.operands[2], DType::I32)?;
+                let x = inst.operands[0];
+                let step = Step::MulQ31 {
+                    m,
+                    s,
+                    x,
+                    at,
+                    m_at: inst.operands[1],
+                };
+                (x, step)
+            }
             Op::Unary(UnaryOp::RoundBf16) => (inst.operands[0], Step::RoundBf16),
             Op::Unary(UnaryOp::RoundF16) => (inst.operands[0], Step::RoundF16),
             _ => return None,
@@ -431,6 +469,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `convert(convert(x, s32), f32)` lane by lane, with `core/elemental.rs` `convert`'s
     /// instructions: truncation, saturation at ±2^31, NaN to 0, then back to f32.
     fn vint_round_trip(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let t = self.vto_s32(x);
+        self.b
+            .build_signed_int_to_float(t, self.vec_ty(x.get_type().get_size()), "")
+            .unwrap()
+    }
+
+    /// `convert(x, s32)` lane by lane (`core/elemental.rs` `convert`): truncation, saturation at
+    /// ±2^31, NaN to 0.
+    fn vto_s32(&self, x: VectorValue<'ctx>) -> VectorValue<'ctx> {
         let b = &self.b;
         let lanes = x.get_type().get_size();
         let i32t = self.ctx.i32_type();
@@ -460,12 +507,47 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .build_select(lo, splat_i(i32::MIN), t, "")
             .unwrap()
             .into_vector_value();
-        let t = b
-            .build_select(nan, splat_i(0), t, "")
+        b.build_select(nan, splat_i(0), t, "")
             .unwrap()
-            .into_vector_value();
-        b.build_signed_int_to_float(t, self.vec_ty(lanes), "")
-            .unwrap()
+            .into_vector_value()
+    }
+
+    /// [`Step::MulQ31`] of the f32 vector `x` whose instruction is `of`, with the i32 vectors
+    /// `m` and `s` (the instruction `m_at`): its i32 lanes.
+    fn vmul_q31(
+        &self,
+        x: VectorValue<'ctx>,
+        (of, m_at): (InstId, InstId),
+        (m, s): (VectorValue<'ctx>, VectorValue<'ctx>),
+    ) -> VectorValue<'ctx> {
+        let lanes = x.get_type().get_size();
+        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        // Finite, NaN-free values inside the i32 range truncate alike with or without the
+        // saturation tests (an integer test is not needed: truncation is what both do).
+        let plain = self
+            .fused_range(of)
+            .is_some_and(|r| !r.nan && r.lo > -INT_LIMIT && r.hi < INT_LIMIT);
+        let m_may_be_min = self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT);
+        let xi = if plain {
+            self.b
+                .build_float_to_signed_int(x, i32t.vec_type(lanes), "")
+                .unwrap()
+        } else {
+            self.vto_s32(x)
+        };
+        let c32 = |v: i64| {
+            VectorType::const_vector(&vec![i32t.const_int(v as u64, true); lanes as usize])
+        };
+        let c64 = |v: i64| {
+            VectorType::const_vector(&vec![i64t.const_int(v as u64, true); lanes as usize])
+        };
+        let k = fixed_point::Lanes {
+            c32: &c32,
+            c64: &c64,
+            t32: i32t.vec_type(lanes),
+            t64: i64t.vec_type(lanes),
+        };
+        fixed_point::emit_mul_q31(&self.b, &k, (xi, m, s), m_may_be_min)
     }
 
     /// x86's `maxps`/`minps` of `lanes` floats (`a > b ? a : b`, `a < b ? a : b`) where the
@@ -579,6 +661,42 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 },
             }
         };
+        // An i32 operand (a multiplier or a shift) as a vector of i32 lanes.
+        let value_i32 = |o: &Operand| -> VectorValue<'ctx> {
+            let ty = self.ctx.i32_type().vec_type(v.lanes);
+            let splat = |e: IntValue<'ctx>| {
+                let mut r = ty.get_undef();
+                for l in 0..v.lanes {
+                    let lane = self.ctx.i32_type().const_int(u64::from(l), false);
+                    r = self.b.build_insert_element(r, e, lane, "").unwrap();
+                }
+                r
+            };
+            let at = |p: usize, i: IntValue<'ctx>| {
+                splat(self.load(k.args[p], i, DType::I32).into_int_value())
+            };
+            match *o {
+                Operand::Scalar(p) => at(p, self.i64(0)),
+                Operand::Along { param, dim } => match role(dim) {
+                    TilePos::Row => at(param, row),
+                    TilePos::At(i) => at(param, i),
+                    TilePos::Col if v.store == v.lanes => {
+                        self.load_vector(k.args[param], col, ty, 4)
+                    }
+                    TilePos::Col => {
+                        let mut r = ty.const_zero();
+                        for l in 0..v.store {
+                            let i = self.add(col, self.i64(l as u64));
+                            let e = self.load(k.args[param], i, DType::I32).into_int_value();
+                            let lane = self.ctx.i32_type().const_int(l as u64, false);
+                            r = self.b.build_insert_element(r, e, lane, "").unwrap();
+                        }
+                        r
+                    }
+                },
+                Operand::Full { .. } => unreachable!("recognize() gives multipliers no Full"),
+            }
+        };
         // Whether an operand is a compile-time number (not NaN): max/min against it are cheaper.
         let number = |o: &Operand| match *o {
             Operand::Scalar(p) => self
@@ -593,8 +711,80 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let max_min = |a: VectorValue<'ctx>, b: VectorValue<'ctx>, b_number: bool, max: bool| {
             self.vfmax_with(a, b, max, b_number, false)
         };
+        // The value as i32 lanes after a `multiply-q31`, and a bound on its magnitude, while
+        // the steps after it are integer additions and clamps by integer constants: exact in
+        // i32 and in f32 alike while the bound stays within f32's exact integers, so they run
+        // as integer instructions (one `ssat`-like clamp in place of f32 compares).
+        let mut int: Option<(VectorValue<'ctx>, f64)> = None;
+        let int_const = |o: &Operand| -> Option<f32> {
+            let Operand::Scalar(p) = *o else { return None };
+            let c = self.scalar_consts.borrow().get(p).copied().flatten()?;
+            (c.fract() == 0.0 && c.abs() <= 16_777_216.0 && c.to_bits() != (-0.0f32).to_bits())
+                .then_some(c)
+        };
         let mut x = x;
         for step in steps {
+            if let Some((iv, bound)) = int {
+                let lanes = iv.get_type().get_size();
+                let ci = |c: f32| {
+                    VectorType::const_vector(&vec![
+                        self.ctx
+                            .i32_type()
+                            .const_int(c as i64 as u64, true);
+                        lanes as usize
+                    ])
+                };
+                let pick = |p: IntPredicate, a: VectorValue<'ctx>, b: VectorValue<'ctx>| {
+                    let c = self.b.build_int_compare(p, a, b, "").unwrap();
+                    self.b
+                        .build_select(c, a, b, "")
+                        .unwrap()
+                        .into_vector_value()
+                };
+                let next = match step {
+                    Step::Binary {
+                        op: op @ (BinaryOp::Add | BinaryOp::Subtract),
+                        other,
+                        value_first,
+                    } => int_const(other)
+                        .filter(|c| bound + f64::from(c.abs()) <= F32_EXACT)
+                        .map(|c| {
+                            let v = match (op, value_first) {
+                                (BinaryOp::Add, _) => self.b.build_int_add(iv, ci(c), ""),
+                                (_, true) => self.b.build_int_sub(iv, ci(c), ""),
+                                (_, false) => self.b.build_int_sub(ci(c), iv, ""),
+                            };
+                            (v.unwrap(), bound + f64::from(c.abs()))
+                        }),
+                    Step::Binary {
+                        op: op @ (BinaryOp::Maximum | BinaryOp::Minimum),
+                        other,
+                        ..
+                    } => int_const(other).map(|c| {
+                        let p = if *op == BinaryOp::Maximum {
+                            IntPredicate::SGT
+                        } else {
+                            IntPredicate::SLT
+                        };
+                        (pick(p, iv, ci(c)), bound.max(f64::from(c.abs())))
+                    }),
+                    Step::Clamp { lo, hi, .. } => int_const(lo).zip(int_const(hi)).map(|(l, h)| {
+                        let v = pick(IntPredicate::SGT, iv, ci(l));
+                        let v = pick(IntPredicate::SLT, v, ci(h));
+                        (v, f64::from(l.abs().max(h.abs())))
+                    }),
+                    _ => None,
+                };
+                if let Some(n) = next {
+                    int = Some(n);
+                    continue;
+                }
+                x = self
+                    .b
+                    .build_signed_int_to_float(iv, self.vec_ty(lanes), "")
+                    .unwrap();
+                int = None;
+            }
             x = match step {
                 Step::Binary {
                     op,
@@ -633,7 +823,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         .into_vector_value()
                 }
                 Step::IntRoundTrip { .. } => self.vint_round_trip(x),
+                Step::MulQ31 {
+                    m,
+                    s,
+                    x: of,
+                    at,
+                    m_at,
+                } => {
+                    let q = self.vmul_q31(x, (*of, *m_at), (value_i32(m), value_i32(s)));
+                    match self.fused_range(*at).map(|r| r.magnitude()) {
+                        Some(b) if b <= F32_EXACT => {
+                            int = Some((q, b));
+                            x
+                        }
+                        _ => self
+                            .b
+                            .build_signed_int_to_float(q, self.vec_ty(v.lanes), "")
+                            .unwrap(),
+                    }
+                }
             };
+        }
+        if let Some((iv, _)) = int {
+            x = self
+                .b
+                .build_signed_int_to_float(iv, self.vec_ty(v.lanes), "")
+                .unwrap();
         }
         x
     }

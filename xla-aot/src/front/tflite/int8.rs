@@ -40,6 +40,7 @@
 
 use super::lower::{Importer, NCHW, R, Val};
 use crate::ir::fixed_point::{QuantizedMultiplier, quantize_multiplier};
+use crate::ir::value_range::F32_EXACT_INT;
 use crate::ir::{BinaryOp, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, Window};
 use xla_aot_tflite_schema::tflite::{ActivationFunctionType, TensorType};
 
@@ -243,6 +244,22 @@ impl Importer<'_, '_> {
         self.clamp_i32(y, lo, hi)
     }
 
+    /// [`Importer::requantize_acc`] on integer-valued f32 `acc` (every value and step exact:
+    /// the caller checked [`Importer::sums_exact_in_f32`]); the result is integer-valued f32.
+    fn requantize_f32(
+        &mut self,
+        acc: InstId,
+        m: &[QuantizedMultiplier],
+        dim: usize,
+        z_out: i32,
+        (lo, hi): (i32, i32),
+    ) -> R<InstId> {
+        let scaled = self.mul_q31(acc, m, dim, "scaled")?;
+        let z = self.splat(z_out as f32, scaled)?;
+        let y = self.binary("offset", BinaryOp::Add, scaled, z)?;
+        self.clamp(y, lo as f32, hi as f32)
+    }
+
     /// `q − z` of i32 `q` as integer-valued f32.
     pub(super) fn centered(&mut self, q: InstId, z: i32) -> R<InstId> {
         let f = self.convert(q, DType::F32, "as_f32")?;
@@ -282,6 +299,33 @@ impl Importer<'_, '_> {
     /// The int32 bias (input 2), if present, added to i32 `acc` along IR dim `dim`.
     fn bias_i32(&mut self, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
         self.bias_i32_at(2, acc, dim, channels)
+    }
+
+    /// The int32 bias at input `j`, if present, added to integer-valued f32 `acc` along IR dim
+    /// `dim` (exact: [`Importer::sums_exact_in_f32`] bounds the bias too).
+    fn bias_f32_at(&mut self, j: usize, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
+        let Some(bt) = self.input_index(j) else {
+            return Ok(acc);
+        };
+        let v = self.int_data(bt)?;
+        if v.len() != channels {
+            return Err(self.err(format!(
+                "the bias {} has {} values for {channels} channels",
+                self.tensor_name(bt),
+                v.len()
+            )));
+        }
+        let f: Vec<f32> = v.iter().map(|&b| b as f32).collect();
+        let c = self
+            .b
+            .constant(&self.name("bias"), Literal::from_f32(vec![channels], &f));
+        let dims = self.b.shape(acc).dims.clone();
+        let name = self.name("bias_b");
+        let bb = self
+            .b
+            .broadcast(&name, c, vec![dim], dims)
+            .map_err(self.ir())?;
+        self.binary("biased", BinaryOp::Add, acc, bb)
     }
 
     /// The int32 bias at input `j`, if present, added to i32 `acc` along IR dim `dim`.
@@ -342,6 +386,9 @@ impl Importer<'_, '_> {
         }
         let xi = self.permuted(x, &NCHW)?;
         let xs = self.centered(xi, z_in)?;
+        // CONV_2D's kernel is [O, KH, KW, I], DEPTHWISE_CONV_2D's [1, KH, KW, C·M].
+        let channel_axis = if groups == 1 { 0 } else { 3 };
+        let exact = self.sums_exact_in_f32(&w, channel_axis, xt, 2)?;
         let wc = self.b.constant(&self.name("weights"), w);
         let name = self.name("kernel");
         let k = self
@@ -366,7 +413,40 @@ impl Importer<'_, '_> {
                 &[xs, k],
             )
             .map_err(self.ir())?;
-        self.conv_tail_i8(y, 0, 2, &s_w, out_channels, act)
+        self.conv_tail_i8(y, (0, 2), &s_w, out_channels, act, exact)
+    }
+
+    /// Whether every output's sum `Σ w · (q − z_in) + bias` of integer weights `w` (channel
+    /// `c` at index `c` of `channel_axis`), over the input tensor `xt`'s integers, with the bias
+    /// of input `bias_at`, stays within f32's exact integers ([`F32_EXACT_INT`]), in every
+    /// partial sum too: then the sums, the bias and the requantization run on integer-valued
+    /// f32 (a register epilogue), else in i32.
+    fn sums_exact_in_f32(
+        &self,
+        w: &Literal,
+        channel_axis: usize,
+        xt: usize,
+        bias_at: usize,
+    ) -> R<bool> {
+        let (_, z, qmin, qmax) = self.q_scalar(xt)?;
+        let x_max = f64::from((qmin - z).abs().max((qmax - z).abs()));
+        let Some(v) = w.to_f32_vec() else {
+            return Ok(false);
+        };
+        let channels = w.dims.get(channel_axis).copied().unwrap_or(1).max(1);
+        let inner: usize = w.dims[channel_axis + 1..].iter().product();
+        let mut sums = vec![0f64; channels];
+        for (i, x) in v.iter().enumerate() {
+            sums[(i / inner.max(1)) % channels] += f64::from(x.abs());
+        }
+        let bias = match self.input_index(bias_at) {
+            Some(bt) => self.int_data(bt)?,
+            None => Vec::new(),
+        };
+        Ok(sums.iter().enumerate().all(|(c, &sum)| {
+            let b = bias.get(c).map_or(0.0, |&b| f64::from(b).abs());
+            sum * x_max + b <= F32_EXACT_INT
+        }))
     }
 
     /// A convolution's integer tail: its f32 sums `y` (NCHW, integer-valued) to int32, the int32
@@ -375,21 +455,26 @@ impl Importer<'_, '_> {
     fn conv_tail_i8(
         &mut self,
         y: InstId,
-        x_at: usize,
-        bias_at: usize,
+        (x_at, bias_at): (usize, usize),
         s_w: &[f32],
         out_channels: usize,
         act: ActivationFunctionType,
+        exact_in_f32: bool,
     ) -> R<()> {
         let xt = self.need(x_at)?;
         let out = self.output_index(0)?;
         let (s_in, _, _, _) = self.q_scalar(xt)?;
         let (s_out, z_out, _, _) = self.q_scalar(out)?;
         let range = self.activation_range(out, act)?;
-        let acc = self.convert(y, DType::I32, "acc")?;
-        let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
         let m = Self::product_multipliers(s_in, s_w, s_out);
-        let q = self.requantize_acc(acc, &m, 1, z_out, range)?;
+        let q = if exact_in_f32 {
+            let acc = self.bias_f32_at(bias_at, y, 1, out_channels)?;
+            self.requantize_f32(acc, &m, 1, z_out, range)?
+        } else {
+            let acc = self.convert(y, DType::I32, "acc")?;
+            let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
+            self.requantize_acc(acc, &m, 1, z_out, range)?
+        };
         self.set(
             out,
             Val {
@@ -422,7 +507,7 @@ impl Importer<'_, '_> {
                 s_w.len()
             )));
         }
-        self.conv_tail_i8(y, 2, 3, &s_w, oc, act)
+        self.conv_tail_i8(y, (2, 3), &s_w, oc, act, false)
     }
 
     /// The integer FULLY_CONNECTED of `[batch, K]` data.
@@ -448,6 +533,7 @@ impl Importer<'_, '_> {
             )));
         }
         let xs = self.centered(x, z_in)?;
+        let exact = self.sums_exact_in_f32(&w, 0, xt, 2)?;
         let wc = self.b.constant(&self.name("weights"), w);
         let name = self.name("dot");
         let y = self
@@ -463,10 +549,15 @@ impl Importer<'_, '_> {
                 &[xs, wc],
             )
             .map_err(self.ir())?;
-        let acc = self.convert(y, DType::I32, "acc")?;
-        let acc = self.bias_i32(acc, 1, o)?;
         let m = Self::product_multipliers(s_in, &s_w, s_out);
-        let mut q = self.requantize_acc(acc, &m, 1, z_out, range)?;
+        let mut q = if exact {
+            let acc = self.bias_f32_at(2, y, 1, o)?;
+            self.requantize_f32(acc, &m, 1, z_out, range)?
+        } else {
+            let acc = self.convert(y, DType::I32, "acc")?;
+            let acc = self.bias_i32(acc, 1, o)?;
+            self.requantize_acc(acc, &m, 1, z_out, range)?
+        };
         if let Some(dims) = keep {
             let name = self.name("keep_dims");
             q = self.b.reshape(&name, q, dims).map_err(self.ir())?;

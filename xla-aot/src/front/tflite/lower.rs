@@ -12,6 +12,13 @@
 //! order. So a chain conv → add → relu → conv has no transpose, and every value means exactly
 //! what the TFLite tensor means, element by element.
 //!
+//! The integers of a quantized int8/uint8 tensor are held as integer-valued f32 between
+//! operators ([`Importer::set`]): the int8 convolution kernels and their register epilogues
+//! (`codegen/cpu/epilogue.rs`, requantization included) and one-byte activation storage
+//! (`codegen/cpu/byte_storage.rs`) work on such values. [`Importer::val`] gives the integer
+//! lowerings (`int8.rs`) the i32 they compute in; [`Importer::val_f32`] gives the products their
+//! f32 operand; `passes/exact_integers.rs` removes the conversions between the two.
+//!
 //! Errors name the operator (`operator #3 (CONV_2D)`) and, where one is at fault, the tensor.
 
 use super::read::{Graph, Operator, Tensor, model_error};
@@ -115,9 +122,42 @@ impl<'g, 'a> Importer<'g, 'a> {
         format!("tensor {t} `{}`", self.g.tensors[t].name)
     }
 
-    /// Records the value of tensor `t`.
+    /// Records the value of tensor `t`. An integer of a quantized int8/uint8 tensor is held as
+    /// an integer-valued f32 (module doc).
     pub fn set(&mut self, t: usize, v: Val) {
+        let v = if self.held_in_f32(t) && self.b.dtype(v.id) == DType::I32 {
+            let name = self.name("held");
+            let id = self
+                .b
+                .add(&name, Op::Convert { to: DType::F32 }, &[v.id])
+                .expect("a convert of an i32 value");
+            Val { id, perm: v.perm }
+        } else {
+            v
+        };
         self.vals[t] = Some(v);
+    }
+
+    /// Whether tensor `t`'s integers are held in f32 between operators: a quantized int8 or
+    /// uint8 tensor.
+    fn held_in_f32(&self, t: usize) -> bool {
+        let tensor = self.tensor(t);
+        matches!(tensor.dtype, TensorType::Int8 | TensorType::Uint8) && tensor.quant.is_some()
+    }
+
+    /// The integers of quantized tensor `t` as the integer-valued f32 they are held in (an
+    /// integer kernel's operand), in whatever layout they are held.
+    pub fn val_f32(&mut self, t: usize) -> R<Val> {
+        let v = self.val(t)?;
+        if self.b.dtype(v.id) == DType::F32 {
+            return Ok(v);
+        }
+        let name = self.name("as_f32");
+        let id = self
+            .b
+            .add(&name, Op::Convert { to: DType::F32 }, &[v.id])
+            .map_err(self.ir())?;
+        Ok(Val { id, perm: v.perm })
     }
 
     /// The value of tensor `t` if it has one yet.
@@ -157,7 +197,18 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// The value of tensor `t` in whatever layout it is held (a constant is made on first use).
     pub fn val(&mut self, t: usize) -> R<Val> {
         if let Some(v) = &self.vals[t] {
-            return Ok(v.clone());
+            let v = v.clone();
+            if self.held_in_f32(t) && self.b.dtype(v.id) == DType::F32 {
+                // The i32 the integer lowerings take; `passes/exact_integers.rs` removes the
+                // round trip where the next op holds f32 again.
+                let name = self.name("int");
+                let id = self
+                    .b
+                    .add(&name, Op::Convert { to: DType::I32 }, &[v.id])
+                    .map_err(self.ir())?;
+                return Ok(Val { id, perm: v.perm });
+            }
+            return Ok(v);
         }
         let tensor = self.tensor(t);
         if tensor.data.is_none() {

@@ -1,0 +1,92 @@
+//! `multiply-q31` as LLVM integer arithmetic, on one i32 or on a vector of i32 lanes: TFLite's
+//! `MultiplyByQuantizedMultiplier` (`ir/fixed_point.rs` is its definition and the reference).
+//!
+//! Contract: [`emit_mul_q31`] computes, for every lane, exactly
+//! `ir::fixed_point::multiply_by_quantized_multiplier(x, M, shift)`: `x << clamp(shift, 0, 31)`
+//! (wrapping), the 64-bit product with `M` plus 2^30 shifted right by 31 (arithmetic: the
+//! floor, which equals gemmlowp's nudge-and-truncate for either sign), saturated to
+//! `i32::MAX` where the shifted `x` and `M` are both `i32::MIN` (skipped when the caller knows
+//! `M` is never `i32::MIN`), then a right shift by `clamp(−shift, 0, 31)` rounding half away from
+//! zero (gemmlowp's `RoundingDivideByPOT`). The same function serves the scalar elemental code
+//! (`elemental.rs`) and the CPU register epilogue (`cpu/epilogue.rs`), so both compute the same
+//! bits.
+
+use inkwell::IntPredicate;
+use inkwell::builder::Builder;
+use inkwell::types::IntMathType;
+use inkwell::values::{AsValueRef, IntMathValue};
+
+/// Constants and types of one lane shape: i32 (and i64) scalars or vectors of `n` lanes.
+pub struct Lanes<'c, 'ctx, T: IntMathValue<'ctx>> {
+    /// An i32 constant of the lane shape.
+    pub c32: &'c dyn Fn(i64) -> T,
+    /// An i64 constant of the lane shape.
+    pub c64: &'c dyn Fn(i64) -> T,
+    /// The i32 type of the lane shape.
+    pub t32: T::BaseType,
+    /// The i64 type of the lane shape.
+    pub t64: T::BaseType,
+}
+
+/// `multiply-q31(x, m, s)` (module doc); `m_may_be_min`: whether some lane's `m` may be
+/// `i32::MIN` (the one case that saturates).
+pub fn emit_mul_q31<'ctx, T>(
+    b: &Builder<'ctx>,
+    k: &Lanes<'_, 'ctx, T>,
+    (x, m, s): (T, T, T),
+    m_may_be_min: bool,
+) -> T
+where
+    T: IntMathValue<'ctx> + Copy,
+    T::BaseType: IntMathType<'ctx, ValueType = T> + Copy,
+{
+    let (c32, c64) = (k.c32, k.c64);
+    let sel = |c: T, t: T, f: T| -> T {
+        let v = b.build_select(c, t, f, "").unwrap();
+        // SAFETY: a select of two `T` values is a `T` value.
+        unsafe { T::new(v.as_value_ref()) }
+    };
+    let cmp = |p: IntPredicate, l: T, r: T| b.build_int_compare(p, l, r, "").unwrap();
+    let clamp31 = |v: T| {
+        let v = sel(cmp(IntPredicate::SLT, v, c32(0)), c32(0), v);
+        sel(cmp(IntPredicate::SGT, v, c32(31)), c32(31), v)
+    };
+    let left = clamp31(s);
+    let right = clamp31(b.build_int_neg(s, "").unwrap());
+    let shifted = b.build_left_shift(x, left, "").unwrap();
+    let ab = b
+        .build_int_mul(
+            b.build_int_s_extend(shifted, k.t64, "").unwrap(),
+            b.build_int_s_extend(m, k.t64, "").unwrap(),
+            "",
+        )
+        .unwrap();
+    let sum = b.build_int_add(ab, c64(1 << 30), "").unwrap();
+    let high = b.build_right_shift(sum, c64(31), true, "").unwrap();
+    let mut high = b.build_int_truncate(high, k.t32, "").unwrap();
+    if m_may_be_min {
+        let min = c32(i32::MIN as i64);
+        let both = b
+            .build_and(
+                cmp(IntPredicate::EQ, shifted, min),
+                cmp(IntPredicate::EQ, m, min),
+                "",
+            )
+            .unwrap();
+        high = sel(both, c32(i32::MAX as i64), high);
+    }
+    // Rounding divide by 2^right: up where the remainder exceeds half the divisor (half of it
+    // plus one for a negative value).
+    let mask = b
+        .build_int_sub(b.build_left_shift(c32(1), right, "").unwrap(), c32(1), "")
+        .unwrap();
+    let rem = b.build_and(high, mask, "").unwrap();
+    let negative = cmp(IntPredicate::SLT, high, c32(0));
+    let half = b.build_right_shift(mask, c32(1), true, "").unwrap();
+    let threshold = b
+        .build_int_add(half, sel(negative, c32(1), c32(0)), "")
+        .unwrap();
+    let up = sel(cmp(IntPredicate::SGT, rem, threshold), c32(1), c32(0));
+    let q = b.build_right_shift(high, right, true, "").unwrap();
+    b.build_int_add(q, up, "").unwrap()
+}
