@@ -321,7 +321,7 @@ fn int_round_trip(
 
 /// Whether `p` is the last step of a convolution's epilogue that a micro-kernel applies in its
 /// registers: a chain of `add`, `subtract`, `multiply`, `divide`, `maximum`, `minimum` or
-/// `clamp` steps (and integer round trips, [`int_round_trip`]) of the result's shape, each but the last read by the next only, from a convolution read by
+/// `clamp` steps (and integer round trips, [`int_round_trip`], and `multiply-q31`) of the result's shape, each but the last read by the next only, from a convolution read by
 /// nothing else, whose other operands are per-channel or scalar (broadcasts of values with at
 /// most one dim longer than one, or scalars) — the chains `codegen/cpu/epilogue.rs` recognises.
 /// Such a chain is better fused with its convolution than with a concatenation consuming it:
@@ -364,6 +364,7 @@ pub(super) fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p:
                     | BinaryOp::Maximum
                     | BinaryOp::Minimum
             ) | Op::Clamp
+                | Op::MulQ31
         );
         if !step {
             return false;

@@ -463,7 +463,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         self.concat_pins.borrow_mut().clear();
     }
 
-    /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty).
+    /// `for i in lo..hi { body(i) }` with bounds known only at run time (possibly empty); every
+    /// loop indexes memory, so `lo` is never negative.
     pub(crate) fn for_range(
         &self,
         lo: IntValue<'ctx>,
@@ -474,6 +475,19 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
         let f = self.b.get_insert_block().unwrap().get_parent().unwrap();
         let head = self.ctx.append_basic_block(f, "range");
         let exit = self.ctx.append_basic_block(f, "range.end");
+        // On a 32-bit target the counter is an i32 (its index values, addresses of that
+        // target's memory, fit), widened for the body: an i64 counter took an add with carry, a
+        // compare with borrow and a second register in every loop of Thumb code.
+        let narrow = self.target.arch == crate::target::Arch::Arm;
+        let (lo, hi) = if narrow {
+            let i32t = self.ctx.i32_type();
+            (
+                self.b.build_int_truncate(lo, i32t, "").unwrap(),
+                self.b.build_int_truncate(hi, i32t, "").unwrap(),
+            )
+        } else {
+            (lo, hi)
+        };
         let pre = self.b.get_insert_block().unwrap();
         let any = self
             .b
@@ -481,11 +495,25 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             .unwrap();
         self.b.build_conditional_branch(any, head, exit).unwrap();
         self.b.position_at_end(head);
-        let phi = self.b.build_phi(self.ctx.i64_type(), "i").unwrap();
-        let i = phi.as_basic_value().into_int_value();
+        let phi = self.b.build_phi(lo.get_type(), "i").unwrap();
+        let counter = phi.as_basic_value().into_int_value();
+        let i = if narrow {
+            // Never negative (`lo ≥ 0`): zero-extended, LLVM knows the high half is 0 and
+            // divides in 32 bits (`__udivdi3` otherwise).
+            self.b
+                .build_int_z_extend(counter, self.ctx.i64_type(), "")
+                .unwrap()
+        } else {
+            counter
+        };
         body(self, i);
         let latch = self.b.get_insert_block().unwrap();
-        let next = self.b.build_int_add(i, self.i64(1), "").unwrap();
+        // No `nsw`: with it LLVM widened the counter back to i64 (and divided it with
+        // `__udivdi3`).
+        let next = self
+            .b
+            .build_int_add(counter, lo.get_type().const_int(1, false), "")
+            .unwrap();
         phi.add_incoming(&[(&lo, pre), (&next, latch)]);
         let more = self
             .b
@@ -942,6 +970,29 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             idx.push(q);
         }
         idx
+    }
+
+    /// `x` through an empty inline-assembly statement (no instruction; the value stays in its
+    /// register): the same value, opaque to the analyses that would rewrite how it is computed.
+    pub(crate) fn opaque(&self, x: IntValue<'ctx>) -> IntValue<'ctx> {
+        let t = x.get_type();
+        let asm = self.ctx.create_inline_asm(
+            t.fn_type(&[t.into()], false),
+            String::new(),
+            "=r,0".into(),
+            false,
+            false,
+            None,
+            false,
+        );
+        let f = inkwell::values::CallableValue::try_from(asm).expect("inline asm is callable");
+        self.b
+            .build_call(f, &[x.into()], "")
+            .unwrap()
+            .try_as_basic_value()
+            .basic()
+            .expect("the statement gives a value")
+            .into_int_value()
     }
 
     pub(crate) fn add(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> IntValue<'ctx> {

@@ -10,12 +10,15 @@
 //! - its producer stores bytes: an output fusion whose convolution takes the int8 direct
 //!   micro-kernel (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s
 //!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
-//!   no residual, writing channels-minor; a bare max/min pool on the register path
+//!   no residual, writing channels-minor, or one on the depthwise micro-kernel
+//!   (`conv/depthwise.rs`) under the same conditions; a bare max/min pool on the register path
 //!   ([`pool_fits_registers`], every window holding an element) of a value stored in the same
 //!   type; or a concatenation assembled in place (`arena/concat_views.rs`) of values stored in
 //!   the same type;
-//! - every reader reads bytes: such a pool, the concatenation it is a view of (stored too), or
-//!   a convolution (fused or bare) on the int8 direct micro-kernel reading it as its input.
+//! - every reader reads bytes: such a pool (or a summing one: average pooling adds the bytes
+//!   widened to f32), the concatenation it is a view of (stored too), or
+//!   a convolution (fused or bare) on the int8 direct or the depthwise micro-kernel reading it
+//!   as its input.
 //!
 //! A convolution converts its finished f32 vectors to bytes (packed four vectors to one 64-byte
 //! store on AVX-512BW), a pool maxes the bytes as integers (the conversion is monotone) and
@@ -64,7 +67,10 @@ pub fn stored_types(
             let ok = !output(id)
                 && !readers[id.index()].is_empty()
                 && match &c.inst(id).op {
-                    Op::Fusion { .. } => int8_conv(hlo, packings, id, true),
+                    Op::Fusion { .. } => {
+                        int8_conv(hlo, packings, id, true)
+                            || depthwise_conv(hlo, packings, id, true)
+                    }
                     Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
                     _ => false,
                 };
@@ -81,7 +87,7 @@ pub fn stored_types(
             let same = |o: &InstId| stored[o.index()] == Some(d);
             let produced = match &inst.op {
                 Op::ReduceWindow { .. } => {
-                    pooled_in_registers(c, id, lanes) && same(&inst.operands[0])
+                    pooled_in_registers(c, id, lanes, false) && same(&inst.operands[0])
                 }
                 Op::Concatenate { .. } => inst
                     .operands
@@ -90,13 +96,14 @@ pub fn stored_types(
                 _ => true,
             };
             let read = readers[id.index()].iter().all(|&r| match &c.inst(r).op {
-                Op::ReduceWindow { .. } => pooled_in_registers(c, r, lanes),
+                Op::ReduceWindow { .. } => pooled_in_registers(c, r, lanes, true),
                 Op::Concatenate { .. } => {
                     stored[r.index()] == Some(d) && views[id.index()].is_some_and(|v| v.concat == r)
                 }
                 Op::Fusion { .. } | Op::Convolution { .. } => {
                     heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
-                        && int8_conv(hlo, packings, r, false)
+                        && (int8_conv(hlo, packings, r, false)
+                            || depthwise_conv(hlo, packings, r, false))
                 }
                 _ => false,
             });
@@ -165,14 +172,64 @@ fn int8_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
         && epi.is_some_and(|e| e.full_strides().is_empty())
 }
 
-/// Whether entry instruction `id` is a bare max or min pool on the register path (`reduce.rs`)
-/// whose windows all hold an element.
-fn pooled_in_registers(c: &Computation, id: InstId, lanes: u32) -> bool {
+/// Whether entry instruction `id` is a convolution on the depthwise micro-kernel
+/// (`conv/depthwise.rs`: it loads its input through the byte type) reading its input as it is,
+/// and when `writes`, an output fusion with its whole epilogue in registers and no residual,
+/// writing channels-minor.
+fn depthwise_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
+    let c = &hlo.entry;
+    let computation = match &c.inst(id).op {
+        Op::Fusion {
+            kind: FusionKind::Output,
+            computation,
+        } => Some(computation),
+        Op::Convolution { .. } if !writes => None,
+        _ => return false,
+    };
+    let Some((op, x, w, out)) = heavy_in(hlo, id) else {
+        return false;
+    };
+    let Op::Convolution {
+        window,
+        feature_group_count,
+    } = op
+    else {
+        return false;
+    };
+    if packings.winograd(hlo, id).is_some() || mapped_conv_input(hlo, id).is_some() {
+        return false;
+    }
+    let path = conv::choose(
+        &window,
+        feature_group_count,
+        &c.inst(x).shape,
+        &c.inst(w).shape,
+        &out,
+        packings.reads_packed(hlo, id),
+    );
+    if path != Some(ConvPath::Depthwise) {
+        return false;
+    }
+    let Some(computation) = computation.filter(|_| writes) else {
+        return !writes;
+    };
+    let epi = computation
+        .ids()
+        .find(|&h| matches!(computation.inst(h).op, Op::Convolution { .. }))
+        .and_then(|h| epilogue::recognize(computation, h));
+    out.layout.minor_to_major.first() == Some(&1)
+        && epi.is_some_and(|e| e.full_strides().is_empty())
+}
+
+/// Whether entry instruction `id` is a bare max or min pool (or, reading only (`sums`), a
+/// summing one: it adds the bytes widened) on the register path (`reduce.rs`) whose windows
+/// all hold an element.
+fn pooled_in_registers(c: &Computation, id: InstId, lanes: u32, sums: bool) -> bool {
     let inst = c.inst(id);
     let Op::ReduceWindow { kind, window } = &inst.op else {
         return false;
     };
-    *kind != ReduceKind::Add
+    (sums || *kind != ReduceKind::Add)
         && (0..window.rank())
             .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d])
         && pool_fits_registers(window, &inst.shape, &c.inst(inst.operands[0]).shape, lanes)

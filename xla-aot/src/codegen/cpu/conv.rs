@@ -212,11 +212,35 @@ struct RowUnit<'ctx> {
 
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     fn udiv(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
-        self.b.build_int_unsigned_div(a, self.i64(b), "").unwrap()
+        self.narrow_op(a, b, true)
     }
 
     fn urem(&self, a: IntValue<'ctx>, b: u64) -> IntValue<'ctx> {
-        self.b.build_int_unsigned_rem(a, self.i64(b), "").unwrap()
+        self.narrow_op(a, b, false)
+    }
+
+    /// `a / b` or `a % b` of a task unit: in 32 bits on a 32-bit target (a unit indexes that
+    /// target's memory), where LLVM, having widened the loop counter back to 64 bits, would
+    /// call `__udivdi3`, a library routine a freestanding image does not link.
+    fn narrow_op(&self, a: IntValue<'ctx>, b: u64, div: bool) -> IntValue<'ctx> {
+        let op = |x: IntValue<'ctx>, y: IntValue<'ctx>| {
+            if div {
+                self.b.build_int_unsigned_div(x, y, "").unwrap()
+            } else {
+                self.b.build_int_unsigned_rem(x, y, "").unwrap()
+            }
+        };
+        if self.target.arch != crate::target::Arch::Arm {
+            return op(a, self.i64(b));
+        }
+        let i32t = self.ctx.i32_type();
+        let a32 = self.b.build_int_truncate(a, i32t, "").unwrap();
+        // Opaque: loop strength reduction otherwise rewrote the division in terms of a 64-bit
+        // counter it made (and called `__udivdi3`).
+        let r = op(self.opaque(a32), i32t.const_int(b, false));
+        self.b
+            .build_int_z_extend(r, self.ctx.i64_type(), "")
+            .unwrap()
     }
 
     fn row_unit(&self, u: IntValue<'ctx>, oh_count: usize, tiles: usize) -> RowUnit<'ctx> {

@@ -193,13 +193,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // Stored as bytes (`byte_storage.rs`): pooled as bytes, converted once per output.
         let byte = self.be.args_stored.borrow().get(param).copied().flatten();
         assert!(
-            byte.is_none() || (chain.steps.is_empty() && kind != ReduceKind::Add),
-            "byte_storage.rs stores only what bare max/min pools read"
+            byte.is_none() || chain.steps.is_empty(),
+            "byte_storage.rs stores only what bare pools read"
         );
+        // Max and min pool the bytes themselves; a sum adds them widened to f32 (exact).
+        let byte_acc = byte.filter(|_| kind != ReduceKind::Add);
         self.loop_nest_outer(out, &mut |cg, oidx| {
             let oidx = oidx.clone();
             for group in vecs.chunks(VECTORS_PER_PASS) {
-                let accs = cg.vector_accumulators(k, kind, group, byte);
+                let accs = cg.vector_accumulators(k, kind, group, byte_acc);
                 cg.loop_nest(&window.size, &mut |cg, tidx| {
                     let mut valid = cg.ctx.bool_type().const_int(1, false);
                     let mut pos = Vec::with_capacity(x.rank());
@@ -218,7 +220,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     });
                 });
                 let mut idx = oidx.clone();
-                cg.store_vectors(k, out, &mut idx, (m, byte), group, (&accs, epi));
+                cg.store_vectors(k, out, &mut idx, (m, byte_acc), group, (&accs, epi));
             }
         });
         true
@@ -276,6 +278,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         for (v, &acc) in group.iter().zip(accs) {
             idx[m] = self.i64(v.col as u64);
             let off = self.offset(&idx, x);
+            if let (Some(d), ReduceKind::Add) = (byte, kind) {
+                let val = self.bytes_to_f32(self.load_bytes(k.args[param], off, v.lanes), d);
+                let old = self.b.build_load(acc, "").unwrap().into_vector_value();
+                let new = self.b.build_float_add(old, val, "").unwrap();
+                self.b.build_store(acc, new).unwrap();
+                continue;
+            }
             if let Some(d) = byte {
                 // The conversion to f32 is monotone: the largest byte is the largest value.
                 let val = self.load_bytes(k.args[param], off, v.lanes);

@@ -1,9 +1,12 @@
 //! The [`ConvPath::Depthwise`](super::ConvPath::Depthwise) micro-kernel: `groups == C == O`,
 //! input and output channels minor. Each tap is a vector multiply-add along channels; a tile is
 //! [`DW_PIXELS`] pixels × [`DW_GROUP`] channel vectors, and every output element is one running
-//! sum over the taps in window order, as the interpreter sums them.
+//! sum over the taps in window order, as the interpreter sums them. Its input and output may be
+//! stored one byte per element (`byte_storage.rs`): loaded and widened to f32, and stored
+//! narrowed after the register epilogue, the same values.
 
 use super::super::Cg;
+use super::super::byte_store::Finished;
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
 use super::super::vector::{VecCol, vectors};
@@ -63,6 +66,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let units = n_count * oh_count * tiles_per_row;
         // Channels in vectors; the kernel's channel stride decides whether its taps load as vectors.
         let cols = vectors(c, t.lanes, false);
+        // Activations stored one byte each (`byte_storage.rs`): read widened, written narrowed.
+        let x_bytes = self.be.args_stored.borrow().get(xi).copied().flatten();
+        let out_bytes = self.be.out_stored.get();
+        assert!(
+            out_bytes.is_none() || (ost[1] == 1 && epi.is_some()),
+            "byte_storage.rs stores a depthwise result only channels-minor, finished in registers"
+        );
         self.conv_tasks(k, units, flops, &|cg, tk, u| {
             let (f, x, w, out) = (tk.f, tk.args[xi], tk.args[wi], tk.out);
             let ru = cg.row_unit(u, oh_count, tiles_per_row);
@@ -111,7 +121,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 );
                                 let mut taps = |cg: &Self| {
                                     for (j, v) in group.iter().enumerate() {
-                                        let xv = cg.vload(x, cg.add(base, col(cg, v)), v.lanes);
+                                        let at = cg.add(base, col(cg, v));
+                                        let xv = match x_bytes {
+                                            Some(d) => {
+                                                cg.bytes_to_f32(cg.load_bytes(x, at, v.lanes), d)
+                                            }
+                                            None => cg.vload(x, at, v.lanes),
+                                        };
                                         cg.fma_into(row[j], xv, wv[j]);
                                     }
                                 };
@@ -141,7 +157,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 };
                                 val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                             }
-                            cg.store_lanes(out, cg.add(pix, ch), val, v.store);
+                            let at = cg.add(pix, ch);
+                            match out_bytes {
+                                Some(d) => {
+                                    let f = Finished {
+                                        off: at,
+                                        val,
+                                        ints: false,
+                                        saturate: false,
+                                        col: v.col,
+                                        lanes: v.store,
+                                    };
+                                    cg.store_finished_bytes(out, &[f], d);
+                                }
+                                None => cg.store_lanes(out, at, val, v.store),
+                            }
                         }
                     }
                 };
