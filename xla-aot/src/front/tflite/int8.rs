@@ -390,6 +390,11 @@ impl Importer<'_, '_> {
         let channel_axis = if groups == 1 { 0 } else { 3 };
         let exact = self.sums_exact_in_f32(&w, channel_axis, xt, 2)?;
         let wc = self.b.constant(&self.name("weights"), w);
+        let (xs, kernel_perm, window) = if groups == 1 && self.b.shape(xs).dims[1] == 1 {
+            self.taps_as_channels(xs, window)?
+        } else {
+            (xs, kernel_perm, window)
+        };
         let name = self.name("kernel");
         let k = self
             .b
@@ -414,6 +419,70 @@ impl Importer<'_, '_> {
             )
             .map_err(self.ir())?;
         self.conv_tail_i8(y, (0, 2), &s_w, out_channels, act, exact)
+    }
+
+    /// A one-channel CONV_2D (a keyword-spotting network's first layer over a spectrogram) as
+    /// a convolution over `KW` channels: input channel `k` is the (padded) input shifted by tap
+    /// `k` and sampled at the window's horizontal stride, the kernel `[O, KH, KW, 1]` read as
+    /// `[O, KW, KH, 1]`, the window `KH × 1`. The same products and sums (the integer kernels
+    /// multiply four channels per step: one channel would fill a quarter of each); the copy is
+    /// the input's size times `KW / stride`. Returns `(input, kernel permutation, window)`;
+    /// unchanged (the OIHW permutation) where the window is one wide or dilated horizontally.
+    fn taps_as_channels(&mut self, xs: InstId, window: Window) -> R<(InstId, Vec<usize>, Window)> {
+        const OIHW: [usize; 4] = [0, 3, 1, 2];
+        let (kw, sw, dw) = (window.size[1], window.stride[1], window.dilation[1]);
+        if kw < 2 || dw != 1 {
+            return Ok((xs, OIHW.to_vec(), window));
+        }
+        let d = self.b.shape(xs).dims.clone();
+        let (pl, ph) = (window.pad_low[1], window.pad_high[1]);
+        let padded_w = d[3] + pl + ph;
+        let ow = (padded_w - kw) / sw + 1;
+        let xp = if pl + ph > 0 {
+            let zero = self.b.scalar(&self.name("tap_pad_value"), 0.0);
+            let name = self.name("tap_pad");
+            self.b
+                .add(
+                    &name,
+                    Op::Pad {
+                        low: vec![0, 0, 0, pl],
+                        high: vec![0, 0, 0, ph],
+                    },
+                    &[xs, zero],
+                )
+                .map_err(self.ir())?
+        } else {
+            xs
+        };
+        let mut taps = Vec::with_capacity(kw);
+        for k in 0..kw {
+            let name = self.name(&format!("tap{k}"));
+            let t = self
+                .b
+                .add(
+                    &name,
+                    Op::Slice {
+                        starts: vec![0, 0, 0, k],
+                        limits: vec![d[0], 1, d[2], k + sw * (ow - 1) + 1],
+                        strides: vec![1, 1, 1, sw],
+                    },
+                    &[xp],
+                )
+                .map_err(self.ir())?;
+            taps.push(t);
+        }
+        let name = self.name("taps");
+        let x = self
+            .b
+            .add(&name, Op::Concatenate { dimension: 1 }, &taps)
+            .map_err(self.ir())?;
+        let mut w = Window::new(vec![window.size[0], 1]);
+        w.stride[0] = window.stride[0];
+        w.dilation[0] = window.dilation[0];
+        w.pad_low[0] = window.pad_low[0];
+        w.pad_high[0] = window.pad_high[0];
+        // [O, KH, KW, 1] → OIHW [O, KW, KH, 1].
+        Ok((x, vec![0, 2, 1, 3], w))
     }
 
     /// Whether every output's sum `Σ w · (q − z_in) + bias` of integer weights `w` (channel
