@@ -191,17 +191,37 @@ fn f32_requantization_compiles_to_the_interpreters_bits_on_every_cpu_target() {
         .map(|_| ((rng.next_u64() >> 56) as i8) as f32)
         .collect();
     let bias: Vec<f32> = (0..C).map(|j| (j as f32 - 20.0) * 97.0).collect();
-    let (mut mc, mut sc) = (Vec::new(), Vec::new());
+    // Multipliers and shifts per column: any shift (some left), a multiplier of i32::MIN; and
+    // right shifts only, from 1 to 14 (the shorter rounding, `core/fixed_point.rs` `Facts`).
+    let (mut mc, mut sc, mut mr, mut sr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for j in 0..C {
         let qm = quantize_multiplier(2f64.powf(-12.0 + (j % 13) as f64));
         mc.push(if j == 5 { i32::MIN } else { qm.significand });
         sc.push(qm.shift);
+        let qr = quantize_multiplier(0.35 * 2f64.powf(-((j % 14) as f64)));
+        mr.push(qr.significand);
+        sr.push(qr.shift);
     }
-    for (tag, input) in [("any", a), ("bytes", a8)] {
+    for (tag, input, mc, sc) in [
+        ("any", a, &mc, &sc),
+        ("bytes", a8, &mc, &sc),
+        ("right", a8, &mr, &sr),
+    ] {
         let n = |part: &str| format!("{tag}.{part}");
-        // One weight for both (merged by CSE): the byte dot must not make the other read it
-        // as int8 quads.
-        let w = b.constant(&n("w"), Literal::from_f32(vec![K, C], &wv));
+        // One weight for the first two (merged by CSE): the byte dot must not make the other
+        // read it as int8 quads. The third's are small (sums of a few hundred, so that the
+        // roundings' ties fall inside the clamp) and differ (else CSE merges the dots).
+        let wt: Vec<f32> = wv
+            .iter()
+            .map(|&v| {
+                if tag == "right" {
+                    (v / 32.0).trunc()
+                } else {
+                    v
+                }
+            })
+            .collect();
+        let w = b.constant(&n("w"), Literal::from_f32(vec![K, C], &wt));
         let dot = b
             .add(
                 &n("dot"),
@@ -222,8 +242,8 @@ fn f32_requantization_compiles_to_the_interpreters_bits_on_every_cpu_target() {
         let acc = b
             .add(&n("acc"), Op::Binary(BinaryOp::Add), &[dot, bb])
             .unwrap();
-        let mb = column(&mut b, &n("mult"), Literal::from_i32(vec![C], &mc));
-        let sb = column(&mut b, &n("shift"), Literal::from_i32(vec![C], &sc));
+        let mb = column(&mut b, &n("mult"), Literal::from_i32(vec![C], mc));
+        let sb = column(&mut b, &n("shift"), Literal::from_i32(vec![C], sc));
         let scaled = b.add(&n("scaled"), Op::MulQ31, &[acc, mb, sb]).unwrap();
         let splat = |b: &mut Builder, name: &str, v: f32| {
             let c = b.scalar(name, v);

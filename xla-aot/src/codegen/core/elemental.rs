@@ -179,7 +179,12 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             t32: i32t,
             t64: i64t,
         };
-        super::fixed_point::emit_mul_q31(&self.b, &lanes, (x, m, s), true)
+        super::fixed_point::emit_mul_q31(
+            &self.b,
+            &lanes,
+            (x, m, s),
+            super::fixed_point::Facts::NONE,
+        )
     }
 
     pub(crate) fn combine(

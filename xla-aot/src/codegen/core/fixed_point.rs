@@ -28,13 +28,36 @@ pub struct Lanes<'c, 'ctx, T: IntMathValue<'ctx>> {
     pub t64: T::BaseType,
 }
 
-/// `multiply-q31(x, m, s)` (module doc); `m_may_be_min`: whether some lane's `m` may be
-/// `i32::MIN` (the one case that saturates).
+/// What the caller knows of the operands (from their value ranges), each fact letting the
+/// emitted code skip work that cannot change the result.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts {
+    /// Some lane's `m` may be `i32::MIN` (the one case that saturates).
+    pub m_may_be_min: bool,
+    /// Every shift lies in `[−31, 0]`: no left shift, the right shift is `−s` unclamped.
+    pub shift_nonpositive: bool,
+    /// Every shift lies in `[−31, −1]` and `|x| ≤ 2^24`: the Q31 high half is then at most
+    /// `2^24 + 1` in magnitude, so the rounding divide is `(h + 2^(r−1) − [h < 0]) >> r`
+    /// (equal to gemmlowp's remainder test: for `h ≥ 0` both round `h / 2^r` half up, for
+    /// `h < 0` half down, i.e. half away from zero), with no overflow.
+    pub short_rounding: bool,
+}
+
+impl Facts {
+    /// Nothing known.
+    pub const NONE: Facts = Facts {
+        m_may_be_min: true,
+        shift_nonpositive: false,
+        short_rounding: false,
+    };
+}
+
+/// `multiply-q31(x, m, s)` (module doc), with what `facts` let it skip.
 pub fn emit_mul_q31<'ctx, T>(
     b: &Builder<'ctx>,
     k: &Lanes<'_, 'ctx, T>,
     (x, m, s): (T, T, T),
-    m_may_be_min: bool,
+    facts: Facts,
 ) -> T
 where
     T: IntMathValue<'ctx> + Copy,
@@ -51,9 +74,13 @@ where
         let v = sel(cmp(IntPredicate::SLT, v, c32(0)), c32(0), v);
         sel(cmp(IntPredicate::SGT, v, c32(31)), c32(31), v)
     };
-    let left = clamp31(s);
-    let right = clamp31(b.build_int_neg(s, "").unwrap());
-    let shifted = b.build_left_shift(x, left, "").unwrap();
+    let (shifted, right) = if facts.shift_nonpositive || facts.short_rounding {
+        (x, b.build_int_neg(s, "").unwrap())
+    } else {
+        let left = clamp31(s);
+        let right = clamp31(b.build_int_neg(s, "").unwrap());
+        (b.build_left_shift(x, left, "").unwrap(), right)
+    };
     let ab = b
         .build_int_mul(
             b.build_int_s_extend(shifted, k.t64, "").unwrap(),
@@ -64,7 +91,7 @@ where
     let sum = b.build_int_add(ab, c64(1 << 30), "").unwrap();
     let high = b.build_right_shift(sum, c64(31), true, "").unwrap();
     let mut high = b.build_int_truncate(high, k.t32, "").unwrap();
-    if m_may_be_min {
+    if facts.m_may_be_min {
         let min = c32(i32::MIN as i64);
         let both = b
             .build_and(
@@ -74,6 +101,16 @@ where
             )
             .unwrap();
         high = sel(both, c32(i32::MAX as i64), high);
+    }
+    if facts.short_rounding {
+        let half = b
+            .build_left_shift(c32(1), b.build_int_sub(right, c32(1), "").unwrap(), "")
+            .unwrap();
+        let sign = b.build_right_shift(high, c32(31), true, "").unwrap();
+        let t = b
+            .build_int_add(b.build_int_add(high, half, "").unwrap(), sign, "")
+            .unwrap();
+        return b.build_right_shift(t, right, true, "").unwrap();
     }
     // Rounding divide by 2^right: up where the remainder exceeds half the divisor (half of it
     // plus one for a negative value).

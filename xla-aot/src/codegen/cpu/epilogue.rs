@@ -68,14 +68,16 @@ pub enum Step {
     /// `multiply-q31(x, m, s)` of f32 instruction `x` (integers; `ir/fixed_point.rs`) with
     /// uniform i32 operands: to s32 as `convert` does, the fixed-point multiply on i32 lanes
     /// (`core/fixed_point.rs`), back to f32.
-    /// `at` is the `multiply-q31` itself, `m_at` its multiplier operand (their value ranges
-    /// let the kernel skip the saturation test and keep the next integer steps in i32).
+    /// `at` is the `multiply-q31` itself, `m_at` and `s_at` its multiplier and shift operands
+    /// (their value ranges let the kernel skip the saturation test and the left shift, round
+    /// with fewer instructions, and keep the next integer steps in i32).
     MulQ31 {
         m: Operand,
         s: Operand,
         x: InstId,
         at: InstId,
         m_at: InstId,
+        s_at: InstId,
     },
 }
 
@@ -356,6 +358,7 @@ fn chain(
                     x,
                     at,
                     m_at: inst.operands[1],
+                    s_at: inst.operands[2],
                 };
                 (x, step)
             }
@@ -517,7 +520,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     fn vmul_q31(
         &self,
         x: VectorValue<'ctx>,
-        (of, m_at): (InstId, InstId),
+        (of, m_at, s_at): (InstId, InstId, InstId),
         (m, s): (VectorValue<'ctx>, VectorValue<'ctx>),
     ) -> VectorValue<'ctx> {
         let lanes = x.get_type().get_size();
@@ -527,7 +530,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let plain = self
             .fused_range(of)
             .is_some_and(|r| !r.nan && r.lo > -INT_LIMIT && r.hi < INT_LIMIT);
-        let m_may_be_min = self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT);
+        let shifts = self.fused_range(s_at);
+        let small_x = self
+            .fused_range(of)
+            .is_some_and(|r| !r.nan && r.magnitude() <= F32_EXACT);
+        let facts = fixed_point::Facts {
+            m_may_be_min: self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT),
+            shift_nonpositive: shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= 0.0),
+            short_rounding: small_x && shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= -1.0),
+        };
         let xi = if plain {
             self.b
                 .build_float_to_signed_int(x, i32t.vec_type(lanes), "")
@@ -547,7 +558,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             t32: i32t.vec_type(lanes),
             t64: i64t.vec_type(lanes),
         };
-        fixed_point::emit_mul_q31(&self.b, &k, (xi, m, s), m_may_be_min)
+        fixed_point::emit_mul_q31(&self.b, &k, (xi, m, s), facts)
     }
 
     /// x86's `maxps`/`minps` of `lanes` floats (`a > b ? a : b`, `a < b ? a : b`) where the
@@ -829,8 +840,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     x: of,
                     at,
                     m_at,
+                    s_at,
                 } => {
-                    let q = self.vmul_q31(x, (*of, *m_at), (value_i32(m), value_i32(s)));
+                    let q = self.vmul_q31(x, (*of, *m_at, *s_at), (value_i32(m), value_i32(s)));
                     match self.fused_range(*at).map(|r| r.magnitude()) {
                         Some(b) if b <= F32_EXACT => {
                             int = Some((q, b));
