@@ -39,7 +39,9 @@
 //! errors naming the operator: their fixed-point arithmetic is not written yet.
 
 use super::lower::{Importer, NCHW, R, Val};
-use crate::ir::fixed_point::{QuantizedMultiplier, quantize_multiplier};
+use crate::ir::fixed_point::{
+    QuantizedMultiplier, multiply_by_quantized_multiplier, quantize_multiplier,
+};
 use crate::ir::value_range::F32_EXACT_INT;
 use crate::ir::{BinaryOp, CompareDir, DType, DotDims, InstId, Literal, Op, ReduceKind, Window};
 use xla_aot_tflite_schema::tflite::{ActivationFunctionType, TensorType};
@@ -47,6 +49,17 @@ use xla_aot_tflite_schema::tflite::{ActivationFunctionType, TensorType};
 /// Bits every ADD/SUB input is shifted left by before scaling (`add.cc`: 20 for int8 and uint8,
 /// so that the scaled inputs keep 20 fractional bits).
 const ADD_LEFT_SHIFT: i32 = 20;
+
+/// A product's requantization on integer-valued f32 ([`Importer::f32_plan`]).
+#[derive(Debug, Clone)]
+pub struct F32Plan {
+    /// Per channel (empty: no bias).
+    pub bias: Vec<i32>,
+    /// One, or one per channel.
+    pub mult: Vec<QuantizedMultiplier>,
+    /// The channels computed as constants (weights zeroed).
+    pub constant: Vec<usize>,
+}
 
 impl Importer<'_, '_> {
     /// Whether tensor `t` holds quantized integers (int8, uint8, int16 with a scale).
@@ -301,17 +314,15 @@ impl Importer<'_, '_> {
         self.bias_i32_at(2, acc, dim, channels)
     }
 
-    /// The int32 bias at input `j`, if present, added to integer-valued f32 `acc` along IR dim
-    /// `dim` (exact: [`Importer::sums_exact_in_f32`] bounds the bias too).
-    fn bias_f32_at(&mut self, j: usize, acc: InstId, dim: usize, channels: usize) -> R<InstId> {
-        let Some(bt) = self.input_index(j) else {
+    /// The bias `v` (none when empty), added to integer-valued f32 `acc` along IR dim `dim`
+    /// (exact: [`Importer::f32_plan`] bounds it).
+    fn bias_f32(&mut self, v: &[i32], acc: InstId, dim: usize, channels: usize) -> R<InstId> {
+        if v.is_empty() {
             return Ok(acc);
-        };
-        let v = self.int_data(bt)?;
+        }
         if v.len() != channels {
             return Err(self.err(format!(
-                "the bias {} has {} values for {channels} channels",
-                self.tensor_name(bt),
+                "the bias has {} values for {channels} channels",
                 v.len()
             )));
         }
@@ -388,7 +399,9 @@ impl Importer<'_, '_> {
         let xs = self.centered(xi, z_in)?;
         // CONV_2D's kernel is [O, KH, KW, I], DEPTHWISE_CONV_2D's [1, KH, KW, C·M].
         let channel_axis = if groups == 1 { 0 } else { 3 };
-        let exact = self.sums_exact_in_f32(&w, channel_axis, xt, 2)?;
+        let (m, z_out, (lo, hi)) = self.requantization(0, &s_w, act)?;
+        let mut w = w;
+        let plan = self.f32_plan(&mut w, channel_axis, (0, 2), &m, (z_out, lo, hi))?;
         let wc = self.b.constant(&self.name("weights"), w);
         let (xs, kernel_perm, window) = if groups == 1 && self.b.shape(xs).dims[1] == 1 {
             self.taps_as_channels(xs, window)?
@@ -418,7 +431,7 @@ impl Importer<'_, '_> {
                 &[xs, k],
             )
             .map_err(self.ir())?;
-        self.conv_tail_i8(y, (0, 2), &s_w, out_channels, act, exact)
+        self.conv_tail_i8(y, (0, 2), &s_w, out_channels, act, plan)
     }
 
     /// A one-channel CONV_2D (a keyword-spotting network's first layer over a spectrogram) as
@@ -485,37 +498,109 @@ impl Importer<'_, '_> {
         Ok((x, vec![0, 2, 1, 3], w))
     }
 
-    /// Whether every output's sum `Σ w · (q − z_in) + bias` of integer weights `w` (channel
-    /// `c` at index `c` of `channel_axis`), over the input tensor `xt`'s integers, with the bias
-    /// of input `bias_at`, stays within f32's exact integers ([`F32_EXACT_INT`]), in every
-    /// partial sum too: then the sums, the bias and the requantization run on integer-valued
-    /// f32 (a register epilogue), else in i32.
-    fn sums_exact_in_f32(
+    /// How a product's requantization runs on integer-valued f32 (a register epilogue), decided
+    /// from its integer weights `w` (output channel `c` at index `c` of `channel_axis`; channels
+    /// that [`F32Plan::constant`] names are zeroed in place), its input tensor (input `x_at`),
+    /// its bias (input `bias_at`), the multipliers `m` (one, or one per channel), the output's
+    /// zero point and clamp: `None` where some sum `Σ w · (q − z_in) + bias` may leave f32's
+    /// exact integers ([`F32_EXACT_INT`]), in any partial sum (the i32 tail then).
+    ///
+    /// A channel whose sums all give one output `k` (`multiply-q31` is monotone without a left
+    /// shift, so its two extreme sums tell) is computed as that constant: weights zero, bias
+    /// `2·(k − z_out)`, multiplier `(2^31 − 1, −1)`, which gives `k − z_out` back exactly and
+    /// keeps every shift negative. The converter writes such channels: all-zero weights whose
+    /// bias it quantized with a tiny scale (near 2^30), or a bias that dwarfs the products.
+    fn f32_plan(
         &self,
-        w: &Literal,
+        w: &mut Literal,
         channel_axis: usize,
-        xt: usize,
-        bias_at: usize,
-    ) -> R<bool> {
+        (x_at, bias_at): (usize, usize),
+        m: &[QuantizedMultiplier],
+        (z_out, lo, hi): (i32, i32, i32),
+    ) -> R<Option<F32Plan>> {
+        let xt = self.need(x_at)?;
         let (_, z, qmin, qmax) = self.q_scalar(xt)?;
         let x_max = f64::from((qmin - z).abs().max((qmax - z).abs()));
-        let Some(v) = w.to_f32_vec() else {
-            return Ok(false);
+        let Some(mut v) = w.to_f32_vec() else {
+            return Ok(None);
         };
         let channels = w.dims.get(channel_axis).copied().unwrap_or(1).max(1);
-        let inner: usize = w.dims[channel_axis + 1..].iter().product();
+        let inner: usize = w.dims[channel_axis + 1..].iter().product::<usize>().max(1);
+        let channel_of = |i: usize| (i / inner) % channels;
         let mut sums = vec![0f64; channels];
         for (i, x) in v.iter().enumerate() {
-            sums[(i / inner.max(1)) % channels] += f64::from(x.abs());
+            sums[channel_of(i)] += f64::from(x.abs());
         }
-        let bias = match self.input_index(bias_at) {
+        let mut bias = match self.input_index(bias_at) {
             Some(bt) => self.int_data(bt)?,
             None => Vec::new(),
         };
-        Ok(sums.iter().enumerate().all(|(c, &sum)| {
-            let b = bias.get(c).map_or(0.0, |&b| f64::from(b).abs());
-            sum * x_max + b <= F32_EXACT_INT
+        let mut mult = m.to_vec();
+        let mut constant = Vec::new();
+        for (c, &sum) in sums.iter().enumerate() {
+            let reach = sum * x_max;
+            let b = bias.get(c).copied().unwrap_or(0);
+            if reach + f64::from(b).abs() <= F32_EXACT_INT {
+                continue;
+            }
+            let mc = m[if m.len() == 1 { 0 } else { c }];
+            // Every sum of the channel lies in [b − reach, b + reach]; TFLite's int32 sums must
+            // not wrap.
+            let (r, b64) = (reach.ceil() as i64, i64::from(b));
+            if bias.len() != channels
+                || mc.shift > 0
+                || b64 - r < i64::from(i32::MIN)
+                || b64 + r > i64::from(i32::MAX)
+            {
+                return Ok(None);
+            }
+            let out = |acc: i64| {
+                (i64::from(multiply_by_quantized_multiplier(acc as i32, mc)) + i64::from(z_out))
+                    .clamp(i64::from(lo), i64::from(hi))
+            };
+            let k = out(b64 - r);
+            if out(b64 + r) != k {
+                return Ok(None);
+            }
+            if mult.len() == 1 {
+                mult = vec![mult[0]; channels];
+            }
+            bias[c] = (2 * (k - i64::from(z_out))) as i32;
+            mult[c] = QuantizedMultiplier {
+                significand: i32::MAX,
+                shift: -1,
+            };
+            constant.push(c);
+        }
+        if !constant.is_empty() {
+            for (i, x) in v.iter_mut().enumerate() {
+                if constant.contains(&channel_of(i)) {
+                    *x = 0.0;
+                }
+            }
+            *w = Literal::from_f32(w.dims.clone(), &v);
+        }
+        Ok(Some(F32Plan {
+            bias,
+            mult,
+            constant,
         }))
+    }
+
+    /// A product's multipliers (from the scales of input `x_at`, the weights' `s_w` and the
+    /// output), the output's zero point and its activation range.
+    fn requantization(
+        &self,
+        x_at: usize,
+        s_w: &[f32],
+        act: ActivationFunctionType,
+    ) -> R<(Vec<QuantizedMultiplier>, i32, (i32, i32))> {
+        let xt = self.need(x_at)?;
+        let out = self.output_index(0)?;
+        let (s_in, _, _, _) = self.q_scalar(xt)?;
+        let (s_out, z_out, _, _) = self.q_scalar(out)?;
+        let range = self.activation_range(out, act)?;
+        Ok((Self::product_multipliers(s_in, s_w, s_out), z_out, range))
     }
 
     /// A convolution's integer tail: its f32 sums `y` (NCHW, integer-valued) to int32, the int32
@@ -528,17 +613,13 @@ impl Importer<'_, '_> {
         s_w: &[f32],
         out_channels: usize,
         act: ActivationFunctionType,
-        exact_in_f32: bool,
+        plan: Option<F32Plan>,
     ) -> R<()> {
-        let xt = self.need(x_at)?;
         let out = self.output_index(0)?;
-        let (s_in, _, _, _) = self.q_scalar(xt)?;
-        let (s_out, z_out, _, _) = self.q_scalar(out)?;
-        let range = self.activation_range(out, act)?;
-        let m = Self::product_multipliers(s_in, s_w, s_out);
-        let q = if exact_in_f32 {
-            let acc = self.bias_f32_at(bias_at, y, 1, out_channels)?;
-            self.requantize_f32(acc, &m, 1, z_out, range)?
+        let (m, z_out, range) = self.requantization(x_at, s_w, act)?;
+        let q = if let Some(plan) = plan {
+            let acc = self.bias_f32(&plan.bias, y, 1, out_channels)?;
+            self.requantize_f32(acc, &plan.mult, 1, z_out, range)?
         } else {
             let acc = self.convert(y, DType::I32, "acc")?;
             let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
@@ -576,7 +657,7 @@ impl Importer<'_, '_> {
                 s_w.len()
             )));
         }
-        self.conv_tail_i8(y, (2, 3), &s_w, oc, act, false)
+        self.conv_tail_i8(y, (2, 3), &s_w, oc, act, None)
     }
 
     /// The integer FULLY_CONNECTED of `[batch, K]` data.
@@ -589,9 +670,7 @@ impl Importer<'_, '_> {
     ) -> R<()> {
         let xt = self.need(0)?;
         let out = self.output_index(0)?;
-        let (s_in, z_in, _, _) = self.q_scalar(xt)?;
-        let (s_out, z_out, _, _) = self.q_scalar(out)?;
-        let range = self.activation_range(out, act)?;
+        let (_, z_in, _, _) = self.q_scalar(xt)?;
         let (w, s_w) = self.weights_i8(wt, true)?;
         let o = w.dims[0];
         if s_w.len() != 1 && s_w.len() != o {
@@ -602,7 +681,9 @@ impl Importer<'_, '_> {
             )));
         }
         let xs = self.centered(x, z_in)?;
-        let exact = self.sums_exact_in_f32(&w, 0, xt, 2)?;
+        let (m, z_out, range) = self.requantization(0, &s_w, act)?;
+        let mut w = w;
+        let plan = self.f32_plan(&mut w, 0, (0, 2), &m, (z_out, range.0, range.1))?;
         let wc = self.b.constant(&self.name("weights"), w);
         let name = self.name("dot");
         let y = self
@@ -618,10 +699,9 @@ impl Importer<'_, '_> {
                 &[xs, wc],
             )
             .map_err(self.ir())?;
-        let m = Self::product_multipliers(s_in, &s_w, s_out);
-        let mut q = if exact {
-            let acc = self.bias_f32_at(2, y, 1, o)?;
-            self.requantize_f32(acc, &m, 1, z_out, range)?
+        let mut q = if let Some(plan) = plan {
+            let acc = self.bias_f32(&plan.bias, y, 1, o)?;
+            self.requantize_f32(acc, &plan.mult, 1, z_out, range)?
         } else {
             let acc = self.convert(y, DType::I32, "acc")?;
             let acc = self.bias_i32(acc, 1, o)?;
