@@ -306,6 +306,19 @@ pub fn plan_for_backend(
                 intervals[k].last = intervals[k].last.max(last[i]);
             }
         }
+        // Staged inputs: written before the first kernel, read until the parameter's last
+        // reader (`staging.rs`).
+        let staged_slots: Vec<(usize, usize)> = staging::staged_inputs(m)
+            .into_iter()
+            .map(|(k, p, size)| {
+                intervals.push(Interval {
+                    size: align(size),
+                    first: 0,
+                    last: last[p.index()],
+                });
+                (k, intervals.len() - 1)
+            })
+            .collect();
         let mut live_bytes = vec![0usize; n + 1];
         for iv in &intervals {
             for step in live_bytes.iter_mut().take(iv.last + 1).skip(iv.first) {
@@ -323,6 +336,10 @@ pub fn plan_for_backend(
             .min_by_key(|(_, _, size)| *size)
             .expect("at least one strategy");
         if best.as_ref().is_none_or(|b| arena_size < b.1) {
+            let mut input_at = vec![None; c.parameters().len()];
+            for &(k, slot) in &staged_slots {
+                input_at[k] = Some(offsets[slot]);
+            }
             let per_value: Vec<usize> = (0..n)
                 .map(|i| {
                     if slot_of[i] == usize::MAX {
@@ -346,10 +363,11 @@ pub fn plan_for_backend(
             } else {
                 strategy
             };
-            best = Some((per_value, arena_size, lower_bound, name, aliases));
+            best = Some((per_value, arena_size, lower_bound, name, aliases, input_at));
         }
     }
-    let (per_value, arena_size, lower_bound, strategy, in_place) = best.expect("two plans");
+    let (per_value, arena_size, lower_bound, strategy, in_place, input_at) =
+        best.expect("two plans");
     let mut buffers = Vec::new();
     for i in 0..n {
         if locs[i] == Loc::Arena(usize::MAX) && views[i].is_none() {
@@ -381,7 +399,7 @@ pub fn plan_for_backend(
             });
         }
     }
-    let (staging, arena_size) = staging::place(m, arena_size);
+    let (staging, arena_size) = staging::place(m, arena_size, &input_at);
     BufferPlan {
         locs,
         arena_size,
@@ -468,7 +486,16 @@ fn reads_only_at_output_index(inst: &Instruction, o: InstId) -> bool {
 
 /// A finished plan variant: offset per instruction, arena size, lower bound, strategy name, and
 /// the in-place operand per instruction.
-type Candidate = (Vec<usize>, usize, usize, &'static str, Vec<Option<InstId>>);
+/// A plan: per-value offsets, arena size, lower bound, strategy, in-place aliases, and the
+/// staged inputs' offsets (by parameter position).
+type Candidate = (
+    Vec<usize>,
+    usize,
+    usize,
+    &'static str,
+    Vec<Option<InstId>>,
+    Vec<Option<usize>>,
+);
 
 /// A slice to place: its aligned size and live steps (inclusive).
 struct Interval {

@@ -3,8 +3,12 @@
 //! is converted to its API dtype (`ir/api.rs`, `codegen/core/boundary.rs`).
 //!
 //! Contract: [`place`] gives every input and output with an API dtype one [`ARENA_ALIGN`]-aligned
-//! slice of its IR shape after the arena the model uses (`base`): the slices are live for the
-//! whole call, so they share bytes with nothing. Inputs and outputs in their IR dtype get none.
+//! slice of its IR shape. An input's slice is written before the first kernel runs and read
+//! until its parameter's last reader: the arena plan places it among the values with that
+//! interval (`mod.rs`), so it shares bytes with values computed after its last use (a
+//! quantized image's int32 copy no longer outlives the first convolution). An output's slice
+//! is written by its producer and read after the last kernel: placed after the arena the model
+//! uses (`base`), sharing bytes with nothing. Inputs and outputs in their IR dtype get none.
 
 use super::ARENA_ALIGN;
 use crate::ir::{DType, Module};
@@ -33,8 +37,22 @@ pub struct Staging {
     pub offset: usize,
 }
 
-/// The staging slices of `m` placed from arena byte `base` on, and the arena size with them.
-pub fn place(m: &Module, base: usize) -> (Vec<Staging>, usize) {
+/// The staged inputs of `m`: per parameter position `k` with an API dtype, its parameter
+/// instruction and the bytes of its IR shape.
+pub fn staged_inputs(m: &Module) -> Vec<(usize, crate::ir::InstId, usize)> {
+    let c = &m.entry;
+    c.parameters()
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| m.api.input(k).is_some())
+        .map(|(k, &p)| (k, p, c.inst(p).shape.size_bytes().max(1)))
+        .collect()
+}
+
+/// The staging slices of `m` placed from arena byte `base` on, and the arena size with them;
+/// an input with an offset in `input_at` (indexed by parameter position) keeps it (the arena
+/// plan placed it among the values, live until its last reader: `mod.rs`).
+pub fn place(m: &Module, base: usize, input_at: &[Option<usize>]) -> (Vec<Staging>, usize) {
     let c = &m.entry;
     let mut at = base;
     let mut out = Vec::new();
@@ -48,14 +66,20 @@ pub fn place(m: &Module, base: usize) -> (Vec<Staging>, usize) {
     for (side, api, v) in ins.chain(outs) {
         let Some(api) = api else { continue };
         let shape = &c.inst(v).shape;
+        let planned = match side {
+            Side::Input(k) => input_at.get(k).copied().flatten(),
+            Side::Output(_) => None,
+        };
         out.push(Staging {
             side,
             api,
             ir: shape.dtype,
             elements: shape.element_count(),
-            offset: at,
+            offset: planned.unwrap_or(at),
         });
-        at += shape.size_bytes().max(1).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        if planned.is_none() {
+            at += shape.size_bytes().max(1).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        }
     }
     (out, at)
 }

@@ -11,7 +11,8 @@
 //!   micro-kernel (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s
 //!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
 //!   no residual, writing channels-minor, or one on the depthwise micro-kernel
-//!   (`conv/depthwise.rs`) under the same conditions; a bare max/min pool on the register path
+//!   (`conv/depthwise.rs`) under the same conditions; a loop fusion whose root is elementwise
+//!   (a quantized model input's centring); a bare max/min pool on the register path
 //!   ([`pool_fits_registers`], every window holding an element) of a value stored in the same
 //!   type; or a concatenation assembled in place (`arena/concat_views.rs`) of values stored in
 //!   the same type;
@@ -67,6 +68,10 @@ pub fn stored_types(
             let ok = !output(id)
                 && !readers[id.index()].is_empty()
                 && match &c.inst(id).op {
+                    Op::Fusion {
+                        kind: FusionKind::Loop,
+                        computation,
+                    } => elementwise_loop(computation),
                     Op::Fusion { .. } => {
                         int8_conv(hlo, packings, id, true)
                             || depthwise_conv(hlo, packings, id, true)
@@ -170,6 +175,13 @@ fn int8_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
         .and_then(|h| epilogue::recognize(computation, h));
     out.layout.minor_to_major.first() == Some(&1)
         && epi.is_some_and(|e| e.full_strides().is_empty())
+}
+
+/// Whether a loop fusion computes its single f32 result by an elementwise root (a quantized
+/// model input's `convert(q) − z`): `kernel.rs` then stores each element as its byte.
+fn elementwise_loop(comp: &Computation) -> bool {
+    let root = comp.inst(comp.outputs[0].value);
+    comp.outputs.len() == 1 && root.shape.dtype == DType::F32 && root.op.is_elementwise()
 }
 
 /// Whether entry instruction `id` is a convolution on the depthwise micro-kernel

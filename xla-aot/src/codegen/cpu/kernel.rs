@@ -215,6 +215,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match kind {
             FusionKind::Loop => {
                 let id = comp.outputs[0].value;
+                if self.be.out_stored.get().is_some() {
+                    // `byte_storage.rs`: an elementwise root whose values are integers of a byte
+                    // type.
+                    return self.fused_loop_bytes(k, comp);
+                }
                 if let Some(shuffle) = channel_shuffle(comp, id) {
                     return self.fused_loop_shuffle(k, comp, &shuffle);
                 }
@@ -290,6 +295,26 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `j·G + g` is the shuffled value's channel `g·K + j`, computed in a loop over `j` with the
     /// `G` groups unrolled inside, so each group reads consecutive channels (vector loads) and
     /// the stores interleave (shuffles), where indexing through the 5-D reshape gathered.
+    /// A loop fusion whose f32 result is stored one byte per element (`byte_storage.rs`: its
+    /// values are integers of the byte type, so the conversion is exact).
+    fn fused_loop_bytes(&self, k: &Kernel<'ctx>, comp: &Computation) {
+        let root = comp.inst(comp.outputs[0].value);
+        let id = comp.outputs[0].value;
+        assert!(
+            root.op.is_elementwise(),
+            "byte_storage.rs stores loop fusions only with an elementwise root"
+        );
+        self.loop_nest_physical(&root.shape, &mut |cg, idx| {
+            let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
+            let i =
+                cg.b.build_float_to_signed_int(v.into_float_value(), cg.ctx.i32_type(), "")
+                    .unwrap();
+            let byte = cg.b.build_int_truncate(i, cg.ctx.i8_type(), "").unwrap();
+            cg.b.build_store(cg.gep(k.out, cg.offset(idx, &root.shape)), byte)
+                .unwrap();
+        });
+    }
+
     fn fused_loop_shuffle(&self, k: &Kernel<'ctx>, comp: &Computation, s: &ChannelShuffle) {
         let id = comp.outputs[0].value;
         let shape = &comp.inst(id).shape;

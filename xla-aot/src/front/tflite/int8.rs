@@ -2,15 +2,20 @@
 //! activations with affine quantization, int8 weights symmetric per tensor or per channel, int32
 //! biases.
 //!
-//! Contract: a quantized tensor's value is an IR i32 tensor holding its integers `q` (the model's
-//! C API passes them as `int8_t`). Each lowering reproduces TFLite Micro's arithmetic exactly
+//! Contract: a quantized tensor's integers `q` are held as integer-valued f32 between operators
+//! (`lower.rs`); the lowerings here compute in IR i32 (`Importer::val` converts) and the model's
+//! C API passes them as `int8_t`. Each lowering reproduces TFLite Micro's arithmetic exactly
 //! (`tensorflow/lite/kernels/internal/reference/integer_ops/*.h`, multipliers from
 //! `kernel_util.cc`; tests/tflite.rs compares every converter-written int8 case with the
 //! `tflite-micro` package's outputs, integer for integer):
-//! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: `acc = Σ w · (q − z_in) + bias` (int32; the
-//!   product runs on the integer-valued f32 data the int8 kernels take, exact while partial
-//!   sums stay below 2^24, then to i32 before the bias), then per output channel
-//!   `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the activation range. `M_c`/`shift_c`
+//! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: `acc = Σ w · (q − z_in) + bias`, then per
+//!   output channel `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the activation range.
+//!   Where every partial sum provably stays within f32's exact integers (`Importer::f32_plan`,
+//!   which also turns channels with one possible output into that constant) the sums, the bias
+//!   and the requantization run on integer-valued f32, a register epilogue of the int8 kernels
+//!   (`codegen/cpu/epilogue.rs`); else the sums go to i32 before the bias (exact while partial
+//!   sums stay below 2^24, as the kernels' f32 sums are). A one-channel CONV_2D takes its
+//!   horizontal taps as channels (`Importer::taps_as_channels`). `M_c`/`shift_c`
 //!   are `QuantizeMultiplier(s_in · s_w[c] / s_out)`, every scale widened to double first (as
 //!   the `tflite-micro` build the tests compare with computes them). Convolutions and
 //!   per-channel dense layers ignore the weights' zero point; a per-tensor dense layer
