@@ -109,9 +109,13 @@ impl DotKind {
 /// Core registers an `smlad` tile's accumulators and B's unpacked halves may take: of the 13 a
 /// Thumb-2 function allocates freely (r0–r12, lr; sp and pc are not, r7 is the frame pointer
 /// where one is kept), the loop needs its staged-row and weight pointers, its counter and the
-/// row's two unpacked halves. 8 gives a tile of 2 rows × 2 columns (4 accumulators and 4 halves
-/// of B), which LLVM 14 allocates without spills in the loop of `conv/int8.rs`.
-pub(super) const SMLAD_REGISTERS: usize = 8;
+/// row's two unpacked halves. 10 gives a tile of 3 rows × 2 columns (6 accumulators and 4 halves
+/// of B); LLVM spills some of it, but fewer instructions per multiply-accumulate remain than
+/// with 2 × 2 (8: its spills and pointer reloads took 35 instructions per 16 products). MLPerf
+/// Tiny int8 models on the M4 board (instructions per inference, 2026-12-07): 6 → kws 9.29 M,
+/// vww 30.2 M; 8 → 8.70 M, 28.1 M, resnet 33.7 M; 10 → 8.34 M, 26.2 M, 33.3 M; 12 → 8.49 M,
+/// 27.3 M, 35.1 M; 16 → 8.84 M, 26.9 M, 35.0 M.
+pub(super) const SMLAD_REGISTERS: usize = 10;
 
 /// What a target's dot product adds to the unsigned byte offset of its data operand
 /// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`, `vpmaddwd`), −128 where it
