@@ -124,71 +124,27 @@ pub fn stored_types(
 }
 
 /// Whether entry instruction `id` is an output fusion whose convolution takes the int8 direct
-/// micro-kernel (`conv/int8.rs`) reading its input as it is (no Winograd, no channel map), with
-/// its whole epilogue in registers and no residual, writing channels-minor when `writes` (the
-/// conditions under which it stores bytes; reading bytes needs only the kernel).
+/// micro-kernel (`conv/int8.rs`: a weight read as VNNI quads) reading its input as it is (no
+/// Winograd, no channel map), with its whole epilogue in registers and no residual, writing
+/// channels-minor when `writes` (the conditions under which it stores bytes; reading bytes
+/// needs only the kernel).
 fn int8_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
-    let c = &hlo.entry;
-    let computation = match &c.inst(id).op {
-        Op::Fusion {
-            kind: FusionKind::Output,
-            computation,
-        } => Some(computation),
-        // A bare convolution reads as the fused ones do, and never stores bytes (its raw sums
-        // are no byte's range).
-        Op::Convolution { .. } if !writes => None,
-        _ => return false,
-    };
-    let Some((op, x, w, out)) = heavy_in(hlo, id) else {
-        return false;
-    };
-    let Op::Convolution {
-        window,
-        feature_group_count,
-    } = op
-    else {
-        return false;
-    };
-    if packings.reads_vnni(hlo, id).is_none()
-        || packings.winograd(hlo, id).is_some()
-        || mapped_conv_input(hlo, id).is_some()
-    {
-        return false;
-    }
-    let path = conv::choose(
-        &window,
-        feature_group_count,
-        &c.inst(x).shape,
-        &c.inst(w).shape,
-        &out,
-        packings.reads_packed(hlo, id),
-    );
-    if path != Some(ConvPath::PixelsByChannels) {
-        return false;
-    }
-    let Some(computation) = computation.filter(|_| writes) else {
-        return !writes;
-    };
-    let epi = computation
-        .ids()
-        .find(|&h| matches!(computation.inst(h).op, Op::Convolution { .. }))
-        .and_then(|h| epilogue::recognize(computation, h));
-    out.layout.minor_to_major.first() == Some(&1)
-        && epi.is_some_and(|e| e.full_strides().is_empty())
-}
-
-/// Whether a loop fusion computes its single f32 result by an elementwise root (a quantized
-/// model input's `convert(q) − z`): `kernel.rs` then stores each element as its byte.
-fn elementwise_loop(comp: &Computation) -> bool {
-    let root = comp.inst(comp.outputs[0].value);
-    comp.outputs.len() == 1 && root.shape.dtype == DType::F32 && root.op.is_elementwise()
+    packings.reads_vnni(hlo, id).is_some()
+        && conv_on_path(hlo, packings, id, writes, ConvPath::PixelsByChannels)
 }
 
 /// Whether entry instruction `id` is a convolution on the depthwise micro-kernel
-/// (`conv/depthwise.rs`: it loads its input through the byte type) reading its input as it is,
-/// and when `writes`, an output fusion with its whole epilogue in registers and no residual,
-/// writing channels-minor.
+/// (`conv/depthwise.rs`: it loads its input through the byte type) under [`int8_conv`]'s other
+/// conditions.
 fn depthwise_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
+    conv_on_path(hlo, packings, id, writes, ConvPath::Depthwise)
+}
+
+/// Whether entry instruction `id` is a convolution (an output fusion's, or when only reading
+/// (`!writes`) a bare one: its raw sums are no byte's range) that `conv::choose` puts on `path`,
+/// reading its input as it is (no Winograd, no channel map), and when `writes`, with its whole
+/// epilogue in registers and no residual, writing channels-minor.
+fn conv_on_path(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool, path: ConvPath) -> bool {
     let c = &hlo.entry;
     let computation = match &c.inst(id).op {
         Op::Fusion {
@@ -211,7 +167,7 @@ fn depthwise_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> b
     if packings.winograd(hlo, id).is_some() || mapped_conv_input(hlo, id).is_some() {
         return false;
     }
-    let path = conv::choose(
+    let chosen = conv::choose(
         &window,
         feature_group_count,
         &c.inst(x).shape,
@@ -219,7 +175,7 @@ fn depthwise_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> b
         &out,
         packings.reads_packed(hlo, id),
     );
-    if path != Some(ConvPath::Depthwise) {
+    if chosen != Some(path) {
         return false;
     }
     let Some(computation) = computation.filter(|_| writes) else {
@@ -231,6 +187,13 @@ fn depthwise_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> b
         .and_then(|h| epilogue::recognize(computation, h));
     out.layout.minor_to_major.first() == Some(&1)
         && epi.is_some_and(|e| e.full_strides().is_empty())
+}
+
+/// Whether a loop fusion computes its single f32 result by an elementwise root (a quantized
+/// model input's `convert(q) − z`): `kernel.rs` then stores each element as its byte.
+fn elementwise_loop(comp: &Computation) -> bool {
+    let root = comp.inst(comp.outputs[0].value);
+    comp.outputs.len() == 1 && root.shape.dtype == DType::F32 && root.op.is_elementwise()
 }
 
 /// Whether entry instruction `id` is a bare max or min pool (or, reading only (`sums`), a

@@ -246,8 +246,9 @@ impl Importer<'_, '_> {
             .map_err(self.ir())
     }
 
-    /// The requantization tail of a product: int32 `acc` scaled per channel along IR dim `dim`,
-    /// plus `z_out`, clamped to `[lo, hi]`.
+    /// The requantization tail of a product: `acc` scaled per channel along IR dim `dim`, plus
+    /// `z_out`, clamped to `[lo, hi]`; in i32 for an i32 `acc`, else on integer-valued f32 (every
+    /// value and step exact: the caller checked [`Importer::f32_plan`]).
     pub(super) fn requantize_acc(
         &mut self,
         acc: InstId,
@@ -257,25 +258,14 @@ impl Importer<'_, '_> {
         (lo, hi): (i32, i32),
     ) -> R<InstId> {
         let scaled = self.mul_q31(acc, m, dim, "scaled")?;
+        if self.b.dtype(scaled) == DType::F32 {
+            let z = self.splat(z_out as f32, scaled)?;
+            let y = self.binary("offset", BinaryOp::Add, scaled, z)?;
+            return self.clamp(y, lo as f32, hi as f32);
+        }
         let z = self.splat_i32(z_out, scaled)?;
         let y = self.binary("offset", BinaryOp::Add, scaled, z)?;
         self.clamp_i32(y, lo, hi)
-    }
-
-    /// [`Importer::requantize_acc`] on integer-valued f32 `acc` (every value and step exact:
-    /// the caller checked [`Importer::sums_exact_in_f32`]); the result is integer-valued f32.
-    fn requantize_f32(
-        &mut self,
-        acc: InstId,
-        m: &[QuantizedMultiplier],
-        dim: usize,
-        z_out: i32,
-        (lo, hi): (i32, i32),
-    ) -> R<InstId> {
-        let scaled = self.mul_q31(acc, m, dim, "scaled")?;
-        let z = self.splat(z_out as f32, scaled)?;
-        let y = self.binary("offset", BinaryOp::Add, scaled, z)?;
-        self.clamp(y, lo as f32, hi as f32)
     }
 
     /// `q − z` of i32 `q` as integer-valued f32.
@@ -325,23 +315,14 @@ impl Importer<'_, '_> {
         if v.is_empty() {
             return Ok(acc);
         }
-        if v.len() != channels {
-            return Err(self.err(format!(
-                "the bias has {} values for {channels} channels",
-                v.len()
-            )));
-        }
         let f: Vec<f32> = v.iter().map(|&b| b as f32).collect();
-        let c = self
-            .b
-            .constant(&self.name("bias"), Literal::from_f32(vec![channels], &f));
-        let dims = self.b.shape(acc).dims.clone();
-        let name = self.name("bias_b");
-        let bb = self
-            .b
-            .broadcast(&name, c, vec![dim], dims)
-            .map_err(self.ir())?;
-        self.binary("biased", BinaryOp::Add, acc, bb)
+        self.add_bias(
+            acc,
+            Literal::from_f32(vec![v.len()], &f),
+            dim,
+            channels,
+            "the bias",
+        )
     }
 
     /// The int32 bias at input `j`, if present, added to i32 `acc` along IR dim `dim`.
@@ -350,16 +331,31 @@ impl Importer<'_, '_> {
             return Ok(acc);
         };
         let v = self.int_data(bt)?;
-        if v.len() != channels {
-            return Err(self.err(format!(
-                "the bias {} has {} values for {channels} channels",
-                self.tensor_name(bt),
-                v.len()
-            )));
+        let what = format!("the bias {}", self.tensor_name(bt));
+        self.add_bias(
+            acc,
+            Literal::from_i32(vec![v.len()], &v),
+            dim,
+            channels,
+            &what,
+        )
+    }
+
+    /// `acc` plus the per-channel constant `bias` broadcast along IR dim `dim`; `what` names it
+    /// in the error when it does not hold `channels` values.
+    fn add_bias(
+        &mut self,
+        acc: InstId,
+        bias: Literal,
+        dim: usize,
+        channels: usize,
+        what: &str,
+    ) -> R<InstId> {
+        let n = bias.element_count();
+        if n != channels {
+            return Err(self.err(format!("{what} has {n} values for {channels} channels")));
         }
-        let c = self
-            .b
-            .constant(&self.name("bias"), Literal::from_i32(vec![channels], &v));
+        let c = self.b.constant(&self.name("bias"), bias);
         let dims = self.b.shape(acc).dims.clone();
         let name = self.name("bias_b");
         let bb = self
@@ -624,7 +620,7 @@ impl Importer<'_, '_> {
         let (m, z_out, range) = self.requantization(x_at, s_w, act)?;
         let q = if let Some(plan) = plan {
             let acc = self.bias_f32(&plan.bias, y, 1, out_channels)?;
-            self.requantize_f32(acc, &plan.mult, 1, z_out, range)?
+            self.requantize_acc(acc, &plan.mult, 1, z_out, range)?
         } else {
             let acc = self.convert(y, DType::I32, "acc")?;
             let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
@@ -706,7 +702,7 @@ impl Importer<'_, '_> {
             .map_err(self.ir())?;
         let mut q = if let Some(plan) = plan {
             let acc = self.bias_f32(&plan.bias, y, 1, o)?;
-            self.requantize_f32(acc, &plan.mult, 1, z_out, range)?
+            self.requantize_acc(acc, &plan.mult, 1, z_out, range)?
         } else {
             let acc = self.convert(y, DType::I32, "acc")?;
             let acc = self.bias_i32(acc, 1, o)?;
