@@ -17,6 +17,7 @@
 mod elementwise;
 mod gemmlowp;
 pub mod int8;
+mod int8_products;
 mod int8_tables;
 pub mod lower;
 mod nn;
