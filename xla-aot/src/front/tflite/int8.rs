@@ -8,8 +8,9 @@
 //! (`tensorflow/lite/kernels/internal/reference/integer_ops/*.h`, multipliers from
 //! `kernel_util.cc`; tests/tflite.rs compares every converter-written int8 case with the
 //! `tflite-micro` package's outputs, integer for integer):
-//! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED (`int8_products.rs`): `acc = Σ w · (q − z_in) + bias`, then per
-//!   output channel `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the activation range.
+//! - CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED (`int8_products.rs`): `acc = Σ w · (q − z_in)
+//!   + bias`, then per output channel `multiply-q31(acc, M_c, shift_c) + z_out` clamped to the
+//!   activation range.
 //!   Where every partial sum provably stays within f32's exact integers (`Importer::f32_plan`,
 //!   which also turns channels with one possible output into that constant) the sums, the bias
 //!   and the requantization run on integer-valued f32, a register epilogue of the int8 kernels
