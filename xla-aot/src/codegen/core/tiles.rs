@@ -34,7 +34,13 @@ pub struct Tiles {
     pub kc: usize,
     /// Row tiles per row block: a row block of `A` times one K-block fills half the L2.
     pub mc_tiles: usize,
+    /// Most packed panels one GEMM tile spans ([`MAX_TILE_PANELS`]; fewer where the tile lives
+    /// in the core registers: `cpu/gemm_tiles.rs`).
+    pub max_pp: usize,
 }
+
+/// Most packed panels one GEMM micro-tile spans: enough independent chains for a short row tile.
+pub const MAX_TILE_PANELS: usize = 4;
 
 impl Tiles {
     pub fn for_target(t: &Target) -> Tiles {
@@ -54,6 +60,7 @@ impl Tiles {
             mr,
             kc,
             mc_tiles,
+            max_pp: MAX_TILE_PANELS,
         }
     }
 

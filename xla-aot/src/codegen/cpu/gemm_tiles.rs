@@ -94,6 +94,14 @@ pub(super) fn gemm_tiles(g: &Geometry, target: &crate::target::Target, kind: Kin
         t.mr = t.mr.min(L1_WAYS);
     }
     t.mr = rows_for_issue(g.m, t.mr, t.nv);
+    if vnni && super::quad_dot::DotKind::of(target) == Some(super::quad_dot::DotKind::Smlad) {
+        // An `smlad` tile lives in the core registers: each column takes one accumulator per
+        // row and B's two unpacked halves. A dense layer of one row had taken 4 panels (8
+        // columns, 24 values for 10 registers) and spilled 60 of its loop's 93 instructions
+        // (MLPerf Tiny ad01 on the M4).
+        let per_col = t.mr + super::quad_dot::DotKind::Smlad.b_registers();
+        t.max_pp = (super::quad_dot::SMLAD_REGISTERS / per_col / t.nr()).max(1);
+    }
     if packs_a {
         // K shorter than the K-block: packed rows are K long, not `kc` (more rows fit the row
         // block, and the scratch slices are smaller).
@@ -115,7 +123,7 @@ pub(super) fn gemm_tiles(g: &Geometry, target: &crate::target::Target, kind: Kin
 pub(super) fn units(g: &Geometry, t: &Tiles) -> (usize, usize, bool) {
     let pp = MIN_CHAINS
         .div_ceil(t.mr * t.nv)
-        .clamp(1, 4)
+        .clamp(1, t.max_pp)
         .min(g.n.div_ceil(t.nr()).max(1));
     let chunks = g.n.div_ceil(pp * t.nr());
     let row_tiles = g.m.div_ceil(t.mr);
