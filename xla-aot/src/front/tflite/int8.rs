@@ -44,7 +44,7 @@
 //! The other ops of an integer model (DIV, EXP, RESIZE_BILINEAR, 16x8 and hybrid operators) are
 //! errors naming the operator: their fixed-point arithmetic is not written yet.
 
-use super::lower::{Importer, NCHW, R, Val};
+use super::lower::{Importer, R, Val};
 use crate::ir::fixed_point::{QuantizedMultiplier, quantize_multiplier};
 use crate::ir::{BinaryOp, CompareDir, DType, InstId, Literal, Op, ReduceKind, Window};
 use xla_aot_tflite_schema::tflite::{ActivationFunctionType, TensorType};
@@ -332,13 +332,7 @@ impl Importer<'_, '_> {
             self.convert(d, DType::I32, "as_i32")?
         };
         let y = self.clamp_i32(y, range.0, range.1)?;
-        self.set(
-            out,
-            Val {
-                id: y,
-                perm: NCHW.to_vec(),
-            },
-        );
+        self.set_nchw(out, y);
         Ok(())
     }
 

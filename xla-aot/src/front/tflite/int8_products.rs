@@ -12,7 +12,7 @@ use crate::ir::fixed_point::{
     QuantizedMultiplier, multiply_by_quantized_multiplier, quantize_multiplier,
 };
 use crate::ir::value_range::F32_EXACT_INT;
-use crate::ir::{BinaryOp, DType, DotDims, InstId, Literal, Op, Window};
+use crate::ir::{BinaryOp, DType, InstId, Literal, Op, Window};
 use xla_aot_tflite_schema::tflite::ActivationFunctionType;
 
 /// A product's requantization on integer-valued f32 ([`Importer::f32_plan`]).
@@ -156,29 +156,7 @@ impl Importer<'_, '_> {
         } else {
             (xs, kernel_perm, window)
         };
-        let name = self.name("kernel");
-        let k = self
-            .b
-            .add(
-                &name,
-                Op::Transpose {
-                    permutation: kernel_perm,
-                },
-                &[wc],
-            )
-            .map_err(self.ir())?;
-        let name = self.name("conv");
-        let y = self
-            .b
-            .add(
-                &name,
-                Op::Convolution {
-                    window,
-                    feature_group_count: groups,
-                },
-                &[xs, k],
-            )
-            .map_err(self.ir())?;
+        let y = self.conv_nchw(xs, wc, kernel_perm, window, groups)?;
         self.conv_tail_i8(y, (0, 2), &s_w, out_channels, act, plan)
     }
 
@@ -217,19 +195,13 @@ impl Importer<'_, '_> {
         };
         let mut taps = Vec::with_capacity(kw);
         for k in 0..kw {
-            let name = self.name(&format!("tap{k}"));
-            let t = self
-                .b
-                .add(
-                    &name,
-                    Op::Slice {
-                        starts: vec![0, 0, 0, k],
-                        limits: vec![d[0], 1, d[2], k + sw * (ow - 1) + 1],
-                        strides: vec![1, 1, 1, sw],
-                    },
-                    &[xp],
-                )
-                .map_err(self.ir())?;
+            let t = self.slice_with_strides(
+                &format!("tap{k}"),
+                xp,
+                vec![0, 0, 0, k],
+                vec![d[0], 1, d[2], k + sw * (ow - 1) + 1],
+                vec![1, 1, 1, sw],
+            )?;
             taps.push(t);
         }
         let name = self.name("taps");
@@ -369,13 +341,7 @@ impl Importer<'_, '_> {
             let acc = self.bias_i32_at(bias_at, acc, 1, out_channels)?;
             self.requantize_acc(acc, &m, 1, z_out, range)?
         };
-        self.set(
-            out,
-            Val {
-                id: q,
-                perm: NCHW.to_vec(),
-            },
-        );
+        self.set_nchw(out, q);
         Ok(())
     }
 
@@ -429,20 +395,7 @@ impl Importer<'_, '_> {
         let mut w = w;
         let plan = self.f32_plan(&mut w, 0, (0, 2), &m, (z_out, range.0, range.1))?;
         let wc = self.b.constant(&self.name("weights"), w);
-        let name = self.name("dot");
-        let y = self
-            .b
-            .add(
-                &name,
-                Op::Dot(DotDims {
-                    lhs_batch: vec![],
-                    lhs_contracting: vec![1],
-                    rhs_batch: vec![],
-                    rhs_contracting: vec![1],
-                }),
-                &[xs, wc],
-            )
-            .map_err(self.ir())?;
+        let y = self.dense_dot(xs, wc)?;
         let mut q = if let Some(plan) = plan {
             let acc = self.bias_f32(&plan.bias, y, 1, o)?;
             self.requantize_acc(acc, &plan.mult, 1, z_out, range)?

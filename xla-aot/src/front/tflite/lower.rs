@@ -160,6 +160,18 @@ impl<'g, 'a> Importer<'g, 'a> {
         Ok(Val { id, perm: v.perm })
     }
 
+    /// Records instruction `id`, held NCHW, as the value of tensor `t` (a convolution's or
+    /// pool's result).
+    pub fn set_nchw(&mut self, t: usize, id: InstId) {
+        self.set(
+            t,
+            Val {
+                id,
+                perm: NCHW.to_vec(),
+            },
+        );
+    }
+
     /// The value of tensor `t` if it has one yet.
     pub fn val_of(&self, t: usize) -> Option<&Val> {
         self.vals.get(t).and_then(Option::as_ref)
@@ -265,8 +277,20 @@ impl<'g, 'a> Importer<'g, 'a> {
         starts: Vec<usize>,
         limits: Vec<usize>,
     ) -> R<InstId> {
-        let name = self.name(part);
         let strides = vec![1; starts.len()];
+        self.slice_with_strides(part, x, starts, limits, strides)
+    }
+
+    /// `x[starts:limits:strides]`.
+    pub fn slice_with_strides(
+        &mut self,
+        part: &str,
+        x: InstId,
+        starts: Vec<usize>,
+        limits: Vec<usize>,
+        strides: Vec<usize>,
+    ) -> R<InstId> {
+        let name = self.name(part);
         self.b
             .add(
                 &name,

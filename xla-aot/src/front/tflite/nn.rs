@@ -157,6 +157,41 @@ impl Importer<'_, '_> {
         }
         let xi = self.permuted(&x, &NCHW)?;
         let w = self.tflite(wt)?;
+        let mut y = self.conv_nchw(xi, w, kernel_perm, window, groups)?;
+        y = self.bias(y, 1, out_channels)?;
+        y = self.activation(y, p.activation)?;
+        let out = self.output_index(0)?;
+        self.set_nchw(out, y);
+        Ok(())
+    }
+
+    /// FULLY_CONNECTED's product of `[batch, K]` data `x` and `[O, K]` weights `w`: `[batch, O]`.
+    pub(super) fn dense_dot(&mut self, x: InstId, w: InstId) -> R<InstId> {
+        let name = self.name("dot");
+        self.b
+            .add(
+                &name,
+                Op::Dot(DotDims {
+                    lhs_batch: vec![],
+                    lhs_contracting: vec![1],
+                    rhs_batch: vec![],
+                    rhs_contracting: vec![1],
+                }),
+                &[x, w],
+            )
+            .map_err(self.ir())
+    }
+
+    /// The NCHW convolution of `x` with the filter `w` (TFLite order) brought to OIHW by
+    /// `kernel_perm`.
+    pub(super) fn conv_nchw(
+        &mut self,
+        x: InstId,
+        w: InstId,
+        kernel_perm: Vec<usize>,
+        window: Window,
+        groups: usize,
+    ) -> R<InstId> {
         let name = self.name("kernel");
         let k = self
             .b
@@ -169,28 +204,16 @@ impl Importer<'_, '_> {
             )
             .map_err(self.ir())?;
         let name = self.name("conv");
-        let mut y = self
-            .b
+        self.b
             .add(
                 &name,
                 Op::Convolution {
                     window,
                     feature_group_count: groups,
                 },
-                &[xi, k],
+                &[x, k],
             )
-            .map_err(self.ir())?;
-        y = self.bias(y, 1, out_channels)?;
-        y = self.activation(y, p.activation)?;
-        let out = self.output_index(0)?;
-        self.set(
-            out,
-            Val {
-                id: y,
-                perm: NCHW.to_vec(),
-            },
-        );
-        Ok(())
+            .map_err(self.ir())
     }
 
     /// Adds input 2 (a `[channels]` bias, if present) along IR dim `dim` of `y`.
@@ -269,20 +292,7 @@ impl Importer<'_, '_> {
             return self.fully_connected_i8(x2, wt, act, keep_dims);
         }
         let w = self.tflite(wt)?;
-        let name = self.name("dot");
-        let mut y = self
-            .b
-            .add(
-                &name,
-                Op::Dot(DotDims {
-                    lhs_batch: vec![],
-                    lhs_contracting: vec![1],
-                    rhs_batch: vec![],
-                    rhs_contracting: vec![1],
-                }),
-                &[x2, w],
-            )
-            .map_err(self.ir())?;
+        let mut y = self.dense_dot(x2, w)?;
         y = self.bias(y, 1, o)?;
         y = self.activation(y, act)?;
         if keep && xd.len() > 2 {
@@ -372,13 +382,7 @@ impl Importer<'_, '_> {
         }
         y = self.activation(y, act)?;
         let out = self.output_index(0)?;
-        self.set(
-            out,
-            Val {
-                id: y,
-                perm: NCHW.to_vec(),
-            },
-        );
+        self.set_nchw(out, y);
         Ok(())
     }
 

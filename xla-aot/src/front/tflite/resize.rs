@@ -11,7 +11,7 @@
 //! matrix holds those weights, so the product is the interpolation (a nearest matrix has one 1
 //! per row: exact). The input is held NCHW and so is the result.
 
-use super::lower::{Importer, NCHW, R, Val};
+use super::lower::{Importer, NCHW, R};
 use crate::front::tflite::read::pb;
 use crate::ir::{DotDims, InstId, Literal, Op};
 use xla_aot_tflite_schema::tflite::BuiltinOptionsRef as O;
@@ -97,13 +97,7 @@ impl Importer<'_, '_> {
             y = self.convert(y, crate::ir::DType::I32, "as_i32")?;
         }
         let o = self.output_index(0)?;
-        self.set(
-            o,
-            Val {
-                id: y,
-                perm: NCHW.to_vec(),
-            },
-        );
+        self.set_nchw(o, y);
         Ok(())
     }
 

@@ -384,19 +384,7 @@ impl Importer<'_, '_> {
                 keep.push(((end - start) as usize).div_ceil(s[i] as usize));
             }
         }
-        let name = self.name("");
-        let mut y = self
-            .b
-            .add(
-                &name,
-                Op::Slice {
-                    starts,
-                    limits,
-                    strides,
-                },
-                &[x],
-            )
-            .map_err(self.ir())?;
+        let mut y = self.slice_with_strides("", x, starts, limits, strides)?;
         if keep.len() != d.len() {
             let name = self.name("shrink");
             y = self.b.reshape(&name, y, keep).map_err(self.ir())?;

@@ -10,7 +10,7 @@
 //! convolution's tail (`int8.rs`: per-channel multipliers in double, the filter zero point
 //! ignored). The dilated input costs `s²` the products of a direct transposed convolution.
 
-use super::lower::{Importer, NCHW, R, Val};
+use super::lower::{Importer, NCHW, R};
 use crate::front::tflite::read::pb;
 use crate::ir::{InstId, Literal, Op, Window};
 use xla_aot_tflite_schema::tflite::{ActivationFunctionType, BuiltinOptionsRef as O, Padding};
@@ -216,13 +216,7 @@ impl Importer<'_, '_> {
         } else {
             self.activation(y, act)?
         };
-        self.set(
-            o,
-            Val {
-                id: y,
-                perm: NCHW.to_vec(),
-            },
-        );
+        self.set_nchw(o, y);
         Ok(())
     }
 }
