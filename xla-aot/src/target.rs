@@ -369,6 +369,21 @@ impl Target {
             && (listed('+') || (DSP_CPUS.contains(&self.cpu.as_str()) && !listed('-')))
     }
 
+    /// Whether a Cortex-M target has Helium (MVE) integer vectors in 128-bit registers
+    /// (`vmlava.s8`: 16 int8 products summed into a core register, the int8 products of
+    /// `cpu/quad_dot.rs` on the M55): `+mve` or `+mve.fp` in its features, or `cortex-m55`, with
+    /// the 128-bit vectors of its target file.
+    pub fn has_helium(&self) -> bool {
+        let listed = |name: &str| {
+            self.features
+                .split(',')
+                .any(|f| f.trim().strip_prefix('+') == Some(name))
+        };
+        self.arch == Arch::Arm
+            && self.vector_bits == 128
+            && (listed("mve") || listed("mve.fp") || self.cpu == "cortex-m55")
+    }
+
     /// Whether the target has AVX2 (256-bit integer vectors: `vpmaddwd` on ymm, the int8 products
     /// of `cpu/quad_dot.rs` without VNNI): `+avx2` in its features (`host` lists it when the CPU
     /// has it), or a CPU LLVM 14 gives it to ([`AVX2_CPUS`]), unless the features remove it.

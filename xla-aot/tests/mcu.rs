@@ -945,9 +945,9 @@ const INT8_MODELS: &[&str] = &["mobilenet_block_qdq_u8", "mlp_qdq_u8"];
 /// convolutions' and dense layers' products are `smlad`s on `sxtb16`-unpacked bytes
 /// (`cpu/quad_dot.rs` `DotKind::Smlad`), and on the boards the outputs equal, bit for bit,
 /// those of the host's int8 kernels (VNNI, `vpmaddwd`: every target sums the same integers
-/// exactly and rounds once) and lie within the case's bound of onnxruntime. The M55 (its Helium
-/// int8 kernels are not written yet: it runs the integer path on f32 arithmetic, exact while the
-/// sums stay below 2^24) must agree bit for bit too. Needs `XLA_AOT_ONNX_QUANT_DIR`
+/// exactly and rounds once) and lie within the case's bound of onnxruntime. On the M55 the
+/// products are Helium's `vmlava.s8` (`DotKind::Mve`), and its outputs agree bit for bit too.
+/// Needs `XLA_AOT_ONNX_QUANT_DIR`
 /// (`scripts/test.sh` sets it).
 #[test]
 fn int8_models_run_on_smlad_and_equal_the_host_bit_for_bit() {
@@ -990,6 +990,17 @@ fn int8_models_run_on_smlad_and_equal_the_host_bit_for_bit() {
                 "{name} on {target}: the int8 products are not on smlad"
             );
         }
+        // Helium: 16 byte products per `vmlava.s8` into a core register (`quad_dot.rs`).
+        let asm = compile_model(&m, &Target::resolve("cortex-m55").unwrap(), &opts)
+            .unwrap()
+            .assembly
+            .unwrap();
+        let vmlava = asm.lines().filter(|l| l.contains("\tvmlava.s8\t")).count();
+        eprintln!("{name} on cortex-m55: {vmlava} vmlava.s8");
+        assert!(
+            vmlava >= 4,
+            "{name} on cortex-m55: the int8 products are not on vmlava"
+        );
         if !tools {
             continue;
         }

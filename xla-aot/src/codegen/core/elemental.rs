@@ -178,6 +178,8 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             c64: &c64,
             t32: i32t,
             t64: i64t,
+            high_mul: None,
+            round_shift: None,
         };
         super::fixed_point::emit_mul_q31(
             &self.b,

@@ -26,6 +26,18 @@ pub struct Lanes<'c, 'ctx, T: IntMathValue<'ctx>> {
     pub t32: T::BaseType,
     /// The i64 type of the lane shape.
     pub t64: T::BaseType,
+    /// The target's saturating rounding doubling multiply returning the high half, where it has
+    /// one for this lane shape (Helium's `vqrdmulh.s32`, NEON's `sqrdmulh`):
+    /// `sat((2·x·m + 2^31) >> 32)` equals `(x·m + 2^30) >> 31` with the one saturating case
+    /// (`x = m = i32::MIN`) the definition has, so it replaces the 64-bit product, its rounding
+    /// and the saturation test (no 64-bit lanes: Helium and NEON would split them into scalar
+    /// `smlal`s and moves).
+    pub high_mul: Option<&'c dyn Fn(T, T) -> T>,
+    /// The target's rounding shift by a signed count (negative: right), where it has one for
+    /// this lane shape (Helium's `vrshl.s32`, NEON's `srshl`): `(h + 2^(r−1)) >> r` for a right
+    /// shift by `r`, rounding half up. With the short rounding (below) the divide is this
+    /// shift of `h − [h < 0]`: the same `(h + 2^(r−1) − [h < 0]) >> r`.
+    pub round_shift: Option<&'c dyn Fn(T, T) -> T>,
 }
 
 /// What the caller knows of the operands (from their value ranges), each fact letting the
@@ -81,17 +93,22 @@ where
         let right = clamp31(b.build_int_neg(s, "").unwrap());
         (b.build_left_shift(x, left, "").unwrap(), right)
     };
-    let ab = b
-        .build_int_mul(
-            b.build_int_s_extend(shifted, k.t64, "").unwrap(),
-            b.build_int_s_extend(m, k.t64, "").unwrap(),
-            "",
-        )
-        .unwrap();
-    let sum = b.build_int_add(ab, c64(1 << 30), "").unwrap();
-    let high = b.build_right_shift(sum, c64(31), true, "").unwrap();
-    let mut high = b.build_int_truncate(high, k.t32, "").unwrap();
-    if facts.m_may_be_min {
+    let mut high = match k.high_mul {
+        Some(f) => f(shifted, m),
+        None => {
+            let ab = b
+                .build_int_mul(
+                    b.build_int_s_extend(shifted, k.t64, "").unwrap(),
+                    b.build_int_s_extend(m, k.t64, "").unwrap(),
+                    "",
+                )
+                .unwrap();
+            let sum = b.build_int_add(ab, c64(1 << 30), "").unwrap();
+            let high = b.build_right_shift(sum, c64(31), true, "").unwrap();
+            b.build_int_truncate(high, k.t32, "").unwrap()
+        }
+    };
+    if facts.m_may_be_min && k.high_mul.is_none() {
         let min = c32(i32::MIN as i64);
         let both = b
             .build_and(
@@ -101,6 +118,10 @@ where
             )
             .unwrap();
         high = sel(both, c32(i32::MAX as i64), high);
+    }
+    if let (true, Some(f)) = (facts.short_rounding, k.round_shift) {
+        let sign = b.build_right_shift(high, c32(31), true, "").unwrap();
+        return f(b.build_int_add(high, sign, "").unwrap(), s);
     }
     if facts.short_rounding {
         let half = b

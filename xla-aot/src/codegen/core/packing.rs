@@ -87,6 +87,9 @@ pub struct Packings {
     vnni: Vec<Option<i32>>,
     /// Per entry instruction: a quad weight without −128 on AVX2 (`signs.rs`).
     signs: Vec<bool>,
+    /// Consecutive k of one column the int8 weights stored for a dot product keep side by side
+    /// ([`dot_k`]): 4 (quads), or 16 for Helium.
+    dot_k: usize,
 }
 
 impl Packings {
@@ -101,6 +104,7 @@ impl Packings {
             bf16_pairs: false,
             vnni: vec![None; hlo.entry.instructions.len()],
             signs: vec![false; hlo.entry.instructions.len()],
+            dot_k: QUAD_K,
         }
     }
 
@@ -176,6 +180,7 @@ impl Packings {
             bf16_pairs: hlo.precision == Precision::Bf16
                 && target.has_avx512_bf16()
                 && t.lanes == BF16_PAIR_LANES,
+            dot_k: dot_k(target),
         }
     }
 
@@ -227,7 +232,7 @@ impl Packings {
             (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
         {
             let (k, n) = gemm_kn(s, d);
-            return quads_len(k, n.div_ceil(t.nr()) * t.nr());
+            return quads_len(k, n.div_ceil(t.nr()) * t.nr(), self.dot_k);
         }
         if let (Some(Packing::Conv { groups }), Some(t), Some(_)) =
             (&self.of[id.index()], &self.tiles, self.vnni[id.index()])
@@ -235,7 +240,9 @@ impl Packings {
             let (og, c) = (s.dims[0] / groups, s.dims[1]);
             let nr = panel_width(og, t);
             let taps = s.dims[2] * s.dims[3];
-            return quads_len(taps * c.div_ceil(4) * 4, groups * og.div_ceil(nr) * nr);
+            let g = self.dot_k;
+            let k = taps * conv_tap_channels(g, *groups, c);
+            return quads_len(k, groups * og.div_ceil(nr) * nr, g);
         }
         if let Some(len) = self.packed_f32_len(id, s).filter(|_| self.int8[id.index()]) {
             // int8 panels, then one f32 scale per padded column.
@@ -348,7 +355,7 @@ impl Packings {
             let mut f32s = vec![0u8; n.div_ceil(nr) * k * nr * 4];
             pack_gemm_into(bytes, s, d, nr, &mut f32s);
             if self.vnni[id.index()].is_some() {
-                write_int8_quads(&f32s, k, nr, &scales, out);
+                write_int8_quads(&f32s, (k, self.dot_k), nr, &scales, out);
             } else {
                 write_int8_panels(&f32s, k, nr, &scales, out);
             }
@@ -368,10 +375,10 @@ impl Packings {
                 write_int8_panels(&f32s, k, nr, &padded, out);
                 return;
             }
-            // VNNI quads: each tap's channels padded to whole quads (`c4` rows per tap, zeros
-            // past `c`), then written as quads.
+            // VNNI quads: each tap's channels padded (`c4` rows per tap, zeros past `c`:
+            // `conv_tap_channels`), then written as quads (or Helium's groups of 16).
             let (c, taps) = (s.dims[1], s.dims[2] * s.dims[3]);
-            let c4 = c.div_ceil(4) * 4;
+            let c4 = conv_tap_channels(self.dot_k, *groups, c);
             let mut quad_rows = vec![0u8; groups * chunks_g * taps * c4 * nr * 4];
             for jr in 0..groups * chunks_g {
                 for tap in 0..taps {
@@ -380,7 +387,7 @@ impl Packings {
                     quad_rows[dst..dst + c * nr * 4].copy_from_slice(&f32s[src..src + c * nr * 4]);
                 }
             }
-            write_int8_quads(&quad_rows, taps * c4, nr, &padded, out);
+            write_int8_quads(&quad_rows, (taps * c4, self.dot_k), nr, &padded, out);
             return;
         }
         if let (Some(len), Some(_)) = (self.packed_f32_len(id, s), self.half_of(id)) {
@@ -612,6 +619,47 @@ pub const VNNI_LANES: u32 = 16;
 /// accumulators (`llvm.aarch64.neon.sdot.v4i32.v16i8`; baseline NEON folds two into one).
 pub const DOTPROD_LANES: u32 = 4;
 
+/// Lanes of the dot product on a Cortex-M with Helium (M55): the f32 tiles' four 128-bit lanes,
+/// each an output column whose 16 consecutive k one `vmlava.s8` sums into a core register
+/// (`cpu/quad_dot.rs` `DotKind::Mve`).
+pub const MVE_LANES: u32 = 4;
+
+/// Consecutive k of a column stored side by side for the dot products of `cpu/quad_dot.rs`:
+/// a quad, the operand of `vpdpbusd`, `vpmaddwd`, `sdot`, `smull` and `smlad` pairs.
+pub const QUAD_K: usize = 4;
+
+/// Consecutive k of a column stored side by side for Helium's `vmlava.s8`: one 128-bit vector
+/// of bytes.
+pub const MVE_K: usize = 16;
+
+/// The k a column keeps side by side in the int8 weights of `target`'s dot product: [`MVE_K`]
+/// on Helium, else [`QUAD_K`]. The data operand (a row of A, a staged pixel) is padded with zeros
+/// to the same multiple.
+pub fn dot_k(target: &Target) -> usize {
+    if target.has_helium() { MVE_K } else { QUAD_K }
+}
+
+/// Whether an int8 convolution kernel's taps are merged into one k for Helium's 16-byte
+/// products (`dot_k` = [`MVE_K`]): one group whose input channels do not fill whole groups of
+/// 16 (a 3-channel image, kws's 4 taps as channels). Its column's k is then every tap's
+/// channels padded to a quad, one after the other, padded to 16 only at the end, and the kernel
+/// reads its data operand through a per-pixel copy of the taps (`cpu/conv/int8.rs`); else each
+/// tap's channels are padded to 16 (10 taps of 4 channels: 40 products in 48 bytes, not 160).
+pub fn conv_taps_merged(dot_k: usize, groups: usize, c: usize) -> bool {
+    dot_k == MVE_K && groups == 1 && c.div_ceil(QUAD_K) % (MVE_K / QUAD_K) != 0
+}
+
+/// The channels one tap of an int8 convolution kernel takes per column, zeros past `c`: whole
+/// quads, or whole groups of `dot_k` where the taps are not merged ([`conv_taps_merged`]).
+pub fn conv_tap_channels(dot_k: usize, groups: usize, c: usize) -> usize {
+    let pad = if conv_taps_merged(dot_k, groups, c) {
+        QUAD_K
+    } else {
+        dot_k
+    };
+    c.div_ceil(pad) * pad
+}
+
 /// Lanes of the 4-byte dot product on a Cortex-M without a vector unit: one i32 accumulator in a
 /// core register per output (`smlad` adds two 16-bit products to it).
 pub const SMLAD_LANES: u32 = 1;
@@ -637,6 +685,7 @@ pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
             _ => None,
         },
         Arch::Aarch64 if !target.features.contains("-neon") => Some(DOTPROD_LANES),
+        Arch::Arm if target.has_helium() => Some(MVE_LANES),
         Arch::Arm if target.has_arm_dsp() && target.vector_bits == SCALAR_FPU_BITS => {
             Some(SMLAD_LANES)
         }
@@ -693,7 +742,8 @@ fn vnni_offsets(
                     .get(3)
                     .map_or(VNNI_CONV_MAX_ROWS, |&w| w.min(VNNI_CONV_MAX_ROWS));
                 w.dims[1..].iter().product::<usize>() <= VNNI_MAX_K
-                    && vnni_conv_stage_bytes(&window, *groups, x, w, rows) <= VNNI_STAGE_BYTES
+                    && vnni_conv_stage_bytes(&window, *groups, x, w, (rows, dot_k(target)))
+                        <= VNNI_STAGE_BYTES
             }
             _ => false,
         };
@@ -715,20 +765,29 @@ fn vnni_offsets(
     out
 }
 
-/// Bytes of a VNNI-quad weight of `k` rows and `n_pad` padded columns ([`write_int8_quads`]).
-fn quads_len(k: usize, n_pad: usize) -> usize {
-    n_pad * (k.div_ceil(4) * 4 + 8)
+/// Bytes of a VNNI-quad weight of `k` rows and `n_pad` padded columns in groups of `g` k
+/// ([`write_int8_quads`]).
+fn quads_len(k: usize, n_pad: usize, g: usize) -> usize {
+    n_pad * (k.div_ceil(g) * g + 8)
 }
 
 /// Writes GEMM panels (`f32s`, [`pack_gemm`]'s layout, `k` rows of `nr` columns per panel) whose
 /// columns are int8 × `scales` as VNNI quads: panel `p` holds the int8 of `B[4q + b, p·nr + j]` at
 /// byte `((p·K4 + q)·nr + j)·4 + b` with `K4 = ⌈K/4⌉` (zero past K), so 64 bytes are 16 columns ×
 /// 4 k, one `vpdpbusd` operand (or a zmm `vpmaddwd` pair's), 32 bytes one ymm `vpmaddwd` pair's,
-/// and 16 bytes 4 columns × 4 k, one `sdot` operand. Then one f32
+/// and 16 bytes 4 columns × 4 k, one `sdot` operand. In groups of `g` = [`MVE_K`] (Helium)
+/// the same with 16 for 4: `B[16q + b, p·nr + j]` at byte `((p·K16 + q)·nr + j)·16 + b`, one
+/// column's 16 k a `vmlava.s8` operand. Then one f32
 /// scale per padded column, then one i32 per padded column: the sum of its int8 values (the
 /// zero-point correction of `cpu/gemm_i8.rs`).
-fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut [u8]) {
-    let k4 = k.div_ceil(4);
+fn write_int8_quads(
+    f32s: &[u8],
+    (k, g): (usize, usize),
+    nr: usize,
+    scales: &[f32],
+    out: &mut [u8],
+) {
+    let k4 = k.div_ceil(g);
     let n_pad = f32s.len() / 4 / k.max(1);
     let panels = n_pad / nr;
     let mut sums = vec![0i32; n_pad];
@@ -746,11 +805,11 @@ fn write_int8_quads(f32s: &[u8], k: usize, nr: usize, scales: &[f32], out: &mut 
                     (w / scale).round() as i8
                 };
                 sums[col] += i32::from(q);
-                out[((p * k4 + kk / 4) * nr + j) * 4 + kk % 4] = q as u8;
+                out[((p * k4 + kk / g) * nr + j) * g + kk % g] = q as u8;
             }
         }
     }
-    let at = n_pad * k4 * 4;
+    let at = n_pad * k4 * g;
     for j in 0..n_pad {
         let sc = scales.get(j).copied().unwrap_or(0.0);
         out[at + 4 * j..at + 4 * j + 4].copy_from_slice(&sc.to_le_bytes());

@@ -232,6 +232,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if v.ints {
             return v.val;
         }
+        if let Some(i) = self.exact_int_of(v.val) {
+            return i;
+        }
         let i32v = self.ctx.i32_type().vec_type(v.lanes_total());
         self.b.build_float_to_signed_int(v.val, i32v, "").unwrap()
     }

@@ -25,8 +25,9 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::fixed_point;
 use crate::codegen::core::layout::physical_strides;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op, UnaryOp};
+use crate::target::Arch;
 use inkwell::types::VectorType;
-use inkwell::values::{IntValue, VectorValue};
+use inkwell::values::{AsValueRef, IntValue, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
 
 /// An operand of an epilogue step.
@@ -539,12 +540,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             shift_nonpositive: shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= 0.0),
             short_rounding: small_x && shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= -1.0),
         };
-        let xi = if plain {
-            self.b
+        // An exact sum converted to f32 by the kernel (`|x| ≤ 2^24`): its integers as they were.
+        let xi = match self
+            .exact_int_of(x)
+            .or_else(|| small_x.then(|| self.int_source(x)).flatten())
+        {
+            Some(i) => i,
+            None if plain => self
+                .b
                 .build_float_to_signed_int(x, i32t.vec_type(lanes), "")
-                .unwrap()
-        } else {
-            self.vto_s32(x)
+                .unwrap(),
+            None => self.vto_s32(x),
         };
         let c32 = |v: i64| {
             VectorType::const_vector(&vec![i32t.const_int(v as u64, true); lanes as usize])
@@ -552,11 +558,54 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let c64 = |v: i64| {
             VectorType::const_vector(&vec![i64t.const_int(v as u64, true); lanes as usize])
         };
+        // Helium's and NEON's Q31 instructions on 4 lanes (`fixed_point::Lanes`).
+        let neon = self.target.arch == Arch::Aarch64 && !self.target.features.contains("-neon");
+        let (high_name, shift_name) = match lanes {
+            4 if self.target.has_helium() => (
+                "llvm.arm.mve.vqrdmulh.v4i32",
+                "llvm.arm.mve.vshl.vector.v4i32.v4i32",
+            ),
+            4 if neon => (
+                "llvm.aarch64.neon.sqrdmulh.v4i32",
+                "llvm.aarch64.neon.srshl.v4i32",
+            ),
+            _ => ("", ""),
+        };
+        let v4 = i32t.vec_type(4);
+        // Two vectors, then `flags` i32 operands.
+        let declare = |name: &str, flags: usize| {
+            self.m.get_function(name).unwrap_or_else(|| {
+                let mut a: Vec<inkwell::types::BasicMetadataTypeEnum<'ctx>> = vec![v4.into(); 2];
+                a.resize(2 + flags, i32t.into());
+                self.m.add_function(name, v4.fn_type(&a, false), None)
+            })
+        };
+        let intrinsics = (!high_name.is_empty()).then(|| {
+            let shift_flags = if self.target.has_helium() { 3 } else { 0 };
+            (declare(high_name, 0), declare(shift_name, shift_flags))
+        });
+        let high = |a: VectorValue<'ctx>, b: VectorValue<'ctx>| {
+            let (f, _) = intrinsics.expect("only with the intrinsics");
+            self.call(f, &[a.into(), b.into()]).into_vector_value()
+        };
+        let round_shift = |a: VectorValue<'ctx>, s: VectorValue<'ctx>| {
+            let (_, f) = intrinsics.expect("only with the intrinsics");
+            let mut args = vec![a.into(), s.into()];
+            if self.target.has_helium() {
+                // Not saturating, rounding, signed.
+                for v in [0u64, 1, 0] {
+                    args.push(i32t.const_int(v, false).into());
+                }
+            }
+            self.call(f, &args).into_vector_value()
+        };
         let k = fixed_point::Lanes {
             c32: &c32,
             c64: &c64,
             t32: i32t.vec_type(lanes),
             t64: i64t.vec_type(lanes),
+            high_mul: intrinsics.map(|_| &high as &dyn Fn(_, _) -> _),
+            round_shift: intrinsics.map(|_| &round_shift as &dyn Fn(_, _) -> _),
         };
         fixed_point::emit_mul_q31(&self.b, &k, (xi, m, s), facts)
     }
@@ -790,10 +839,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     int = Some(n);
                     continue;
                 }
-                x = self
-                    .b
-                    .build_signed_int_to_float(iv, self.vec_ty(lanes), "")
-                    .unwrap();
+                x = self.exact_f32(iv);
                 int = None;
             }
             x = match step {
@@ -857,12 +903,50 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             };
         }
         if let Some((iv, _)) = int {
-            x = self
-                .b
-                .build_signed_int_to_float(iv, self.vec_ty(v.lanes), "")
-                .unwrap();
+            x = self.exact_f32(iv);
         }
         x
+    }
+
+    /// `iv` converted to f32 where its values are within f32's exact integers (the integer
+    /// steps' bound), recorded so that converting it back takes `iv` ([`Cg::exact_int_of`]).
+    fn exact_f32(&self, iv: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let lanes = iv.get_type().get_size();
+        let x = self
+            .b
+            .build_signed_int_to_float(iv, self.vec_ty(lanes), "")
+            .unwrap();
+        self.be
+            .exact_casts
+            .borrow_mut()
+            .insert(x.as_value_ref() as usize);
+        x
+    }
+
+    /// The i32 lanes an exact conversion ([`Cg::exact_f32`]) made `x` from.
+    pub(super) fn exact_int_of(&self, x: VectorValue<'ctx>) -> Option<VectorValue<'ctx>> {
+        if !self
+            .be
+            .exact_casts
+            .borrow()
+            .contains(&(x.as_value_ref() as usize))
+        {
+            return None;
+        }
+        self.int_source(x)
+    }
+
+    /// The i32 vector `x` converts, where `x` is a signed int → f32 conversion of one.
+    fn int_source(&self, x: VectorValue<'ctx>) -> Option<VectorValue<'ctx>> {
+        let inst = x.as_instruction()?;
+        if inst.get_opcode() != inkwell::values::InstructionOpcode::SIToFP {
+            return None;
+        }
+        let inkwell::values::Operand::Value(src) = inst.get_operand(0)? else {
+            return None;
+        };
+        let src = src.into_vector_value();
+        (src.get_type().get_element_type() == self.ctx.i32_type().into()).then_some(src)
     }
 }
 

@@ -29,10 +29,10 @@
 
 use super::Cg;
 use super::gemm_bf16::A_BLOCK_BYTES;
-use super::quad_dot::DotKind;
+use super::quad_dot::{DotKind, MVE_ROWS};
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
-use crate::codegen::core::packing::Tiles;
+use crate::codegen::core::packing::{Tiles, dot_k};
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
@@ -68,6 +68,7 @@ pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
         Some(d @ DotKind::Madd) => {
             (regs.saturating_sub(t.nv * d.b_registers() + 4) / t.nv).clamp(1, t.mr)
         }
+        Some(DotKind::Mve) => MVE_ROWS,
         Some(d @ DotKind::Smlad) => (d
             .tile_registers(target)
             .saturating_sub(t.nv * d.b_registers())
@@ -103,11 +104,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         offset: i32,
     ) {
         let i32t = self.ctx.i32_type();
-        let quads = self.b.build_int_add(klen, self.i64(3), "").unwrap();
-        let quads = self
-            .b
-            .build_right_shift(quads, self.i64(2), false, "")
-            .unwrap();
+        // Whole groups of the dot product's k (`packing::dot_k`), zero past K.
+        let gk = dot_k(self.target) as u64;
+        let quads = self.b.build_int_add(klen, self.i64(gk - 1), "").unwrap();
+        let quads = self.mul(
+            self.b
+                .build_int_unsigned_div(quads, self.i64(gk), "")
+                .unwrap(),
+            gk / 4,
+        );
         // 16 k (4 quads) per step where A's k is contiguous.
         let chunks = if g.a_k == 1 {
             self.b
@@ -197,7 +202,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (first, last): (IntValue<'ctx>, IntValue<'ctx>),
         offset: i32,
     ) {
-        let k4 = g.k.div_ceil(4) as u64;
+        let gk = dot_k(self.target);
+        let k4 = (g.k.div_ceil(gk) * gk / 4) as u64;
         let nr64 = nr as u64;
         let dp = self.quad_dot();
         let lanes = dp.lanes;
@@ -216,15 +222,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.add(self.mul(panel, nr64), self.i64(v.col as u64 % nr64)),
             )
         };
-        let b_base: Vec<IntValue<'ctx>> = cols
+        // The tile's first panel at this K-block, then each vector's constant offset from it.
+        let b_base = self.mul(
+            self.add(self.mul(self.mul(jr, pp as u64), k4), q0),
+            4 * nr64,
+        );
+        let b_off: Vec<u64> = cols
             .iter()
             .map(|v| {
-                let (panel, _) = col_of(v);
-                let at = self.add(self.mul(panel, k4), q0);
-                self.mul(
-                    self.add(self.mul(at, nr64), self.i64(v.col as u64 % nr64)),
-                    4,
-                )
+                let (panel, j) = (v.col as u64 / nr64, v.col as u64 % nr64);
+                panel * k4 * 4 * nr64 + gk as u64 * j
             })
             .collect();
         // The i32 sums, starting from −offset·Σq in the first K-block.
@@ -270,29 +277,23 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 self.b.build_store(*ip, self.dot_begin(&dp, sum)).unwrap();
             }
         }
-        let step = 4 * nr64;
-        let a_row: Vec<IntValue<'ctx>> = (0..acc.len())
-            .map(|i| self.mul(self.add(row_in_block, self.i64(i as u64)), kc4 as u64))
-            .collect();
-        let quads = self.b.build_int_add(klen, self.i64(3), "").unwrap();
-        let quads = self
+        let a_off: Vec<u64> = (0..acc.len() as u64).map(|i| i * kc4 as u64).collect();
+        let steps = self
             .b
-            .build_right_shift(quads, self.i64(2), false, "")
+            .build_int_add(klen, self.i64(gk as u64 - 1), "")
             .unwrap();
-        self.for_range(self.i64(0), quads, &mut |cg, q| {
-            let bv: Vec<VectorValue<'ctx>> = b_base
-                .iter()
-                .map(|&base| cg.load_vector(b, cg.add(base, cg.mul(q, step)), i32v, 4))
-                .collect();
-            for (i, row) in iacc.iter().enumerate() {
-                let s = cg.broadcast_dword(apack, cg.add(a_row[i], q), lanes);
-                for (j, p) in row.iter().enumerate() {
-                    let old = cg.b.build_load(*p, "").unwrap();
-                    let new = cg.dot_quads(&dp, old, s, bv[j]);
-                    cg.b.build_store(*p, new).unwrap();
-                }
-            }
-        });
+        let steps = self
+            .b
+            .build_int_unsigned_div(steps, self.i64(gk as u64), "")
+            .unwrap();
+        self.dot_steps(
+            &dp,
+            f,
+            &iacc,
+            steps,
+            (apack, self.mul(row_in_block, kc4 as u64), &a_off),
+            (b, b_base, &b_off, gk as u64 * nr64),
+        );
         // Into the f32 tile: f32(sum) · s after the last K-block, else the sum's bits.
         let scales: Vec<VectorValue<'ctx>> = cols
             .iter()

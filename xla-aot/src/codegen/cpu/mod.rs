@@ -105,6 +105,10 @@ pub struct Cpu {
     reg_epi: RefCell<Option<epilogue::RegEpilogue>>,
     /// Set by a micro-kernel that applied `reg_epi` to every element it stored.
     epi_applied: Cell<bool>,
+    /// The int → f32 conversions known exact (the addresses of their LLVM values): the
+    /// register epilogue's integer steps end in one whose bound is within f32's exact integers
+    /// (`epilogue.rs`); converting one back to i32 takes its operand (`Cg::exact_int_of`).
+    exact_casts: RefCell<std::collections::HashSet<usize>>,
     /// The concatenations the pool of the input fusion being generated reads along its
     /// channels (`core/concat_runs.rs`), for `reduce.rs`'s channels-minor pooling.
     pool_runs: RefCell<Option<ConcatRuns>>,
@@ -145,6 +149,7 @@ impl Cpu {
             a_pack: Cell::new(None),
             reg_epi: RefCell::new(None),
             epi_applied: Cell::new(false),
+            exact_casts: RefCell::new(std::collections::HashSet::new()),
             pool_runs: RefCell::new(None),
             in_channels: Cell::new(None),
             in_source: RefCell::new(None),

@@ -40,15 +40,25 @@
 //!   16 bits in memory instead (`arm_nn_mat_mult_kernel_s8_s16`), two loads for what one dword
 //!   and two `sxtb16` give here.
 //!
+//! - [`DotKind::Mve`] (Cortex-M with Helium: M55): four lanes (the f32 tiles'), each an output
+//!   column whose weights are stored 16 k side by side (`core/packing.rs` `MVE_K`) instead of a
+//!   quad; one `vmlava.s8` multiplies 16 signed bytes of a row by 16 of a column and adds the sum
+//!   to the column's i32 accumulator in a core register (each product at most 2^14, 16 of them
+//!   well inside i32: exact). The row's 16 bytes are loaded once per step and shared by the
+//!   tile's columns. Its K loop is [`Cg::dot_steps`]'s own: the accumulators are scalars, one
+//!   per column, gathered into `<4 x i32>` after the loop. CMSIS-NN's Helium kernels
+//!   (`arm_nn_mat_mul_core_4x_s8`) make the same `vmladava` products, four rows against one
+//!   column.
+//!
 //! A's bytes are `a + o` with `o` the unsigned offset of `value_range::Range::u8_offset` plus
 //! [`byte_shift`].
 
 use super::Cg;
 use crate::codegen::core::packing::quad_dot_lanes;
 use crate::target::{Arch, Target};
-use inkwell::IntPredicate;
 use inkwell::types::VectorType;
-use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, VectorValue};
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, VectorValue};
+use inkwell::{AddressSpace, IntPredicate};
 
 /// Which instruction sequence makes the products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +69,7 @@ pub(super) enum DotKind {
     Sdot,
     Neon,
     Smlad,
+    Mve,
 }
 
 impl DotKind {
@@ -71,6 +82,8 @@ impl DotKind {
             DotKind::Vnni
         } else if target.arch == Arch::X86_64 {
             DotKind::Madd
+        } else if target.arch == Arch::Arm && target.has_helium() {
+            DotKind::Mve
         } else if target.arch == Arch::Arm {
             DotKind::Smlad
         } else if target.has_dotprod() {
@@ -117,6 +130,11 @@ impl DotKind {
 /// 27.3 M, 35.1 M; 16 → 8.84 M, 26.9 M, 35.0 M.
 pub(super) const SMLAD_REGISTERS: usize = 10;
 
+/// Output pixels per tile of a Helium int8 kernel: one row against a panel's 8 columns keeps
+/// their 8 accumulators in core registers beside the row, weight and counter registers; two rows
+/// would need 16.
+pub(super) const MVE_ROWS: usize = 1;
+
 /// What a target's dot product adds to the unsigned byte offset of its data operand
 /// (`Range::u8_offset`): 0 where it reads unsigned bytes (`vpdpbusd`, `vpmaddwd`), −128 where it
 /// reads signed ones (`vpmaddubsw` on signs, taken where `signs`: the kernel's quads hold no
@@ -138,7 +156,8 @@ pub(super) struct QuadDot<'ctx> {
     /// for `vpmaddwd`, else 4.
     pub lanes: u32,
     /// `vpdpbusd`, `vpmaddwd` (`pmaddw.d.512`, `avx2.pmadd.wd` or `sse2.pmadd.wd` by the lanes),
-    /// `sdot`, (Neon) `saddlp.v4i32.v8i16`, or (Smlad) `arm.smlad`.
+    /// `sdot`, (Neon) `saddlp.v4i32.v8i16`, (Smlad) `arm.smlad`, or (Mve)
+    /// `arm.mve.vmldava.v16i8`.
     f: FunctionValue<'ctx>,
     /// The kind's other intrinsics: `smull.v8i16` and `addp.v4i32` (Neon), `psign.b` and
     /// `pmadd.ub.sw` (Signs), `arm.sxtb16` (Smlad, twice).
@@ -249,6 +268,159 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     f: declare("llvm.arm.smlad", 3),
                     more: Some((sxtb16, sxtb16)),
                 }
+            }
+            DotKind::Mve => {
+                let name = "llvm.arm.mve.vmldava.v16i8";
+                let f = self.m.get_function(name).unwrap_or_else(|| {
+                    let mut args: Vec<inkwell::types::BasicMetadataTypeEnum<'ctx>> =
+                        vec![i32t.into(); 4];
+                    args.extend([b16.into(), b16.into()]
+                        as [inkwell::types::BasicMetadataTypeEnum<'ctx>; 2]);
+                    self.m.add_function(name, i32t.fn_type(&args, false), None)
+                });
+                QuadDot {
+                    kind,
+                    lanes: crate::codegen::core::packing::MVE_LANES,
+                    f,
+                    more: None,
+                }
+            }
+        }
+    }
+
+    /// The K loop of one tile: `steps` dot-product steps of `dot_k` k each
+    /// (`core/packing.rs` `dot_k`). At step `s` row `i`'s data operand is at dword
+    /// `a_base + a_off[i] + s·dot_k/4` of `a` (an `i32*`: one broadcast dword, or Helium's 16
+    /// bytes) and accumulator column `j`'s weights at byte `b_base + b_off[j] + s·b_step` of `b`
+    /// (`lanes` columns × `dot_k` bytes); `acc[i][j]` holds the accumulators, in
+    /// [`Cg::dot_begin`]'s form, before and after.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dot_steps(
+        &self,
+        d: &QuadDot<'ctx>,
+        f: FunctionValue<'ctx>,
+        acc: &[Vec<PointerValue<'ctx>>],
+        steps: IntValue<'ctx>,
+        (a, a_base, a_off): (PointerValue<'ctx>, IntValue<'ctx>, &[u64]),
+        (b, b_base, b_off, b_step): (PointerValue<'ctx>, IntValue<'ctx>, &[u64], u64),
+    ) {
+        if d.kind == DotKind::Mve {
+            return self.mve_steps(
+                d,
+                f,
+                acc,
+                steps,
+                (a, a_base, a_off),
+                (b, b_base, b_off, b_step),
+            );
+        }
+        let i32v = self.ctx.i32_type().vec_type(d.lanes);
+        self.for_range(self.i64(0), steps, &mut |cg, q| {
+            let bv: Vec<VectorValue<'ctx>> = b_off
+                .iter()
+                .map(|&o| {
+                    let at = cg.add(cg.add(b_base, cg.i64(o)), cg.mul(q, b_step));
+                    cg.load_vector(b, at, i32v, 4)
+                })
+                .collect();
+            for (i, row) in acc.iter().enumerate() {
+                let at = cg.add(cg.add(a_base, cg.i64(a_off[i])), q);
+                let s = cg.broadcast_dword(a, at, d.lanes);
+                for (j, p) in row.iter().enumerate() {
+                    let old = cg.b.build_load(*p, "").unwrap();
+                    let new = cg.dot_quads(d, old, s, bv[j]);
+                    cg.b.build_store(*p, new).unwrap();
+                }
+            }
+        });
+    }
+
+    /// [`Cg::dot_steps`] with `vmlava.s8` (module doc): each `<4 x i32>` accumulator split into
+    /// four scalar slots for the loop (LLVM keeps them in core registers; a vector phi would
+    /// move every sum between a core and a vector register), gathered again after it; the row
+    /// and weight pointers walk by their steps, every load at a constant offset from one of them
+    /// (`vldrb.u8 q, [r, #imm]`, post-incremented).
+    #[allow(clippy::too_many_arguments)]
+    fn mve_steps(
+        &self,
+        d: &QuadDot<'ctx>,
+        f: FunctionValue<'ctx>,
+        acc: &[Vec<PointerValue<'ctx>>],
+        steps: IntValue<'ctx>,
+        (a, a_base, a_off): (PointerValue<'ctx>, IntValue<'ctx>, &[u64]),
+        (b, b_base, b_off, b_step): (PointerValue<'ctx>, IntValue<'ctx>, &[u64], u64),
+    ) {
+        use crate::codegen::core::packing::MVE_K;
+        let (i32t, i8t) = (self.ctx.i32_type(), self.ctx.i8_type());
+        let b16 = i8t.vec_type(MVE_K as u32);
+        let lanes = d.lanes as u64;
+        let i8p = i8t.ptr_type(AddressSpace::default());
+        let a8 = self.b.build_pointer_cast(a, i8p, "").unwrap();
+        let scalars: Vec<Vec<Vec<PointerValue<'ctx>>>> = acc
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|p| {
+                        let v = self.b.build_load(*p, "").unwrap().into_vector_value();
+                        (0..lanes)
+                            .map(|c| {
+                                let s = self.slot(f, i32t.into());
+                                let x = self
+                                    .b
+                                    .build_extract_element(v, i32t.const_int(c, false), "")
+                                    .unwrap();
+                                self.b.build_store(s, x).unwrap();
+                                s
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let (a_ptr, b_ptr) = (self.slot(f, i8p.into()), self.slot(f, i8p.into()));
+        self.b
+            .build_store(a_ptr, self.gep(a8, self.mul(a_base, 4)))
+            .unwrap();
+        self.b.build_store(b_ptr, self.gep(b, b_base)).unwrap();
+        let zero = i32t.const_zero();
+        self.for_range(self.i64(0), steps, &mut |cg, _| {
+            // The rows' 16 bytes first, then each column's 16 weights against every row: at most
+            // rows + 1 vector registers live.
+            let ap = cg.b.build_load(a_ptr, "").unwrap().into_pointer_value();
+            let av: Vec<BasicValueEnum<'ctx>> = a_off
+                .iter()
+                .map(|&o| cg.load_vector(ap, cg.i64(4 * o), b16, 4).into())
+                .collect();
+            cg.b.build_store(a_ptr, cg.gep(ap, cg.i64(MVE_K as u64)))
+                .unwrap();
+            let bp = cg.b.build_load(b_ptr, "").unwrap().into_pointer_value();
+            for (j, &o) in b_off.iter().enumerate() {
+                for c in 0..lanes {
+                    let w = cg.load_vector(bp, cg.i64(o + c * MVE_K as u64), b16, 1);
+                    for (i, row) in scalars.iter().enumerate() {
+                        let p = row[j][c as usize];
+                        let old = cg.b.build_load(p, "").unwrap();
+                        let new = cg.call(
+                            d.f,
+                            &[zero.into(), zero.into(), zero.into(), old, av[i], w.into()],
+                        );
+                        cg.b.build_store(p, new).unwrap();
+                    }
+                }
+            }
+            cg.b.build_store(b_ptr, cg.gep(bp, cg.i64(b_step))).unwrap();
+        });
+        for (row, srow) in acc.iter().zip(&scalars) {
+            for (p, sp) in row.iter().zip(srow) {
+                let mut v = d.acc_type(self).get_undef();
+                for (c, s) in sp.iter().enumerate() {
+                    let x = self.b.build_load(*s, "").unwrap().into_int_value();
+                    v = self
+                        .b
+                        .build_insert_element(v, x, i32t.const_int(c as u64, false), "")
+                        .unwrap();
+                }
+                self.b.build_store(*p, v).unwrap();
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::{
     Choice, Hlo, InstId, Op, Precision, Shape, VNNI_CONV_MAX_ROWS, VNNI_MAX_K, VNNI_STAGE_BYTES,
-    int8_conv_columns, quad_dot_lanes, vnni_conv_stage_bytes,
+    dot_k, int8_conv_columns, quad_dot_lanes, vnni_conv_stage_bytes,
 };
 
 /// Whether a constant holds only integers (below 2^24, so f32 sums of their products with
@@ -51,7 +51,8 @@ pub(super) fn int8_direct(
     quad_dot_lanes(cx.target) == Some(cx.tiles.lanes)
         && hlo.precision == Precision::F32
         && w.shape.dims[1..].iter().product::<usize>() <= VNNI_MAX_K
-        && vnni_conv_stage_bytes(window, groups, x, &w.shape, rows) <= VNNI_STAGE_BYTES
+        && vnni_conv_stage_bytes(window, groups, x, &w.shape, (rows, dot_k(cx.target)))
+            <= VNNI_STAGE_BYTES
         && cx
             .ranges
             .get_or_init(|| crate::ir::value_range::ranges(hlo))[lhs.index()]

@@ -15,17 +15,24 @@ pub const VNNI_STAGE_BYTES: usize = 64 * 1024;
 
 /// The bytes of the staged input of one row tile of `rows` output pixels of a 2-D convolution
 /// (`x` [N, C, H, W], kernel `w` [O, C/G, KH, KW]): `KH` rows of the pixels the tile's taps read,
-/// each pixel's channels as whole quads per group.
+/// each pixel's channels as `packing::conv_tap_channels` per group (`g`: `packing::dot_k`), and
+/// where the taps are merged (Helium) each pixel's copy of its taps.
 pub fn vnni_conv_stage_bytes(
     window: &Window,
     groups: usize,
     x: &Shape,
     w: &Shape,
-    rows: usize,
+    (rows, g): (usize, usize),
 ) -> usize {
     if window.rank() != 2 || x.rank() != 4 || w.rank() != 4 {
         return usize::MAX;
     }
     let span = (rows.max(1) - 1) * window.stride[1] + (w.dims[3] - 1) * window.dilation[1] + 1;
-    w.dims[2] * span * groups * w.dims[1].div_ceil(4) * 4
+    let c = super::conv_tap_channels(g, groups, w.dims[1]);
+    let merged = if super::conv_taps_merged(g, groups, w.dims[1]) {
+        rows * (w.dims[2] * w.dims[3] * c).div_ceil(g) * g
+    } else {
+        0
+    };
+    w.dims[2] * span * groups * c + merged
 }

@@ -25,11 +25,13 @@ use super::super::Cg;
 use super::super::byte_store::{Finished, byte_rounding};
 use super::super::epilogue::{RegEpilogue, TilePos};
 use super::super::gemm;
-use super::super::quad_dot::DotKind;
+use super::super::quad_dot::{DotKind, MVE_ROWS};
 use super::super::vector::{VecCol, vectors};
 use super::{COL_PARTS, ConvShape, MAX_PIXEL_ROWS, MIN_ROW_UNITS, spare_registers};
 use crate::codegen::core::Kernel;
-use crate::codegen::core::packing::{Tiles, panel_width};
+use crate::codegen::core::packing::{
+    Tiles, conv_tap_channels, conv_taps_merged, dot_k, panel_width,
+};
 use crate::ir::Window;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
@@ -83,7 +85,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             iw_in: _,
         } = *cs;
         let (c, og) = (c_all / groups, o / groups);
-        let c4 = c.div_ceil(4);
+        // Quads per pixel, group and tap (`packing::conv_tap_channels`); merged taps read a
+        // per-pixel copy of them (`packing::conv_taps_merged`).
+        let gk = dot_k(self.target);
+        let c4 = conv_tap_channels(gk, groups, c) / 4;
+        let merged = conv_taps_merged(gk, groups, c);
         let nr = panel_width(og, &t);
         let nv = nr / t.lanes as usize;
         // An accumulator takes two registers on baseline NEON, a B vector two with `vpmaddwd`,
@@ -103,6 +109,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let b_regs = nv * kind.map_or(1, DotKind::b_registers);
         let madd_regs = if kind == Some(DotKind::Madd) { 3 } else { 0 };
         let rows_for = |nv: usize| {
+            if kind == Some(DotKind::Mve) {
+                return gemm::rows_for_issue(ow_count, MVE_ROWS, nv);
+            }
             let b_regs = b_regs * nv / (nr / t.lanes as usize);
             let rows_max = (regs.saturating_sub(b_regs + madd_regs + spare) / (nv * acc_regs))
                 .clamp(1, MAX_PIXEL_ROWS);
@@ -114,6 +123,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // tenth of its time there). Such a convolution takes `WIDE_PANELS` panels per tile.
         let wide = c4 == 1
             && groups == 1
+            && kind != Some(DotKind::Mve)
             && og % (WIDE_PANELS * nr) == 0
             && n_count * oh_count * ow_count.div_ceil(rows_for(WIDE_PANELS * nv)) >= MIN_ROW_UNITS;
         let ppt = if wide { WIDE_PANELS } else { 1 };
@@ -125,7 +135,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let chunks_g = og.div_ceil(ppt * nr);
         let chunks = groups * chunks_g;
         let taps = kh * kw;
-        let kk4 = taps * c4;
+        // Quads per column: every tap's, padded to whole groups of the dot product's k.
+        let kk4 = (taps * c4 * 4).div_ceil(gk) * gk / 4;
         let panels = groups * og.div_ceil(nr);
         let quads_bytes = panels * nr * kk4 * 4;
         let (sh, sw) = (win.stride[0], win.stride[1]);
@@ -193,6 +204,32 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     ((sh, dh, ph), (sw, pw)),
                     offset,
                 );
+                // Merged taps: row `i`'s taps' quads one after the other at dword `i·kk4`, zero
+                // to the end of the row.
+                let taps_copy = merged.then(|| {
+                    let buf = cg.dword_buffer(f, rows * kk4);
+                    for i in 0..rows {
+                        for y in 0..kh {
+                            for xw in 0..kw {
+                                let src = ((y * sp + i * sw + xw * dw) * c4) as u64;
+                                let dst = (i * kk4 + (y * kw + xw) * c4) as u64;
+                                cg.for_loop(c4, &mut |cg, q| {
+                                    let d =
+                                        cg.b.build_load(cg.gep(stage, cg.add(cg.i64(src), q)), "")
+                                            .unwrap();
+                                    cg.b.build_store(cg.gep(buf, cg.add(cg.i64(dst), q)), d)
+                                        .unwrap();
+                                });
+                            }
+                        }
+                        for q in taps * c4..kk4 {
+                            let at = cg.i64((i * kk4 + q) as u64);
+                            cg.b.build_store(cg.gep(buf, at), i32t.const_zero())
+                                .unwrap();
+                        }
+                    }
+                    buf
+                });
                 cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
                     let (grp, jp) = if groups == 1 {
                         (cg.i64(0), jr)
@@ -243,56 +280,60 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     .collect()
                             })
                             .collect();
+                        if let Some(buf) = taps_copy {
+                            let b_base =
+                                cg.mul(cg.mul(cg.mul(jr, ppt as u64), kk4 as u64), (4 * nr) as u64);
+                            let b_off: Vec<u64> = cols
+                                .iter()
+                                .map(|v| ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64)
+                                .collect();
+                            let a_off: Vec<u64> = (0..rows).map(|i| (i * kk4) as u64).collect();
+                            cg.dot_steps(
+                                &dp,
+                                f,
+                                &acc,
+                                cg.i64((kk4 * 4 / gk) as u64),
+                                (buf, cg.i64(0), &a_off),
+                                (w, b_base, &b_off, (gk * nr) as u64),
+                            );
+                        }
                         for y in 0..kh {
                             for xw in 0..kw {
+                                if merged {
+                                    break;
+                                }
                                 let tap = y * kw + xw;
-                                // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4.
-                                let a_base: Vec<IntValue<'ctx>> = (0..rows)
-                                    .map(|i| {
-                                        let px = (y * sp + i * sw + xw * dw) as u64;
-                                        cg.mul(cg.add(cg.i64(px * groups as u64), grp), c4 as u64)
-                                    })
-                                    .collect();
+                                // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4:
+                                // the tile's first row, then each row's constant offset.
+                                let px0 = (y * sp + xw * dw) as u64;
+                                let a_base =
+                                    cg.mul(cg.add(cg.i64(px0 * groups as u64), grp), c4 as u64);
+                                let a_off: Vec<u64> =
+                                    (0..rows).map(|i| (i * sw * groups * c4) as u64).collect();
                                 // Column `v.col` of the tile: column `v.col mod nr` of panel
-                                // `jr·ppt + v.col div nr`.
-                                let b_base: Vec<IntValue<'ctx>> = cols
+                                // `jr·ppt + v.col div nr`; its offset from the tile's first
+                                // panel at this tap is constant.
+                                let b_base = cg.mul(
+                                    cg.add(
+                                        cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
+                                        cg.i64((tap * c4) as u64),
+                                    ),
+                                    (4 * nr) as u64,
+                                );
+                                let b_off: Vec<u64> = cols
                                     .iter()
                                     .map(|v| {
-                                        let panel = cg.add(
-                                            cg.mul(jr, ppt as u64),
-                                            cg.i64((v.col / nr) as u64),
-                                        );
-                                        let q0 = cg.add(
-                                            cg.mul(panel, kk4 as u64),
-                                            cg.i64((tap * c4) as u64),
-                                        );
-                                        cg.mul(
-                                            cg.add(
-                                                cg.mul(q0, nr as u64),
-                                                cg.i64((v.col % nr) as u64),
-                                            ),
-                                            4,
-                                        )
+                                        ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64
                                     })
                                     .collect();
-                                cg.for_loop(c4, &mut |cg, q| {
-                                    let bv: Vec<VectorValue<'ctx>> = b_base
-                                        .iter()
-                                        .map(|&b| {
-                                            let at = cg.add(b, cg.mul(q, (nr * 4) as u64));
-                                            cg.load_vector(w, at, i32v, 4)
-                                        })
-                                        .collect();
-                                    for (i, row) in acc.iter().enumerate() {
-                                        let s =
-                                            cg.broadcast_dword(stage, cg.add(a_base[i], q), lanes);
-                                        for (j, p) in row.iter().enumerate() {
-                                            let old = cg.b.build_load(*p, "").unwrap();
-                                            let new = cg.dot_quads(&dp, old, s, bv[j]);
-                                            cg.b.build_store(*p, new).unwrap();
-                                        }
-                                    }
-                                });
+                                cg.dot_steps(
+                                    &dp,
+                                    f,
+                                    &acc,
+                                    cg.i64((c4 * 4 / gk) as u64),
+                                    (stage, a_base, &a_off),
+                                    (w, b_base, &b_off, (gk * nr) as u64),
+                                );
                             }
                         }
                         let scales: Vec<Option<VectorValue<'ctx>>> = cols
