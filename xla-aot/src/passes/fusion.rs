@@ -92,8 +92,8 @@ struct Producer {
     /// A user that reads it from memory whatever is decided here (a dot or convolution operand,
     /// argmax, top-k, sample), so it is stored anyway.
     stored_for: Option<usize>,
-    /// Whether it ends the epilogue chain of a convolution ([`convolution_epilogue`]).
-    ends_conv_epilogue: bool,
+    /// The convolution whose epilogue chain it ends ([`convolution_epilogue`]).
+    ends_conv_epilogue: Option<usize>,
     /// Whether its values are integers of one byte's range (`Range::byte_type`).
     byte_range: bool,
 }
@@ -170,13 +170,32 @@ impl FusionPass {
         if is_output {
             return Err("the producer is a model output, so it is stored anyway".into());
         }
-        if ends_conv_epilogue && byte_range && matches!(ci.op, Op::ReduceWindow { .. }) {
+        if ends_conv_epilogue.is_some() && byte_range && matches!(ci.op, Op::ReduceWindow { .. }) {
             return Err(
                 "the epilogue stays with its convolution, which finishes the byte-range values in \
                  its registers (stored one byte each on a CPU, codegen/cpu/byte_storage.rs), \
                  instead of the pool computing them for every window tap"
                     .into(),
             );
+        }
+        let holds_other = ends_conv_epilogue.is_some_and(|conv| {
+            g.heavy.is_some_and(|h| h != conv) || other_heavy_below(c, g.root, conv)
+        });
+        if ends_conv_epilogue.is_some() && byte_range && (n_users > 1 || holds_other) {
+            // Joining here would leave the convolution behind (it joins at most one fusion,
+            // and this one holds a dot or convolution already, or is one of several readers):
+            // it would store its raw sums, four bytes each, and every reader would recompute
+            // the chain (pretrainedResnet_quant's residual branches, 2026-12-07).
+            return Err(format!(
+                "the epilogue stays with its convolution, which finishes the byte-range values \
+                 once in its registers (stored one byte each on a CPU), instead of {} \
+                 recomputing them from the convolution's stored sums",
+                if n_users > 1 {
+                    format!("each of its {n_users} consumers")
+                } else {
+                    "a fusion that holds a dot or convolution already".to_string()
+                }
+            ));
         }
         if matches!(pi.op, Op::ReduceWindow { .. }) {
             return pool_epilogue(g, &c.instructions[g.root], i, ci, pi, n_users, dup_groups);
@@ -245,7 +264,7 @@ impl FusionPass {
             }
             return Ok("output fusion: epilogue applied to the result in place");
         }
-        if ends_conv_epilogue && matches!(ci.op, Op::Concatenate { .. }) && g.root == i {
+        if ends_conv_epilogue.is_some() && matches!(ci.op, Op::Concatenate { .. }) && g.root == i {
             return Err(
                 "the epilogue stays with its convolution, so the convolution can write the \
                  finished value straight into its slice of the concatenation"
@@ -329,6 +348,11 @@ fn int_round_trip(
 /// (`arena/concat_views.rs`). Another chain would be swept over the convolution's output, one
 /// more pass over memory than applying it while concatenating.
 pub(super) fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> bool {
+    epilogue_convolution(c, users_of, p).is_some()
+}
+
+/// The convolution whose epilogue chain `p` ends ([`convolution_epilogue`]).
+fn epilogue_convolution(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> Option<usize> {
     let single_user = |x: usize| users_of[x].iter().collect::<BTreeSet<_>>().len() == 1;
     let uniform = |o: InstId| {
         let oi = c.inst(o);
@@ -346,10 +370,10 @@ pub(super) fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p:
         let inst = &c.instructions[at];
         if let Some(x) = int_round_trip(c, &single_user, InstId(at as u32)) {
             if !single_user(x.index()) {
-                return false;
+                return None;
             }
             if matches!(c.inst(x).op, Op::Convolution { .. }) {
-                return true;
+                return Some(x.index());
             }
             at = x.index();
             continue;
@@ -367,20 +391,48 @@ pub(super) fn convolution_epilogue(c: &Computation, users_of: &[Vec<InstId>], p:
                 | Op::MulQ31
         );
         if !step {
-            return false;
+            return None;
         }
         let mut chain = inst.operands.iter().filter(|&&o| !uniform(o));
         let (Some(&next), None) = (chain.next(), chain.next()) else {
-            return false;
+            return None;
         };
         let ni = c.inst(next);
         if ni.shape.dims != inst.shape.dims || !single_user(next.index()) {
-            return false;
+            return None;
         }
         if matches!(ni.op, Op::Convolution { .. }) {
-            return true;
+            return Some(next.index());
         }
         at = next.index();
+    }
+    None
+}
+
+/// Most instructions [`other_heavy_below`] visits.
+const HEAVY_SEARCH_LIMIT: usize = 64;
+
+/// Whether a dot or convolution other than `except` reaches `root` through elementwise ops of
+/// its shape: one the group rooted there will hold as its heavy op, however the walk orders
+/// the decisions.
+fn other_heavy_below(c: &Computation, root: usize, except: usize) -> bool {
+    let dims = &c.instructions[root].shape.dims;
+    let mut stack = vec![root];
+    let mut seen = BTreeSet::new();
+    while let Some(at) = stack.pop() {
+        if !seen.insert(at) || seen.len() > HEAVY_SEARCH_LIMIT {
+            continue;
+        }
+        let inst = &c.instructions[at];
+        if is_heavy(&inst.op) {
+            if at != except {
+                return true;
+            }
+            continue;
+        }
+        if inst.op.is_elementwise() && inst.shape.dims == *dims {
+            stack.extend(inst.operands.iter().map(|o| o.index()));
+        }
     }
     false
 }
@@ -595,7 +647,7 @@ impl Pass for FusionPass {
                             .iter()
                             .map(|u| u.index())
                             .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
-                        ends_conv_epilogue: convolution_epilogue(c, &users_of, p),
+                        ends_conv_epilogue: epilogue_convolution(c, &users_of, p),
                         byte_range: ranges[p].byte_type().is_some(),
                     };
                     let grown = groups[g].expanded.saturating_add(more.saturating_mul(pc));

@@ -41,6 +41,12 @@ use inkwell::values::{IntValue, PointerValue, VectorValue};
 /// Channels staged per vector step where they are contiguous (16 bytes).
 const STAGE_C: u32 = 16;
 
+/// Output pixels whose input one tile of a Helium convolution with merged taps stages together
+/// (then multiplied one at a time, `packing::conv_taps_merged`): a span of 16 pixels (31 at
+/// stride 2) takes the 16-pixel staging of narrow inputs; one pixel per tile had staged its 3×3
+/// window pixel by pixel (vww's stem on the M55: 1.79 M of 6.59 M instructions).
+const MERGED_STAGE_PIXELS: usize = 16;
+
 /// Panels per tile of a convolution reading one input quad per tap (see `wide`).
 const WIDE_PANELS: usize = 2;
 
@@ -96,6 +102,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         // which also widens the row into two and makes two products, and with `smlad`, whose
         // tile lives in the core registers (`quad_dot.rs`).
         let kind = DotKind::of(self.target);
+        // Helium's merged taps: a tile stages `MERGED_STAGE_PIXELS` pixels' input once, then
+        // copies and multiplies one pixel at a time.
+        let pixel_loop = merged && kind == Some(DotKind::Mve);
         let regs = kind.map_or(self.target.vector_registers as usize, |k| {
             k.tile_registers(self.target)
         });
@@ -109,6 +118,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let b_regs = nv * kind.map_or(1, DotKind::b_registers);
         let madd_regs = if kind == Some(DotKind::Madd) { 3 } else { 0 };
         let rows_for = |nv: usize| {
+            if pixel_loop {
+                return gemm::rows_for_issue(ow_count, MERGED_STAGE_PIXELS, nv);
+            }
             if kind == Some(DotKind::Mve) {
                 return gemm::rows_for_issue(ow_count, MVE_ROWS, nv);
             }
@@ -205,18 +217,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     offset,
                 );
                 // Merged taps: row `i`'s taps' quads one after the other at dword `i·kk4`, zero
-                // to the end of the row.
-                let taps_copy = merged.then(|| {
-                    let buf = cg.dword_buffer(f, rows * kk4);
-                    for i in 0..rows {
+                // to the end of the row; pixel `i` of the staged span's from `first`.
+                let copy_taps =
+                    |cg: &Self, buf: PointerValue<'ctx>, i: usize, first: IntValue<'ctx>| {
                         for y in 0..kh {
                             for xw in 0..kw {
-                                let src = ((y * sp + i * sw + xw * dw) * c4) as u64;
+                                let src = cg
+                                    .add(first, cg.i64(((y * sp + i * sw + xw * dw) * c4) as u64));
                                 let dst = (i * kk4 + (y * kw + xw) * c4) as u64;
                                 cg.for_loop(c4, &mut |cg, q| {
                                     let d =
-                                        cg.b.build_load(cg.gep(stage, cg.add(cg.i64(src), q)), "")
-                                            .unwrap();
+                                        cg.b.build_load(cg.gep(stage, cg.add(src, q)), "").unwrap();
                                     cg.b.build_store(cg.gep(buf, cg.add(cg.i64(dst), q)), d)
                                         .unwrap();
                                 });
@@ -227,97 +238,65 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                             cg.b.build_store(cg.gep(buf, at), i32t.const_zero())
                                 .unwrap();
                         }
-                    }
-                    buf
-                });
-                cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
-                    let (grp, jp) = if groups == 1 {
-                        (cg.i64(0), jr)
-                    } else {
-                        (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
                     };
-                    let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, (ppt * nr) as u64));
-                    let tile = |cg: &Self, cols: &[VecCol]| {
-                        let col0 = cg.mul(jr, (ppt * nr) as u64);
-                        let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
-                        // i32 sums from −offset·Σq.
-                        let o = i32t.const_int((-offset) as u64, true);
-                        let neg_o = VectorType::const_vector(&vec![o; lanes as usize]);
-                        let start: Vec<VectorValue<'ctx>> = cols
-                            .iter()
-                            .map(|v| {
-                                let at = cg.add(
-                                    cg.i64((quads_bytes + 4 * panels * nr) as u64),
-                                    cg.mul(col_at(v), 4),
-                                );
-                                let sums = cg.load_vector(w, at, i32v, 4);
-                                let s = cg.b.build_int_mul(sums, neg_o, "").unwrap();
-                                let Some(b) = bias.as_ref() else {
-                                    return s;
-                                };
-                                // 0 + bias: the bias of each lane's channel, as the epilogue
-                                // reads it.
-                                let ch = cg.add(oc0, cg.i64(v.col as u64));
-                                let zero = cg.vec_ty(lanes).const_zero();
-                                let role = |d: usize| match d {
-                                    1 => TilePos::Col,
-                                    _ => TilePos::At(ru.n),
-                                };
-                                let bf = cg.apply_epilogue(b, tk, zero, ow0, ch, v, &role);
-                                let bi = cg.b.build_float_to_signed_int(bf, i32v, "").unwrap();
-                                cg.b.build_int_add(s, bi, "").unwrap()
-                            })
-                            .collect();
-                        let acc: Vec<Vec<PointerValue<'ctx>>> = (0..rows)
-                            .map(|_| {
-                                start
-                                    .iter()
-                                    .map(|s| {
-                                        let p = cg.slot(f, dp.acc_type(cg).into());
-                                        cg.b.build_store(p, cg.dot_begin(&dp, *s)).unwrap();
-                                        p
-                                    })
-                                    .collect()
-                            })
-                            .collect();
-                        if let Some(buf) = taps_copy {
-                            let b_base =
-                                cg.mul(cg.mul(cg.mul(jr, ppt as u64), kk4 as u64), (4 * nr) as u64);
-                            let b_off: Vec<u64> = cols
+                // Every panel of the unit for `rows` output pixels from `ow0`.
+                let panels = |cg: &Self,
+                              rows: usize,
+                              ow0: IntValue<'ctx>,
+                              taps_copy: Option<PointerValue<'ctx>>| {
+                    cg.for_range(jr_lo, jr_hi, &mut |cg, jr| {
+                        let (grp, jp) = if groups == 1 {
+                            (cg.i64(0), jr)
+                        } else {
+                            (cg.udiv(jr, chunks_g as u64), cg.urem(jr, chunks_g as u64))
+                        };
+                        let oc0 = cg.add(cg.mul(grp, og as u64), cg.mul(jp, (ppt * nr) as u64));
+                        let tile = |cg: &Self, cols: &[VecCol]| {
+                            let col0 = cg.mul(jr, (ppt * nr) as u64);
+                            let col_at = |v: &VecCol| cg.add(col0, cg.i64(v.col as u64));
+                            // i32 sums from −offset·Σq.
+                            let o = i32t.const_int((-offset) as u64, true);
+                            let neg_o = VectorType::const_vector(&vec![o; lanes as usize]);
+                            let start: Vec<VectorValue<'ctx>> = cols
                                 .iter()
-                                .map(|v| ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64)
+                                .map(|v| {
+                                    let at = cg.add(
+                                        cg.i64((quads_bytes + 4 * panels * nr) as u64),
+                                        cg.mul(col_at(v), 4),
+                                    );
+                                    let sums = cg.load_vector(w, at, i32v, 4);
+                                    let s = cg.b.build_int_mul(sums, neg_o, "").unwrap();
+                                    let Some(b) = bias.as_ref() else {
+                                        return s;
+                                    };
+                                    // 0 + bias: the bias of each lane's channel, as the epilogue
+                                    // reads it.
+                                    let ch = cg.add(oc0, cg.i64(v.col as u64));
+                                    let zero = cg.vec_ty(lanes).const_zero();
+                                    let role = |d: usize| match d {
+                                        1 => TilePos::Col,
+                                        _ => TilePos::At(ru.n),
+                                    };
+                                    let bf = cg.apply_epilogue(b, tk, zero, ow0, ch, v, &role);
+                                    let bi = cg.b.build_float_to_signed_int(bf, i32v, "").unwrap();
+                                    cg.b.build_int_add(s, bi, "").unwrap()
+                                })
                                 .collect();
-                            let a_off: Vec<u64> = (0..rows).map(|i| (i * kk4) as u64).collect();
-                            cg.dot_steps(
-                                &dp,
-                                f,
-                                &acc,
-                                cg.i64((kk4 * 4 / gk) as u64),
-                                (buf, cg.i64(0), &a_off),
-                                (w, b_base, &b_off, (gk * nr) as u64),
-                            );
-                        }
-                        for y in 0..kh {
-                            for xw in 0..kw {
-                                if merged {
-                                    break;
-                                }
-                                let tap = y * kw + xw;
-                                // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4:
-                                // the tile's first row, then each row's constant offset.
-                                let px0 = (y * sp + xw * dw) as u64;
-                                let a_base =
-                                    cg.mul(cg.add(cg.i64(px0 * groups as u64), grp), c4 as u64);
-                                let a_off: Vec<u64> =
-                                    (0..rows).map(|i| (i * sw * groups * c4) as u64).collect();
-                                // Column `v.col` of the tile: column `v.col mod nr` of panel
-                                // `jr·ppt + v.col div nr`; its offset from the tile's first
-                                // panel at this tap is constant.
+                            let acc: Vec<Vec<PointerValue<'ctx>>> = (0..rows)
+                                .map(|_| {
+                                    start
+                                        .iter()
+                                        .map(|s| {
+                                            let p = cg.slot(f, dp.acc_type(cg).into());
+                                            cg.b.build_store(p, cg.dot_begin(&dp, *s)).unwrap();
+                                            p
+                                        })
+                                        .collect()
+                                })
+                                .collect();
+                            if let Some(buf) = taps_copy {
                                 let b_base = cg.mul(
-                                    cg.add(
-                                        cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
-                                        cg.i64((tap * c4) as u64),
-                                    ),
+                                    cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
                                     (4 * nr) as u64,
                                 );
                                 let b_off: Vec<u64> = cols
@@ -326,107 +305,167 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                         ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64
                                     })
                                     .collect();
+                                let a_off: Vec<u64> = (0..rows).map(|i| (i * kk4) as u64).collect();
                                 cg.dot_steps(
                                     &dp,
                                     f,
                                     &acc,
-                                    cg.i64((c4 * 4 / gk) as u64),
-                                    (stage, a_base, &a_off),
+                                    cg.i64((kk4 * 4 / gk) as u64),
+                                    (buf, cg.i64(0), &a_off),
                                     (w, b_base, &b_off, (gk * nr) as u64),
                                 );
                             }
-                        }
-                        let scales: Vec<Option<VectorValue<'ctx>>> = cols
-                            .iter()
-                            .map(|v| {
-                                (!unit).then(|| cg.column_scales(w, quads_bytes, col_at(v), lanes))
-                            })
-                            .collect();
-                        for (i, row) in acc.iter().enumerate() {
-                            let owi = cg.add(ow0, cg.i64(i as u64));
-                            let pix = cg.add(
-                                cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
-                                cg.mul(owi, ost[3]),
-                            );
-                            // Stored as bytes (`byte_storage.rs`): finished vectors gathered
-                            // for one packed store where four whole ones make 64 bytes.
-                            let mut finished: Vec<Finished<'ctx>> = Vec::new();
-                            for ((v, slot), s) in cols.iter().zip(row).zip(&scales) {
-                                let ch = cg.add(oc0, cg.i64(v.col as u64));
-                                let off = cg.add(pix, cg.mul(ch, ost[1]));
-                                let sum = cg.b.build_load(*slot, "").unwrap().into_vector_value();
-                                let sum = cg.dot_end(&dp, sum);
-                                let xf =
-                                    cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
-                                        .unwrap();
-                                let mut val = match s {
-                                    Some(s) => cg.b.build_float_mul(xf, *s, "").unwrap(),
-                                    None => xf,
-                                };
-                                let role = |d: usize| match d {
-                                    0 => TilePos::At(ru.n),
-                                    1 => TilePos::Col,
-                                    2 => TilePos::At(ru.oh),
-                                    _ => TilePos::Row,
-                                };
-                                if let Some(r) = rounded.as_ref() {
-                                    // Bytes: the rounding (and a clamp the store's saturation
-                                    // does) taken in integers (`byte_store.rs`).
-                                    let u = cg.apply_epilogue(&r.steps, tk, val, owi, ch, v, &role);
-                                    assert_eq!(ost[1], 1, "bytes are stored channels-minor");
-                                    finished.push(Finished {
-                                        off,
-                                        val: cg.rounded_ints(u, r.take),
-                                        ints: true,
-                                        saturate: r.saturate,
-                                        col: v.col,
-                                        lanes: v.store,
-                                    });
-                                    continue;
-                                }
-                                if let Some(e) = epi {
-                                    val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
-                                }
-                                if cg.be.out_stored.get().is_some() {
-                                    // Channels minor (`byte_storage.rs`): contiguous lanes.
-                                    assert_eq!(ost[1], 1, "bytes are stored channels-minor");
-                                    finished.push(Finished {
-                                        off,
-                                        val,
-                                        ints: false,
-                                        saturate: false,
-                                        col: v.col,
-                                        lanes: v.store,
-                                    });
-                                } else {
-                                    cg.store_lanes_strided(out, off, val, v.store, ost[1]);
+                            for y in 0..kh {
+                                for xw in 0..kw {
+                                    if merged {
+                                        break;
+                                    }
+                                    let tap = y * kw + xw;
+                                    // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4:
+                                    // the tile's first row, then each row's constant offset.
+                                    let px0 = (y * sp + xw * dw) as u64;
+                                    let a_base =
+                                        cg.mul(cg.add(cg.i64(px0 * groups as u64), grp), c4 as u64);
+                                    let a_off: Vec<u64> =
+                                        (0..rows).map(|i| (i * sw * groups * c4) as u64).collect();
+                                    // Column `v.col` of the tile: column `v.col mod nr` of panel
+                                    // `jr·ppt + v.col div nr`; its offset from the tile's first
+                                    // panel at this tap is constant.
+                                    let b_base = cg.mul(
+                                        cg.add(
+                                            cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
+                                            cg.i64((tap * c4) as u64),
+                                        ),
+                                        (4 * nr) as u64,
+                                    );
+                                    let b_off: Vec<u64> = cols
+                                        .iter()
+                                        .map(|v| {
+                                            ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64
+                                        })
+                                        .collect();
+                                    cg.dot_steps(
+                                        &dp,
+                                        f,
+                                        &acc,
+                                        cg.i64((c4 * 4 / gk) as u64),
+                                        (stage, a_base, &a_off),
+                                        (w, b_base, &b_off, (gk * nr) as u64),
+                                    );
                                 }
                             }
-                            if let Some(d) = cg.be.out_stored.get() {
-                                cg.store_finished_bytes(out, &finished, d);
+                            let scales: Vec<Option<VectorValue<'ctx>>> = cols
+                                .iter()
+                                .map(|v| {
+                                    (!unit)
+                                        .then(|| cg.column_scales(w, quads_bytes, col_at(v), lanes))
+                                })
+                                .collect();
+                            for (i, row) in acc.iter().enumerate() {
+                                let owi = cg.add(ow0, cg.i64(i as u64));
+                                let pix = cg.add(
+                                    cg.add(cg.mul(ru.n, ost[0]), cg.mul(ru.oh, ost[2])),
+                                    cg.mul(owi, ost[3]),
+                                );
+                                // Stored as bytes (`byte_storage.rs`): finished vectors gathered
+                                // for one packed store where four whole ones make 64 bytes.
+                                let mut finished: Vec<Finished<'ctx>> = Vec::new();
+                                for ((v, slot), s) in cols.iter().zip(row).zip(&scales) {
+                                    let ch = cg.add(oc0, cg.i64(v.col as u64));
+                                    let off = cg.add(pix, cg.mul(ch, ost[1]));
+                                    let sum =
+                                        cg.b.build_load(*slot, "").unwrap().into_vector_value();
+                                    let sum = cg.dot_end(&dp, sum);
+                                    let xf =
+                                        cg.b.build_signed_int_to_float(sum, cg.vec_ty(lanes), "")
+                                            .unwrap();
+                                    let mut val = match s {
+                                        Some(s) => cg.b.build_float_mul(xf, *s, "").unwrap(),
+                                        None => xf,
+                                    };
+                                    let role = |d: usize| match d {
+                                        0 => TilePos::At(ru.n),
+                                        1 => TilePos::Col,
+                                        2 => TilePos::At(ru.oh),
+                                        _ => TilePos::Row,
+                                    };
+                                    if let Some(r) = rounded.as_ref() {
+                                        // Bytes: the rounding (and a clamp the store's saturation
+                                        // does) taken in integers (`byte_store.rs`).
+                                        let u =
+                                            cg.apply_epilogue(&r.steps, tk, val, owi, ch, v, &role);
+                                        assert_eq!(ost[1], 1, "bytes are stored channels-minor");
+                                        finished.push(Finished {
+                                            off,
+                                            val: cg.rounded_ints(u, r.take),
+                                            ints: true,
+                                            saturate: r.saturate,
+                                            col: v.col,
+                                            lanes: v.store,
+                                        });
+                                        continue;
+                                    }
+                                    if let Some(e) = epi {
+                                        val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
+                                    }
+                                    if cg.be.out_stored.get().is_some() {
+                                        // Channels minor (`byte_storage.rs`): contiguous lanes.
+                                        assert_eq!(ost[1], 1, "bytes are stored channels-minor");
+                                        finished.push(Finished {
+                                            off,
+                                            val,
+                                            ints: false,
+                                            saturate: false,
+                                            col: v.col,
+                                            lanes: v.store,
+                                        });
+                                    } else {
+                                        cg.store_lanes_strided(out, off, val, v.store, ost[1]);
+                                    }
+                                }
+                                if let Some(d) = cg.be.out_stored.get() {
+                                    cg.store_finished_bytes(out, &finished, d);
+                                }
+                            }
+                        };
+                        let full = vectors(ppt * nr, t.lanes, true);
+                        let part = vectors(part_cols, t.lanes, true);
+                        match (full_cols > 0, part_cols > 0) {
+                            (true, false) => tile(cg, &full),
+                            (false, true) => tile(cg, &part),
+                            _ => {
+                                let is_full =
+                                    cg.b.build_int_compare(
+                                        IntPredicate::ULT,
+                                        jp,
+                                        cg.i64(full_cols as u64),
+                                        "",
+                                    )
+                                    .unwrap();
+                                cg.if_else(is_full, &mut |cg| tile(cg, &full), &mut |cg| {
+                                    tile(cg, &part)
+                                });
                             }
                         }
-                    };
-                    let full = vectors(ppt * nr, t.lanes, true);
-                    let part = vectors(part_cols, t.lanes, true);
-                    match (full_cols > 0, part_cols > 0) {
-                        (true, false) => tile(cg, &full),
-                        (false, true) => tile(cg, &part),
-                        _ => {
-                            let is_full =
-                                cg.b.build_int_compare(
-                                    IntPredicate::ULT,
-                                    jp,
-                                    cg.i64(full_cols as u64),
-                                    "",
-                                )
-                                .unwrap();
-                            cg.if_else(is_full, &mut |cg| tile(cg, &full), &mut |cg| {
-                                tile(cg, &part)
-                            });
+                    });
+                };
+                if pixel_loop {
+                    // One pixel at a time from the staged span (Helium: 8 accumulators a pixel).
+                    let buf = cg.dword_buffer(f, kk4);
+                    cg.for_loop(rows, &mut |cg, i| {
+                        copy_taps(cg, buf, 0, cg.mul(i, (sw * c4) as u64));
+                        panels(cg, 1, cg.add(ow0, i), Some(buf));
+                    });
+                } else {
+                    let taps_copy = merged.then(|| {
+                        let buf = cg.dword_buffer(f, rows * kk4);
+                        for i in 0..rows {
+                            copy_taps(cg, buf, i, cg.i64(0));
                         }
-                    }
-                });
+                        buf
+                    });
+                    panels(cg, rows, ow0, taps_copy);
+                }
             };
             cg.by_rows(ru.tile, full_rows, part_rows, mr, &per_rows);
         });
