@@ -315,6 +315,35 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             );
         }
         let i32v = self.ctx.i32_type().vec_type(d.lanes);
+        if d.kind == DotKind::Smlad {
+            // The row and weight pointers walk by their steps, every load at a constant offset
+            // from one of them (`ldr r, [p, #imm]`): computed addresses had taken a third of the
+            // loop's instructions and two of its registers.
+            let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
+            let i32p = self.ctx.i32_type().ptr_type(AddressSpace::default());
+            let (a_ptr, b_ptr) = (self.slot(f, i32p.into()), self.slot(f, i8p.into()));
+            self.b.build_store(a_ptr, self.gep(a, a_base)).unwrap();
+            self.b.build_store(b_ptr, self.gep(b, b_base)).unwrap();
+            self.for_range(self.i64(0), steps, &mut |cg, _| {
+                let ap = cg.b.build_load(a_ptr, "").unwrap().into_pointer_value();
+                let bp = cg.b.build_load(b_ptr, "").unwrap().into_pointer_value();
+                let bv: Vec<VectorValue<'ctx>> = b_off
+                    .iter()
+                    .map(|&o| cg.load_vector(bp, cg.i64(o), i32v, 4))
+                    .collect();
+                for (i, row) in acc.iter().enumerate() {
+                    let s = cg.broadcast_dword(ap, cg.i64(a_off[i]), d.lanes);
+                    for (j, p) in row.iter().enumerate() {
+                        let old = cg.b.build_load(*p, "").unwrap();
+                        let new = cg.dot_quads(d, old, s, bv[j]);
+                        cg.b.build_store(*p, new).unwrap();
+                    }
+                }
+                cg.b.build_store(a_ptr, cg.gep(ap, cg.i64(1))).unwrap();
+                cg.b.build_store(b_ptr, cg.gep(bp, cg.i64(b_step))).unwrap();
+            });
+            return;
+        }
         self.for_range(self.i64(0), steps, &mut |cg, q| {
             let bv: Vec<VectorValue<'ctx>> = b_off
                 .iter()
