@@ -216,10 +216,19 @@ pub fn plan_for_backend(
     let stored: Vec<Option<DType>> = (0..n)
         .map(|i| {
             let id = InstId(i as u32);
-            let arena = locs[i] == Loc::Arena(usize::MAX);
-            arena.then(|| stored(id)).flatten()
+            // An input too: one stored in its API dtype is read from the caller's buffer.
+            let kept = locs[i] == Loc::Arena(usize::MAX) || matches!(locs[i], Loc::Input(_));
+            kept.then(|| stored(id)).flatten()
         })
         .collect();
+    // Inputs the backend reads in their API dtype: no staging slice (`staging.rs`).
+    let params = c.parameters();
+    let direct = |p: InstId| {
+        params
+            .iter()
+            .position(|&q| q == p)
+            .is_some_and(|k| m.api.input(k).is_some() && m.api.input(k) == stored[p.index()])
+    };
     // Bytes of value `i` as stored.
     let bytes = |i: usize| {
         let s = &c.instructions[i].shape;
@@ -308,7 +317,7 @@ pub fn plan_for_backend(
         }
         // Staged inputs: written before the first kernel, read until the parameter's last
         // reader (`staging.rs`).
-        let staged_slots: Vec<(usize, usize)> = staging::staged_inputs(m)
+        let staged_slots: Vec<(usize, usize)> = staging::staged_inputs(m, &direct)
             .into_iter()
             .map(|(k, p, size)| {
                 intervals.push(Interval {
@@ -399,7 +408,7 @@ pub fn plan_for_backend(
             });
         }
     }
-    let (staging, arena_size) = staging::place(m, arena_size, &input_at);
+    let (staging, arena_size) = staging::place(m, arena_size, &input_at, &direct);
     BufferPlan {
         locs,
         arena_size,

@@ -4,7 +4,8 @@
 //!
 //! Contract: [`place`] gives every input and output with an API dtype one [`ARENA_ALIGN`]-aligned
 //! slice of its IR shape. An input's slice is written before the first kernel runs and read
-//! until its parameter's last reader: the arena plan places it among the values with that
+//! until its parameter's last reader (none for an input the backend reads in its API dtype:
+//! [`staged_inputs`]' `direct`): the arena plan places it among the values with that
 //! interval (`mod.rs`), so it shares bytes with values computed after its last use (a
 //! quantized image's int32 copy no longer outlives the first convolution). An output's slice
 //! is written by its producer and read after the last kernel: placed after the arena the model
@@ -38,13 +39,18 @@ pub struct Staging {
 }
 
 /// The staged inputs of `m`: per parameter position `k` with an API dtype, its parameter
-/// instruction and the bytes of its IR shape.
-pub fn staged_inputs(m: &Module) -> Vec<(usize, crate::ir::InstId, usize)> {
+/// instruction and the bytes of its IR shape. `direct`: the parameters the backend reads in
+/// their API dtype (`BufferPlan::stored`: a quantized model's int8 image read as bytes), which
+/// take no staging slice (the kernels read the caller's buffer).
+pub fn staged_inputs(
+    m: &Module,
+    direct: &dyn Fn(crate::ir::InstId) -> bool,
+) -> Vec<(usize, crate::ir::InstId, usize)> {
     let c = &m.entry;
     c.parameters()
         .iter()
         .enumerate()
-        .filter(|&(k, _)| m.api.input(k).is_some())
+        .filter(|&(k, &p)| m.api.input(k).is_some() && !direct(p))
         .map(|(k, &p)| (k, p, c.inst(p).shape.size_bytes().max(1)))
         .collect()
 }
@@ -52,7 +58,12 @@ pub fn staged_inputs(m: &Module) -> Vec<(usize, crate::ir::InstId, usize)> {
 /// The staging slices of `m` placed from arena byte `base` on, and the arena size with them;
 /// an input with an offset in `input_at` (indexed by parameter position) keeps it (the arena
 /// plan placed it among the values, live until its last reader: `mod.rs`).
-pub fn place(m: &Module, base: usize, input_at: &[Option<usize>]) -> (Vec<Staging>, usize) {
+pub fn place(
+    m: &Module,
+    base: usize,
+    input_at: &[Option<usize>],
+    direct: &dyn Fn(crate::ir::InstId) -> bool,
+) -> (Vec<Staging>, usize) {
     let c = &m.entry;
     let mut at = base;
     let mut out = Vec::new();
@@ -65,6 +76,9 @@ pub fn place(m: &Module, base: usize, input_at: &[Option<usize>]) -> (Vec<Stagin
         (c.outputs.iter().enumerate()).map(|(k, o)| (Side::Output(k), m.api.output(k), o.value));
     for (side, api, v) in ins.chain(outs) {
         let Some(api) = api else { continue };
+        if matches!(side, Side::Input(_)) && direct(v) {
+            continue;
+        }
         let shape = &c.inst(v).shape;
         let planned = match side {
             Side::Input(k) => input_at.get(k).copied().flatten(),

@@ -229,6 +229,26 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                     return self.f32c(c as f64).into();
                 }
             }
+            let byte = self.arg_bytes.borrow().get(index).copied().flatten();
+            if let (Some(d), DType::F32 | DType::I32) = (byte, inst.shape.dtype) {
+                let mut s = inst.shape.clone();
+                s.dtype = d;
+                let v = self.load_ix(k.args[index], ix, &s).into_int_value();
+                let i = if d == DType::U8 {
+                    self.b.build_int_z_extend(v, self.ctx.i32_type(), "")
+                } else {
+                    self.b.build_int_s_extend(v, self.ctx.i32_type(), "")
+                }
+                .unwrap();
+                if inst.shape.dtype == DType::I32 {
+                    return i.into();
+                }
+                return self
+                    .b
+                    .build_signed_int_to_float(i, self.ctx.f32_type(), "")
+                    .unwrap()
+                    .into();
+            }
             return self.load_ix(k.args[index], ix, &inst.shape);
         }
         let idx = match ix {

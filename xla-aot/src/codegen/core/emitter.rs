@@ -114,6 +114,10 @@ pub struct Emitter<'a, 'ctx, B> {
     /// compare, a rounding constant's add and subtract fold into the schedule. Empty when the
     /// backend does not set it (every operand is then loaded).
     pub(crate) scalar_consts: RefCell<Vec<Option<f32>>>,
+    /// Per argument of the kernel being generated: the byte type it is stored in
+    /// (`cpu/byte_storage.rs`), which elemental code reads widened to f32 (exact: the values
+    /// are integers of that type). Empty when the backend stores none.
+    pub(crate) arg_bytes: RefCell<Vec<Option<DType>>>,
     /// The value ranges (`ir/value_range.rs`) of the fused computation of the kernel being
     /// generated, keyed by that computation's address; `None` when not known. Elemental code and
     /// register epilogues read them to drop work the ranges make exact (an integer round trip of
@@ -164,6 +168,7 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
             outer_split: SplitState::new(),
             blob: RefCell::new(None),
             scalar_consts: RefCell::new(Vec::new()),
+            arg_bytes: RefCell::new(Vec::new()),
             fused_ranges: RefCell::new(None),
             entry_ranges: std::cell::OnceCell::new(),
             be,

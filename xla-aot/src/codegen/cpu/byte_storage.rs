@@ -7,7 +7,8 @@
 //! range (`ir/value_range.rs`) is integers of that type ([`Range::byte_type`]: the conversions
 //! to the byte and back to f32 are exact), it is no model output, and, within the largest set of
 //! such values closed under both rules:
-//! - its producer stores bytes: an output fusion whose convolution takes the int8 direct
+//! - its producer stores bytes: a model input the caller passes in that byte type (read from
+//!   the caller's buffer, no staging slice: `arena/staging.rs`); an output fusion whose convolution takes the int8 direct
 //!   micro-kernel (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s
 //!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
 //!   no residual, writing channels-minor, or one on the depthwise micro-kernel
@@ -19,7 +20,8 @@
 //! - every reader reads bytes: such a pool (or a summing one: average pooling adds the bytes
 //!   widened to f32), the concatenation it is a view of (stored too), or
 //!   a convolution (fused or bare) on the int8 direct or the depthwise micro-kernel reading it
-//!   as its input.
+//!   as its input, or a loop fusion of elementwise ops (a quantized residual add), whose
+//!   elemental code widens the bytes it loads (`core/elemental.rs`).
 //!
 //! A convolution converts its finished f32 vectors to bytes (packed four vectors to one 64-byte
 //! store on AVX-512BW), a pool maxes the bytes as integers (the conversion is monotone) and
@@ -58,6 +60,14 @@ pub fn stored_types(
         }
     }
     let output = |id: InstId| c.outputs.iter().any(|o| o.value == id);
+    // The API dtype each parameter is passed in, if it has one.
+    let params = c.parameters();
+    let api_of = |id: InstId| {
+        params
+            .iter()
+            .position(|&p| p == id)
+            .and_then(|k| hlo.api.input(k))
+    };
     let lanes = Tiles::for_target(target).lanes;
     // Candidates: values of one byte type, no output, whose producer can store bytes given
     // its operands; then the greatest set closed under both ends' conditions.
@@ -77,6 +87,8 @@ pub fn stored_types(
                             || depthwise_conv(hlo, packings, id, true)
                     }
                     Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
+                    // An input the caller passes in this byte type: read from its buffer.
+                    Op::Parameter { .. } => api_of(id) == Some(byte),
                     _ => false,
                 };
             ok.then_some(byte)
@@ -105,6 +117,10 @@ pub fn stored_types(
                 Op::Concatenate { .. } => {
                     stored[r.index()] == Some(d) && views[id.index()].is_some_and(|v| v.concat == r)
                 }
+                Op::Fusion {
+                    kind: FusionKind::Loop,
+                    computation,
+                } => elemental_reader(computation),
                 Op::Fusion { .. } | Op::Convolution { .. } => {
                     heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
                         && (int8_conv(hlo, packings, r, false)
@@ -194,6 +210,26 @@ fn conv_on_path(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool, path: 
 fn elementwise_loop(comp: &Computation) -> bool {
     let root = comp.inst(comp.outputs[0].value);
     comp.outputs.len() == 1 && root.shape.dtype == DType::F32 && root.op.is_elementwise()
+}
+
+/// Whether a loop fusion reads its arguments only through elemental code (`core/elemental.rs`
+/// `value_of`, which widens a byte-stored argument): every instruction elementwise, a
+/// parameter, a constant, a broadcast, a transpose or a reshape (a quantized residual add's
+/// requantizations, a quantized input's layout and centring), so no channel shuffle or
+/// concatenation path (`kernel.rs`) loads it as vectors.
+fn elemental_reader(comp: &Computation) -> bool {
+    comp.outputs.len() == 1
+        && comp.instructions.iter().all(|i| {
+            i.op.is_elementwise()
+                || matches!(
+                    i.op,
+                    Op::Parameter { .. }
+                        | Op::Constant(_)
+                        | Op::Broadcast { .. }
+                        | Op::Transpose { .. }
+                        | Op::Reshape
+                )
+        })
 }
 
 /// Whether entry instruction `id` is a bare max or min pool (or, reading only (`sums`), a

@@ -141,6 +141,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
         }
         self.be.out_stored.set(out_stored);
+        self.arg_bytes.replace(args_stored.clone());
         self.be.args_stored.replace(args_stored);
         let k = self.declare_kernel(name, out_stored.unwrap_or(inst.shape.dtype), &ins, &shared);
         self.set_fused_ranges(id);
@@ -199,6 +200,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be.out_strides.replace(None);
         self.be.out_stored.set(None);
         self.be.args_stored.replace(Vec::new());
+        self.arg_bytes.replace(Vec::new());
         self.b.build_return(None).unwrap();
         Ok(k.f)
     }
