@@ -319,8 +319,18 @@ fn header_manifest_and_bindings_follow_the_api_dtype() {
     assert_eq!(j["inputs"][0]["dtype"], "i64");
     assert_eq!(j["inputs"][0]["computed_as"], "i32");
     assert_eq!(j["outputs"][2]["dtype"], "u8");
-    // Staging: three inputs and three outputs of 4 elements, one 64-byte slice each.
-    assert_eq!(art.plan.staging.len(), 6);
+    // Staging: one input (a: int64) and three outputs of 4 elements, one 64-byte slice each;
+    // b and c, passed as bytes and read elementwise, are read from the caller's buffers
+    // (`cpu/byte_storage.rs`, `arena/staging.rs`).
+    assert_eq!(art.plan.staging.len(), 4);
+    assert_eq!(
+        art.plan.stored[m.entry.parameters()[1].index()],
+        Some(DType::U8)
+    );
+    assert_eq!(
+        art.plan.stored[m.entry.parameters()[2].index()],
+        Some(DType::I8)
+    );
     let b = xla_aot::emit::bindings::render(&m, &art.plan, None, None, None);
     assert!(b.contains("a: &[i64; A_LEN]"), "{b}");
     assert!(b.contains("d: &mut [u8; D_LEN]"), "{b}");
