@@ -184,7 +184,8 @@ impl ConvShape {
     /// A 1×1 convolution with unit strides and no padding over whole rows (input and output
     /// rows contiguous) is a product over pixels: it becomes one row of `H·W` pixels, so
     /// [`ConvPath::ChannelsByPixels`] fills its vectors across row ends (7×7: 49 pixels in 4
-    /// vectors of 16 instead of 7 of which 9 lanes are idle each).
+    /// vectors of 16 instead of 7 of which 9 lanes are idle each) and the int8 pixel tiles
+    /// (`conv/int8.rs`) span rows (an `H × 1` image gave tiles of one pixel).
     fn flatten_pointwise(&mut self, win: &Window) {
         let pads = win.pad_low.iter().chain(&win.pad_high).any(|&p| p > 0);
         let unit = win.stride.iter().all(|&s| s == 1);
@@ -512,7 +513,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             cs.xst = physical_strides(src);
         }
         let mut epi = epi;
-        if path == ConvPath::ChannelsByPixels {
+        // The int8 pixel tiles too: an `H × 1` image (str_ww's) had tiles of one pixel.
+        let int8_pixels = path == ConvPath::PixelsByChannels && self.be.vnni.get().is_some();
+        if path == ConvPath::ChannelsByPixels || int8_pixels {
             let ow = cs.ow as u64;
             cs.flatten_pointwise(window);
             // A flattened tile addresses pixels as one row: a residual read in registers must

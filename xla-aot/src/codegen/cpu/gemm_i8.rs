@@ -29,7 +29,7 @@
 
 use super::Cg;
 use super::gemm_bf16::A_BLOCK_BYTES;
-use super::quad_dot::{DotKind, MVE_ROWS};
+use super::quad_dot::{DotKind, MVE_GEMM_ROWS};
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::{Tiles, dot_k};
@@ -68,7 +68,7 @@ pub(super) fn mr(t: &Tiles, target: &crate::target::Target) -> usize {
         Some(d @ DotKind::Madd) => {
             (regs.saturating_sub(t.nv * d.b_registers() + 4) / t.nv).clamp(1, t.mr)
         }
-        Some(DotKind::Mve) => MVE_ROWS,
+        Some(DotKind::Mve) => MVE_GEMM_ROWS,
         Some(d @ DotKind::Smlad) => (d
             .tile_registers(target)
             .saturating_sub(t.nv * d.b_registers())

@@ -48,6 +48,11 @@ pub fn rows_for_issue(count: usize, rows_max: usize, nv: usize) -> usize {
         .unwrap_or(1)
 }
 
+/// Panels of an `smlad` GEMM tile of one row (a dense layer of batch 1): 2 panels, 4 columns.
+/// ad01 on the M4 board (instructions per inference, 2026-12-07, pointers walked): 1 panel →
+/// 0.678 M, 2 → 0.586 M, 3 → 0.706 M (LLVM spills the 6 accumulators).
+const SMLAD_ROW_PANELS: usize = 2;
+
 /// Which GEMM micro-kernel a product takes (`gemm.rs` f32 unless one of these is set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Kind {
@@ -101,6 +106,10 @@ pub(super) fn gemm_tiles(g: &Geometry, target: &crate::target::Target, kind: Kin
         // (MLPerf Tiny ad01 on the M4).
         let per_col = t.mr + super::quad_dot::DotKind::Smlad.b_registers();
         t.max_pp = (super::quad_dot::SMLAD_REGISTERS / per_col / t.nr()).max(1);
+        if t.mr == 1 {
+            // One row: B's halves are used once, only the accumulators stay live.
+            t.max_pp = SMLAD_ROW_PANELS;
+        }
     }
     if packs_a {
         // K shorter than the K-block: packed rows are K long, not `kc` (more rows fit the row

@@ -430,6 +430,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         };
                         let full = vectors(ppt * nr, t.lanes, true);
                         let part = vectors(part_cols, t.lanes, true);
+                        // Helium: one column vector at a time over `rows` pixels (their 4 ×
+                        // rows sums in core registers), the panel's vectors one after another.
+                        let tile = |cg: &Self, cols: &[VecCol]| {
+                            if kind == Some(DotKind::Mve) && rows > 1 {
+                                for v in cols {
+                                    tile(cg, std::slice::from_ref(v));
+                                }
+                            } else {
+                                tile(cg, cols);
+                            }
+                        };
                         match (full_cols > 0, part_cols > 0) {
                             (true, false) => tile(cg, &full),
                             (false, true) => tile(cg, &part),
