@@ -412,10 +412,16 @@ fn epilogue_convolution(c: &Computation, users_of: &[Vec<InstId>], p: usize) -> 
 /// Most instructions [`other_heavy_below`] visits.
 const HEAVY_SEARCH_LIMIT: usize = 64;
 
-/// Whether a dot or convolution other than `except` reaches `root` through elementwise ops of
-/// its shape: one the group rooted there will hold as its heavy op, however the walk orders
-/// the decisions.
+/// Whether a dot or convolution other than `except` reaches `root` (or the value a pool or
+/// reduction at `root` reduces) through elementwise ops of its shape: one the group rooted
+/// there will hold as its heavy op, however the walk orders the decisions.
 fn other_heavy_below(c: &Computation, root: usize, except: usize) -> bool {
+    // A pool or reduction's input fusion: from the value it reduces (resnet's last residual ADD
+    // feeds its average pool).
+    let root = match c.instructions[root].op {
+        Op::Reduce { .. } | Op::ReduceWindow { .. } => c.instructions[root].operands[0].index(),
+        _ => root,
+    };
     let dims = &c.instructions[root].shape.dims;
     let mut stack = vec![root];
     let mut seen = BTreeSet::new();

@@ -315,43 +315,48 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     (w, b_base, &b_off, (gk * nr) as u64),
                                 );
                             }
-                            for y in 0..kh {
-                                for xw in 0..kw {
-                                    if merged {
-                                        break;
+                            // One tap's K steps (a runtime loop over the taps on Helium, whose
+                            // unrolled taps spill q registers, moved every sum between core and
+                            // vector registers per tap: resnet on the M55 5.71 M -> 6.03 M).
+                            let tap_steps = |cg: &Self, y: IntValue<'ctx>, xw: IntValue<'ctx>| {
+                                // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4:
+                                // the tile's first row, then each row's constant offset.
+                                let px0 = cg.add(cg.mul(y, sp as u64), cg.mul(xw, dw as u64));
+                                let a_base =
+                                    cg.mul(cg.add(cg.mul(px0, groups as u64), grp), c4 as u64);
+                                let a_off: Vec<u64> =
+                                    (0..rows).map(|i| (i * sw * groups * c4) as u64).collect();
+                                // Column `v.col` of the tile: column `v.col mod nr` of panel
+                                // `jr·ppt + v.col div nr`; its offset from the tile's first
+                                // panel at this tap is constant.
+                                let tap = cg.add(cg.mul(y, kw as u64), xw);
+                                let b_base = cg.mul(
+                                    cg.add(
+                                        cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
+                                        cg.mul(tap, c4 as u64),
+                                    ),
+                                    (4 * nr) as u64,
+                                );
+                                let b_off: Vec<u64> = cols
+                                    .iter()
+                                    .map(|v| {
+                                        ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64
+                                    })
+                                    .collect();
+                                cg.dot_steps(
+                                    &dp,
+                                    f,
+                                    &acc,
+                                    cg.i64((c4 * 4 / gk) as u64),
+                                    (stage, a_base, &a_off),
+                                    (w, b_base, &b_off, (gk * nr) as u64),
+                                );
+                            };
+                            if !merged {
+                                for y in 0..kh {
+                                    for xw in 0..kw {
+                                        tap_steps(cg, cg.i64(y as u64), cg.i64(xw as u64));
                                     }
-                                    let tap = y * kw + xw;
-                                    // Dword of row i, quad 0: ((y·span + i·sw + xw·dw)·G + grp)·C4:
-                                    // the tile's first row, then each row's constant offset.
-                                    let px0 = (y * sp + xw * dw) as u64;
-                                    let a_base =
-                                        cg.mul(cg.add(cg.i64(px0 * groups as u64), grp), c4 as u64);
-                                    let a_off: Vec<u64> =
-                                        (0..rows).map(|i| (i * sw * groups * c4) as u64).collect();
-                                    // Column `v.col` of the tile: column `v.col mod nr` of panel
-                                    // `jr·ppt + v.col div nr`; its offset from the tile's first
-                                    // panel at this tap is constant.
-                                    let b_base = cg.mul(
-                                        cg.add(
-                                            cg.mul(cg.mul(jr, ppt as u64), kk4 as u64),
-                                            cg.i64((tap * c4) as u64),
-                                        ),
-                                        (4 * nr) as u64,
-                                    );
-                                    let b_off: Vec<u64> = cols
-                                        .iter()
-                                        .map(|v| {
-                                            ((v.col / nr) * kk4 * 4 * nr + gk * (v.col % nr)) as u64
-                                        })
-                                        .collect();
-                                    cg.dot_steps(
-                                        &dp,
-                                        f,
-                                        &acc,
-                                        cg.i64((c4 * 4 / gk) as u64),
-                                        (stage, a_base, &a_off),
-                                        (w, b_base, &b_off, (gk * nr) as u64),
-                                    );
                                 }
                             }
                             let scales: Vec<Option<VectorValue<'ctx>>> = cols
