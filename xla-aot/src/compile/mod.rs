@@ -91,7 +91,13 @@ pub fn plan_for_target(
     let strided =
         |id| concats && crate::codegen::cpu::strided_out::writes_strided(m, target, &packings, id);
     let views = crate::arena::plan_with_views(m, &strided).views;
-    let stored = crate::codegen::cpu::byte_storage::stored_types(m, target, &packings, &views);
+    // Grid kernels (the host build a CUDA launch emulates) share the device's plan: no value is
+    // stored as bytes there, and every input with an API dtype has its staging slot.
+    let stored = if opts.codegen.grid {
+        vec![None; m.entry.instructions.len()]
+    } else {
+        crate::codegen::cpu::byte_storage::stored_types(m, target, &packings, &views)
+    };
     let plan = if concats || stored.iter().any(Option::is_some) {
         crate::arena::plan_for_backend(m, &strided, &|id| stored[id.index()])
     } else {

@@ -18,9 +18,10 @@
 //! by side, so one 512-bit load is 16 columns × 2 k, the operand of `vdpbf16ps`
 //! (`cpu/gemm_bf16.rs`). An int8 GEMM weight whose dot's data operand holds integers of one
 //! byte's range (`ir/value_range.rs`) is stored for `vpdpbusd` on a target with AVX-512 VNNI,
-//! for `vpmaddwd` on other x86-64 targets, or for `sdot` / `smull` on aarch64
-//! ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8 *quads*, four consecutive k of a column
-//! side by side, then the columns' scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
+//! for `vpmaddwd` on other x86-64 targets, for `sdot` / `smull` on aarch64, or for `smlad` on a
+//! Cortex-M with the DSP extension ([`Packings::reads_vnni`], [`quad_dot_lanes`]): int8 *quads*,
+//! four consecutive k of a column side by side (on Helium 16: [`dot_k`]), then the columns'
+//! scales and sums ([`write_int8_quads`], `cpu/gemm_i8.rs`).
 //! [`Packings::stored_bytes`] gives the bytes either way, re-laid here at compile time. The panel width is [`Tiles::nr`]: the micro-kernels
 //! (`cpu/gemm.rs`, `cpu/conv.rs`) read panels of exactly that width.
 

@@ -7,8 +7,9 @@
 //! Contract (the parts of `gemm.rs`'s kernel that differ; tiles, tasks, register epilogue and
 //! store are `gemm.rs`'s):
 //! - B is an int8 weight stored as VNNI quads (`core/packing.rs` `write_int8_quads`): one load of
-//!   `lanes` i32 is `lanes` columns × k `4q..4q+3`; after the panels, each padded column's f32
-//!   scale `s`, then the i32 sum of its int8 values `Σq`.
+//!   `lanes` i32 is `lanes` columns × k `4q..4q+3` (on Helium a column's 16 k, `packing::dot_k`);
+//!   after the panels, each padded column's f32 scale `s`, then the i32 sum of its int8 values
+//!   `Σq`.
 //! - A's integers plus the dot's byte offset `o` are the bytes the instruction reads: `o` is the
 //!   unsigned offset of `Packings::reads_vnni` plus `quad_dot::byte_shift` (0 for the unsigned
 //!   bytes of `vpdpbusd` and `vpmaddwd`, −128 for the signed ones of aarch64, `Cpu.vnni`); they

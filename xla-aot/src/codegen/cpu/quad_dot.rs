@@ -1,11 +1,13 @@
-//! The 4-byte dot product of the int8 kernels (`gemm_i8.rs`, `conv/int8.rs`), per ISA: one output
+//! The byte dot product of the int8 kernels (`gemm_i8.rs`, `conv/int8.rs`), per ISA: one output
 //! lane sums the products of 4 bytes of a row of A (a broadcast dword) and 4 int8 weights of one
-//! column (a quad of `core/packing.rs` `write_int8_quads`), into exact i32.
+//! column (a quad of `core/packing.rs` `write_int8_quads`), or on Helium of 16 and 16, into
+//! exact i32.
 //!
 //! Contract: the kernels hold one accumulator ([`QuadDot::acc_type`]) per output vector of
-//! `lanes` i32, made by [`Cg::dot_begin`] from the starting sums, grown by [`Cg::dot_quads`] with
-//! one vector of A's broadcast quad and one of B's quads (`<lanes x i32>`, 4 bytes a lane), and
-//! read by [`Cg::dot_end`] as `<lanes x i32>` sums. Every kind computes the same integers:
+//! `lanes` i32, made by [`Cg::dot_begin`] from the starting sums, grown by [`Cg::dot_steps`]
+//! (the K loop: per step one vector of A's broadcast quad and one of B's quads, `<lanes x i32>`,
+//! 4 bytes a lane, through [`Cg::dot_quads`]; Helium's own loop below), and read by
+//! [`Cg::dot_end`] as `<lanes x i32>` sums. Every kind computes the same integers:
 //! - [`DotKind::Vnni`] (AVX-512 VNNI): `vpdpbusd` on 16 lanes, A's bytes unsigned;
 //! - [`DotKind::Madd`] (x86-64 without VNNI: AVX-512BW on 16 lanes, AVX2 on 8, SSE2 on 4):
 //!   `vpmaddwd` twice, A's bytes unsigned. Each dword (a column's 4 bytes, or the broadcast

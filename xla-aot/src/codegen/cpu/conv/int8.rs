@@ -8,7 +8,11 @@
 //! - The kernel is stored as VNNI quads per packed panel (`core/packing.rs`): panel `jr`, tap `t`,
 //!   quad `q` (channels `4q..4q+3` of the group, zero past `C/G`), column `j` at byte
 //!   `((jr·T·C4 + t·C4 + q)·nr + j)·4`, `C4 = ⌈(C/G)/4⌉`; then each padded column's f32 scale
-//!   `s`, then its i32 sum of int8 values `Σq`.
+//!   `s`, then its i32 sum of int8 values `Σq`. On Helium (`packing::dot_k` = 16) the same with
+//!   groups of 16 channels for quads (`packing::conv_tap_channels`), or, where the channels do not
+//!   fill 16 (`packing::conv_taps_merged`), every tap's quads one after the other in one k
+//!   padded to 16 at its end: the kernel then copies each pixel's taps from the staged rows into
+//!   one row (`copy_taps`) and multiplies it with one K loop.
 //! - Per row tile (`rows` output pixels of one output row), the input rows its taps read are
 //!   staged once into a stack buffer as bytes `a + o` (`o`: the byte offset of `Cpu.vnni`,
 //!   `Packings::reads_vnni`'s plus `quad_dot::byte_shift`): `KH` rows × the tile's pixel span ×
