@@ -369,6 +369,12 @@ impl Target {
             && (listed('+') || (DSP_CPUS.contains(&self.cpu.as_str()) && !listed('-')))
     }
 
+    /// Whether an aarch64 target has NEON (every aarch64 target whose file does not turn it off
+    /// with `-neon`): the int8 dot products and Q31 instructions of `codegen/cpu`.
+    pub fn has_neon(&self) -> bool {
+        self.arch == Arch::Aarch64 && !self.features.contains("-neon")
+    }
+
     /// Whether a Cortex-M target has Helium (MVE) integer vectors in 128-bit registers
     /// (`vmlava.s8`: 16 int8 products summed into a core register, the int8 products of
     /// `cpu/quad_dot.rs` on the M55): `+mve` or `+mve.fp` in its features, or `cortex-m55`, with

@@ -221,13 +221,13 @@ pub fn plan_for_backend(
             kept.then(|| stored(id)).flatten()
         })
         .collect();
-    // Inputs the backend reads in their API dtype: no staging slice (`staging.rs`).
-    let params = c.parameters();
-    let direct = |p: InstId| {
-        params
-            .iter()
-            .position(|&q| q == p)
-            .is_some_and(|k| m.api.input(k).is_some() && m.api.input(k) == stored[p.index()])
+    // Inputs the backend reads in their API dtype: no staging slice (`staging.rs`). A
+    // parameter's index is its input position (`ir/verify.rs`).
+    let direct = |p: InstId| match c.inst(p).op {
+        Op::Parameter { index } => {
+            m.api.input(index).is_some() && m.api.input(index) == stored[p.index()]
+        }
+        _ => false,
     };
     // Bytes of value `i` as stored.
     let bytes = |i: usize| {

@@ -685,7 +685,7 @@ pub fn quad_dot_lanes(target: &Target) -> Option<u32> {
             128 => Some(4),
             _ => None,
         },
-        Arch::Aarch64 if !target.features.contains("-neon") => Some(DOTPROD_LANES),
+        Arch::Aarch64 if target.has_neon() => Some(DOTPROD_LANES),
         Arch::Arm if target.has_helium() => Some(MVE_LANES),
         Arch::Arm if target.has_arm_dsp() && target.vector_bits == SCALAR_FPU_BITS => {
             Some(SMLAD_LANES)

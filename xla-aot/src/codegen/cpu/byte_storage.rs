@@ -60,14 +60,6 @@ pub fn stored_types(
         }
     }
     let output = |id: InstId| c.outputs.iter().any(|o| o.value == id);
-    // The API dtype each parameter is passed in, if it has one.
-    let params = c.parameters();
-    let api_of = |id: InstId| {
-        params
-            .iter()
-            .position(|&p| p == id)
-            .and_then(|k| hlo.api.input(k))
-    };
     let lanes = Tiles::for_target(target).lanes;
     // Candidates: values of one byte type, no output, whose producer can store bytes given
     // its operands; then the greatest set closed under both ends' conditions.
@@ -87,8 +79,9 @@ pub fn stored_types(
                             || depthwise_conv(hlo, packings, id, true)
                     }
                     Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
-                    // An input the caller passes in this byte type: read from its buffer.
-                    Op::Parameter { .. } => api_of(id) == Some(byte),
+                    // An input the caller passes in this byte type (a parameter's index is its
+                    // input position, `ir/verify.rs`): read from its buffer.
+                    Op::Parameter { index } => hlo.api.input(*index) == Some(byte),
                     _ => false,
                 };
             ok.then_some(byte)

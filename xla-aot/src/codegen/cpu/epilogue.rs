@@ -25,7 +25,6 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::fixed_point;
 use crate::codegen::core::layout::physical_strides;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op, UnaryOp};
-use crate::target::Arch;
 use inkwell::types::VectorType;
 use inkwell::values::{AsValueRef, IntValue, VectorValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -559,13 +558,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             VectorType::const_vector(&vec![i64t.const_int(v as u64, true); lanes as usize])
         };
         // Helium's and NEON's Q31 instructions on 4 lanes (`fixed_point::Lanes`).
-        let neon = self.target.arch == Arch::Aarch64 && !self.target.features.contains("-neon");
         let (high_name, shift_name) = match lanes {
             4 if self.target.has_helium() => (
                 "llvm.arm.mve.vqrdmulh.v4i32",
                 "llvm.arm.mve.vshl.vector.v4i32.v4i32",
             ),
-            4 if neon => (
+            4 if self.target.has_neon() => (
                 "llvm.aarch64.neon.sqrdmulh.v4i32",
                 "llvm.aarch64.neon.srshl.v4i32",
             ),

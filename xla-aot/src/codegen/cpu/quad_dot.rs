@@ -322,53 +322,65 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             );
         }
         let i32v = self.ctx.i32_type().vec_type(d.lanes);
-        if d.kind == DotKind::Smlad {
-            // The row and weight pointers walk by their steps, every load at a constant offset
-            // from one of them (`ldr r, [p, #imm]`): computed addresses had taken a third of the
-            // loop's instructions and two of its registers.
-            let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
-            let i32p = self.ctx.i32_type().ptr_type(AddressSpace::default());
-            let (a_ptr, b_ptr) = (self.slot(f, i32p.into()), self.slot(f, i8p.into()));
-            self.b.build_store(a_ptr, self.gep(a, a_base)).unwrap();
-            self.b.build_store(b_ptr, self.gep(b, b_base)).unwrap();
-            self.for_range(self.i64(0), steps, &mut |cg, _| {
-                let ap = cg.b.build_load(a_ptr, "").unwrap().into_pointer_value();
-                let bp = cg.b.build_load(b_ptr, "").unwrap().into_pointer_value();
-                let bv: Vec<VectorValue<'ctx>> = b_off
-                    .iter()
-                    .map(|&o| cg.load_vector(bp, cg.i64(o), i32v, 4))
-                    .collect();
-                for (i, row) in acc.iter().enumerate() {
-                    let s = cg.broadcast_dword(ap, cg.i64(a_off[i]), d.lanes);
-                    for (j, p) in row.iter().enumerate() {
-                        let old = cg.b.build_load(*p, "").unwrap();
-                        let new = cg.dot_quads(d, old, s, bv[j]);
-                        cg.b.build_store(*p, new).unwrap();
-                    }
-                }
-                cg.b.build_store(a_ptr, cg.gep(ap, cg.i64(1))).unwrap();
-                cg.b.build_store(b_ptr, cg.gep(bp, cg.i64(b_step))).unwrap();
-            });
-            return;
-        }
+        // `smlad`'s row and weight pointers walk by their steps, every load at a constant offset
+        // from one of them (`ldr r, [p, #imm]`): computed addresses had taken a third of the
+        // loop's instructions and two of its registers. The vector kinds keep the addresses LLVM
+        // derives from the step.
+        let walked =
+            (d.kind == DotKind::Smlad).then(|| self.walking_pointers(f, (a, a_base), (b, b_base)));
         self.for_range(self.i64(0), steps, &mut |cg, q| {
+            let (ap, bp) = match walked {
+                Some((a_ptr, b_ptr)) => (cg.pointer_at(a_ptr), cg.pointer_at(b_ptr)),
+                None => (a, b),
+            };
             let bv: Vec<VectorValue<'ctx>> = b_off
                 .iter()
                 .map(|&o| {
-                    let at = cg.add(cg.add(b_base, cg.i64(o)), cg.mul(q, b_step));
-                    cg.load_vector(b, at, i32v, 4)
+                    let at = match walked {
+                        Some(_) => cg.i64(o),
+                        None => cg.add(cg.add(b_base, cg.i64(o)), cg.mul(q, b_step)),
+                    };
+                    cg.load_vector(bp, at, i32v, 4)
                 })
                 .collect();
             for (i, row) in acc.iter().enumerate() {
-                let at = cg.add(cg.add(a_base, cg.i64(a_off[i])), q);
-                let s = cg.broadcast_dword(a, at, d.lanes);
+                let at = match walked {
+                    Some(_) => cg.i64(a_off[i]),
+                    None => cg.add(cg.add(a_base, cg.i64(a_off[i])), q),
+                };
+                let s = cg.broadcast_dword(ap, at, d.lanes);
                 for (j, p) in row.iter().enumerate() {
                     let old = cg.b.build_load(*p, "").unwrap();
                     let new = cg.dot_quads(d, old, s, bv[j]);
                     cg.b.build_store(*p, new).unwrap();
                 }
             }
+            if let Some((a_ptr, b_ptr)) = walked {
+                cg.b.build_store(a_ptr, cg.gep(ap, cg.i64(1))).unwrap();
+                cg.b.build_store(b_ptr, cg.gep(bp, cg.i64(b_step))).unwrap();
+            }
         });
+    }
+
+    /// Two stack slots holding `a + a_at` and `b + b_at` (elements of each pointer's type), for a
+    /// K loop whose pointers walk by their steps ([`Cg::dot_steps`], [`Cg::mve_steps`]).
+    fn walking_pointers(
+        &self,
+        f: FunctionValue<'ctx>,
+        (a, a_at): (PointerValue<'ctx>, IntValue<'ctx>),
+        (b, b_at): (PointerValue<'ctx>, IntValue<'ctx>),
+    ) -> (PointerValue<'ctx>, PointerValue<'ctx>) {
+        let slot = |p: PointerValue<'ctx>, at: IntValue<'ctx>| {
+            let s = self.slot(f, p.get_type().into());
+            self.b.build_store(s, self.gep(p, at)).unwrap();
+            s
+        };
+        (slot(a, a_at), slot(b, b_at))
+    }
+
+    /// The pointer a [`Cg::walking_pointers`] slot holds now.
+    fn pointer_at(&self, slot: PointerValue<'ctx>) -> PointerValue<'ctx> {
+        self.b.build_load(slot, "").unwrap().into_pointer_value()
     }
 
     /// [`Cg::dot_steps`] with `vmlava.s8` (module doc): each `<4 x i32>` accumulator split into
@@ -413,23 +425,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     .collect()
             })
             .collect();
-        let (a_ptr, b_ptr) = (self.slot(f, i8p.into()), self.slot(f, i8p.into()));
-        self.b
-            .build_store(a_ptr, self.gep(a8, self.mul(a_base, 4)))
-            .unwrap();
-        self.b.build_store(b_ptr, self.gep(b, b_base)).unwrap();
+        let (a_ptr, b_ptr) = self.walking_pointers(f, (a8, self.mul(a_base, 4)), (b, b_base));
         let zero = i32t.const_zero();
         self.for_range(self.i64(0), steps, &mut |cg, _| {
             // The rows' 16 bytes first, then each column's 16 weights against every row: at most
             // rows + 1 vector registers live.
-            let ap = cg.b.build_load(a_ptr, "").unwrap().into_pointer_value();
+            let ap = cg.pointer_at(a_ptr);
             let av: Vec<BasicValueEnum<'ctx>> = a_off
                 .iter()
                 .map(|&o| cg.load_vector(ap, cg.i64(4 * o), b16, 4).into())
                 .collect();
             cg.b.build_store(a_ptr, cg.gep(ap, cg.i64(MVE_K as u64)))
                 .unwrap();
-            let bp = cg.b.build_load(b_ptr, "").unwrap().into_pointer_value();
+            let bp = cg.pointer_at(b_ptr);
             for (j, &o) in b_off.iter().enumerate() {
                 for c in 0..lanes {
                     let w = cg.load_vector(bp, cg.i64(o + c * MVE_K as u64), b16, 1);
