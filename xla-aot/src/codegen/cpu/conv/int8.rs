@@ -177,7 +177,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .copied()
             .flatten()
             .is_some();
-        let dp = self.quad_dot();
+        let mut dp = self.quad_dot();
+        // `smlad` reads its staged rows widened to halfwords (`Cg::widen_quads`).
+        dp.wide_a = dp.kind == DotKind::Smlad;
         let lanes = dp.lanes;
         // Integer weights need no scale multiply; an integer bias, the epilogue's first step,
         // goes into the sums' start (`kernel.rs` `sum_bias`: exact).
@@ -220,6 +222,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     ((sh, dh, ph), (sw, pw)),
                     offset,
                 );
+                let stage = if dp.wide_a {
+                    cg.widen_quads(&dp, f, stage, kh * sp * groups * c4)
+                } else {
+                    stage
+                };
                 // Merged taps: row `i`'s taps' quads one after the other at dword `i·kk4`, zero
                 // to the end of the row; pixel `i` of the staged span's from `first`.
                 let copy_taps =
