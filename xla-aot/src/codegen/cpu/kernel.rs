@@ -260,9 +260,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 // A chain of per-channel / scalar steps is applied to the accumulators before they
                 // are stored (`epilogue.rs`); otherwise the epilogue sweeps the output.
                 let epi = epilogue::recognize(comp, heavy);
+                // An int8 convolution on quads, or an int8 depthwise kernel (the one int8
+                // weight read unpacked: `core/packing/depthwise.rs`).
+                let int8_depthwise =
+                    self.be.half_rhs.get() == Some(DType::I8) && !self.be.packed_rhs.get();
                 self.be.sum_bias.set(
                     self.be.unit_scales.get()
-                        && self.be.vnni.get().is_some()
+                        && (self.be.vnni.get().is_some() || int8_depthwise)
                         && epi.as_ref().is_some_and(|e| {
                             sum_bias(e, self.fused_range(heavy), &self.be.vector_consts.borrow())
                         }),
