@@ -44,6 +44,7 @@ pub mod peak;
 pub mod pool;
 mod quad_dot;
 mod reduce;
+mod smlad_loop;
 mod stage;
 pub mod strided_out;
 mod vector;

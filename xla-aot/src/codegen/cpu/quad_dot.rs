@@ -44,7 +44,10 @@
 //!   then takes two loads and one register in the K loop instead of a load, two `sxtb16` and
 //!   two registers, and the 3 × 2 tile's loop went from 41 to 34 instructions per quad step
 //!   (MLPerf Tiny on the M4, instructions per inference: kws 7.37 M → 6.91 M, vww 23.6 M →
-//!   22.6 M, resnet 27.7 M → 24.4 M).
+//!   22.6 M, resnet 27.7 M → 24.4 M). With a constant count of steps that loop is one
+//!   inline-assembly block (`smlad_loop.rs`): 26 instructions per step, where LLVM's register
+//!   allocation left 34 to 41 (kws 6.30 M → 5.60 M, vww 21.5 M → 19.3 M, resnet 24.3 M →
+//!   21.6 M).
 //!
 //! - [`DotKind::Mve`] (Cortex-M with Helium: M55): four lanes (the f32 tiles'), each an output
 //!   column whose weights are stored 16 k side by side (`core/packing.rs` `MVE_K`) instead of a
@@ -148,7 +151,8 @@ pub(super) const MVE_ROWS: usize = 2;
 /// accumulator moves LLVM adds around them, were 10 of its 34 instructions per quad step of a
 /// 3 × 2 tile. MLPerf Tiny on the M4 (instructions per inference, 2026-12-07): 1 → kws 6.91 M,
 /// vww 22.6 M, resnet 24.4 M; 2 → 6.47 M, 21.9 M, 23.3 M; 4 → 6.32 M, 21.1 M, 22.1 M
-/// (resnet's code 137 KB → 156 KB: `--optimize size` keeps one step per iteration).
+/// (resnet's code 137 KB → 156 KB: `--optimize size` keeps one step per iteration). A
+/// convolution's widened rows take the hand-allocated loop instead (`smlad_loop.rs`).
 const SMLAD_UNROLL: u64 = 4;
 
 /// Rows of a Helium int8 GEMM tile: one row against the panel's 8 columns (8 accumulators).
@@ -342,6 +346,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (a, a_base, a_off),
                 (b, b_base, b_off, b_step),
             );
+        }
+        // Widened `smlad` rows with a constant count of steps: the hand-allocated loop.
+        if let Some(n) = steps.get_zero_extended_constant().filter(|_| d.wide_a) {
+            let (a_args, b_args) = ((a, a_base, a_off), (b, b_base, b_off, b_step));
+            if self.smlad_asm_steps(acc, n, a_args, b_args) {
+                return;
+            }
         }
         let i32v = self.ctx.i32_type().vec_type(d.lanes);
         // `smlad`'s row and weight pointers walk by their steps, every load at a constant offset
