@@ -650,11 +650,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     );
                 });
             };
+            // Without vector registers (`smlad`) any span takes it: LLVM's scalar code for the
+            // pixels' dwords beats the pixel-by-pixel bytes (vww's stem on the M4: 3 × 7 pixels
+            // per tile of 3 outputs, 15 instructions a byte).
+            let scalar = DotKind::of(self.target) == Some(DotKind::Smlad);
             let narrow = shuffle.is_none()
                 && groups == 1
                 && c4 == 1
                 && xst[3] == 1
-                && span >= NARROW_STAGE_MIN as usize;
+                && (span >= NARROW_STAGE_MIN as usize || scalar);
             if !narrow {
                 self.for_loop(span, &mut |cg, p| pixel(cg, p));
                 continue;
@@ -665,8 +669,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             // the one before it. A step reaching into the padding stages pixel by pixel.
             let l = if span >= NARROW_STAGE_PIXELS as usize {
                 NARROW_STAGE_PIXELS
-            } else {
+            } else if span >= NARROW_STAGE_MIN as usize {
                 NARROW_STAGE_MIN
+            } else {
+                span as u32
             } as u64;
             let dwords = self
                 .b
