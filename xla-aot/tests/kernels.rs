@@ -451,6 +451,28 @@ fn convolutions_match_the_interpreter_on_every_target() {
         .output("y")
         .output("r3");
     check_everywhere(&s.module());
+    // An `H × 1` feature map (a keyword-spotting model's), channels-minor between 1×1
+    // convolutions: 5×1 and 10×1 depthwise windows with stride, uneven padding along H and a
+    // residual in registers, whose pixels the depthwise kernel tiles along H
+    // (`ConvShape::columns_as_rows`).
+    let mut s = Spec::new("conv_column", 14);
+    s.input("x", &[1, 12, 29, 1])
+        .weight("w1", &[12, 12, 1, 1])
+        .weight("dw", &[12, 1, 5, 1])
+        .weight("dw2", &[12, 1, 10, 1])
+        .weight("pw", &[8, 12, 1, 1])
+        .weight("pw2", &[8, 12, 1, 1])
+        .op("{name: c1, op: conv2d, inputs: [x, w1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: d, op: conv2d, inputs: [r1, dw], strides: [2, 1], padding: [2, 0, 1, 0], groups: 12}")
+        .op("{name: d2, op: conv2d, inputs: [r1, dw2], padding: [4, 0, 5, 0], groups: 12}")
+        .op("{name: a, op: add, inputs: [d2, r1]}")
+        .op("{name: r2, op: relu6, inputs: [d]}")
+        .op("{name: y, op: conv2d, inputs: [r2, pw]}")
+        .op("{name: y2, op: conv2d, inputs: [a, pw2]}")
+        .output("y")
+        .output("y2");
+    check_everywhere(&s.module());
 }
 
 /// Whether `compile` gave `m` kernel scratch on `t`, i.e. some convolution took the Winograd path.

@@ -134,6 +134,7 @@ fn interior(
 }
 
 /// The sizes, strides and interior ranges of a 2-D convolution `conv(x, w) -> out`.
+#[derive(Clone)]
 struct ConvShape {
     n: usize,
     /// Input channels (all groups).
@@ -181,6 +182,33 @@ impl ConvShape {
 }
 
 impl ConvShape {
+    /// A convolution over an image one pixel wide whose window is one tap wide (str_ww's `H × 1`
+    /// feature maps) with its two spatial dims exchanged, and its window so: the pixels then run
+    /// along the row, and a depthwise tile spans `DW_PIXELS` of them instead of one. The
+    /// strides move with the dims, so every address is the same element's.
+    fn columns_as_rows(&self, win: &Window) -> Option<(ConvShape, Window)> {
+        if self.wd != 1 || self.ow != 1 || self.kw != 1 || self.oh == 1 || win.rank() != 2 {
+            return None;
+        }
+        let mut cs = self.clone();
+        (cs.h, cs.wd, cs.kh, cs.kw, cs.oh, cs.ow) = (1, self.h, 1, self.kh, 1, self.oh);
+        for st in [&mut cs.xst, &mut cs.wst, &mut cs.ost] {
+            st.swap(2, 3);
+        }
+        (cs.ih_in, cs.iw_in) = (self.iw_in, self.ih_in);
+        let mut w = win.clone();
+        for v in [
+            &mut w.size,
+            &mut w.stride,
+            &mut w.pad_low,
+            &mut w.pad_high,
+            &mut w.dilation,
+        ] {
+            v.swap(0, 1);
+        }
+        Some((cs, w))
+    }
+
     /// A 1×1 convolution with unit strides and no padding over whole rows (input and output
     /// rows contiguous) is a product over pixels: it becomes one row of `H·W` pixels, so
     /// [`ConvPath::ChannelsByPixels`] fills its vectors across row ends (7×7: 49 pixels in 4

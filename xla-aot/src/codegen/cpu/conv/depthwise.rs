@@ -51,6 +51,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
+        // An `H × 1` image: its pixels as one row (`ConvShape::columns_as_rows`), the epilogue's
+        // dims 2 and 3 exchanged with them.
+        let swapped = cs.columns_as_rows(win);
+        let (cs, win) = match &swapped {
+            Some((c, w)) => (c, w),
+            None => (cs, win),
+        };
+        let pixels_dim = if swapped.is_some() { 2 } else { 3 };
         let ConvShape {
             n: n_count,
             c,
@@ -231,8 +239,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let role = |d: usize| match d {
                                     0 => TilePos::At(ru.n),
                                     1 => TilePos::Col,
-                                    2 => TilePos::At(ru.oh),
-                                    _ => TilePos::Row,
+                                    d if d == pixels_dim => TilePos::Row,
+                                    _ => TilePos::At(ru.oh),
                                 };
                                 val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                             }
