@@ -724,31 +724,27 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (unpack(v), unpack(rotated))
     }
 
-    /// The `dwords` quads at `src` (an `i32*`) widened for an `smlad` K loop: a new stack
-    /// buffer of twice as many dwords, quad `q`'s even bytes as signed halfwords at dword `2q`,
-    /// its odd ones at `2q + 1` ([`QuadDot::wide_a`]). Unpacked once here, a staged row is
-    /// loaded as it is by every column panel and tap that reads it: the K loop's row takes one
-    /// register instead of two, and a 3 × 2 tile fits the core registers.
-    pub(super) fn widen_quads(
-        &self,
-        d: &QuadDot<'ctx>,
-        f: FunctionValue<'ctx>,
-        src: PointerValue<'ctx>,
-        dwords: usize,
-    ) -> PointerValue<'ctx> {
-        let wide = self.dword_buffer(f, 2 * dwords);
-        self.for_loop(dwords, &mut |cg, q| {
+    /// The `quads` quads at dword `quads` of `buf` (an `i32*` of twice as many dwords) widened
+    /// in place for an `smlad` K loop: quad `q`'s even bytes as signed halfwords at dword `2q`,
+    /// its odd ones at `2q + 1` ([`QuadDot::wide_a`]). Front to back, each store lands below
+    /// every quad not yet read (`2q + 1 < quads + q + 1`), so one buffer holds both forms: the
+    /// stack keeps one staging buffer (a separate widened copy had added 3.5 KB to resnet's
+    /// stack high-water mark on the M4). Unpacked once here, a staged row is loaded as it is by
+    /// every column panel and tap that reads it: the K loop's row takes one register instead
+    /// of two, and a 3 × 2 tile fits the core registers.
+    pub(super) fn widen_quads(&self, d: &QuadDot<'ctx>, buf: PointerValue<'ctx>, quads: usize) {
+        self.for_loop(quads, &mut |cg, q| {
+            let src = cg.add(q, cg.i64(quads as u64));
             let v =
-                cg.b.build_load(cg.gep(src, q), "")
+                cg.b.build_load(cg.gep(buf, src), "")
                     .unwrap()
                     .into_int_value();
             let (even, odd) = cg.sxtb16_halves(d, v);
             let at = cg.mul(q, 2);
-            cg.b.build_store(cg.gep(wide, at), even).unwrap();
-            cg.b.build_store(cg.gep(wide, cg.add(at, cg.i64(1))), odd)
+            cg.b.build_store(cg.gep(buf, at), even).unwrap();
+            cg.b.build_store(cg.gep(buf, cg.add(at, cg.i64(1))), odd)
                 .unwrap();
         });
-        wide
     }
 
     /// `acc + dot(a, b)` with `vpmaddubsw` on signs (module doc): `|a|` times `sign(a)·b` in

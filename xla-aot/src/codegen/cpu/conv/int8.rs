@@ -215,7 +215,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let ow0 = cg.mul(ru.tile, mr as u64);
             let per_rows = |cg: &Self, rows: usize| {
                 let sp = span(rows);
-                let stage = cg.dword_buffer(f, kh * sp * groups * c4);
+                let quads = kh * sp * groups * c4;
+                // Widened rows: one buffer of twice the quads, staged into its upper half and
+                // widened in place (`Cg::widen_quads`).
+                let buf = cg.dword_buffer(f, if dp.wide_a { 2 * quads } else { quads });
+                let stage = if dp.wide_a {
+                    cg.gep(buf, cg.i64(quads as u64))
+                } else {
+                    buf
+                };
                 cg.stage_rows(
                     (x, xst, x_bytes),
                     stage,
@@ -226,7 +234,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     offset,
                 );
                 let stage = if dp.wide_a {
-                    cg.widen_quads(&dp, f, stage, kh * sp * groups * c4)
+                    cg.widen_quads(&dp, buf, quads);
+                    buf
                 } else {
                     stage
                 };
