@@ -524,21 +524,15 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (m, s): (VectorValue<'ctx>, VectorValue<'ctx>),
     ) -> VectorValue<'ctx> {
         let lanes = x.get_type().get_size();
-        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let i32t = self.ctx.i32_type();
         // Finite, NaN-free values inside the i32 range truncate alike with or without the
         // saturation tests (an integer test is not needed: truncation is what both do).
         let plain = self
             .fused_range(of)
             .is_some_and(|r| !r.nan && r.lo > -INT_LIMIT && r.hi < INT_LIMIT);
-        let shifts = self.fused_range(s_at);
         let small_x = self
             .fused_range(of)
             .is_some_and(|r| !r.nan && r.magnitude() <= F32_EXACT);
-        let facts = fixed_point::Facts {
-            m_may_be_min: self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT),
-            shift_nonpositive: shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= 0.0),
-            short_rounding: small_x && shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= -1.0),
-        };
         // An exact sum converted to f32 by the kernel (`|x| ≤ 2^24`): its integers as they were.
         let xi = match self
             .exact_int_of(x)
@@ -550,6 +544,29 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .build_float_to_signed_int(x, i32t.vec_type(lanes), "")
                 .unwrap(),
             None => self.vto_s32(x),
+        };
+        self.vmul_q31_ints(xi, (of, m_at, s_at), (m, s))
+    }
+
+    /// `multiply-q31` of the i32 lanes `xi` (the values of fused instruction `of`) by the i32
+    /// vectors `m` and `s` (instructions `m_at`, `s_at`): Helium's `vqrdmulh`/`vrshl` or
+    /// NEON's `sqrdmulh`/`srshl` on 4 lanes, else the 64-bit products (`fixed_point.rs`).
+    pub(super) fn vmul_q31_ints(
+        &self,
+        xi: VectorValue<'ctx>,
+        (of, m_at, s_at): (InstId, InstId, InstId),
+        (m, s): (VectorValue<'ctx>, VectorValue<'ctx>),
+    ) -> VectorValue<'ctx> {
+        let lanes = xi.get_type().get_size();
+        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let shifts = self.fused_range(s_at);
+        let small_x = self
+            .fused_range(of)
+            .is_some_and(|r| !r.nan && r.magnitude() <= F32_EXACT);
+        let facts = fixed_point::Facts {
+            m_may_be_min: self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT),
+            shift_nonpositive: shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= 0.0),
+            short_rounding: small_x && shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= -1.0),
         };
         let c32 = |v: i64| {
             VectorType::const_vector(&vec![i32t.const_int(v as u64, true); lanes as usize])

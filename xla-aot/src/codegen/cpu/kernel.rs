@@ -219,7 +219,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let id = comp.outputs[0].value;
                 if self.be.out_stored.get().is_some() {
                     // `byte_storage.rs`: an elementwise root whose values are integers of a byte
-                    // type.
+                    // type; on 4 lanes where its ops allow (`lanes_loop.rs`).
+                    if self.fused_loop_lanes(k, comp) {
+                        return;
+                    }
                     return self.fused_loop_bytes(k, comp);
                 }
                 if let Some(shuffle) = channel_shuffle(comp, id) {

@@ -37,6 +37,7 @@ mod gemm_tiles;
 pub mod isa_dispatch;
 pub mod jit;
 mod kernel;
+mod lanes_loop;
 mod loops;
 pub mod multi_isa;
 mod parallel;
