@@ -234,6 +234,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 }
             }
             FusionKind::Input => {
+                // A global sum of elementwise integer arithmetic, on 4 lanes (`lanes_loop.rs`).
+                if self.fused_pool_lanes(k, comp) {
+                    return;
+                }
                 if let Some(pool) = epilogue_pool(comp) {
                     return self.pool_with_epilogue(k, comp, pool);
                 }

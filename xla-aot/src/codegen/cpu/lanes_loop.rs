@@ -44,9 +44,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if !comp.ids().all(|id| self.lanes_op(comp, id, root_id)) {
             return false;
         }
-        let i32t = self.ctx.i32_type();
-        let f32v = self.vec_ty(LANES);
-        let i32v = i32t.vec_type(LANES);
+        let i32v = self.ctx.i32_type().vec_type(LANES);
         let out_bytes = self
             .b
             .build_pointer_cast(
@@ -57,48 +55,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .unwrap();
         self.for_loop(n / LANES as usize, &mut |cg, step| {
             let at = cg.mul(step, u64::from(LANES));
-            let mut v: HashMap<InstId, VectorValue<'ctx>> = HashMap::new();
-            for id in comp.ids() {
-                let inst = comp.inst(id);
-                let arg = |j: usize| v[&inst.operands[j]];
-                let value = match &inst.op {
-                    Op::Parameter { index } => cg.lanes_parameter(k, *index, inst, at),
-                    Op::Broadcast { .. } => arg(0),
-                    Op::Convert { to: DType::I32 } => {
-                        cg.b.build_float_to_signed_int(arg(0), i32v, "").unwrap()
-                    }
-                    Op::Convert { .. } => cg.b.build_signed_int_to_float(arg(0), f32v, "").unwrap(),
-                    Op::Binary(op) if inst.shape.dtype == DType::F32 => {
-                        let (a, b) = (arg(0), arg(1));
-                        match op {
-                            BinaryOp::Add => cg.b.build_float_add(a, b, ""),
-                            BinaryOp::Subtract => cg.b.build_float_sub(a, b, ""),
-                            _ => cg.b.build_float_mul(a, b, ""),
-                        }
-                        .unwrap()
-                    }
-                    Op::Binary(op) => {
-                        let (a, b) = (arg(0), arg(1));
-                        let pick = |p: IntPredicate| {
-                            let c = cg.b.build_int_compare(p, a, b, "").unwrap();
-                            cg.b.build_select(c, a, b, "").unwrap().into_vector_value()
-                        };
-                        match op {
-                            BinaryOp::Add => cg.b.build_int_add(a, b, "").unwrap(),
-                            BinaryOp::Subtract => cg.b.build_int_sub(a, b, "").unwrap(),
-                            BinaryOp::Multiply => cg.b.build_int_mul(a, b, "").unwrap(),
-                            BinaryOp::Maximum => pick(IntPredicate::SGT),
-                            _ => pick(IntPredicate::SLT),
-                        }
-                    }
-                    Op::MulQ31 => {
-                        let (x, m, s) = (inst.operands[0], inst.operands[1], inst.operands[2]);
-                        cg.vmul_q31_ints(v[&x], (x, m, s), (v[&m], v[&s]))
-                    }
-                    _ => unreachable!("lanes_op admitted only the ops above"),
-                };
-                v.insert(id, value);
-            }
+            let v = cg.lanes_values(k, comp, at, None);
             // The root's f32 integers as bytes (`fused_loop_bytes`).
             let ints =
                 cg.b.build_float_to_signed_int(v[&root_id], i32v, "")
@@ -119,6 +76,133 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .unwrap();
         });
         true
+    }
+
+    /// An input fusion whose root sums its elementwise operand over whole images (a global
+    /// average pool's sum, `[N, C, H, W] → [N, C, 1, 1]`, channels minor) on 4 lanes: per image
+    /// and 4 channels, the operand's lanes at each pixel (what [`Cg::fused_loop_lanes`]
+    /// evaluates) added in pixel order, the order the elemental sum adds them in. resnet's last
+    /// residual ADD is fused into its pool so (the M55 spent 288k instructions there).
+    pub(super) fn fused_pool_lanes(&self, k: &Kernel<'ctx>, comp: &Computation) -> bool {
+        if !(self.target.has_helium() || self.target.has_neon()) {
+            return false;
+        }
+        let root_id = comp.outputs[0].value;
+        let root = comp.inst(root_id);
+        let Op::ReduceWindow {
+            kind: crate::ir::ReduceKind::Add,
+            window,
+        } = &root.op
+        else {
+            return false;
+        };
+        let x = root.operands[0];
+        let xs = &comp.inst(x).shape;
+        let channels_minor = [1, 3, 2, 0];
+        let whole = xs.rank() == 4
+            && window.size == [1, 1, xs.dims[2], xs.dims[3]]
+            && window
+                .pad_low
+                .iter()
+                .chain(&window.pad_high)
+                .all(|&p| p == 0)
+            && root.shape.dims == [xs.dims[0], xs.dims[1], 1, 1];
+        if !whole
+            || xs.layout.minor_to_major != channels_minor
+            || root.shape.layout.minor_to_major != channels_minor
+            || xs.dims[1] % LANES as usize != 0
+            || root.shape.dtype != DType::F32
+            || xs.dtype != DType::F32
+            || self.be.out_stored.get().is_some()
+        {
+            return false;
+        }
+        if !comp
+            .ids()
+            .all(|id| id == root_id || self.lanes_op(comp, id, x))
+        {
+            return false;
+        }
+        let (n, c, pixels) = (xs.dims[0], xs.dims[1], xs.dims[2] * xs.dims[3]);
+        self.for_loop(n, &mut |cg, img| {
+            cg.for_loop(c / LANES as usize, &mut |cg, cv| {
+                let ch = cg.mul(cv, u64::from(LANES));
+                let sum = cg.slot(k.f, cg.vec_ty(LANES).into());
+                cg.b.build_store(sum, cg.vec_ty(LANES).const_zero())
+                    .unwrap();
+                cg.for_loop(pixels, &mut |cg, p| {
+                    // Element (img, ch, p) of a channels-minor image: (img·P + p)·C + ch.
+                    let at = cg.add(cg.mul(cg.add(cg.mul(img, pixels as u64), p), c as u64), ch);
+                    let v = cg.lanes_values(k, comp, at, Some(root_id));
+                    let old = cg.b.build_load(sum, "").unwrap().into_vector_value();
+                    let new = cg.b.build_float_add(old, v[&x], "").unwrap();
+                    cg.b.build_store(sum, new).unwrap();
+                });
+                let total = cg.b.build_load(sum, "").unwrap().into_vector_value();
+                let at = cg.add(cg.mul(img, c as u64), ch);
+                cg.vstore(k.out, at, total);
+            });
+        });
+        true
+    }
+
+    /// Every instruction of `comp` but `skip` evaluated on the 4 lanes of elements `at..at + 4`
+    /// (their memory order: [`Cg::lanes_op`] admitted them all).
+    fn lanes_values(
+        &self,
+        k: &Kernel<'ctx>,
+        comp: &Computation,
+        at: inkwell::values::IntValue<'ctx>,
+        skip: Option<InstId>,
+    ) -> HashMap<InstId, VectorValue<'ctx>> {
+        let i32v = self.ctx.i32_type().vec_type(LANES);
+        let f32v = self.vec_ty(LANES);
+        let mut v: HashMap<InstId, VectorValue<'ctx>> = HashMap::new();
+        for id in comp.ids().filter(|&id| Some(id) != skip) {
+            let inst = comp.inst(id);
+            let arg = |j: usize| v[&inst.operands[j]];
+            let value = match &inst.op {
+                Op::Parameter { index } => self.lanes_parameter(k, *index, inst, at),
+                Op::Broadcast { .. } => arg(0),
+                Op::Convert { to: DType::I32 } => {
+                    self.b.build_float_to_signed_int(arg(0), i32v, "").unwrap()
+                }
+                Op::Convert { .. } => self.b.build_signed_int_to_float(arg(0), f32v, "").unwrap(),
+                Op::Binary(op) if inst.shape.dtype == DType::F32 => {
+                    let (a, b) = (arg(0), arg(1));
+                    match op {
+                        BinaryOp::Add => self.b.build_float_add(a, b, ""),
+                        BinaryOp::Subtract => self.b.build_float_sub(a, b, ""),
+                        _ => self.b.build_float_mul(a, b, ""),
+                    }
+                    .unwrap()
+                }
+                Op::Binary(op) => {
+                    let (a, b) = (arg(0), arg(1));
+                    let pick = |p: IntPredicate| {
+                        let c = self.b.build_int_compare(p, a, b, "").unwrap();
+                        self.b
+                            .build_select(c, a, b, "")
+                            .unwrap()
+                            .into_vector_value()
+                    };
+                    match op {
+                        BinaryOp::Add => self.b.build_int_add(a, b, "").unwrap(),
+                        BinaryOp::Subtract => self.b.build_int_sub(a, b, "").unwrap(),
+                        BinaryOp::Multiply => self.b.build_int_mul(a, b, "").unwrap(),
+                        BinaryOp::Maximum => pick(IntPredicate::SGT),
+                        _ => pick(IntPredicate::SLT),
+                    }
+                }
+                Op::MulQ31 => {
+                    let (x, m, s) = (inst.operands[0], inst.operands[1], inst.operands[2]);
+                    self.vmul_q31_ints(v[&x], (x, m, s), (v[&m], v[&s]))
+                }
+                _ => unreachable!("lanes_op admitted only the ops above"),
+            };
+            v.insert(id, value);
+        }
+        v
     }
 
     /// Whether instruction `id` of `comp` (whose root is `root`) is one [`Cg::fused_loop_lanes`]
