@@ -453,8 +453,8 @@ fn convolutions_match_the_interpreter_on_every_target() {
     check_everywhere(&s.module());
     // An `H × 1` feature map (a keyword-spotting model's), channels-minor between 1×1
     // convolutions: 5×1 and 10×1 depthwise windows with stride, uneven padding along H and a
-    // residual in registers, whose pixels the depthwise kernel tiles along H
-    // (`ConvShape::columns_as_rows`).
+    // residual, and a 5×1 convolution (the pixels × channels tiles), whose pixels the kernels
+    // tile along H (`ConvShape::columns_as_rows`).
     let mut s = Spec::new("conv_column", 14);
     s.input("x", &[1, 12, 29, 1])
         .weight("w1", &[12, 12, 1, 1])
@@ -462,6 +462,8 @@ fn convolutions_match_the_interpreter_on_every_target() {
         .weight("dw2", &[12, 1, 10, 1])
         .weight("pw", &[8, 12, 1, 1])
         .weight("pw2", &[8, 12, 1, 1])
+        .weight("w5", &[16, 12, 5, 1])
+        .weight("pw3", &[8, 16, 1, 1])
         .op("{name: c1, op: conv2d, inputs: [x, w1]}")
         .op("{name: r1, op: relu, inputs: [c1]}")
         .op("{name: d, op: conv2d, inputs: [r1, dw], strides: [2, 1], padding: [2, 0, 1, 0], groups: 12}")
@@ -470,8 +472,12 @@ fn convolutions_match_the_interpreter_on_every_target() {
         .op("{name: r2, op: relu6, inputs: [d]}")
         .op("{name: y, op: conv2d, inputs: [r2, pw]}")
         .op("{name: y2, op: conv2d, inputs: [a, pw2]}")
+        .op("{name: c5, op: conv2d, inputs: [r1, w5], padding: [2, 0, 2, 0]}")
+        .op("{name: r5, op: relu, inputs: [c5]}")
+        .op("{name: y3, op: conv2d, inputs: [r5, pw3]}")
         .output("y")
-        .output("y2");
+        .output("y2")
+        .output("y3");
     check_everywhere(&s.module());
 }
 

@@ -154,6 +154,9 @@ struct ConvShape {
     /// Output rows and columns whose windows need no bounds check.
     ih_in: (usize, usize),
     iw_in: (usize, usize),
+    /// The logical dim a tile's pixels run along: 3 (W), or 2 (H) for an image one pixel wide
+    /// ([`ConvShape::columns_as_rows`]); the other spatial dim is the tile's row.
+    pixels_dim: usize,
 }
 
 impl ConvShape {
@@ -177,6 +180,7 @@ impl ConvShape {
             ost: physical_strides(out),
             ih_in: interior(oh, h, kh, win.stride[0], win.dilation[0], win.pad_low[0]),
             iw_in: interior(ow, wd, kw, win.stride[1], win.dilation[1], win.pad_low[1]),
+            pixels_dim: 3,
         }
     }
 }
@@ -184,8 +188,10 @@ impl ConvShape {
 impl ConvShape {
     /// A convolution over an image one pixel wide whose window is one tap wide (str_ww's `H × 1`
     /// feature maps) with its two spatial dims exchanged, and its window so: the pixels then run
-    /// along the row, and a depthwise tile spans `DW_PIXELS` of them instead of one. The
-    /// strides move with the dims, so every address is the same element's.
+    /// along the row, and a tile spans several of them instead of one (a depthwise tile
+    /// `DW_PIXELS`, a pixels × channels tile its rows). The strides move with the dims, so every
+    /// address is the same element's; a packed kernel's taps keep their order (one of the two
+    /// window dims is 1); register epilogues address the result through `pixels_dim`.
     fn columns_as_rows(&self, win: &Window) -> Option<(ConvShape, Window)> {
         if self.wd != 1 || self.ow != 1 || self.kw != 1 || self.oh == 1 || win.rank() != 2 {
             return None;
@@ -196,6 +202,7 @@ impl ConvShape {
             st.swap(2, 3);
         }
         (cs.ih_in, cs.iw_in) = (self.iw_in, self.ih_in);
+        cs.pixels_dim = 2;
         let mut w = win.clone();
         for v in [
             &mut w.size,
@@ -540,6 +547,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             // Read through a channel map: the source buffer's strides (`kernel.rs`).
             cs.xst = physical_strides(src);
         }
+        // An image one pixel wide, its window one tap wide: its pixels as one row (the pixel
+        // tiles' and depthwise tiles' paths; `ConvShape::columns_as_rows`).
+        let swapped = match path {
+            ConvPath::ChannelsByPixels => None,
+            _ => cs.columns_as_rows(window),
+        };
+        let (mut cs, window) = match swapped {
+            Some((c, w)) => (c, w),
+            None => (cs, window.clone()),
+        };
+        let window = &window;
         let mut epi = epi;
         // The int8 pixel tiles too: an `H × 1` image (str_ww's) had tiles of one pixel.
         let int8_pixels = path == ConvPath::PixelsByChannels && self.be.vnni.get().is_some();
@@ -600,6 +618,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ref ost,
             ih_in,
             iw_in,
+            pixels_dim: _,
         } = *cs;
         // Per group: `c` input channels, `og` output channels in `chunks_g` panels.
         let (c, og) = (c_all / groups, o / groups);
@@ -817,8 +836,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     let role = |d: usize| match d {
                                         0 => TilePos::At(ru.n),
                                         1 => TilePos::Col,
-                                        2 => TilePos::At(ru.oh),
-                                        _ => TilePos::Row,
+                                        d if d == cs.pixels_dim => TilePos::Row,
+                                        _ => TilePos::At(ru.oh),
                                     };
                                     val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);
                                 }
@@ -886,6 +905,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ref ost,
             ih_in,
             iw_in,
+            pixels_dim: _,
         } = *cs;
         // Per group: `c` input channels, `og` output channels in `row_tiles_g` row tiles.
         let (c, og) = (c_all / groups, o / groups);

@@ -51,14 +51,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         epi: &Option<RegEpilogue>,
     ) {
         let t = Tiles::for_target(self.target);
-        // An `H × 1` image: its pixels as one row (`ConvShape::columns_as_rows`), the epilogue's
-        // dims 2 and 3 exchanged with them.
-        let swapped = cs.columns_as_rows(win);
-        let (cs, win) = match &swapped {
-            Some((c, w)) => (c, w),
-            None => (cs, win),
-        };
-        let pixels_dim = if swapped.is_some() { 2 } else { 3 };
         let ConvShape {
             n: n_count,
             c,
@@ -75,6 +67,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ref ost,
             ih_in,
             iw_in,
+            pixels_dim: _,
         } = *cs;
         let mr = gemm::balanced(ow_count, DW_PIXELS);
         let tiles_per_row = ow_count.div_ceil(mr);
@@ -239,7 +232,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 let role = |d: usize| match d {
                                     0 => TilePos::At(ru.n),
                                     1 => TilePos::Col,
-                                    d if d == pixels_dim => TilePos::Row,
+                                    d if d == cs.pixels_dim => TilePos::Row,
                                     _ => TilePos::At(ru.oh),
                                 };
                                 val = cg.apply_epilogue(e, tk, val, owi, ch, v, &role);

@@ -93,6 +93,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             ref ost,
             ih_in: _,
             iw_in: _,
+            pixels_dim: _,
         } = *cs;
         let (c, og) = (c_all / groups, o / groups);
         // Quads per pixel, group and tap (`packing::conv_tap_channels`); merged taps read a
@@ -414,8 +415,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                     let role = |d: usize| match d {
                                         0 => TilePos::At(ru.n),
                                         1 => TilePos::Col,
-                                        2 => TilePos::At(ru.oh),
-                                        _ => TilePos::Row,
+                                        d if d == cs.pixels_dim => TilePos::Row,
+                                        _ => TilePos::At(ru.oh),
                                     };
                                     if let Some(r) = rounded.as_ref() {
                                         // Bytes: the rounding (and a clamp the store's saturation
