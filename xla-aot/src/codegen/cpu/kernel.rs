@@ -217,6 +217,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         match kind {
             FusionKind::Loop => {
                 let id = comp.outputs[0].value;
+                if let Some((shuffle, chain)) = channel_shuffle(comp, id) {
+                    return self.fused_loop_shuffle(k, comp, &shuffle, &chain);
+                }
                 if self.be.out_stored.get().is_some() {
                     // `byte_storage.rs`: an elementwise root whose values are integers of a byte
                     // type; on 4 lanes where its ops allow (`lanes_loop.rs`).
@@ -224,9 +227,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         return;
                     }
                     return self.fused_loop_bytes(k, comp);
-                }
-                if let Some(shuffle) = channel_shuffle(comp, id) {
-                    return self.fused_loop_shuffle(k, comp, &shuffle);
                 }
                 match channel_runs(comp, id) {
                     Some((m, runs)) => self.fused_loop_runs(k, comp, m, &runs),
@@ -304,10 +304,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
     }
 
-    /// A loop fusion ending in a channel shuffle of channels-minor data: per pixel, output channel
-    /// `j·G + g` is the shuffled value's channel `g·K + j`, computed in a loop over `j` with the
-    /// `G` groups unrolled inside, so each group reads consecutive channels (vector loads) and
-    /// the stores interleave (shuffles), where indexing through the 5-D reshape gathered.
     /// A loop fusion whose f32 result is stored one byte per element (`byte_storage.rs`: its
     /// values are integers of the byte type, so the conversion is exact).
     fn fused_loop_bytes(&self, k: &Kernel<'ctx>, comp: &Computation) {
@@ -328,17 +324,61 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
     }
 
-    fn fused_loop_shuffle(&self, k: &Kernel<'ctx>, comp: &Computation, s: &ChannelShuffle) {
+    /// A loop fusion ending in a channel shuffle of channels-minor data, or in elementwise ops
+    /// over one (`chain`, the shuffle's readers up to the root: a quantized shuffle's
+    /// dequantization): per pixel, output channel `j·G + g` is the shuffled value's channel
+    /// `g·K + j`, computed in a loop over `j` with the `G` groups unrolled inside, so each group
+    /// reads consecutive channels (vector loads) and the stores interleave (shuffles), where
+    /// indexing through the 5-D reshape gathered (shufflenet's int8 shuffles: 50 instructions
+    /// an element on aarch64). The chain's other operands are read at the output's index. A
+    /// result stored as bytes (`byte_storage.rs`) is converted as `fused_loop_bytes` does.
+    fn fused_loop_shuffle(
+        &self,
+        k: &Kernel<'ctx>,
+        comp: &Computation,
+        s: &ChannelShuffle,
+        chain: &[InstId],
+    ) {
         let id = comp.outputs[0].value;
         let shape = &comp.inst(id).shape;
+        let bytes = self.be.out_stored.get().is_some();
         self.loop_nest_outer(shape, &mut |cg, idx| {
             cg.for_loop(s.per_group, &mut |cg, j| {
                 for g in 0..s.groups {
                     let mut from = idx.clone();
                     from[1] = cg.add(cg.i64((g * s.per_group) as u64), j);
-                    let v = cg.value_of(comp, s.input, Ix::Multi(&from), k, None);
+                    let mut v = cg.value_of(comp, s.input, Ix::Multi(&from), k, None);
                     idx[1] = cg.add(cg.mul(j, s.groups as u64), cg.i64(g as u64));
-                    cg.store(k.out, cg.offset(idx, shape), v, shape.dtype);
+                    let mut below = chain.first().map(|&c| comp.inst(c).operands[0]);
+                    for &c in chain {
+                        let inst = comp.inst(c);
+                        let shapes: Vec<Shape> = inst
+                            .operands
+                            .iter()
+                            .map(|&o| comp.inst(o).shape.clone())
+                            .collect();
+                        let at = |o: usize, sub: Ix<'_, 'ctx>| {
+                            let op = inst.operands[o];
+                            if Some(op) == below {
+                                v
+                            } else {
+                                cg.value_of(comp, op, sub, k, None)
+                            }
+                        };
+                        v = cg.elemental(&inst.op, &inst.shape, &shapes, idx, &at);
+                        below = Some(c);
+                    }
+                    let at = cg.offset(idx, shape);
+                    if bytes {
+                        let i = cg
+                            .b
+                            .build_float_to_signed_int(v.into_float_value(), cg.ctx.i32_type(), "")
+                            .unwrap();
+                        let byte = cg.b.build_int_truncate(i, cg.ctx.i8_type(), "").unwrap();
+                        cg.b.build_store(cg.gep(k.out, at), byte).unwrap();
+                    } else {
+                        cg.store(k.out, at, v, shape.dtype);
+                    }
                 }
             });
         });
@@ -571,11 +611,36 @@ fn loop_nest_visits(c: &Computation, inst: &Instruction) -> Option<u64> {
 
 /// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
 /// when a loop over it reads concatenations along that dimension.
-/// A channel shuffle at the root of a fused loop, with the channels minor in the result.
-fn channel_shuffle(comp: &Computation, id: InstId) -> Option<ChannelShuffle> {
-    (comp.inst(id).shape.layout.minor_to_major.first() == Some(&1))
-        .then(|| channel_shuffle_at(comp, id))
-        .flatten()
+/// A channel shuffle at the root of a fused loop, or under a chain of elementwise ops whose
+/// other operands are no shuffled values (broadcasts, constants, parameters), with the channels
+/// minor in the result: the shuffle and the chain from just above it up to the root.
+fn channel_shuffle(comp: &Computation, id: InstId) -> Option<(ChannelShuffle, Vec<InstId>)> {
+    if comp.inst(id).shape.layout.minor_to_major.first() != Some(&1) {
+        return None;
+    }
+    let mut chain = Vec::new();
+    let mut at = id;
+    loop {
+        if let Some(s) = channel_shuffle_at(comp, at) {
+            chain.reverse();
+            return Some((s, chain));
+        }
+        let inst = comp.inst(at);
+        if !inst.op.is_elementwise() || inst.shape.dims != comp.inst(id).shape.dims {
+            return None;
+        }
+        let mut path = inst.operands.iter().filter(|&&o| {
+            !matches!(
+                comp.inst(o).op,
+                Op::Broadcast { .. } | Op::Constant(_) | Op::Parameter { .. }
+            )
+        });
+        let (Some(&below), None) = (path.next(), path.next()) else {
+            return None;
+        };
+        chain.push(at);
+        at = below;
+    }
 }
 
 fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
