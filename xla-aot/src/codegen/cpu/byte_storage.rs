@@ -35,6 +35,7 @@ use super::conv::{self, ConvPath};
 use super::epilogue;
 use super::reduce::pool_fits_registers;
 use crate::arena::ConcatView;
+use crate::codegen::core::ops::epilogue_pool;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
 use crate::ir::{Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
@@ -74,6 +75,10 @@ pub fn stored_types(
                         kind: FusionKind::Loop,
                         computation,
                     } => elementwise_loop(computation),
+                    Op::Fusion {
+                        kind: FusionKind::Input,
+                        ..
+                    } => pool_epilogue(c, id, lanes).is_some(),
                     Op::Fusion { .. } => {
                         int8_conv(hlo, packings, id, true)
                             || depthwise_conv(hlo, packings, id, true)
@@ -114,6 +119,10 @@ pub fn stored_types(
                     kind: FusionKind::Loop,
                     computation,
                 } => elemental_reader(computation),
+                Op::Fusion {
+                    kind: FusionKind::Input,
+                    ..
+                } => pool_epilogue(c, r, lanes) == Some(id),
                 Op::Fusion { .. } | Op::Convolution { .. } => {
                     heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
                         && (int8_conv(hlo, packings, r, false)
@@ -196,6 +205,44 @@ fn conv_on_path(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool, path: 
         .and_then(|h| epilogue::recognize(computation, h));
     out.layout.minor_to_major.first() == Some(&1)
         && epi.is_some_and(|e| e.full_strides().is_empty())
+}
+
+/// The entry operand pooled by entry instruction `id` when it is an input fusion of a max or
+/// min pool reading that operand as it is (a fused parameter, no chain) with an elementwise
+/// epilogue in registers (`kernel.rs` `pool_with_epilogue` on `reduce.rs`'s register path:
+/// [`pool_fits_registers`], every window holding an element): an int8 max pool and the
+/// zero-point subtraction after it (squeezenet's int8 stem pool with signed activations). It
+/// reads bytes as a bare pool does, and stores bytes after its epilogue.
+fn pool_epilogue(c: &Computation, id: InstId, lanes: u32) -> Option<InstId> {
+    let inst = c.inst(id);
+    let Op::Fusion {
+        kind: FusionKind::Input,
+        computation,
+    } = &inst.op
+    else {
+        return None;
+    };
+    let heavy = epilogue_pool(computation)?;
+    let h = computation.inst(heavy);
+    let Op::ReduceWindow { kind, window } = &h.op else {
+        return None;
+    };
+    epilogue::recognize(computation, heavy)?;
+    let (chain, param) = epilogue::recognize_operand(computation, h.operands[0])?;
+    let x = &computation.inst(h.operands[0]).shape;
+    // The parameter is read by the pool alone (the epilogue would load it as f32).
+    let readers = computation
+        .instructions
+        .iter()
+        .filter(|i| i.operands.contains(&h.operands[0]))
+        .count();
+    (*kind != ReduceKind::Add
+        && chain.steps.is_empty()
+        && readers == 1
+        && (0..window.rank())
+            .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d])
+        && pool_fits_registers(window, &h.shape, x, lanes))
+    .then(|| inst.operands[param])
 }
 
 /// Whether a loop fusion computes its single f32 result by an elementwise root (a quantized

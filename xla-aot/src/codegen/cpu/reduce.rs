@@ -38,6 +38,9 @@ const REDUCE_PARTIALS: usize = 8;
 /// Channel vectors reduced together: their running values stay in registers (4 of 16 or 32).
 const VECTORS_PER_PASS: usize = 4;
 
+/// Bytes in the width of one f32 lane: a byte pool's vectors are this many times wider.
+const BYTES_PER_F32: u32 = 4;
+
 /// Fewest channels [`Cg::pool_in_registers`] takes: below a quarter of an AVX-512 vector most
 /// of its lanes would be single-lane tails, and the scalar loops do as well.
 const MIN_POOL_CHANNELS: usize = 4;
@@ -189,7 +192,6 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             return false;
         }
         let m = out.layout.minor_to_major[0];
-        let vecs = vectors(x.dims[m], t.lanes, false);
         // Stored as bytes (`byte_storage.rs`): pooled as bytes, converted once per output.
         let byte = self.be.args_stored.borrow().get(param).copied().flatten();
         assert!(
@@ -198,6 +200,14 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         );
         // Max and min pool the bytes themselves; a sum adds them widened to f32 (exact).
         let byte_acc = byte.filter(|_| kind != ReduceKind::Add);
+        // Bytes fill a register with four times the f32 lanes (squeezenet's int8 stem pool on
+        // aarch64: 16 channels per `umax`, not 4).
+        let lanes = if byte_acc.is_some() {
+            t.lanes * BYTES_PER_F32
+        } else {
+            t.lanes
+        };
+        let vecs = vectors(x.dims[m], lanes, false);
         self.loop_nest_outer(out, &mut |cg, oidx| {
             let oidx = oidx.clone();
             for group in vecs.chunks(VECTORS_PER_PASS) {
@@ -347,9 +357,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             idx[m] = self.i64(v.col as u64);
             let off = self.strided(idx, &strides);
             let mut val = self.b.build_load(acc, "").unwrap().into_vector_value();
-            if self.be.out_stored.get().is_some() {
+            let out_byte = self.be.out_stored.get();
+            if out_byte.is_some() && epi.steps.is_empty() {
                 // Bytes in, bytes out (`byte_storage.rs`: the same type, a bare pool).
-                assert!(byte.is_some(), "a pool stores bytes only of bytes");
+                assert!(byte.is_some(), "a bare pool stores bytes only of bytes");
                 self.store_byte_lanes(k.out, off, val, v.store);
                 continue;
             }
@@ -367,6 +378,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 };
                 let col = self.i64(v.col as u64);
                 val = self.apply_epilogue(epi, k, val, self.i64(0), col, v, &role);
+            }
+            if out_byte.is_some() {
+                // A pool's epilogue whose integers are stored as bytes (`byte_storage.rs`):
+                // each value converted exactly, as `fused_loop_bytes` does.
+                let lanes = val.get_type().get_size();
+                let i = self
+                    .b
+                    .build_float_to_signed_int(val, self.ctx.i32_type().vec_type(lanes), "")
+                    .unwrap();
+                let bytes = self
+                    .b
+                    .build_int_truncate(i, self.ctx.i8_type().vec_type(lanes), "")
+                    .unwrap();
+                self.store_byte_lanes(k.out, off, bytes, v.store);
+                continue;
             }
             self.store_lanes(k.out, off, val, v.store);
         }
