@@ -434,6 +434,21 @@ fn convolutions_match_the_interpreter_on_every_target() {
         .op("{name: y, op: conv2d, inputs: [x, w]}")
         .output("y");
     check_everywhere(&s.module());
+    // NHWC inputs of 6 and 9 channels into a padded 3x3 and a 1x1 convolution: on NEON the
+    // pixels x channels tiles take four channels per step (`conv.rs` CHANNEL_QUAD) and the rest
+    // one by one, in border tiles (padding: zero lines) and interior ones.
+    let mut s = Spec::new("conv_quads", 9);
+    s.input("x", &[1, 3, 9, 11])
+        .weight("w1", &[6, 3, 1, 1])
+        .weight("w2", &[9, 6, 3, 3])
+        .weight("w3", &[4, 9, 1, 1])
+        .op("{name: c1, op: conv2d, inputs: [x, w1]}")
+        .op("{name: r1, op: relu, inputs: [c1]}")
+        .op("{name: c2, op: conv2d, inputs: [r1, w2], padding: [1, 1, 1, 1]}")
+        .op("{name: r2, op: relu, inputs: [c2]}")
+        .op("{name: c3, op: conv2d, inputs: [r2, w3]}")
+        .output("c3");
+    check_everywhere(&s.module());
     // Strided NHWC chain with 40 output channels (a full and a partial panel), then depthwise
     // (stride 2, padding) and a 1x1 convolution, as in a MobileNet block.
     let mut s = Spec::new("conv_block", 6);
