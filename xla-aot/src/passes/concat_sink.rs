@@ -15,8 +15,8 @@
 //!   and is no model output: each step an elementwise op (`Unary`, `Binary`, `convert`, `clamp`,
 //!   `fma`, `compare`, `select`) whose other operands are *uniform along `d`*: a scalar, a
 //!   `broadcast` whose operand has no extent above one along `d`, or an f32 splat constant.
-//! - Every operand of `C` must come from a dot or convolution through elementwise steps with one
-//!   non-uniform operand each (or be one): where no kernel would absorb the pieces, the rewrite
+//! - Every operand of `C` must come from a dot, a convolution or a max or min pool through
+//!   elementwise steps with one non-uniform operand each (or be one): where no kernel would absorb the pieces, the rewrite
 //!   would only trade one kernel for several.
 //! - The steps are rebuilt per operand at that operand's dims (uniform operands rebuilt at the
 //!   piece's dims), in the same order with the same operands, so every element is computed by
@@ -27,7 +27,7 @@
 use super::Pass;
 use super::pool_first::splat;
 use super::rewrite::{Rewriter, rebuild, users};
-use crate::ir::{Computation, DType, InstId, Instruction, Literal, Module, Op, Shape};
+use crate::ir::{Computation, DType, InstId, Instruction, Literal, Module, Op, ReduceKind, Shape};
 use std::collections::HashMap;
 
 /// The concat-sinking pass.
@@ -75,7 +75,8 @@ fn elementwise(op: &Op) -> bool {
     )
 }
 
-/// Whether `id` is a dot or convolution, or reached from one through elementwise steps whose
+/// Whether `id` is a dot, a convolution or a max or min pool, or reached from one through
+/// elementwise steps whose
 /// other operands are all scalars, broadcasts or constants: a kernel would absorb a piece of the
 /// chain as its epilogue.
 fn from_heavy(c: &Computation, mut id: InstId) -> bool {
@@ -83,6 +84,13 @@ fn from_heavy(c: &Computation, mut id: InstId) -> bool {
         let inst = c.inst(id);
         match &inst.op {
             Op::Dot(_) | Op::Convolution { .. } => return true,
+            // A max or min pool takes its epilogue into its kernel too (`fusion.rs`
+            // `pool_epilogue`): squeezenet_qdq_s8's pools before a fire module's concatenation
+            // (`pool_first.rs`) and the zero-point subtraction after it.
+            Op::ReduceWindow {
+                kind: ReduceKind::Max | ReduceKind::Min,
+                ..
+            } => return true,
             op if elementwise(op) => {
                 let mut data = inst.operands.iter().filter(|&&o| {
                     let oi = c.inst(o);

@@ -35,7 +35,8 @@ use super::rewrite::users;
 use crate::ir::inst::table::{self, Cost};
 use crate::ir::shuffle::conv_input;
 use crate::ir::{
-    BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output, Shape,
+    BinaryOp, Computation, DType, FusionKind, InstId, Instruction, Module, Op, Output, ReduceKind,
+    Shape,
 };
 use crate::limits::{MAX_EXPANDED_FUSION_COST, MAX_FUSION_COST};
 use std::collections::{BTreeSet, HashMap};
@@ -268,6 +269,13 @@ impl FusionPass {
             return Err(
                 "the epilogue stays with its convolution, so the convolution can write the \
                  finished value straight into its slice of the concatenation"
+                    .into(),
+            );
+        }
+        if matches!(ci.op, Op::Concatenate { .. }) && g.root == i && epilogue_of_pool(c, pi) {
+            return Err(
+                "the epilogue stays with its max or min pool, so the pool can write the finished \
+                 value straight into its slice of the concatenation"
                     .into(),
             );
         }
@@ -521,6 +529,27 @@ fn channel_prologue(
             )
         },
     )
+}
+
+/// Whether `pi` is elementwise on a max or min pool's result (the pool's epilogue,
+/// [`pool_epilogue`]), its other operands broadcasts or constants.
+fn epilogue_of_pool(c: &Computation, pi: &Instruction) -> bool {
+    pi.op.is_elementwise()
+        && pi.operands.iter().any(|&o| {
+            matches!(
+                c.inst(o).op,
+                Op::ReduceWindow {
+                    kind: ReduceKind::Max | ReduceKind::Min,
+                    ..
+                }
+            )
+        })
+        && pi.operands.iter().all(|&o| {
+            matches!(
+                c.inst(o).op,
+                Op::ReduceWindow { .. } | Op::Broadcast { .. } | Op::Constant(_)
+            )
+        })
 }
 
 /// Whether pool `pi` (any `reduce-window`) joins group `g` as the operand of its elementwise epilogue member
