@@ -13,12 +13,15 @@
 //!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
 //!   no residual, writing channels-minor, or one on the depthwise micro-kernel
 //!   (`conv/depthwise.rs`) under the same conditions; a loop fusion whose root is elementwise
-//!   (a quantized model input's centring); a bare max/min pool on the register path
-//!   ([`pool_fits_registers`], every window holding an element) of a value stored in the same
-//!   type; or a concatenation assembled in place (`arena/concat_views.rs`) of values stored in
-//!   the same type;
+//!   (a quantized model input's centring, a quantized shuffle's dequantization); a bare max/min
+//!   pool on the register path ([`pool_fits_registers`], every window holding an element) of a
+//!   value stored in the same type; an input fusion of such a pool and its elementwise epilogue
+//!   (`pool_epilogue`: an int8 pool and the zero-point subtraction after it), whatever its
+//!   operand's storage; or a concatenation assembled in place (`arena/concat_views.rs`) of
+//!   values stored in the same type;
 //! - every reader reads bytes: such a pool (or a summing one: average pooling adds the bytes
-//!   widened to f32), the concatenation it is a view of (stored too), or
+//!   widened to f32), a pool-and-epilogue fusion reading it as its pool's operand alone, the
+//!   concatenation it is a view of (stored too), or
 //!   a convolution (fused or bare) on the int8 direct or the depthwise micro-kernel reading it
 //!   as its input, or a loop fusion of elementwise ops (a quantized residual add), whose
 //!   elemental code widens the bytes it loads (`core/elemental.rs`).
