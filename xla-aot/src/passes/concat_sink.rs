@@ -16,8 +16,8 @@
 //!   `fma`, `compare`, `select`) whose other operands are *uniform along `d`*: a scalar, a
 //!   `broadcast` whose operand has no extent above one along `d`, or an f32 splat constant.
 //! - Every operand of `C` must come from a dot, a convolution or a max or min pool through
-//!   elementwise steps with one non-uniform operand each (or be one): where no kernel would absorb the pieces, the rewrite
-//!   would only trade one kernel for several.
+//!   elementwise steps with one non-uniform operand each (or be one): where no kernel would
+//!   absorb the pieces, the rewrite would only trade one kernel for several.
 //! - The steps are rebuilt per operand at that operand's dims (uniform operands rebuilt at the
 //!   piece's dims), in the same order with the same operands, so every element is computed by
 //!   the same operations on the same values: the rewrite changes no arithmetic.
@@ -76,9 +76,8 @@ fn elementwise(op: &Op) -> bool {
 }
 
 /// Whether `id` is a dot, a convolution or a max or min pool, or reached from one through
-/// elementwise steps whose
-/// other operands are all scalars, broadcasts or constants: a kernel would absorb a piece of the
-/// chain as its epilogue.
+/// elementwise steps whose other operands are all scalars, broadcasts or constants: a kernel
+/// would absorb a piece of the chain as its epilogue.
 fn from_heavy(c: &Computation, mut id: InstId) -> bool {
     loop {
         let inst = c.inst(id);

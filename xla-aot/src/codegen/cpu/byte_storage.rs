@@ -36,9 +36,8 @@
 
 use super::conv::{self, ConvPath};
 use super::epilogue;
-use super::reduce::pool_fits_registers;
+use super::reduce::{pool_epilogue_in_registers, pool_fits_registers};
 use crate::arena::ConcatView;
-use crate::codegen::core::ops::epilogue_pool;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
 use crate::ir::{Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
@@ -212,8 +211,8 @@ fn conv_on_path(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool, path: 
 
 /// The entry operand pooled by entry instruction `id` when it is an input fusion of a max or
 /// min pool reading that operand as it is (a fused parameter, no chain) with an elementwise
-/// epilogue in registers (`kernel.rs` `pool_with_epilogue` on `reduce.rs`'s register path:
-/// [`pool_fits_registers`], every window holding an element): an int8 max pool and the
+/// epilogue in registers (`reduce.rs` `pool_epilogue_in_registers`), every window holding an
+/// element: an int8 max pool and the
 /// zero-point subtraction after it (squeezenet's int8 stem pool with signed activations). It
 /// reads bytes as a bare pool does, and stores bytes after its epilogue.
 fn pool_epilogue(c: &Computation, id: InstId, lanes: u32) -> Option<InstId> {
@@ -225,26 +224,21 @@ fn pool_epilogue(c: &Computation, id: InstId, lanes: u32) -> Option<InstId> {
     else {
         return None;
     };
-    let heavy = epilogue_pool(computation)?;
+    let (heavy, chain, param) = pool_epilogue_in_registers(computation, lanes)?;
     let h = computation.inst(heavy);
-    let Op::ReduceWindow { kind, window } = &h.op else {
+    let Op::ReduceWindow { window, .. } = &h.op else {
         return None;
     };
-    epilogue::recognize(computation, heavy)?;
-    let (chain, param) = epilogue::recognize_operand(computation, h.operands[0])?;
-    let x = &computation.inst(h.operands[0]).shape;
     // The parameter is read by the pool alone (the epilogue would load it as f32).
     let readers = computation
         .instructions
         .iter()
         .filter(|i| i.operands.contains(&h.operands[0]))
         .count();
-    (*kind != ReduceKind::Add
-        && chain.steps.is_empty()
+    (chain.steps.is_empty()
         && readers == 1
         && (0..window.rank())
-            .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d])
-        && pool_fits_registers(window, &h.shape, x, lanes))
+            .all(|d| window.pad_low[d] < window.size[d] && window.pad_high[d] < window.size[d]))
     .then(|| inst.operands[param])
 }
 

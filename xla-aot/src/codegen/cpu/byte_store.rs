@@ -14,7 +14,7 @@ use crate::ir::value_range::{ROUND_SHIFT, Range};
 use crate::ir::{BinaryOp, DType, InstId};
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
-use inkwell::values::{IntValue, PointerValue, VectorValue};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue, VectorValue};
 
 /// Vectors packed into one 64-byte store by [`Cg::store_finished_bytes`].
 const PACKED_VECTORS: usize = 4;
@@ -314,6 +314,31 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .build_store(self.gep(p, self.add(off, self.i64(u64::from(l)))), e)
                 .unwrap();
         }
+    }
+
+    /// The bytes of f32 value `v` (a scalar or a vector) holding integers of a byte type: each
+    /// converted to i32 and truncated, exact for such values (`byte_storage.rs`'s loop, shuffle
+    /// and pool-epilogue kernels).
+    pub(super) fn exact_bytes(&self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
+        let (i32t, i8t) = (self.ctx.i32_type(), self.ctx.i8_type());
+        if v.is_vector_value() {
+            let v = v.into_vector_value();
+            let lanes = v.get_type().get_size();
+            let i = self
+                .b
+                .build_float_to_signed_int(v, i32t.vec_type(lanes), "")
+                .unwrap();
+            return self
+                .b
+                .build_int_truncate(i, i8t.vec_type(lanes), "")
+                .unwrap()
+                .into();
+        }
+        let i = self
+            .b
+            .build_float_to_signed_int(v.into_float_value(), i32t, "")
+            .unwrap();
+        self.b.build_int_truncate(i, i8t, "").unwrap().into()
     }
 
     /// `lanes` bytes of type `d` (`U8` or `I8`) at element `off` of `p`, as a byte vector.

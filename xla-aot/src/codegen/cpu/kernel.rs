@@ -315,10 +315,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         );
         self.loop_nest_physical(&root.shape, &mut |cg, idx| {
             let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
-            let i =
-                cg.b.build_float_to_signed_int(v.into_float_value(), cg.ctx.i32_type(), "")
-                    .unwrap();
-            let byte = cg.b.build_int_truncate(i, cg.ctx.i8_type(), "").unwrap();
+            let byte = cg.exact_bytes(v);
             cg.b.build_store(cg.gep(k.out, cg.offset(idx, &root.shape)), byte)
                 .unwrap();
         });
@@ -331,7 +328,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// reads consecutive channels (vector loads) and the stores interleave (shuffles), where
     /// indexing through the 5-D reshape gathered (shufflenet's int8 shuffles: 50 instructions
     /// an element on aarch64). The chain's other operands are read at the output's index. A
-    /// result stored as bytes (`byte_storage.rs`) is converted as `fused_loop_bytes` does.
+    /// result stored as bytes (`byte_storage.rs`) is converted by `Cg::exact_bytes`.
     fn fused_loop_shuffle(
         &self,
         k: &Kernel<'ctx>,
@@ -370,12 +367,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     }
                     let at = cg.offset(idx, shape);
                     if bytes {
-                        let i = cg
-                            .b
-                            .build_float_to_signed_int(v.into_float_value(), cg.ctx.i32_type(), "")
+                        cg.b.build_store(cg.gep(k.out, at), cg.exact_bytes(v))
                             .unwrap();
-                        let byte = cg.b.build_int_truncate(i, cg.ctx.i8_type(), "").unwrap();
-                        cg.b.build_store(cg.gep(k.out, at), byte).unwrap();
                     } else {
                         cg.store(k.out, at, v, shape.dtype);
                     }
@@ -609,8 +602,6 @@ fn loop_nest_visits(c: &Computation, inst: &Instruction) -> Option<u64> {
     }
 }
 
-/// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
-/// when a loop over it reads concatenations along that dimension.
 /// A channel shuffle at the root of a fused loop, or under a chain of elementwise ops whose
 /// other operands are no shuffled values (broadcasts, constants, parameters), with the channels
 /// minor in the result: the shuffle and the chain from just above it up to the root.
@@ -643,6 +634,8 @@ fn channel_shuffle(comp: &Computation, id: InstId) -> Option<(ChannelShuffle, Ve
     }
 }
 
+/// The minor-most dimension of instruction `id` of `comp` and the concatenation runs along it,
+/// when a loop over it reads concatenations along that dimension.
 fn channel_runs(comp: &Computation, id: InstId) -> Option<(usize, ConcatRuns)> {
     let shape = &comp.inst(id).shape;
     let &m = shape.layout.minor_to_major.first()?;

@@ -21,12 +21,12 @@
 //! `REDUCE_PARTIALS` running values along the operand's minor-most physical dim.
 
 use super::Cg;
-use super::epilogue::{RegEpilogue, TilePos};
+use super::epilogue::{self, RegEpilogue, TilePos};
 use super::vector::{VecCol, vectors};
-use crate::codegen::core::ops::At;
+use crate::codegen::core::ops::{At, epilogue_pool};
 use crate::codegen::core::packing::Tiles;
 use crate::codegen::core::{Ix, Kernel};
-use crate::ir::{DType, Op, ReduceKind, Shape, Window};
+use crate::ir::{Computation, DType, InstId, Op, ReduceKind, Shape, Window};
 use crate::limits::MAX_UNROLLED_REDUCE_VECTORS;
 use inkwell::IntPredicate;
 use inkwell::values::{FloatValue, IntValue, PointerValue};
@@ -144,6 +144,25 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         });
         true
     }
+}
+
+/// The max or min pool of input fusion `comp` when `kernel.rs` `pool_with_epilogue` runs it and
+/// its elementwise epilogue on the register path ([`Cg::pool_in_registers`]; sum pools may go to
+/// `lanes_loop.rs` first): the pool, its operand's chain and the fused parameter at its bottom.
+pub(super) fn pool_epilogue_in_registers(
+    comp: &Computation,
+    lanes: u32,
+) -> Option<(InstId, RegEpilogue, usize)> {
+    let heavy = epilogue_pool(comp)?;
+    let h = comp.inst(heavy);
+    let Op::ReduceWindow { kind, window } = &h.op else {
+        return None;
+    };
+    epilogue::recognize(comp, heavy)?;
+    let (chain, param) = epilogue::recognize_operand(comp, h.operands[0])?;
+    let x = &comp.inst(h.operands[0]).shape;
+    (*kind != ReduceKind::Add && pool_fits_registers(window, &h.shape, x, lanes))
+        .then_some((heavy, chain, param))
 }
 
 /// Whether [`Cg::pool_in_registers`] takes a pool of `x` into `out` on a target of `lanes`-lane
@@ -380,17 +399,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 val = self.apply_epilogue(epi, k, val, self.i64(0), col, v, &role);
             }
             if out_byte.is_some() {
-                // A pool's epilogue whose integers are stored as bytes (`byte_storage.rs`):
-                // each value converted exactly, as `fused_loop_bytes` does.
-                let lanes = val.get_type().get_size();
-                let i = self
-                    .b
-                    .build_float_to_signed_int(val, self.ctx.i32_type().vec_type(lanes), "")
-                    .unwrap();
-                let bytes = self
-                    .b
-                    .build_int_truncate(i, self.ctx.i8_type().vec_type(lanes), "")
-                    .unwrap();
+                // A pool's epilogue whose integers are stored as bytes (`byte_storage.rs`).
+                let bytes = self.exact_bytes(val.into()).into_vector_value();
                 self.store_byte_lanes(k.out, off, bytes, v.store);
                 continue;
             }

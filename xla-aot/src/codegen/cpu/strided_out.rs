@@ -6,16 +6,16 @@
 //! (`Cpu::out_strides`, read by [`Cg::out_strides`]): a convolution (bare, or the heavy op of an
 //! output fusion whose whole epilogue runs on the micro-kernel's registers, residuals read
 //! through their own strides) on a Winograd or direct micro-kernel path, or a bare pool, or a
-//! max or min pool with its epilogue, on the register path (`reduce.rs` `pool_fits_registers`). A kernel that would
-//! sweep its epilogue over the output, or the general loops, index the output by its own layout,
-//! so they are not chosen: their concatenation keeps its copy.
+//! max or min pool with its epilogue, on the register path (`reduce.rs` `pool_fits_registers`,
+//! `pool_epilogue_in_registers`). A kernel that would sweep its epilogue over the output, or the
+//! general loops, index the output by its own layout, so they are not chosen: their
+//! concatenation keeps its copy.
 
-use super::reduce::pool_fits_registers;
+use super::reduce::{pool_epilogue_in_registers, pool_fits_registers};
 use super::{Cg, conv, epilogue};
 use crate::codegen::core::layout::physical_strides;
-use crate::codegen::core::ops::epilogue_pool;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
-use crate::ir::{FusionKind, InstId, Module as Hlo, Op, ReduceKind, Shape};
+use crate::ir::{FusionKind, InstId, Module as Hlo, Op, Shape};
 use crate::target::Target;
 
 /// Whether the CPU kernel of entry instruction `id` can write its result with strides it is
@@ -33,22 +33,10 @@ pub fn writes_strided(hlo: &Hlo, target: &Target, packings: &Packings, id: InstI
         computation,
     } = &inst.op
     {
-        // A max or min pool with its epilogue on the register path (`kernel.rs`
-        // `pool_with_epilogue`, `reduce.rs` `pool_in_registers`) stores through
+        // A max or min pool with its epilogue on the register path stores through
         // `Cg::out_strides` too.
-        let Some(heavy) = epilogue_pool(computation) else {
-            return false;
-        };
-        let h = computation.inst(heavy);
-        let Op::ReduceWindow { kind, window } = &h.op else {
-            return false;
-        };
         let lanes = Tiles::for_target(target).lanes;
-        let x = &computation.inst(h.operands[0]).shape;
-        return *kind != ReduceKind::Add
-            && epilogue::recognize(computation, heavy).is_some()
-            && epilogue::recognize_operand(computation, h.operands[0]).is_some()
-            && pool_fits_registers(window, &h.shape, x, lanes);
+        return pool_epilogue_in_registers(computation, lanes).is_some();
     }
     let Some((op, x, w, _)) = heavy_in(hlo, id) else {
         return false;
