@@ -456,6 +456,18 @@ def cases(np, tf, keras):
     add("dscnn", tf.function(lambda a: dscnn(a, training=False), input_signature=spec([1, 49, 10, 1])),
         kinds=BASE + ("i16x8", "f16"))
 
+    # A depthwise convolution without an activation feeding a convolution: its int8 output's
+    # zero point is neither -128 nor 0, so the centred value `x - z` is stored as biased bytes
+    # between the two kernels (codegen/cpu/byte_storage.rs; str_ww's layers).
+    keras.utils.set_random_seed(seed("dw_linear", "keras"))
+    x0 = keras.Input((12, 6, 8), batch_size=1, name="dw_linear_in")
+    x = L.Conv2D(8, 1, activation="relu", name="dw_linear_pw")(x0)
+    x = L.DepthwiseConv2D(3, padding="same", name="dw_linear_dw")(x)
+    x = L.Conv2D(8, 3, padding="same", activation="relu", name="dw_linear_conv")(x)
+    dw_linear = seeded(keras.Model(x0, x, name="dw_linear"), "dw_linear")
+    add("dw_linear", tf.function(lambda a: dw_linear(a, training=False),
+                                 input_signature=spec([1, 12, 6, 8])), kinds=("i8",))
+
     keras.utils.set_random_seed(seed("mobilenet", "keras"))
     x0 = keras.Input((32, 32, 3), batch_size=1, name="mobilenet_in")
     x = conv_bn(x0, "mobilenet_c0", 8, 3, strides=2, act="relu6")

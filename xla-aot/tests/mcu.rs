@@ -425,8 +425,10 @@ fn int8_tflite_on_boards(root: &Path, cases: &[&str], boards: &[&Board], speed_o
 }
 
 /// int8 TFLite models (converter-written: a convolution, a depthwise convolution with depth
-/// multiplier 2, a dense layer, an average pool and an add, each with TFLite Micro's
-/// fixed-point requantization, `front/tflite/int8.rs`) on every board equal the interpreter
+/// multiplier 2, a dense layer, an average pool, an add, and a linear depthwise layer whose
+/// output is stored as biased bytes between two convolutions (`codegen/cpu/byte_storage.rs`),
+/// each with TFLite Micro's fixed-point requantization, `front/tflite/int8.rs`) on every board
+/// equal the interpreter
 /// integer for integer; tests/tflite.rs checks the interpreter against TFLite Micro. On the M4F,
 /// M7 and M33 the products run on `smlad`.
 #[test]
@@ -448,6 +450,7 @@ fn tflite_int8_models_run_on_every_board_bit_for_bit() {
             "fully_connected_i8",
             "avgpool_i8",
             "add_i8",
+            "dw_linear_i8",
         ],
         &all,
         &["cortex-m4f"],

@@ -137,6 +137,21 @@ impl Range {
             None
         }
     }
+
+    /// How an integer, NaN-free range is held one byte per element: `(d, bias)` with every value
+    /// `x` stored as the byte `x + bias` of type `d` exactly. A range that [`Range::byte_type`]
+    /// holds takes its type and bias 0; any other range at most 255 wide takes `U8` and the bias
+    /// [`Range::u8_offset`] (a quantized activation centred by a zero point other than the byte
+    /// types' own, str_ww's `x − z`: `codegen/cpu/byte_storage.rs`).
+    pub fn biased_byte(&self) -> Option<(DType, i32)> {
+        if self.nan {
+            return None;
+        }
+        match self.byte_type() {
+            Some(d) => Some((d, 0)),
+            None => self.u8_offset().map(|o| (DType::U8, o)),
+        }
+    }
 }
 
 /// A result computed in f32 lying in `[lo, hi]` before rounding (`nan`: or NaN): integer when

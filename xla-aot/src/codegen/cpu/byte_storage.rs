@@ -26,6 +26,14 @@
 //!   as its input, or a loop fusion of elementwise ops (a quantized residual add), whose
 //!   elemental code widens the bytes it loads (`core/elemental.rs`).
 //!
+//! - A value whose range is integers at most 255 wide but no byte type's (a quantized activation
+//!   centred by a zero point other than −128 or 0: str_ww's `x − z`) is stored biased
+//!   (`Range::biased_byte`: the byte `x + bias` of `U8`, `bias = −lo`) when its producer is a
+//!   convolution on the int8 direct or the depthwise micro-kernel (as above), whose byte store
+//!   adds the bias, and its every reader the int8 direct micro-kernel reading it as its input,
+//!   which stages `x + o` with `o` the same `−lo` (`conv/int8.rs` `stage_rows`): no other kernel
+//!   takes a biased value.
+//!
 //! A convolution converts its finished f32 vectors to bytes (packed four vectors to one 64-byte
 //! store on AVX-512BW), a pool maxes the bytes as integers (the conversion is monotone) and
 //! stores bytes or converts once per output, an int8 convolution stages the bytes plus its
@@ -69,10 +77,21 @@ pub fn stored_types(
     let mut stored: Vec<Option<DType>> = c
         .ids()
         .map(|id| {
-            let byte = ranges[id.index()].byte_type()?;
+            let (byte, bias) = ranges[id.index()].biased_byte()?;
             let ok = !output(id)
                 && !readers[id.index()].is_empty()
                 && match &c.inst(id).op {
+                    // Biased bytes: only a convolution's register epilogue adds the bias.
+                    _ if bias != 0 => {
+                        matches!(
+                            c.inst(id).op,
+                            Op::Fusion {
+                                kind: FusionKind::Output,
+                                ..
+                            }
+                        ) && (int8_conv(hlo, packings, id, true)
+                            || depthwise_conv(hlo, packings, id, true))
+                    }
                     Op::Fusion {
                         kind: FusionKind::Loop,
                         computation,
@@ -101,7 +120,8 @@ pub fn stored_types(
                 continue;
             };
             let inst = c.inst(id);
-            let same = |o: &InstId| stored[o.index()] == Some(d);
+            let biased = |o: InstId| ranges[o.index()].byte_type().is_none();
+            let same = |o: &InstId| stored[o.index()] == Some(d) && !biased(*o) && !biased(id);
             let produced = match &inst.op {
                 Op::ReduceWindow { .. } => {
                     pooled_in_registers(c, id, lanes, false) && same(&inst.operands[0])
@@ -113,6 +133,12 @@ pub fn stored_types(
                 _ => true,
             };
             let read = readers[id.index()].iter().all(|&r| match &c.inst(r).op {
+                // Biased bytes: only the int8 convolution's staging takes the bias off.
+                _ if biased(id) => {
+                    matches!(c.inst(r).op, Op::Fusion { .. } | Op::Convolution { .. })
+                        && heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
+                        && int8_conv(hlo, packings, r, false)
+                }
                 Op::ReduceWindow { .. } => pooled_in_registers(c, r, lanes, true),
                 Op::Concatenate { .. } => {
                     stored[r.index()] == Some(d) && views[id.index()].is_some_and(|v| v.concat == r)

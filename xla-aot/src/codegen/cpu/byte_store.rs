@@ -170,6 +170,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             for v in vals {
                 let i = self.finished_ints(v);
                 let i = if v.saturate { self.saturated(i, d) } else { i };
+                let i = self.biased(i);
                 let bytes = self
                     .b
                     .build_int_truncate(i, self.ctx.i8_type().vec_type(v.lanes_total()), "")
@@ -179,7 +180,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             return;
         }
         let i32v = self.ctx.i32_type().vec_type(16);
-        let ints: Vec<VectorValue<'ctx>> = vals.iter().map(|v| self.finished_ints(v)).collect();
+        let ints: Vec<VectorValue<'ctx>> = vals
+            .iter()
+            .map(|v| self.biased(self.finished_ints(v)))
+            .collect();
         let intrinsic = |name: &str, arg: VectorType<'ctx>, ret: VectorType<'ctx>| {
             self.m.get_function(name).unwrap_or_else(|| {
                 let ty = ret.fn_type(&[arg.into(), arg.into()], false);
@@ -225,6 +229,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             )
             .unwrap();
         self.vstore_aligned(p, vals[0].off, ordered, 1);
+    }
+
+    /// Integers `i` plus the bias of the bytes the kernel stores (`Range::biased_byte`; 0 for
+    /// most). A biased value is never saturated: its epilogue ends in the centring subtraction,
+    /// not in the rounding [`byte_rounding`] takes over, so its integers lie in the bytes' range.
+    fn biased(&self, i: VectorValue<'ctx>) -> VectorValue<'ctx> {
+        let bias = self.be.out_bias.get();
+        if bias == 0 {
+            return i;
+        }
+        let lanes = i.get_type().get_size() as usize;
+        let c = self.ctx.i32_type().const_int(bias as u64, true);
+        self.b
+            .build_int_add(i, VectorType::const_vector(&vec![c; lanes]), "")
+            .unwrap()
     }
 
     /// A finished vector's integers (i32 lanes).

@@ -140,6 +140,20 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 *d = *s;
             }
         }
+        // The bias of each byte-stored value (`Range::biased_byte`).
+        let bias_of = |o: InstId| {
+            if stored.get(o.index()).copied().flatten().is_none() {
+                return 0;
+            }
+            let ranges = self
+                .entry_ranges
+                .get_or_init(|| crate::ir::value_range::ranges(self.hlo));
+            ranges[o.index()].biased_byte().map_or(0, |(_, b)| b)
+        };
+        self.be.out_bias.set(bias_of(id));
+        self.be
+            .args_bias
+            .replace(inst.operands.iter().map(|&o| bias_of(o)).collect());
         self.be.out_stored.set(out_stored);
         self.arg_bytes.replace(args_stored.clone());
         self.be.args_stored.replace(args_stored);
@@ -200,6 +214,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.be.out_strides.replace(None);
         self.be.out_stored.set(None);
         self.be.args_stored.replace(Vec::new());
+        self.be.out_bias.set(0);
+        self.be.args_bias.replace(Vec::new());
         self.arg_bytes.replace(Vec::new());
         self.b.build_return(None).unwrap();
         Ok(k.f)

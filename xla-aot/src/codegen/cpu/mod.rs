@@ -125,6 +125,10 @@ pub struct Cpu {
     /// argument `j`: `None` where stored as computed), from the plan (`byte_storage.rs`).
     out_stored: Cell<Option<DType>>,
     args_stored: RefCell<Vec<Option<DType>>>,
+    /// The bias of those bytes (`Range::biased_byte`: a value `x` is the byte `x + bias`; 0 but
+    /// for the values byte_storage.rs lets convolutions write and read biased).
+    out_bias: Cell<i32>,
+    args_bias: RefCell<Vec<i32>>,
     /// The model whose parallel-for registration the kernels use (a batch variant: the declared
     /// batch's module).
     hook_owner: String,
@@ -158,6 +162,8 @@ impl Cpu {
             out_strides: RefCell::new(None),
             out_stored: Cell::new(None),
             args_stored: RefCell::new(Vec::new()),
+            out_bias: Cell::new(0),
+            args_bias: RefCell::new(Vec::new()),
             hook_owner: hook_owner.to_string(),
             placement: Placement::InModule,
             external: Vec::new(),

@@ -178,6 +178,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .copied()
             .flatten()
             .is_some();
+        // Biased bytes (`Range::biased_byte`: `x + bias`) stage as `x + offset` all the same.
+        let x_bias = self.be.args_bias.borrow().get(xi).copied().unwrap_or(0);
         let mut dp = self.quad_dot();
         // `smlad` reads its staged rows widened to halfwords (`Cg::widen_quads`), except where
         // a tap has one quad (a stem's few channels): each staged dword is read by few products
@@ -226,7 +228,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     buf
                 };
                 cg.stage_rows(
-                    (x, xst, x_bytes),
+                    (x, xst, x_bytes, x_bias),
                     stage,
                     (ru.n, ru.oh, ow0),
                     (kh, sp, groups, c, c4),
@@ -532,11 +534,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// Stages the input rows of one row tile (module doc): for each of the `kh` taps' input rows
     /// of output row `oh` and each of `span` input pixels from output pixel `ow0`'s first tap, every
     /// group's `c` channels as bytes `a + offset` in `c4` dwords (padding pixels `offset`, channels
-    /// past `c` zero).
+    /// past `c` zero). Bytes stored with a bias (`x_bias`: the byte `a + x_bias`) add
+    /// `offset − x_bias`.
     #[allow(clippy::too_many_arguments)]
     fn stage_rows(
         &self,
-        (x, xst, x_bytes): (PointerValue<'ctx>, &[u64], bool),
+        (x, xst, x_bytes, x_bias): (PointerValue<'ctx>, &[u64], bool, i32),
         stage: PointerValue<'ctx>,
         (n, oh, ow0): (IntValue<'ctx>, IntValue<'ctx>, IntValue<'ctx>),
         (kh, span, groups, c, c4): (usize, usize, usize, usize, usize),
@@ -546,7 +549,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     ) {
         let i8t = self.ctx.i8_type();
         let i32t = self.ctx.i32_type();
-        let off = i32t.const_int(offset as u64, true);
+        // What a pixel's value adds (its bias off); a padding pixel is `offset` itself.
+        let add = offset - x_bias;
+        let off = i32t.const_int(add as u64, true);
         let bytes = self
             .b
             .build_pointer_cast(stage, i8t.ptr_type(AddressSpace::default()), "")
@@ -706,7 +711,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         for ci in 0..c {
                             let at = cg.add(pix, cg.i64(ci as u64 * xst[1]));
                             let iv = cg.staged_ints(x, at, l as u32, x_bytes);
-                            let iv = cg.b.build_int_add(iv, splat(offset as u64), "").unwrap();
+                            let iv = cg.b.build_int_add(iv, splat(add as u64), "").unwrap();
                             let iv = cg.b.build_and(iv, splat(0xff), "").unwrap();
                             let iv = cg.b.build_left_shift(iv, splat(8 * ci as u64), "").unwrap();
                             d = cg.b.build_or(d, iv, "").unwrap();
