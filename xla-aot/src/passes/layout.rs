@@ -1,7 +1,7 @@
 //! Layout assignment: weights are re-laid at compile time so the kernels that read them walk
 //! memory contiguously.
 //!
-//! Contract: three rules. Convolutions (and the same-shape elementwise chain that follows them,
+//! Contract: four rules. Convolutions (and the same-shape elementwise chain that follows them,
 //! which fusion turns into their epilogue, through spatial pooling) produce channels-minor (NHWC, `{1,3,2,0}`) results
 //! unless that chain reaches a model output, and so do concatenations whose every operand ends
 //! such a chain (with their own chains): the CPU kernel for that layout runs its innermost loop
@@ -14,7 +14,9 @@
 //! constant's bytes in that layout (`codegen/core/packing.rs`, `relayout`). A dot's rhs computed in the
 //! model and read only by dots gets the same treatment (free dims minor, then contracting, then
 //! batch dims), written so by its producer. Parameters and outputs keep
-//! their row-major layout (the C API), and no layout conversion is ever needed at run time: kernels
+//! their row-major layout (the C API); a parameter's NHWC-to-NCHW transpose and its elementwise
+//! chain read only as convolution inputs of more than [`PLANAR_INPUT_MAX_CHANNELS`] channels
+//! are channels-minor (the transpose becomes a copy). No layout conversion is ever needed at run time: kernels
 //! address every buffer through its layout. Runs before fusion, so fused computations see the
 //! final layouts.
 
@@ -22,6 +24,12 @@ use super::Pass;
 use super::rewrite::users;
 use crate::ir::shuffle::channel_shuffle_at;
 use crate::ir::{Layout, Module, Op};
+
+/// Most channels of a model input that stays planar (channels-major) into its first
+/// convolution: the int8 kernel stages up to 4 planar channels as whole pixel dwords
+/// (`codegen/cpu/conv/int8.rs`, narrow staging: vww's 3-channel stem, 3.54 M → 2.12 M
+/// instructions on the M4); wider inputs are read channels-minor.
+const PLANAR_INPUT_MAX_CHANNELS: usize = 4;
 
 /// The layout-assignment pass.
 pub struct LayoutAssignment;
@@ -118,6 +126,48 @@ impl Pass for LayoutAssignment {
                 && c.instructions[w].shape.layout == row_major
             {
                 changes.push((w, kernel_oc_minor.clone()));
+            }
+        }
+        // Model inputs on their way into convolutions: an NHWC parameter's transpose to NCHW
+        // and its elementwise chain (TFLite's int8 `convert(q) − z`) read only as convolution
+        // inputs become channels-minor too, so the transpose is a copy and the convolution
+        // reads channels-minor data (str_ww's first depthwise layer over 40 channels of a
+        // 30 × 1 image: 50 k instructions on the M55 on the channels-major path).
+        for (i, inst) in c.instructions.iter().enumerate() {
+            let from_nhwc = matches!(&inst.op, Op::Transpose { permutation } if permutation == &[0, 3, 1, 2])
+                && matches!(c.inst(inst.operands[0]).op, Op::Parameter { .. })
+                && inst.shape.rank() == 4
+                && inst.shape.dims[1] > PLANAR_INPUT_MAX_CHANNELS;
+            if !from_nhwc {
+                continue;
+            }
+            let mut chain = vec![i];
+            let mut k = 0;
+            let mut feeds_convs = true;
+            while k < chain.len() && feeds_convs {
+                let at = chain[k];
+                for u in &users_of[at] {
+                    let ui = c.inst(*u);
+                    if ui.op.is_elementwise() && ui.shape.dims == inst.shape.dims {
+                        if !chain.contains(&u.index()) {
+                            chain.push(u.index());
+                        }
+                    } else if !(matches!(ui.op, Op::Convolution { .. })
+                        && ui.operands[0].index() == at
+                        && ui.operands[1].index() != at)
+                    {
+                        feeds_convs = false;
+                    }
+                }
+                k += 1;
+            }
+            let row_major = Layout::row_major(4);
+            if feeds_convs
+                && chain
+                    .iter()
+                    .all(|&j| !is_output[j] && c.instructions[j].shape.layout == row_major)
+            {
+                changes.extend(chain.into_iter().map(|j| (j, channels_minor.clone())));
             }
         }
         changes.sort_by_key(|(i, _)| *i);
