@@ -238,10 +238,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let (a, b, c) = (cg.gep(a, offs[0]), cg.gep(b, offs[1]), cg.gep(c, offs[2]));
             cg.for_loop(nkb, &mut |cg, kb| {
                 let k0 = cg.mul(kb, t.kc as u64);
-                let klen = cg.umin(
-                    cg.i64(t.kc as u64),
-                    cg.b.build_int_sub(cg.i64(g.k as u64), k0, "").unwrap(),
-                );
+                // One K-block: its length a constant (the `smlad` loop's count of steps is then
+                // known, `quad_dot.rs`).
+                let klen = if nkb == 1 {
+                    cg.i64(g.k as u64)
+                } else {
+                    cg.umin(
+                        cg.i64(t.kc as u64),
+                        cg.b.build_int_sub(cg.i64(g.k as u64), k0, "").unwrap(),
+                    )
+                };
                 let first =
                     cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(0), "")
                         .unwrap();

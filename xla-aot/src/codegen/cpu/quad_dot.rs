@@ -358,6 +358,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 return;
             }
         }
+        // One packed `smlad` row (a GEMM's single row) with a constant count of steps: the
+        // hand-allocated loop that unpacks the row once per step.
+        if let Some(n) = steps
+            .get_zero_extended_constant()
+            .filter(|_| d.kind == DotKind::Smlad && !d.wide_a)
+        {
+            let (a_args, b_args) = ((a, a_base, a_off), (b, b_base, b_off, b_step));
+            if self.smlad_row_asm_steps(acc, n, a_args, b_args) {
+                return;
+            }
+        }
         let i32v = self.ctx.i32_type().vec_type(d.lanes);
         // `smlad`'s row and weight pointers walk by their steps, every load at a constant offset
         // from one of them (`ldr r, [p, #imm]`): computed addresses had taken a third of the

@@ -33,6 +33,10 @@ const POST_INCREMENT_MAX: u64 = 255;
 /// Bytes of one widened quad: its even and its odd halfword dwords.
 const WIDE_QUAD_BYTES: u64 = 8;
 
+/// Steps per iteration of [`Cg::smlad_row_asm_steps`]: the `subs`/`bne` pair shared by two
+/// steps of `3 + 5·columns` instructions (ad01's dense layers, 4 columns: 25 → 24 per step).
+const ROW_UNROLL: u64 = 2;
+
 impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `Cg::dot_steps` for widened `smlad` rows as one inline-assembly loop (module doc):
     /// `steps` steps; row `i`'s quad at dword `a_base + a_off[i]` of `a` (in quads; two dwords
@@ -110,6 +114,95 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         }
         asm.push(format!("subs ${n}, ${n}, #1"));
         asm.push("bne 1b".into());
+        self.smlad_asm_call(
+            acc,
+            &asm,
+            total,
+            (a, self.mul(a_base, 2)),
+            (b, b_base, steps),
+        );
+        true
+    }
+
+    /// `Cg::dot_steps` for a `smlad` dot of one row whose quads were packed as they are (not
+    /// widened: a GEMM's single row, `gemm_i8.rs`) as one inline-assembly loop of
+    /// [`ROW_UNROLL`] steps per iteration: per step the row's dword is loaded and unpacked once
+    /// (`sxtb16`, `sxtb16 …, ror #8`), then each column's weight dword in turn into the same
+    /// two registers and its two `smlad`s, so the block needs `columns + 7` registers, not
+    /// `3·columns + 4` ([`Cg::smlad_asm_steps`]). A count of steps that is not a multiple of
+    /// [`ROW_UNROLL`] runs its first steps once before the loop. Returns whether it emitted it.
+    pub(super) fn smlad_row_asm_steps(
+        &self,
+        acc: &[Vec<PointerValue<'ctx>>],
+        steps: u64,
+        (a, a_base, a_off): (PointerValue<'ctx>, IntValue<'ctx>, &[u64]),
+        (b, b_base, b_off, b_step): (PointerValue<'ctx>, IntValue<'ctx>, &[u64], u64),
+    ) -> bool {
+        let cols = match acc {
+            [row] => row.len(),
+            _ => return false,
+        };
+        let (iters, rest) = (steps / ROW_UNROLL, steps % ROW_UNROLL);
+        if iters == 0
+            || cols == 0
+            || cols + 7 > ASM_REGISTERS
+            || a_off != [0]
+            || b_off.iter().any(|&o| o > LDR_OFFSET_MAX)
+            || b_step > POST_INCREMENT_MAX
+        {
+            return false;
+        }
+        // Operands: accumulators, pA, pB, n, then the row's and a weight's two halves.
+        let (pa, pb, n) = (cols, cols + 1, cols + 2);
+        let (row_e, row_o, w_e, w_o) = (cols + 3, cols + 4, cols + 5, cols + 6);
+        let total = cols + 7;
+        let step = |asm: &mut Vec<String>| {
+            asm.push(format!("ldr ${row_e}, [${pa}], #4"));
+            asm.push(format!("sxtb16 ${row_o}, ${row_e}, ror #8"));
+            asm.push(format!("sxtb16 ${row_e}, ${row_e}"));
+            // Column 0 last: its load walks the weight pointer on.
+            for j in (0..cols).rev() {
+                if j == 0 && b_off[0] == 0 {
+                    asm.push(format!("ldr ${w_e}, [${pb}], #{b_step}"));
+                } else {
+                    asm.push(format!("ldr ${w_e}, [${pb}, #{}]", b_off[j]));
+                }
+                asm.push(format!("sxtb16 ${w_o}, ${w_e}, ror #8"));
+                asm.push(format!("sxtb16 ${w_e}, ${w_e}"));
+                asm.push(format!("smlad ${j}, ${row_o}, ${w_o}, ${j}"));
+                asm.push(format!("smlad ${j}, ${row_e}, ${w_e}, ${j}"));
+            }
+            if b_off[0] != 0 {
+                asm.push(format!("add ${pb}, ${pb}, #{b_step}"));
+            }
+        };
+        let mut asm = Vec::new();
+        for _ in 0..rest {
+            step(&mut asm);
+        }
+        asm.push("1:".to_string());
+        for _ in 0..ROW_UNROLL {
+            step(&mut asm);
+        }
+        asm.push(format!("subs ${n}, ${n}, #1"));
+        asm.push("bne 1b".into());
+        self.smlad_asm_call(acc, &asm, total, (a, a_base), (b, b_base, iters));
+        true
+    }
+
+    /// Calls the inline-assembly loop `asm` (operands: the accumulators of `acc` in order, then
+    /// the row pointer at dword `a_at` of `a`, the weight pointer at byte `b_base` of `b`, the
+    /// iteration count `iters`, then `total − accumulators − 3` temporaries) and stores the
+    /// accumulators back.
+    fn smlad_asm_call(
+        &self,
+        acc: &[Vec<PointerValue<'ctx>>],
+        asm: &[String],
+        total: usize,
+        (a, a_at): (PointerValue<'ctx>, IntValue<'ctx>),
+        (b, b_base, iters): (PointerValue<'ctx>, IntValue<'ctx>, u64),
+    ) {
+        let accs = acc.iter().map(Vec::len).sum::<usize>();
         let mut constraints: Vec<String> = (0..total)
             .map(|k| if k < accs + 3 { "=r" } else { "=&r" }.to_string())
             .collect();
@@ -130,7 +223,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let address = |p: PointerValue<'ctx>| self.b.build_ptr_to_int(p, i32t, "").unwrap();
         let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
         let b8 = self.b.build_pointer_cast(b, i8p, "").unwrap();
-        let a_at = self.gep(a, self.mul(a_base, 2));
+        let a_at = self.gep(a, a_at);
         let mut args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> = acc
             .iter()
             .flatten()
@@ -144,7 +237,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .collect();
         args.push(address(a_at).into());
         args.push(address(self.gep(b8, b_base)).into());
-        args.push(i32t.const_int(steps, false).into());
+        args.push(i32t.const_int(iters, false).into());
         let out = self
             .b
             .build_call(CallableValue::try_from(block).unwrap(), &args, "smlad_loop")
@@ -162,6 +255,5 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .unwrap();
             self.b.build_store(*p, v).unwrap();
         }
-        true
     }
 }
