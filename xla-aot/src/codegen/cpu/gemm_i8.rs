@@ -295,7 +295,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             (apack, self.mul(row_in_block, kc4 as u64), &a_off),
             (b, b_base, &b_off, gk as u64 * nr64),
         );
-        // Into the f32 tile: f32(sum) · s after the last K-block, else the sum's bits.
+        // Into the f32 tile: f32(sum) · s after the last K-block, else the sum's bits; with
+        // integer weights (`Packings::reads_unit_scales`: every s is 1, or 0 in a column of
+        // zero weights, whose sum is 0) f32(sum) alone, so an integer epilogue
+        // (`multiply-q31`) reads the sum as it is (`Cpu::exact_int_of`).
+        let unit = self.be.unit_scales.get();
         let scales: Vec<VectorValue<'ctx>> = cols
             .iter()
             .map(|v| self.column_scales(b, quads_bytes, col_of(v).1, lanes))
@@ -306,7 +310,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 let sum = self.b.build_load(*ip, "").unwrap().into_vector_value();
                 let sum = self.dot_end(&dp, sum);
                 let x = self.b.build_signed_int_to_float(sum, f32v, "").unwrap();
-                let scaled = self.b.build_float_mul(x, scales[j], "").unwrap();
+                let scaled = if unit {
+                    x
+                } else {
+                    self.b.build_float_mul(x, scales[j], "").unwrap()
+                };
                 let bits = self.b.build_bit_cast(sum, f32v, "").unwrap();
                 let new = self.b.build_select(last, scaled.into(), bits, "").unwrap();
                 self.b.build_store(*p, new).unwrap();
