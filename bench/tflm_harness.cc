@@ -3,9 +3,14 @@
 // table, reset handler, stack paint, semihosting exit) and the board's linker script.
 //
 // Built per model with:
-//   -include <model>_ops.h   defines TFLM_OPS(X): X(Conv2D) X(Softmax) ..., the model's builtin
-//                            operators (MicroMutableOpResolver::Add<Name>), so that only the
-//                            kernels the model uses are linked, as a product would do
+//   -include <model>_ops.h   defines TFLM_OPS(X): X(Conv2D, ) X(Softmax, ) ..., the
+//                            model's builtin operators (MicroMutableOpResolver::Add<Name>), so
+//                            that only the kernels the model uses are linked, as a product would
+//                            do; each with its default registration (CMSIS-NN's kernel for every
+//                            type it supports: int8, int16, int4 weights), or with
+//                            -DTFLM_INT8_REGISTRATIONS the int8-only one (Register_<NAME>_INT8)
+//                            where TFLM has it (TFLM_OPS_INT8(X): X(Conv2D,
+//                            tflite::Register_CONV_2D_INT8()) ...)
 //   <model>_data.cc          `g_model`, the .tflite file as a const array (in the section
 //                            .rodata.xla_aot.tflm_model: where the boards' linker scripts put
 //                            our models' weights, the QSPI flash window on mps3-an547)
@@ -46,8 +51,13 @@ alignas(16) uint8_t tensor_arena[ARENA_BYTES];
 // before each Invoke (a memcpy: a few thousand instructions at most, counted with the inference).
 alignas(16) uint8_t input_copy[INPUT_COPY_BYTES];
 
-#define TFLM_COUNT_OP(name) +1
-constexpr int kNumOps = 0 TFLM_OPS(TFLM_COUNT_OP);
+#ifdef TFLM_INT8_REGISTRATIONS
+#define TFLM_OPS_USED TFLM_OPS_INT8
+#else
+#define TFLM_OPS_USED TFLM_OPS
+#endif
+#define TFLM_COUNT_OP(name, registration) +1
+constexpr int kNumOps = 0 TFLM_OPS_USED(TFLM_COUNT_OP);
 using Resolver = tflite::MicroMutableOpResolver<kNumOps>;
 
 void fill_input(TfLiteTensor* t, int i) {
@@ -93,8 +103,12 @@ int main(void) {
     return 2;
   }
   static Resolver resolver;
-#define TFLM_ADD_OP(name) if (resolver.Add##name() != kTfLiteOk) { printf("Add" #name " failed\n"); return 3; }
-  TFLM_OPS(TFLM_ADD_OP)
+#define TFLM_ADD_OP(name, registration)                    \
+  if (resolver.Add##name(registration) != kTfLiteOk) {     \
+    printf("Add" #name " failed\n");                       \
+    return 3;                                              \
+  }
+  TFLM_OPS_USED(TFLM_ADD_OP)
   static tflite::MicroInterpreter interpreter(model, resolver, tensor_arena, sizeof tensor_arena);
   if (interpreter.AllocateTensors() != kTfLiteOk) {
     printf("AllocateTensors failed\n");

@@ -1,6 +1,6 @@
 """Helpers of bench/tflm_peer.sh (TFLite Micro + CMSIS-NN, the Cortex-M peer of the Arm bench).
 
-  tflm_peer.py ops MODEL.tflite SCHEMA_GENERATED_H   # `#define TFLM_OPS(X) X(Conv2D) ...`
+  tflm_peer.py ops MODEL.tflite SCHEMA_GENERATED_H   # `#define TFLM_OPS(X) X(Conv2D, ) ...`
   tflm_peer.py model MODEL.tflite                     # the model as the C++ array g_model
   tflm_peer.py flash MAP                              # flash bytes per part of a linked image
   tflm_peer.py kernels ELF1 TBS1 ELFN TBSN N          # instructions per inference per function
@@ -22,9 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arm_bench import NOT_LOADED, Symbols, per_symbol, read_tbs  # noqa: E402
 
 
+# Operators with an int8-only registration, Register_<NAME>_INT8 (CMSIS-NN's kernels for int8
+# only, without the int16/int4 paths the default registrations also link).
+INT8_REGISTRATIONS = {"ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+                      "SOFTMAX"}
+
+
 def ops(tflite: str, schema: str) -> None:
-    """The model's builtin operators (Model.operator_codes), named as MicroMutableOpResolver's
-    Add<Name> methods."""
+    """The model's builtin operators (Model.operator_codes) as X(Name, REGISTRATION), Name as in
+    MicroMutableOpResolver's Add<Name>: TFLM_OPS with the default registrations (empty),
+    TFLM_OPS_INT8 with the int8-only ones where TFLite Micro has them."""
     b = Path(tflite).read_bytes()
     u32 = lambda o: struct.unpack_from("<I", b, o)[0]  # noqa: E731
 
@@ -40,6 +47,7 @@ def ops(tflite: str, schema: str) -> None:
     f = field(u32(0), 1)
     vec = f + u32(f)
     out: list[str] = []
+    regs: list[str] = []
     for k in range(u32(vec)):
         e = vec + 4 + 4 * k
         t = e + u32(e)
@@ -52,7 +60,11 @@ def ops(tflite: str, schema: str) -> None:
                         for p in names[code].split("_"))
         if camel not in out:
             out.append(camel)
-    print("#define TFLM_OPS(X) " + " ".join(f"X({o})" for o in out))
+            regs.append(names[code])
+    print("#define TFLM_OPS(X) " + " ".join(f"X({o}, )" for o in out))
+    print("#define TFLM_OPS_INT8(X) " + " ".join(
+        f"X({o}, tflite::Register_{r}_INT8())" if r in INT8_REGISTRATIONS else f"X({o}, )"
+        for o, r in zip(out, regs)))
 
 
 def model(tflite: str) -> None:

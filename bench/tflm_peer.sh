@@ -12,25 +12,35 @@
 #      TARGET_TOOLCHAIN_ROOT=/usr/bin/ BUILD_TYPE=release microlite` (hard-float, Debian's
 #      arm-none-eabi-gcc; about 9 minutes per core on 2 cores; incremental afterwards);
 #   2. per MLPerf Tiny int8 model ($MLPERF_TINY_DIR/<model>/model.tflite), links
-#      bench/tflm_harness.cc (the model embedded as a const array, all operators registered through
-#      MicroMutableOpResolver, a 256 KiB arena) with examples/mcu-app/start.c and the board's
-#      linker script, for 1 and 1 + N inferences;
+#      bench/tflm_harness.cc (the model embedded as a const array; the model's operators, and only
+#      those, registered through MicroMutableOpResolver; a 256 KiB arena) with
+#      examples/mcu-app/start.c and the board's linker script (examples/mcu-app/<board>.ld; the
+#      model array goes where our weights go), for 1 and 1 + N inferences;
 #   3. runs both under qemu-system-arm with the instruction-counting plugin
 #      (target/qemu-plugin/libqemu_insn_count.so, built by scripts/build_qemu_plugin.sh) and prints
 #
-#        tflm-peer MODEL CORE insns=I arena=A flash=F stack=S out=CHECKSUM
+#        tflm-peer MODEL CORE insns=I arena=A flash=F flash_lib=L flash_model=M flash_total=T
+#                  flash_int8=F8 stack=S out=CHECKSUM
 #
 #      insns: (count(1 + N) - count(1)) / N, the whole program's instructions (as bench/arm_bench.py
-#        counts ours); arena: the interpreter's arena_used_bytes(); stack: the stack high-water mark
-#        (start.c's paint); out: a checksum of the int8 output, the same for every core when the
-#        kernels agree;
-#      flash: bytes of loadable flash (.text, .rodata, .ARM.exidx/.ARM.extab, .data's initial
-#        values) that come from input sections of libtensorflow-microlite.a plus the model array
-#        (g_model), summed from the linker map of the 1-inference image. Not counted: the harness's
-#        own code (tflm_harness.cc, start.c), newlib/libgcc/libstdc++ and the vector table.
-#        The total of the same sections over the whole image is printed too (flash_total=).
-#   It also checks that CMSIS-NN's kernels are linked (arm_convolve_* / arm_nn_mat_mult* /
-#   arm_fully_connected_s8 symbols in the ELF) and prints the first output values.
+#        counts ours; one decimal when not an integer: TFLM's first inference differs a little);
+#      arena: the interpreter's arena_used_bytes();
+#      flash = L + M: L = bytes of input sections from libtensorflow-microlite.a (TFLM's code,
+#        CMSIS-NN's kernels and TFLM's constant data) and M = the model array (g_model and
+#        g_model_len), in loaded output sections (everything but .bss and the never-loaded
+#        attribute/comment/debug sections; .data's initial values count), read from the linker map
+#        of the 1-inference image. Not counted in F: the harness (tflm_harness.cc, start.c and its
+#        vector table) and newlib/libm/libgcc/librdimon, including the libc/libm/libgcc functions
+#        TFLM itself calls (memcpy, memset, frexp...); T is every loaded byte of the image, and the
+#        log (stderr) gives the bytes per source;
+#      flash_int8: F again with the int8-only registrations (Register_CONV_2D_INT8() etc.) instead
+#        of the default ones, whose kernels also link CMSIS-NN's int16 and int4 paths;
+#      stack: the stack high-water mark (start.c's paint); out: FNV-1a of the first output's bytes
+#        (the same on every core when the kernels agree).
+#   It fails a model when no CMSIS-NN kernel (arm_convolve_* / arm_nn_mat_mult* /
+#   arm_fully_connected_* ...) is in the ELF, and logs the share of each inference's instructions
+#   spent in CMSIS-NN's functions (arm_*, from the plugin's per-block counts), the top functions and
+#   the first output values.
 #
 # Checkouts it expects (nothing is downloaded; TFLM's download scripts skip folders that exist):
 #   TFLM_SRC          tensorflow/tflite-micro (required)
@@ -41,6 +51,9 @@
 #                       (may be empty), at the commits TFLM's download scripts name
 #                       (tensorflow/lite/micro/tools/make/ext_libs/cmsis*_download.sh,
 #                       flatbuffers_download.sh, kissfft_download.sh, third_party_downloads.inc).
+#   TFLM's Makefile fetches gemmlowp, ruy, flatbuffers and kissfft into the in-tree folder
+#   $TFLM_SRC/tensorflow/lite/micro/tools/make/downloads whatever DOWNLOADS_DIR says, so that folder
+#   is made a symbolic link to TFLM_DOWNLOADS (when it does not exist already).
 #   A missing entry is filled from a checkout named by CMSIS_6_SRC, CORTEX_DFP_SRC, CMSIS_NN_SRC,
 #   FLATBUFFERS_SRC, GEMMLOWP_SRC, RUY_SRC, KISSFFT_SRC (copied, then patched as TFLM's scripts do).
 # Other settings: TFLM_WORK (build folder, default target/tflm-peer), MLPERF_TINY_DIR (default
@@ -156,12 +169,14 @@ for core in "${cores[@]}"; do
     lib="$(build_lib "$core")" || { status=1; continue; }
     gendir="$TFLM_WORK/gen-$core"
     board="$(core_board "$core")"
-    # The library's own compile flags (hard-float ABI, CMSIS device macros), for the harness.
+    # The flags an application of the release library needs (hard-float ABI; CMSIS_NN, which
+    # TFLM's Makefile defines for OPTIMIZED_KERNEL_DIR=cmsis_nn, declares the kernels' int8-only
+    # registrations); linked with --gc-sections, as TFLM's own Makefile links its binaries.
     cpu="$(core_cpu "$core") -mthumb -mfloat-abi=hard"
     inc=(-I"$TFLM_SRC" -I"$TFLM_DOWNLOADS/flatbuffers/include" -I"$TFLM_DOWNLOADS/gemmlowp"
          -I"$TFLM_DOWNLOADS/ruy" -I"$TFLM_DOWNLOADS")
     cxxflags=($cpu -O2 -std=c++17 -fno-rtti -fno-exceptions -fno-threadsafe-statics
-              -fno-use-cxa-atexit -ffunction-sections -fdata-sections -DNDEBUG
+              -fno-use-cxa-atexit -ffunction-sections -fdata-sections -DNDEBUG -DCMSIS_NN
               -DTF_LITE_STRIP_ERROR_STRINGS -DTF_LITE_STATIC_MEMORY -Wall)
     ldflags=($cpu --specs=rdimon.specs -nostartfiles -Wl,--gc-sections
              -T "examples/mcu-app/$board.ld")
@@ -191,6 +206,19 @@ for core in "${cores[@]}"; do
             grep -q "^status 0" "$elf.out" || { echo "# tflm_peer: $model $core r$reps failed:" >&2; tail -5 "$elf.out" "$elf.err" >&2; ok=0; break; }
         done
         [ $ok = 1 ] || { status=1; continue; }
+        # The same with the int8-only registrations (flash only; one inference, output checked).
+        i8="$out/$model-int8.elf"
+        arm-none-eabi-g++ "${cxxflags[@]}" "${inc[@]}" -include "$out/ops.h" -DREPEAT=1 \
+            -DTFLM_INT8_REGISTRATIONS -c bench/tflm_harness.cc -o "$out/harness-int8.o"
+        arm-none-eabi-g++ "${ldflags[@]}" "$out/start.o" "$out/harness-int8.o" \
+            "$out/libtflm_model.a" "$lib" -lm -Wl,-Map="$i8.map" -o "$i8"
+        timeout 900 nice -n 10 qemu-system-arm -M "$board" -nographic -semihosting -kernel "$i8" \
+            >"$i8.out" 2>"$i8.err" </dev/null || true
+        read -r i8lib i8model _ _ < <(peer_py flash "$i8.map")
+        if ! grep -q "^status 0" "$i8.out" || [ "$(grep '^out' "$i8.out")" != "$(grep '^out' "$out/$model-r1.elf.out")" ]; then
+            echo "# tflm_peer: $model $core: int8-only registrations: output differs or run failed" >&2
+            status=1
+        fi
         one="$out/$model-r1.elf"
         many="$out/$model-r$((1 + REPEAT)).elf"
         c1=$(awk '/^insns/{print $2}' "$one.insns")
@@ -207,7 +235,7 @@ for core in "${cores[@]}"; do
         echo "# tflm_peer: $model $core: CMSIS-NN symbols: ${cmsis:-NONE}" >&2
         echo "# tflm_peer: $model $core: $(grep '^out0' "$many.out")" >&2
         [ -n "$cmsis" ] || { echo "# tflm_peer: $model $core: no CMSIS-NN kernel linked" >&2; status=1; }
-        echo "tflm-peer $model $core insns=$insns arena=$arena flash=$((flib + fmodel)) flash_lib=$flib flash_model=$fmodel flash_total=$ftotal stack=$stack out=$checksum"
+        echo "tflm-peer $model $core insns=$insns arena=$arena flash=$((flib + fmodel)) flash_lib=$flib flash_model=$fmodel flash_total=$ftotal flash_int8=$((i8lib + i8model)) stack=$stack out=$checksum"
     done
 done
 exit $status
