@@ -336,26 +336,18 @@ def fmt(x) -> str:
 # --- Cortex-M -------------------------------------------------------------------------------
 
 
-def map_library_bytes(mapfile: Path, lib: str) -> dict[str, int]:
-    """Bytes of input sections from `lib` (an archive's file name) per output section, read from
-    a GNU ld map file."""
+def map_input_sections(mapfile: Path):
+    """Every input section of a GNU ld map file, as (output section, input section, bytes,
+    source): source is the map's text after the size (an object file, or `archive(member)`)."""
     text = mapfile.read_text()
-    start = text.find("Linker script and memory map")
-    lines = text[start:].splitlines()
-    out: dict[str, int] = {}
+    lines = text[text.find("Linker script and memory map"):].splitlines()
     current = None
     pending = None  # an input section name on a line of its own
     num = r"0x[0-9a-fA-F]+"
     for line in lines:
-        m = re.match(rf"^(\.\S+)\s+({num})\s+({num})", line)
+        m = re.match(rf"^(\.\S+)(\s+{num}\s+{num}.*|\s*)$", line)
         if m:
-            current = m.group(1)
-            pending = None
-            continue
-        m = re.match(r"^(\.\S+)\s*$", line)
-        if m:
-            current = m.group(1)
-            pending = None
+            current, pending = m.group(1), None
             continue
         m = re.match(rf"^ (\S+)\s+({num})\s+({num})\s+(\S.*)$", line)
         if m:
@@ -369,7 +361,16 @@ def map_library_bytes(mapfile: Path, lib: str) -> dict[str, int]:
                 pending = m2.group(1) if m2 else None
                 continue
         pending = None
-        if current and (f"/{lib}(" in src or src.startswith(f"{lib}(")):
+        if current:
+            yield current, sec, size, src
+
+
+def map_library_bytes(mapfile: Path, lib: str) -> dict[str, int]:
+    """Bytes of input sections from `lib` (an archive's file name) per output section, read from
+    a GNU ld map file."""
+    out: dict[str, int] = {}
+    for current, _, size, src in map_input_sections(mapfile):
+        if f"/{lib}(" in src or src.startswith(f"{lib}("):
             out[current] = out.get(current, 0) + size
     return out
 

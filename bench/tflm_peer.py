@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_bench import NOT_LOADED, Symbols, per_symbol, read_tbs  # noqa: E402
+from arm_bench import NOT_LOADED, Symbols, map_input_sections, per_symbol, read_tbs  # noqa: E402
 
 
 # Operators with an int8-only registration, Register_<NAME>_INT8 (CMSIS-NN's kernels for int8
@@ -83,29 +83,9 @@ def model(tflite: str) -> None:
 def map_sources(mapfile: Path) -> dict[str, dict[str, int]]:
     """{source: {output section: bytes}} over every input section of a GNU ld map; source is an
     archive's file name or an object file's name."""
-    text = mapfile.read_text()
-    lines = text[text.find("Linker script and memory map"):].splitlines()
-    num = r"0x[0-9a-fA-F]+"
     out: dict[str, dict[str, int]] = {}
-    current = pending = None
-    for line in lines:
-        m = re.match(rf"^(\.\S+)(\s+{num}\s+{num}.*)?$", line)
-        if m:
-            current, pending = m.group(1), None
-            continue
-        m = re.match(rf"^ (\S+)\s+({num})\s+({num})\s+(\S.*)$", line)
-        if m:
-            sec, size, src = m.group(1), int(m.group(3), 16), m.group(4)
-        else:
-            m = re.match(rf"^\s+({num})\s+({num})\s+(\S.*)$", line)
-            if m and pending:
-                sec, size, src = pending, int(m.group(2), 16), m.group(3)
-            else:
-                m2 = re.match(r"^ (\.\S+)\s*$", line)
-                pending = m2.group(1) if m2 else None
-                continue
-        pending = None
-        if current is None or sec.startswith("*") or size == 0:
+    for current, sec, size, src in map_input_sections(mapfile):
+        if sec.startswith("*") or size == 0:
             continue
         src = src.strip()
         name = Path(re.sub(r"\(.*\)$", "", src)).name
