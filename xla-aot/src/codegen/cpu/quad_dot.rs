@@ -351,21 +351,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (b, b_base, b_off, b_step),
             );
         }
-        // Widened `smlad` rows with a constant count of steps: the hand-allocated loop.
-        if let Some(n) = steps.get_zero_extended_constant().filter(|_| d.wide_a) {
-            let (a_args, b_args) = ((a, a_base, a_off), (b, b_base, b_off, b_step));
-            if self.smlad_asm_steps(acc, n, a_args, b_args) {
-                return;
-            }
-        }
-        // One packed `smlad` row (a GEMM's single row) with a constant count of steps: the
-        // hand-allocated loop that unpacks the row once per step.
+        // `smlad` with a constant count of steps: a hand-allocated loop, over widened rows or
+        // over one packed row (a GEMM's single row, unpacked once per step).
         if let Some(n) = steps
             .get_zero_extended_constant()
-            .filter(|_| d.kind == DotKind::Smlad && !d.wide_a)
+            .filter(|_| d.kind == DotKind::Smlad)
         {
             let (a_args, b_args) = ((a, a_base, a_off), (b, b_base, b_off, b_step));
-            if self.smlad_row_asm_steps(acc, n, a_args, b_args) {
+            let emitted = if d.wide_a {
+                self.smlad_asm_steps(acc, n, a_args, b_args)
+            } else {
+                self.smlad_row_asm_steps(acc, n, a_args, b_args)
+            };
+            if emitted {
                 return;
             }
         }
