@@ -421,3 +421,29 @@ fn spec_half_inputs_are_half_at_the_c_api() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An f32 output passed as a byte (a quantized TFLite model's output, `ir/api_types.rs`
+/// `output_bytes`): compiled and interpreted alike, `convert` to i32 then the low byte; an f32
+/// input cannot be passed so.
+#[test]
+fn f32_outputs_pass_as_bytes_and_f32_inputs_do_not() {
+    let m = module(
+        "HloModule bytes, api_types=(_) -> (i8, u8)\n\nENTRY %main {\n  %x = f32[5]{0} parameter(0)\n  %y = f32[5]{0} negate(%x)\n  ROOT %outputs = (f32[5]{0}, f32[5]{0}) tuple(%y, %x), names={y,x}\n}\n",
+    );
+    let x = Literal::from_f32(vec![5], &[128.0, -127.0, 2.9, 255.0, f32::NAN]);
+    for outs in [
+        run_host(&m, std::slice::from_ref(&x)).unwrap(),
+        xla_aot::interp::evaluate(&m, std::slice::from_ref(&x)).unwrap(),
+    ] {
+        assert_eq!(outs[0].dtype, DType::I8);
+        assert_eq!(outs[0].bytes().unwrap(), [0x80, 0x7f, 0xfe, 0x01, 0]);
+        assert_eq!(outs[1].dtype, DType::U8);
+        assert_eq!(outs[1].bytes().unwrap(), [0x80, 0x81, 2, 0xff, 0]);
+    }
+    let text = "HloModule bytes, api_types=(i8) -> (_)\n\nENTRY %main {\n  %x = f32[5]{0} parameter(0)\n  %y = f32[5]{0} negate(%x)\n  ROOT %outputs = (f32[5]{0}) tuple(%y), names={y}\n}\n";
+    let err = parse_module(text)
+        .map_err(|e| e.to_string())
+        .and_then(|m| verify(&m).map_err(|e| e.to_string()))
+        .unwrap_err();
+    assert!(err.contains("cannot be passed as i8"), "{err}");
+}

@@ -216,18 +216,24 @@ pub fn plan_for_backend(
     let stored: Vec<Option<DType>> = (0..n)
         .map(|i| {
             let id = InstId(i as u32);
-            // An input too: one stored in its API dtype is read from the caller's buffer.
-            let kept = locs[i] == Loc::Arena(usize::MAX) || matches!(locs[i], Loc::Input(_));
+            // An input or output too: one stored in its API dtype is read from (written into)
+            // the caller's buffer.
+            let kept = locs[i] == Loc::Arena(usize::MAX)
+                || matches!(locs[i], Loc::Input(_) | Loc::Output(_));
             kept.then(|| stored(id)).flatten()
         })
         .collect();
-    // Inputs the backend reads in their API dtype: no staging slice (`staging.rs`). A
-    // parameter's index is its input position (`ir/verify.rs`).
+    // Inputs the backend reads in their API dtype, outputs it writes in theirs: no staging
+    // slice (`staging.rs`). A parameter's index is its input position (`ir/verify.rs`).
     let direct = |p: InstId| match c.inst(p).op {
         Op::Parameter { index } => {
             m.api.input(index).is_some() && m.api.input(index) == stored[p.index()]
         }
-        _ => false,
+        _ => c
+            .outputs
+            .iter()
+            .position(|o| o.value == p)
+            .is_some_and(|k| m.api.output(k).is_some() && m.api.output(k) == stored[p.index()]),
     };
     // Bytes of value `i` as stored.
     let bytes = |i: usize| {

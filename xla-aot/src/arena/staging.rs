@@ -9,7 +9,9 @@
 //! interval (`mod.rs`), so it shares bytes with values computed after its last use (a
 //! quantized image's int32 copy no longer outlives the first convolution). An output's slice
 //! is written by its producer and read after the last kernel: placed after the arena the model
-//! uses (`base`), sharing bytes with nothing. Inputs and outputs in their IR dtype get none.
+//! uses (`base`), sharing bytes with nothing (none for an output the backend writes in its
+//! API dtype: a quantized model's byte output, `BufferPlan::stored`). Inputs and outputs in
+//! their IR dtype get none.
 
 use super::ARENA_ALIGN;
 use crate::ir::{DType, Module};
@@ -76,7 +78,7 @@ pub fn place(
         (c.outputs.iter().enumerate()).map(|(k, o)| (Side::Output(k), m.api.output(k), o.value));
     for (side, api, v) in ins.chain(outs) {
         let Some(api) = api else { continue };
-        if matches!(side, Side::Input(_)) && direct(v) {
+        if direct(v) {
             continue;
         }
         let shape = &c.inst(v).shape;

@@ -116,6 +116,13 @@ pub fn to_api(lit: &Literal, api: DType) -> Literal {
                 }
             }
         }
+        // `convert` to i32 (toward zero, saturating, NaN 0: Rust's `as`), then the low byte.
+        (DType::F32, DType::I8 | DType::U8) => {
+            for c in b.chunks_exact(4) {
+                let v = f32::from_le_bytes(c.try_into().expect("4 bytes")) as i32;
+                out.push(v.to_le_bytes()[0]);
+            }
+        }
         (DType::F32, DType::F16 | DType::BF16) => {
             for c in b.chunks_exact(4) {
                 let v = f32::from_le_bytes(c.try_into().expect("4 bytes"));
@@ -152,5 +159,15 @@ mod tests {
                 .unwrap(),
             (-3i64).to_le_bytes()
         );
+    }
+
+    #[test]
+    fn an_f32_output_passed_as_a_byte_converts_as_convert_to_i32_then_its_low_byte() {
+        let lit = Literal::from_f32(vec![5], &[-128.0, 127.0, 2.9, -2.9, f32::NAN]);
+        let b = to_api(&lit, DType::I8);
+        assert_eq!(b.dtype, DType::I8);
+        assert_eq!(b.bytes().unwrap(), [0x80, 0x7f, 2, 0xfe, 0]);
+        let u = to_api(&Literal::from_f32(vec![2], &[255.0, 0.0]), DType::U8);
+        assert_eq!(u.bytes().unwrap(), [0xff, 0]);
     }
 }

@@ -82,7 +82,10 @@ impl ApiTypes {
     }
 }
 
-/// Whether values of API dtype `api` can be passed for an IR value of dtype `ir`.
+/// Whether values of API dtype `api` can be passed for an IR value of dtype `ir`; an f32
+/// value passed as a byte (a quantized model's output computed as f32 integers, so that the
+/// dense layer writing it keeps its epilogue: `front/tflite`) only as an output, converted as
+/// `convert` to i32 does, then its low byte (`ir/api.rs` `to_api`).
 pub fn allowed(api: DType, ir: DType) -> bool {
     matches!(
         (api, ir),
@@ -90,7 +93,12 @@ pub fn allowed(api: DType, ir: DType) -> bool {
             DType::I64 | DType::U64 | DType::U32 | DType::I16 | DType::U16 | DType::U8 | DType::I8,
             DType::I32
         ) | (DType::F16 | DType::BF16, DType::F32)
-    )
+    ) || output_bytes(api, ir)
+}
+
+/// Whether API dtype `api` is a byte passed for an f32 output ([`allowed`]).
+pub fn output_bytes(api: DType, ir: DType) -> bool {
+    matches!((api, ir), (DType::I8 | DType::U8, DType::F32))
 }
 
 /// The dtype the module computes in for values of API dtype `api`.
@@ -116,5 +124,12 @@ mod tests {
         };
         assert_eq!(a.text(2, 2), "(i64, _) -> (_, f16)");
         assert_eq!(ApiTypes::parse(&a.text(2, 2)).unwrap(), a);
+    }
+
+    #[test]
+    fn bytes_pass_f32_outputs_only() {
+        assert!(allowed(DType::I8, DType::F32) && output_bytes(DType::I8, DType::F32));
+        assert!(allowed(DType::U8, DType::I32) && !output_bytes(DType::U8, DType::I32));
+        assert!(!allowed(DType::I16, DType::F32));
     }
 }

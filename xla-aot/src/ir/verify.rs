@@ -19,7 +19,7 @@ use super::inst::Computation;
 use super::inst::{FusionKind, Instruction, Op};
 use super::module::Module;
 use super::print::{PrintOptions, print_instruction};
-use super::shape::{Shape, checked_element_count};
+use super::shape::{DType, Shape, checked_element_count};
 use super::shape_inference::{check_broadcast, check_reshape, infer_shape};
 use std::collections::HashSet;
 use thiserror::Error;
@@ -64,11 +64,18 @@ fn verify_api(m: &Module) -> Result<(), VerifyError> {
             c.outputs.len()
         )));
     }
-    let ins = params.iter().enumerate().map(|(k, &p)| (m.api.input(k), p));
-    let outs = (c.outputs.iter().enumerate()).map(|(k, o)| (m.api.output(k), o.value));
-    for (api, v) in ins.chain(outs) {
+    let ins = params
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| (m.api.input(k), p, true));
+    let outs = (c.outputs.iter().enumerate()).map(|(k, o)| (m.api.output(k), o.value, false));
+    for (api, v, input) in ins.chain(outs) {
         let ir = c.inst(v).shape.dtype;
-        if let Some(a) = api.filter(|&a| !crate::ir::api_types::allowed(a, ir)) {
+        let passes = |a: DType| {
+            crate::ir::api_types::allowed(a, ir)
+                && !(input && crate::ir::api_types::output_bytes(a, ir))
+        };
+        if let Some(a) = api.filter(|&a| !passes(a)) {
             return Err(fail(format!(
                 "`%{}` is {ir} and cannot be passed as {a} at the C API",
                 c.inst(v).name

@@ -222,6 +222,24 @@ impl<'a, 'ctx, B: Backend<'ctx>> Emitter<'a, 'ctx, B> {
                 let v = b.build_select(nan, q, r, "").unwrap().into_int_value();
                 (b.build_int_truncate(v, to_t, "").unwrap(), ok)
             }
+            // An f32 output passed as a byte (`ir/api_types.rs` `output_bytes`): `convert` to
+            // i32 (toward zero, saturating, NaN 0), then the low byte.
+            (DType::F32, DType::I8 | DType::U8) => {
+                let name = "llvm.fptosi.sat.i32.f32";
+                let sat = self.m.get_function(name).unwrap_or_else(|| {
+                    self.m
+                        .add_function(name, i32t.fn_type(&[f32t.into()], false), None)
+                });
+                let xf = b.build_bit_cast(x, f32t, "").unwrap();
+                let i = b
+                    .build_call(sat, &[xf.into()], "")
+                    .unwrap()
+                    .try_as_basic_value()
+                    .basic()
+                    .unwrap()
+                    .into_int_value();
+                (b.build_int_truncate(i, to_t, "").unwrap(), ok)
+            }
             (DType::F32, DType::F16) => {
                 let sign = b.build_right_shift(x, c(16), false, "").unwrap();
                 let sign = b.build_and(sign, c(0x8000), "").unwrap();

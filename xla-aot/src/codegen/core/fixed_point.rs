@@ -48,12 +48,16 @@ pub struct Facts {
     pub m_may_be_min: bool,
     /// Every shift lies in `[−31, 0]`: no left shift, the right shift is `−s` unclamped.
     pub shift_nonpositive: bool,
-    /// Every shift lies in `[−31, −1]` and `|x| ≤ 2^24`: the Q31 high half is then at most
-    /// `2^24 + 1` in magnitude, so the rounding divide is `(h + 2^(r−1) − [h < 0]) >> r`
+    /// Every shift lies in `[−31, −1]` and `|x| ≤` [`SHORT_X_LIMIT`]: the Q31 high half is then
+    /// at most `2^29 + 1` in magnitude, so the rounding divide is `(h + 2^(r−1) − [h < 0]) >> r`
     /// (equal to gemmlowp's remainder test: for `h ≥ 0` both round `h / 2^r` half up, for
     /// `h < 0` half down, i.e. half away from zero), with no overflow.
     pub short_rounding: bool,
 }
+
+/// `2^29`: for `|x|` up to this the Q31 high half `h` is at most `2^29 + 1` in magnitude, so
+/// `h + 2^(r−1)` (`r ≤ 31`) stays below `2^31` ([`Facts::short_rounding`]) and `2x` fits an i32.
+pub const SHORT_X_LIMIT: f64 = (1u32 << 29) as f64;
 
 impl Facts {
     /// Nothing known.

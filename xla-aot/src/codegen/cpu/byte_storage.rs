@@ -5,14 +5,18 @@
 //!
 //! Contract: [`stored_types`] gives entry instruction `id` a byte type exactly when its value
 //! range (`ir/value_range.rs`) is integers of that type ([`Range::byte_type`]: the conversions
-//! to the byte and back to f32 are exact), it is no model output, and, within the largest set of
+//! to the byte and back to f32 are exact), it is no model output or an output passed in that
+//! byte type at the C API at one position (written into the caller's buffer: a quantized
+//! model's last dense layer, `ir/api_types.rs` `output_bytes`), and, within the largest set of
 //! such values closed under both rules:
 //! - its producer stores bytes: a model input the caller passes in that byte type (read from
 //!   the caller's buffer, no staging slice: `arena/staging.rs`); an output fusion whose convolution takes the int8 direct
 //!   micro-kernel (`conv/int8.rs`: a weight read as VNNI quads, `conv::choose`'s
 //!   `PixelsByChannels`, no Winograd, no channel map) with its whole epilogue in registers and
 //!   no residual, writing channels-minor, or one on the depthwise micro-kernel
-//!   (`conv/depthwise.rs`) under the same conditions; a loop fusion whose root is elementwise
+//!   (`conv/depthwise.rs`) under the same conditions; an output fusion whose dot takes the int8
+//!   GEMM micro-kernel (`gemm_i8.rs`) in one K-block with its whole epilogue in registers
+//!   ([`int8_gemm`]: a quantized dense layer); a loop fusion whose root is elementwise
 //!   (a quantized model input's centring, a quantized shuffle's dequantization); a bare max/min
 //!   pool on the register path ([`pool_fits_registers`], every window holding an element) of a
 //!   value stored in the same type; an input fusion of such a pool and its elementwise epilogue
@@ -23,16 +27,19 @@
 //!   widened to f32), a pool-and-epilogue fusion reading it as its pool's operand alone, the
 //!   concatenation it is a view of (stored too), or
 //!   a convolution (fused or bare) on the int8 direct or the depthwise micro-kernel reading it
-//!   as its input, or a loop fusion of elementwise ops (a quantized residual add), whose
+//!   as its input, a dot (fused or bare) on the int8 GEMM micro-kernel reading it as its A
+//!   (its packing widens bytes where it converted f32: `gemm_i8.rs` `pack_a_quads`), or a loop fusion of elementwise ops (a quantized residual add), whose
 //!   elemental code widens the bytes it loads (`core/elemental.rs`).
 //!
 //! - A value whose range is integers at most 255 wide but no byte type's (a quantized activation
 //!   centred by a zero point other than −128 or 0: str_ww's `x − z`) is stored biased
 //!   (`Range::biased_byte`: the byte `x + bias` of `U8`, `bias = −lo`) when its producer is a
-//!   convolution on the int8 direct or the depthwise micro-kernel (as above), whose byte store
-//!   adds the bias, and its every reader the int8 direct micro-kernel reading it as its input,
-//!   which stages `x + o` with `o` the same `−lo` (`conv/int8.rs` `stage_rows`): no other kernel
-//!   takes a biased value.
+//!   convolution on the int8 direct or the depthwise micro-kernel or a dot on the int8 GEMM
+//!   (as above), whose byte store adds the bias, or an elementwise loop fusion (a quantized
+//!   model input's centring, `kernel.rs` `fused_loop_bytes`), and its every reader the int8
+//!   direct micro-kernel reading it as its input, which stages `x + o` with `o` the same `−lo`
+//!   (`conv/int8.rs` `stage_rows`), or the int8 GEMM reading it as A, which packs `x + o`
+//!   alike: no other kernel takes a biased value.
 //!
 //! A convolution converts its finished f32 vectors to bytes (packed four vectors to one 64-byte
 //! store on AVX-512BW), a pool maxes the bytes as integers (the conversion is monotone) and
@@ -44,8 +51,11 @@
 
 use super::conv::{self, ConvPath};
 use super::epilogue;
+use super::gemm;
+use super::gemm_tiles::{Kind, gemm_tiles};
 use super::reduce::{pool_epilogue_in_registers, pool_fits_registers};
 use crate::arena::ConcatView;
+use crate::codegen::core::layout::geometry;
 use crate::codegen::core::packing::{Packings, Tiles, heavy_in, mapped_conv_input};
 use crate::ir::{Computation, DType, FusionKind, InstId, Module as Hlo, Op, ReduceKind};
 use crate::target::Target;
@@ -71,6 +81,12 @@ pub fn stored_types(
         }
     }
     let output = |id: InstId| c.outputs.iter().any(|o| o.value == id);
+    // A model output passed in the byte type at the C API, at one position: written into the
+    // caller's buffer (no staging slice: `arena/staging.rs`).
+    let api_output = |id: InstId, byte: DType| {
+        let mut at = c.outputs.iter().enumerate().filter(|(_, o)| o.value == id);
+        matches!((at.next(), at.next()), (Some((k, _)), None) if hlo.api.output(k) == Some(byte))
+    };
     let lanes = Tiles::for_target(target).lanes;
     // Candidates: values of one byte type, no output, whose producer can store bytes given
     // its operands; then the greatest set closed under both ends' conditions.
@@ -78,38 +94,47 @@ pub fn stored_types(
         .ids()
         .map(|id| {
             let (byte, bias) = ranges[id.index()].biased_byte()?;
-            let ok = !output(id)
-                && !readers[id.index()].is_empty()
-                && match &c.inst(id).op {
-                    // Biased bytes: only a convolution's register epilogue adds the bias.
-                    _ if bias != 0 => {
-                        matches!(
-                            c.inst(id).op,
-                            Op::Fusion {
-                                kind: FusionKind::Output,
-                                ..
-                            }
-                        ) && (int8_conv(hlo, packings, id, true)
-                            || depthwise_conv(hlo, packings, id, true))
+            let ok = if output(id) {
+                bias == 0 && api_output(id, byte)
+            } else {
+                !readers[id.index()].is_empty()
+            } && match &c.inst(id).op {
+                // Biased bytes: a convolution's or an int8 GEMM's register epilogue adds the
+                // bias, or an elementwise loop's byte store.
+                _ if bias != 0 => match &c.inst(id).op {
+                    Op::Fusion {
+                        kind: FusionKind::Output,
+                        ..
+                    } => {
+                        int8_conv(hlo, packings, id, true)
+                            || depthwise_conv(hlo, packings, id, true)
+                            || int8_gemm(hlo, target, packings, id, true)
                     }
                     Op::Fusion {
                         kind: FusionKind::Loop,
                         computation,
                     } => elementwise_loop(computation),
-                    Op::Fusion {
-                        kind: FusionKind::Input,
-                        ..
-                    } => pool_epilogue(c, id, lanes).is_some(),
-                    Op::Fusion { .. } => {
-                        int8_conv(hlo, packings, id, true)
-                            || depthwise_conv(hlo, packings, id, true)
-                    }
-                    Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
-                    // An input the caller passes in this byte type (a parameter's index is its
-                    // input position, `ir/verify.rs`): read from its buffer.
-                    Op::Parameter { index } => hlo.api.input(*index) == Some(byte),
                     _ => false,
-                };
+                },
+                Op::Fusion {
+                    kind: FusionKind::Loop,
+                    computation,
+                } => elementwise_loop(computation),
+                Op::Fusion {
+                    kind: FusionKind::Input,
+                    ..
+                } => pool_epilogue(c, id, lanes).is_some(),
+                Op::Fusion { .. } => {
+                    int8_conv(hlo, packings, id, true)
+                        || depthwise_conv(hlo, packings, id, true)
+                        || int8_gemm(hlo, target, packings, id, true)
+                }
+                Op::ReduceWindow { .. } | Op::Concatenate { .. } => true,
+                // An input the caller passes in this byte type (a parameter's index is its
+                // input position, `ir/verify.rs`): read from its buffer.
+                Op::Parameter { index } => hlo.api.input(*index) == Some(byte),
+                _ => false,
+            };
             ok.then_some(byte)
         })
         .collect();
@@ -133,11 +158,15 @@ pub fn stored_types(
                 _ => true,
             };
             let read = readers[id.index()].iter().all(|&r| match &c.inst(r).op {
-                // Biased bytes: only the int8 convolution's staging takes the bias off.
+                // Biased bytes: only the int8 convolution's staging and the int8 GEMM's packing
+                // take the bias off.
                 _ if biased(id) => {
-                    matches!(c.inst(r).op, Op::Fusion { .. } | Op::Convolution { .. })
-                        && heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
-                        && int8_conv(hlo, packings, r, false)
+                    matches!(
+                        c.inst(r).op,
+                        Op::Fusion { .. } | Op::Convolution { .. } | Op::Dot(_)
+                    ) && heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
+                        && (int8_conv(hlo, packings, r, false)
+                            || int8_gemm(hlo, target, packings, r, false))
                 }
                 Op::ReduceWindow { .. } => pooled_in_registers(c, r, lanes, true),
                 Op::Concatenate { .. } => {
@@ -151,10 +180,11 @@ pub fn stored_types(
                     kind: FusionKind::Input,
                     ..
                 } => pool_epilogue(c, r, lanes) == Some(id),
-                Op::Fusion { .. } | Op::Convolution { .. } => {
+                Op::Fusion { .. } | Op::Convolution { .. } | Op::Dot(_) => {
                     heavy_in(hlo, r).is_some_and(|(_, x, w, _)| x == id && w != id)
                         && (int8_conv(hlo, packings, r, false)
-                            || depthwise_conv(hlo, packings, r, false))
+                            || depthwise_conv(hlo, packings, r, false)
+                            || int8_gemm(hlo, target, packings, r, false))
                 }
                 _ => false,
             });
@@ -177,6 +207,47 @@ pub fn stored_types(
 fn int8_conv(hlo: &Hlo, packings: &Packings, id: InstId, writes: bool) -> bool {
     packings.reads_vnni(hlo, id).is_some()
         && conv_on_path(hlo, packings, id, writes, ConvPath::PixelsByChannels)
+}
+
+/// Whether entry instruction `id` is a dot (an output fusion's, or when only reading (`!writes`)
+/// a bare one) on the int8 GEMM micro-kernel (`gemm_i8.rs`: a weight read as quads, A packed
+/// from its buffer, which reads bytes as it reads f32), and when `writes`, in one K-block (the
+/// tile's i32 sums never wait in C, which is one byte an element) with its whole epilogue in
+/// registers (`gemm::dim_roles`, no residual).
+fn int8_gemm(hlo: &Hlo, target: &Target, packings: &Packings, id: InstId, writes: bool) -> bool {
+    let c = &hlo.entry;
+    let Some((Op::Dot(d), x, w, out)) = heavy_in(hlo, id) else {
+        return false;
+    };
+    if packings.reads_vnni(hlo, id).is_none() {
+        return false;
+    }
+    let Some(g) = geometry(&d, &c.inst(x).shape, &c.inst(w).shape, &out) else {
+        return false;
+    };
+    if !writes {
+        return true;
+    }
+    let Op::Fusion {
+        kind: FusionKind::Output,
+        computation,
+    } = &c.inst(id).op
+    else {
+        return false;
+    };
+    let kind = Kind {
+        bf16: false,
+        f16: false,
+        vnni: true,
+    };
+    let lfree = c.inst(x).shape.rank() - d.lhs_batch.len() - d.lhs_contracting.len();
+    let epi = computation
+        .ids()
+        .find(|&h| matches!(computation.inst(h).op, Op::Dot(_)))
+        .and_then(|h| epilogue::recognize(computation, h));
+    g.k <= gemm_tiles(&g, target, kind).kc
+        && gemm::dim_roles(&g, &out, lfree).is_some()
+        && epi.is_some_and(|e| e.full_strides().is_empty())
 }
 
 /// Whether entry instruction `id` is a convolution on the depthwise micro-kernel

@@ -370,15 +370,24 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.load_vector(p, off, self.ctx.i8_type().vec_type(lanes), 1)
     }
 
+    /// Byte vector `b` of type `d` (`U8` or `I8`) widened to the integer vector type `to`.
+    pub(super) fn widen_bytes(
+        &self,
+        b: VectorValue<'ctx>,
+        to: VectorType<'ctx>,
+        d: DType,
+    ) -> VectorValue<'ctx> {
+        if d == DType::U8 {
+            self.b.build_int_z_extend(b, to, "").unwrap()
+        } else {
+            self.b.build_int_s_extend(b, to, "").unwrap()
+        }
+    }
+
     /// Byte vector `b` of type `d` (`U8` or `I8`) as f32 (exact).
     pub(super) fn bytes_to_f32(&self, b: VectorValue<'ctx>, d: DType) -> VectorValue<'ctx> {
         let lanes = b.get_type().get_size();
-        let i32v = self.ctx.i32_type().vec_type(lanes);
-        let w = if d == DType::U8 {
-            self.b.build_int_z_extend(b, i32v, "").unwrap()
-        } else {
-            self.b.build_int_s_extend(b, i32v, "").unwrap()
-        };
+        let w = self.widen_bytes(b, self.ctx.i32_type().vec_type(lanes), d);
         self.b
             .build_signed_int_to_float(w, self.vec_ty(lanes), "")
             .unwrap()

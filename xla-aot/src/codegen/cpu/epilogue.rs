@@ -562,7 +562,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let shifts = self.fused_range(s_at);
         let small_x = self
             .fused_range(of)
-            .is_some_and(|r| !r.nan && r.magnitude() <= F32_EXACT);
+            .is_some_and(|r| !r.nan && r.magnitude() <= fixed_point::SHORT_X_LIMIT);
         let facts = fixed_point::Facts {
             m_may_be_min: self.fused_range(m_at).is_none_or(|r| r.lo <= -INT_LIMIT),
             shift_nonpositive: shifts.is_some_and(|r| r.lo >= -31.0 && r.hi <= 0.0),
@@ -614,12 +614,62 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             }
             self.call(f, &args).into_vector_value()
         };
+        // A Cortex-M without Helium has no vector lanes: LLVM splits the lanes' 64-bit products
+        // into generic multiplies (`umull`, `mla`, `mul` of a sign word and the carries: some 12
+        // instructions a lane, also for a constant `m`). Where `|x| ≤ 2^29` (`small_x`, no left
+        // shift), `(2x·m + 2^31) >> 32` is the same high half and never saturates: per lane, the
+        // DSP extension's `smmulr` of `x << 1` and `m` (inline assembly: LLVM forms it only for
+        // two sign-extended registers, not for a constant).
+        let doubled = self.target.arch == crate::target::Arch::Arm
+            && self.target.has_arm_dsp()
+            && !self.target.has_helium()
+            && small_x
+            && facts.shift_nonpositive;
+        let smmulr = self.ctx.create_inline_asm(
+            i32t.fn_type(&[i32t.into(), i32t.into()], false),
+            "smmulr $0, $1, $2".to_string(),
+            "=r,r,r".to_string(),
+            false,
+            false,
+            None,
+            false,
+        );
+        let scalar_high = |a: VectorValue<'ctx>, m: VectorValue<'ctx>| {
+            let mut out = i32t.vec_type(lanes).get_undef();
+            for l in 0..lanes {
+                let at = i32t.const_int(l as u64, false);
+                let lane = |v: VectorValue<'ctx>| {
+                    let e = self.b.build_extract_element(v, at, "").unwrap();
+                    e.into_int_value()
+                };
+                let x = lane(a);
+                let twice = self.b.build_int_add(x, x, "").unwrap();
+                let h = self
+                    .b
+                    .build_call(
+                        inkwell::values::CallableValue::try_from(smmulr).unwrap(),
+                        &[twice.into(), lane(m).into()],
+                        "",
+                    )
+                    .unwrap()
+                    .try_as_basic_value()
+                    .basic()
+                    .expect("smmulr returns its high half")
+                    .into_int_value();
+                out = self.b.build_insert_element(out, h, at, "").unwrap();
+            }
+            out
+        };
         let k = fixed_point::Lanes {
             c32: &c32,
             c64: &c64,
             t32: i32t.vec_type(lanes),
             t64: i64t.vec_type(lanes),
-            high_mul: intrinsics.map(|_| &high as &dyn Fn(_, _) -> _),
+            high_mul: match intrinsics {
+                Some(_) => Some(&high as &dyn Fn(_, _) -> _),
+                None if doubled => Some(&scalar_high as &dyn Fn(_, _) -> _),
+                None => None,
+            },
             round_shift: intrinsics.map(|_| &round_shift as &dyn Fn(_, _) -> _),
         };
         fixed_point::emit_mul_q31(&self.b, &k, (xi, m, s), facts)

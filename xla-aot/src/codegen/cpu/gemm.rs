@@ -21,6 +21,7 @@
 //!   are shared with, so the buffer plan reserves what the kernel uses).
 
 use super::Cg;
+use super::byte_store::Finished;
 use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm_pack::{self, APack};
 use super::gemm_tiles::{Kind, gemm_tiles, units};
@@ -30,6 +31,7 @@ use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
 use crate::ir::{DType, Precision, Shape};
+use inkwell::types::VectorType;
 use inkwell::values::{FunctionValue, IntValue, PointerValue, VectorValue};
 use inkwell::{AddressSpace, IntPredicate};
 
@@ -62,6 +64,12 @@ struct Plan {
     vnni: Option<i32>,
     /// The output fusion's register epilogue and the role of each output dim.
     epi: Option<(RegEpilogue, Vec<DimRole>)>,
+    /// The epilogue's first step, an integer per-column bias, where the int8 kernel adds it to
+    /// its i32 sums' start instead (`kernel.rs` `sum_bias`); `epi` then holds the other steps.
+    sum_bias: Option<RegEpilogue>,
+    /// A stored as bytes of this type and bias (`byte_storage.rs`), which the int8 kernel's
+    /// packing widens where it would convert f32.
+    a_bytes: Option<(DType, i32)>,
     /// The bf16 or int8 kernel packs A into per-task slices of the kernel scratch (`gemm_pack.rs`);
     /// `None`: into a stack buffer.
     slices: Option<APack>,
@@ -132,11 +140,44 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             && self.hlo.precision == Precision::F16
             && self.target.has_f16_arith();
         let vnni = self.be.vnni.get().filter(|_| packed);
+        // An integer bias, the epilogue's first step along the columns, goes into the int8
+        // sums' start (`kernel.rs` `sum_bias`: exact), as the int8 convolutions' does.
+        let (sum_bias, epi) = match epi {
+            Some((e, roles))
+                if vnni.is_some()
+                    && self.be.sum_bias.get()
+                    && roles.get(1) == Some(&DimRole::Col) =>
+            {
+                let rest = RegEpilogue {
+                    steps: e.steps[1..].to_vec(),
+                };
+                let bias = RegEpilogue {
+                    steps: e.steps[..1].to_vec(),
+                };
+                (Some(bias), Some((rest, roles)))
+            }
+            other => (None, other),
+        };
         let kind = Kind {
             bf16,
             f16,
             vnni: vnni.is_some(),
         };
+        let a_bytes = self
+            .be
+            .args_stored
+            .borrow()
+            .get(ai)
+            .copied()
+            .flatten()
+            .map(|d| {
+                let bias = self.be.args_bias.borrow().get(ai).copied().unwrap_or(0);
+                (d, bias)
+            });
+        assert!(
+            a_bytes.is_none() || vnni.is_some(),
+            "byte_storage.rs gives a dot byte operands only on the int8 kernel"
+        );
         let t = gemm_tiles(g, self.target, kind);
         // Each task packs A (bf16 pairs, int8 quads) into its own slice of the kernel scratch
         // (its last argument) when the buffer plan reserved it, else into a stack buffer.
@@ -158,6 +199,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             f16,
             vnni,
             epi,
+            sum_bias,
+            a_bytes,
             slices,
         };
         let units = if plan.split_cols {
@@ -268,7 +311,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                                 t.kc.div_ceil(4),
                                 (r0, r1),
                                 (k0, klen),
-                                o,
+                                (o, plan.a_bytes),
                             ),
                             None => {
                                 cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen)
@@ -427,6 +470,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         if let (Some((buf, r0)), Some(offset)) = (apack, plan.vnni) {
             // The integer loop initialises the tile: between K-blocks C holds its i32 sums.
             let row_in_block = self.b.build_int_sub(row0, r0, "").unwrap();
+            // Each vector's integer bias (`Plan::sum_bias`): 0 + bias as the epilogue reads it.
+            let bias: Option<Vec<VectorValue<'ctx>>> = plan
+                .sum_bias
+                .as_ref()
+                .zip(plan.epi.as_ref())
+                .map(|(b, (_, roles))| {
+                    cols.iter()
+                        .map(|v| {
+                            let col = self.add(col0, self.i64(v.col as u64));
+                            let role = |d: usize| match roles[d] {
+                                DimRole::Row => TilePos::Row,
+                                DimRole::Col => TilePos::Col,
+                                DimRole::Unit => TilePos::At(self.i64(0)),
+                            };
+                            // −0 + b is b for every b: the addition folds away.
+                            let zero = VectorType::const_vector(&vec![
+                                self.ctx
+                                    .f32_type()
+                                    .const_float(-0.0);
+                                v.lanes as usize
+                            ]);
+                            let bf = self.apply_epilogue(b, tk, zero, row0, col, v, &role);
+                            let i32v = self.ctx.i32_type().vec_type(v.lanes);
+                            self.b.build_float_to_signed_int(bf, i32v, "").unwrap()
+                        })
+                        .collect()
+                });
             self.i8_k_loop(
                 f,
                 g,
@@ -438,7 +508,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 (row_in_block, jr),
                 (k0, klen),
                 (first, last),
-                offset,
+                (offset, bias.as_deref()),
             );
         } else if let Some((buf, r0)) = apack {
             init(self);
@@ -479,11 +549,33 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 rows,
             );
         }
+        // The int8 kernel with integer weights leaves its i32 sums' bits in the tile
+        // (`gemm_i8.rs`): f32(sum) after the last K-block, converted here so that the
+        // epilogue's integer steps see the sums (`Cg::int_source`).
+        let int_sums = plan.vnni.is_some() && apack.is_some() && self.be.unit_scales.get();
         let store_all = |cg: &Self, apply: bool| {
             for (i, row) in acc.iter().enumerate() {
                 for (v, p) in cols.iter().zip(row) {
                     let off = c_off(cg, i, v);
                     let mut x = cg.b.build_load(*p, "").unwrap().into_vector_value();
+                    if int_sums {
+                        let i32v = cg.ctx.i32_type().vec_type(v.lanes);
+                        let bits = cg.b.build_bit_cast(x, i32v, "").unwrap();
+                        let f =
+                            cg.b.build_signed_int_to_float(
+                                bits.into_vector_value(),
+                                cg.vec_ty(v.lanes),
+                                "",
+                            )
+                            .unwrap();
+                        x = if apply {
+                            f
+                        } else {
+                            cg.b.build_select(last, f, x, "")
+                                .unwrap()
+                                .into_vector_value()
+                        };
+                    }
                     if let (true, Some((epi, roles))) = (apply, &plan.epi) {
                         let r = cg.add(row0, cg.i64(i as u64));
                         let col = cg.add(col0, cg.i64(v.col as u64));
@@ -494,7 +586,22 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         };
                         x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
                     }
-                    cg.store_lanes(c, off, x, v.store);
+                    match cg.be.out_stored.get() {
+                        // Bytes (`byte_storage.rs`: one K-block, so only finished values).
+                        Some(d) if apply => cg.store_finished_bytes(
+                            c,
+                            &[Finished {
+                                off,
+                                val: x,
+                                ints: false,
+                                saturate: false,
+                                col: v.col,
+                                lanes: v.store,
+                            }],
+                            d,
+                        ),
+                        _ => cg.store_lanes(c, off, x, v.store),
+                    }
                 }
             }
         };

@@ -34,6 +34,7 @@ use super::quad_dot::{DotKind, MVE_GEMM_ROWS};
 use super::vector::VecCol;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::{Tiles, dot_k};
+use crate::ir::DType;
 use inkwell::AddressSpace;
 use inkwell::IntPredicate;
 use inkwell::types::VectorType;
@@ -92,7 +93,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// Packs rows `[r0, r1)` of A (row `r` at `r·a_m`, `k` at `k·a_k`), `k ∈ [k0, k0 + klen)`,
-    /// plus `offset`, as byte quads into `buf` (module doc).
+    /// plus `offset`, as byte quads into `buf` (module doc). A stored as bytes (`a_bytes`: their
+    /// type and the bias `byte_storage.rs` added) is widened and adds `offset − bias`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pack_a_quads(
         &self,
@@ -102,9 +104,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         kc4: usize,
         (r0, r1): (IntValue<'ctx>, IntValue<'ctx>),
         (k0, klen): (IntValue<'ctx>, IntValue<'ctx>),
-        offset: i32,
+        (offset, a_bytes): (i32, Option<(DType, i32)>),
     ) {
         let i32t = self.ctx.i32_type();
+        let offset = offset - a_bytes.map_or(0, |(_, bias)| bias);
         // Whole groups of the dot product's k (`packing::dot_k`), zero past K.
         let gk = dot_k(self.target) as u64;
         let quads = self.b.build_int_add(klen, self.i64(gk - 1), "").unwrap();
@@ -128,10 +131,18 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             let src = cg.add(cg.mul(r, g.a_m), cg.mul(k0, g.a_k));
             let dst = cg.mul(cg.b.build_int_sub(r, r0, "").unwrap(), kc4 as u64);
             cg.for_range(cg.i64(0), chunks, &mut |cg, c| {
-                let x = cg.vload(a, cg.add(src, cg.mul(c, 16)), PACK_K);
-                let i =
-                    cg.b.build_float_to_signed_int(x, i32t.vec_type(PACK_K), "")
-                        .unwrap();
+                let at = cg.add(src, cg.mul(c, 16));
+                let i32v = i32t.vec_type(PACK_K);
+                let i = match a_bytes {
+                    Some((d, _)) => {
+                        let x = cg.load_bytes(a, at, PACK_K);
+                        cg.widen_bytes(x, i32v, d)
+                    }
+                    None => {
+                        let x = cg.vload(a, at, PACK_K);
+                        cg.b.build_float_to_signed_int(x, i32v, "").unwrap()
+                    }
+                };
                 let i = cg.b.build_int_add(i, off16, "").unwrap();
                 let bytes =
                     cg.b.build_int_truncate(i, cg.ctx.i8_type().vec_type(PACK_K), "")
@@ -162,9 +173,21 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     let kcl = cg.umin(k, cg.b.build_int_sub(klen, cg.i64(1), "").unwrap());
                     let x =
                         cg.b.build_load(cg.gep(a, cg.add(src, cg.mul(kcl, g.a_k))), "")
-                            .unwrap()
-                            .into_float_value();
-                    let v = cg.b.build_float_to_signed_int(x, i32t, "").unwrap();
+                            .unwrap();
+                    let v = match a_bytes {
+                        Some((DType::U8, _)) => {
+                            cg.b.build_int_z_extend(x.into_int_value(), i32t, "")
+                                .unwrap()
+                        }
+                        Some(_) => {
+                            cg.b.build_int_s_extend(x.into_int_value(), i32t, "")
+                                .unwrap()
+                        }
+                        None => {
+                            cg.b.build_float_to_signed_int(x.into_float_value(), i32t, "")
+                                .unwrap()
+                        }
+                    };
                     let v = cg.b.build_int_add(v, off, "").unwrap();
                     let v = cg.b.build_and(v, i32t.const_int(0xff, false), "").unwrap();
                     let v =
@@ -186,7 +209,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// `((panel·K4 + k0/4 + q)·nr + col%nr)·4`) and one dot product (`quad_dot.rs`) per
     /// accumulator with row `i`'s broadcast dword of `apack`. The sums start from what `init`
     /// stores into `acc` (zero in the first K-block, else C, which holds the previous blocks'
-    /// i32 sums as bits) plus, in the first K-block (`first`), `−offset · Σq`; in the last
+    /// i32 sums as bits) plus, in the first K-block (`first`), `−offset · Σq` and each vector's
+    /// integer bias where `bias` gives them (`gemm.rs` `Plan::sum_bias`); in the last
     /// (`last`) `acc = f32(sum) · s`, else `acc` = the sum's bits, for the next block.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn i8_k_loop(
@@ -201,7 +225,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         (row_in_block, jr): (IntValue<'ctx>, IntValue<'ctx>),
         (k0, klen): (IntValue<'ctx>, IntValue<'ctx>),
         (first, last): (IntValue<'ctx>, IntValue<'ctx>),
-        offset: i32,
+        (offset, bias): (i32, Option<&[VectorValue<'ctx>]>),
     ) {
         let gk = dot_k(self.target);
         let k4 = (g.k.div_ceil(gk) * gk / 4) as u64;
@@ -246,7 +270,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .collect();
         let start: Vec<VectorValue<'ctx>> = cols
             .iter()
-            .map(|v| {
+            .enumerate()
+            .map(|(j, v)| {
                 let (_, col) = col_of(v);
                 let at = self.add(
                     self.i64(quads_bytes as u64 + 4 * n_pad as u64),
@@ -254,10 +279,13 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 );
                 let sums = self.load_vector(b, at, i32v, 4);
                 let o = self.ctx.i32_type().const_int((-offset) as u64, true);
-                let neg = self
+                let mut neg = self
                     .b
                     .build_int_mul(sums, VectorType::const_vector(&vec![o; lanes as usize]), "")
                     .unwrap();
+                if let Some(b) = bias {
+                    neg = self.b.build_int_add(neg, b[j], "").unwrap();
+                }
                 self.b
                     .build_select(first, neg, i32v.const_zero(), "")
                     .unwrap()
@@ -297,8 +325,9 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         );
         // Into the f32 tile: f32(sum) · s after the last K-block, else the sum's bits; with
         // integer weights (`Packings::reads_unit_scales`: every s is 1, or 0 in a column of
-        // zero weights, whose sum is 0) f32(sum) alone, so an integer epilogue
-        // (`multiply-q31`) reads the sum as it is (`Cpu::exact_int_of`).
+        // zero weights, whose sum is 0) the sum's bits always: `gemm.rs` converts them where it
+        // stores the tile, so an integer epilogue (`multiply-q31`) reads the sum as it is
+        // (`Cg::int_source`).
         let unit = self.be.unit_scales.get();
         let scales: Vec<VectorValue<'ctx>> = cols
             .iter()
@@ -316,7 +345,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     self.b.build_float_mul(x, scales[j], "").unwrap()
                 };
                 let bits = self.b.build_bit_cast(sum, f32v, "").unwrap();
-                let new = self.b.build_select(last, scaled.into(), bits, "").unwrap();
+                let new = if unit {
+                    bits
+                } else {
+                    self.b.build_select(last, scaled.into(), bits, "").unwrap()
+                };
                 self.b.build_store(*p, new).unwrap();
             }
         }

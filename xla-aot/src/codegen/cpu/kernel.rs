@@ -191,10 +191,12 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                         0,
                         &epilogue::RegEpilogue { steps: vec![] },
                     ) => {}
-                _ if !matches!(inst.op, Op::Convolution { .. })
+                _ if !matches!(inst.op, Op::Convolution { .. } | Op::Dot(_))
                     && cg.be.args_stored.borrow().iter().any(Option::is_some) =>
                 {
-                    unreachable!("byte_storage.rs stores only what pools and convolutions read")
+                    unreachable!(
+                        "byte_storage.rs stores only what pools, convolutions and dots read"
+                    )
                 }
                 _ => {
                     let shapes: Vec<Shape> = inst
@@ -321,7 +323,8 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     }
 
     /// A loop fusion whose f32 result is stored one byte per element (`byte_storage.rs`: its
-    /// values are integers of the byte type, so the conversion is exact).
+    /// values are integers of the byte type, or biased into `U8` by `out_bias`, so the
+    /// conversion is exact).
     fn fused_loop_bytes(&self, k: &Kernel<'ctx>, comp: &Computation) {
         let root = comp.inst(comp.outputs[0].value);
         let id = comp.outputs[0].value;
@@ -331,6 +334,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         );
         self.loop_nest_physical(&root.shape, &mut |cg, idx| {
             let v = cg.value_of(comp, id, Ix::Multi(idx), k, None);
+            // A biased byte (`Range::biased_byte`) is the integer plus the bias.
+            let v = match cg.be.out_bias.get() {
+                0 => v,
+                bias => {
+                    let f = cg.ctx.f32_type().const_float(f64::from(bias));
+                    cg.b.build_float_add(v.into_float_value(), f, "")
+                        .unwrap()
+                        .into()
+                }
+            };
             let byte = cg.exact_bytes(v);
             cg.b.build_store(cg.gep(k.out, cg.offset(idx, &root.shape)), byte)
                 .unwrap();

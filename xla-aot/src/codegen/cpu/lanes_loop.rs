@@ -18,6 +18,7 @@
 use super::Cg;
 use crate::codegen::core::Kernel;
 use crate::ir::{BinaryOp, Computation, DType, InstId, Op};
+use inkwell::types::VectorType;
 use inkwell::values::VectorValue;
 use inkwell::{AddressSpace, IntPredicate};
 use std::collections::HashMap;
@@ -56,9 +57,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.for_loop(n / LANES as usize, &mut |cg, step| {
             let at = cg.mul(step, u64::from(LANES));
             let v = cg.lanes_values(k, comp, at, None);
-            // The root's f32 integers as bytes (`fused_loop_bytes`).
+            // The root's f32 integers as bytes, plus the bias of biased bytes
+            // (`fused_loop_bytes`).
             let ints =
                 cg.b.build_float_to_signed_int(v[&root_id], i32v, "")
+                    .unwrap();
+            let bias = cg
+                .ctx
+                .i32_type()
+                .const_int(cg.be.out_bias.get() as u64, true);
+            let ints =
+                cg.b.build_int_add(ints, VectorType::const_vector(&[bias; LANES as usize]), "")
                     .unwrap();
             let bytes =
                 cg.b.build_int_truncate(ints, cg.ctx.i8_type().vec_type(LANES), "")

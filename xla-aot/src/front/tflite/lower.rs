@@ -145,6 +145,13 @@ impl<'g, 'a> Importer<'g, 'a> {
         matches!(tensor.dtype, TensorType::Int8 | TensorType::Uint8) && tensor.quant.is_some()
     }
 
+    /// Quantized tensor `t` as the integer-valued f32 it is held in, when an operator wrote it
+    /// so (a model output passed as a byte from f32: `ir/api_types.rs` `output_bytes`).
+    pub fn held_f32(&self, t: usize) -> Option<Val> {
+        let v = self.vals[t].clone()?;
+        (self.held_in_f32(t) && self.b.dtype(v.id) == DType::F32).then_some(v)
+    }
+
     /// The integers of quantized tensor `t` as the integer-valued f32 they are held in (an
     /// integer kernel's operand), in whatever layout they are held.
     pub fn val_f32(&mut self, t: usize) -> R<Val> {

@@ -154,15 +154,22 @@ pub fn import(
     let mut out_names = HashSet::new();
     for &t in &g.outputs {
         let tflite_name = sig_name(t).unwrap_or_else(|| g.tensors[t].name.clone());
-        let v = imp
-            .val(t)
-            .map_err(|e| model_error(path, format!("output `{tflite_name}`: {}", e.kind())))?;
+        // A quantized output held as f32 integers stays f32, passed as its byte at the C API
+        // (`ir/api_types.rs` `output_bytes`): the dense layer or convolution writing it keeps
+        // its requantization in its epilogue, which an i32 result would end.
+        let v = match imp.held_f32(t) {
+            Some(v) => v,
+            None => imp
+                .val(t)
+                .map_err(|e| model_error(path, format!("output `{tflite_name}`: {}", e.kind())))?,
+        };
         let id = imp.plain(&v)?;
         let oname = unique(&c_name::identifier(&tflite_name), &mut out_names);
         imp.b.output(&oname, id);
+        let int = matches!(imp.dtype(id), DType::I32 | DType::F32);
         api_types.outputs.push(match g.tensors[t].dtype {
-            TensorType::Int8 if imp.dtype(id) == DType::I32 => Some(DType::I8),
-            TensorType::Uint8 if imp.dtype(id) == DType::I32 => Some(DType::U8),
+            TensorType::Int8 if int => Some(DType::I8),
+            TensorType::Uint8 if int => Some(DType::U8),
             _ => None,
         });
     }
