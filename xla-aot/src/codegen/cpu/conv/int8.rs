@@ -531,6 +531,65 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         self.b.build_float_to_signed_int(xv, i32v, "").unwrap()
     }
 
+    /// The narrow staging's step on Helium: 16 contiguous pixels from element `pix` of `x`,
+    /// channel `ci` at `pix + ci·cs`, as the pixels' dwords at dword `at` of the staging bytes
+    /// `stage`: byte `ci` of pixel `p`'s dword is channel `ci`'s value plus `add` (mod 256),
+    /// bytes past the `c` channels zero: the 4 byte vectors stored interleaved by one `vst4`
+    /// (LLVM 14 lowers the equivalent 64-byte shuffle lane by lane).
+    #[allow(clippy::too_many_arguments)]
+    fn stage_interleaved(
+        &self,
+        x: PointerValue<'ctx>,
+        pix: IntValue<'ctx>,
+        cs: u64,
+        (c, add, x_bytes): (usize, i32, bool),
+        stage: PointerValue<'ctx>,
+        at: IntValue<'ctx>,
+    ) {
+        let lanes = NARROW_STAGE_PIXELS;
+        let i8t = self.ctx.i8_type();
+        let i32t = self.ctx.i32_type();
+        let i8v = i8t.vec_type(lanes);
+        let off = VectorType::const_vector(&vec![i32t.const_int(add as u64, true); lanes as usize]);
+        let chans: Vec<VectorValue<'ctx>> = (0..4)
+            .map(|ci| {
+                if ci >= c {
+                    return i8v.const_zero();
+                }
+                let iv =
+                    self.staged_ints(x, self.add(pix, self.i64(ci as u64 * cs)), lanes, x_bytes);
+                let iv = self.b.build_int_add(iv, off, "").unwrap();
+                self.b.build_int_truncate(iv, i8v, "").unwrap()
+            })
+            .collect();
+        // `vst40`..`vst43`: together they store byte `4p + j` = channel j's pixel p.
+        let name = "llvm.arm.mve.vst4q.p0i8.v16i8";
+        let i8p = i8t.ptr_type(AddressSpace::default());
+        let f = self.m.get_function(name).unwrap_or_else(|| {
+            let args = [
+                i8p.into(),
+                i8v.into(),
+                i8v.into(),
+                i8v.into(),
+                i8v.into(),
+                i32t.into(),
+            ];
+            let ty = self.ctx.void_type().fn_type(&args, false);
+            self.m.add_function(name, ty, None)
+        });
+        let bytes = self.gep(stage, self.mul(at, 4));
+        for stage_no in 0..4u64 {
+            let mut args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> = vec![bytes.into()];
+            args.extend(
+                chans
+                    .iter()
+                    .map(|&v| -> inkwell::values::BasicMetadataValueEnum<'ctx> { v.into() }),
+            );
+            args.push(i32t.const_int(stage_no, false).into());
+            self.b.build_call(f, &args, "").unwrap();
+        }
+    }
+
     /// Stages the input rows of one row tile (module doc): for each of the `kh` taps' input rows
     /// of output row `oh` and each of `span` input pixels from output pixel `ow0`'s first tap, every
     /// group's `c` channels as bytes `a + offset` in `c4` dwords (padding pixels `offset`, channels
@@ -695,6 +754,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 .unwrap();
             let splat =
                 |v: u64| VectorType::const_vector(&vec![i32t.const_int(v, false); l as usize]);
+            // Helium: the channels' bytes interleaved into the pixels' dwords by one `vst4`
+            // ([`Cg::stage_interleaved`]) where LLVM widened them to 32-bit lanes through
+            // the stack (resnet's stem on the M55: 654 k instructions).
+            let interleave = self.target.has_helium();
             self.for_loop(span.div_ceil(l as usize), &mut |cg, v| {
                 let p0 = cg.umin(cg.mul(v, l), cg.i64(span as u64 - l));
                 let iw =
@@ -707,6 +770,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     ok,
                     &mut |cg| {
                         let pix = cg.add(cg.add(cg.mul(n, xst[0]), cg.mul(ih, xst[2])), iw);
+                        if interleave && l == u64::from(NARROW_STAGE_PIXELS) {
+                            let at = cg.add(cg.i64((y * span) as u64), p0);
+                            return cg.stage_interleaved(
+                                x,
+                                pix,
+                                xst[1],
+                                (c, add, x_bytes),
+                                bytes,
+                                at,
+                            );
+                        }
                         let mut d = VectorType::const_vector(&vec![i32t.const_zero(); l as usize]);
                         for ci in 0..c {
                             let at = cg.add(pix, cg.i64(ci as u64 * xst[1]));
