@@ -25,6 +25,7 @@ pub mod dce;
 pub mod exact_integers;
 pub mod fusion;
 pub mod layout;
+pub mod one_hot;
 pub mod pool_first;
 pub mod rewrite;
 pub mod schedule;

@@ -8,6 +8,8 @@
 //! - `broadcast(broadcast(x))` → one broadcast; a broadcast that maps every dim to itself → `x`.
 //! - a slice of the whole tensor, a pad of nothing, a one-operand concatenate, a reduce over no
 //!   dims → `x`.
+//! - a one-hot product `dot(convert(ids == iota), E)` of a constant table → the gather of its
+//!   rows, bit for bit (`one_hot.rs`).
 //!
 //! Note on `x + 0`: IEEE gives `-0.0 + 0.0 = +0.0`, so removing the add can change the sign of a
 //! zero; like XLA we accept that (no op of the spec distinguishes the sign of zero except `div`
@@ -142,6 +144,10 @@ impl Pass for AlgebraicSimplifier {
 
     fn run(&self, m: &mut Module) -> bool {
         rebuild(m, |rw, old, inst, ops| {
+            if let Some(id) = super::one_hot::gather_of_one_hot(rw, inst, &ops) {
+                rw.replace(old, id);
+                return true;
+            }
             match self.simplify(rw, inst, &ops) {
                 Some(Ok(existing)) => {
                     rw.replace(old, existing);
