@@ -29,7 +29,7 @@ pub(super) fn integer_valued(inst: &crate::ir::Instruction) -> bool {
 /// staging fits. Such a convolution stays direct instead of taking Winograd: the dot product
 /// makes 4 products per lane and instruction where Winograd saves 2.25–4× of the f32 ones, sums
 /// exactly, and reads a quarter of the weight bytes (int8 squeezenet, whose expand 3×3
-/// convolutions took Winograd: 1.25 → 1.16 ms, docs/performance.md).
+/// convolutions took Winograd: 1.25 → 1.16 ms, docs/performance-history.md).
 pub(super) fn int8_direct(
     hlo: &Hlo,
     c: InstId,
