@@ -625,16 +625,16 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             && !self.target.has_helium()
             && small_x
             && facts.shift_nonpositive;
-        let smmulr = self.ctx.create_inline_asm(
-            i32t.fn_type(&[i32t.into(), i32t.into()], false),
-            "smmulr $0, $1, $2".to_string(),
-            "=r,r,r".to_string(),
-            false,
-            false,
-            None,
-            false,
-        );
         let scalar_high = |a: VectorValue<'ctx>, m: VectorValue<'ctx>| {
+            let smmulr = self.ctx.create_inline_asm(
+                i32t.fn_type(&[i32t.into(), i32t.into()], false),
+                "smmulr $0, $1, $2".to_string(),
+                "=r,r,r".to_string(),
+                false,
+                false,
+                None,
+                false,
+            );
             let mut out = i32t.vec_type(lanes).get_undef();
             for l in 0..lanes {
                 let at = i32t.const_int(l as u64, false);

@@ -83,6 +83,17 @@ pub(super) enum DimRole {
     Unit,
 }
 
+impl DimRole {
+    /// Where a register epilogue finds this dim in the tile.
+    fn tile_pos<'ctx>(self, cg: &Cg<'_, 'ctx>) -> TilePos<'ctx> {
+        match self {
+            DimRole::Row => TilePos::Row,
+            DimRole::Col => TilePos::Col,
+            DimRole::Unit => TilePos::At(cg.i64(0)),
+        }
+    }
+}
+
 /// The role of each output dim of a dot with geometry `g` whose first `lfree` output dims are
 /// the lhs's free dims, if a register epilogue can address the tile: no batch dims, and the rows
 /// (columns) are at most one non-unit output dim.
@@ -479,11 +490,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     cols.iter()
                         .map(|v| {
                             let col = self.add(col0, self.i64(v.col as u64));
-                            let role = |d: usize| match roles[d] {
-                                DimRole::Row => TilePos::Row,
-                                DimRole::Col => TilePos::Col,
-                                DimRole::Unit => TilePos::At(self.i64(0)),
-                            };
+                            let role = |d: usize| roles[d].tile_pos(self);
                             // −0 + b is b for every b: the addition folds away.
                             let zero = VectorType::const_vector(&vec![
                                 self.ctx
@@ -579,11 +586,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                     if let (true, Some((epi, roles))) = (apply, &plan.epi) {
                         let r = cg.add(row0, cg.i64(i as u64));
                         let col = cg.add(col0, cg.i64(v.col as u64));
-                        let role = |d: usize| match roles[d] {
-                            DimRole::Row => TilePos::Row,
-                            DimRole::Col => TilePos::Col,
-                            DimRole::Unit => TilePos::At(cg.i64(0)),
-                        };
+                        let role = |d: usize| roles[d].tile_pos(cg);
                         x = cg.apply_epilogue(epi, tk, x, r, col, v, &role);
                     }
                     match cg.be.out_stored.get() {
