@@ -18,6 +18,10 @@
 //! the extra arithmetic may not exceed the memory traffic it saves (one store and `k` loads).
 //! Under a reduce-window each element is computed once per window reading it, so `k` is
 //! multiplied by that count (LRN's `pow` is not recomputed for each of a max pool's windows).
+//! That rule looks at one producer at a time; a chain of cheap steps each read twice passes it at
+//! every step, so a value whose operands are computed inline too is recomputed in at most
+//! [`MAX_RECOMPUTING_FUSIONS`] fusions: past that it is stored, and the pass groups again with it
+//! read from memory everywhere (else every fusion of a recurrence recomputes it from the start).
 //! Reductions, dots and convolutions are never recomputed, and neither is a value some consumer
 //! reads from memory anyway (a dot or convolution operand): it is stored, so recomputing it saves
 //! nothing, and a convolution under it would lose its epilogue.
@@ -65,6 +69,27 @@ pub fn is_elemental(op: &Op) -> bool {
         || table::opcode_info(op.opcode()).is_some_and(|i| i.class == table::Class::Remap)
 }
 
+/// Most fusions that may each recompute one value whose operands are computed inline too. The
+/// cost rule of [`FusionPass::decide`] looks at one producer at a time: a chain of cheap steps,
+/// each read by the next step and by one other fusion (an LSTM's cell state `c_t = f·c_{t-1} +
+/// i·g`, read by `c_{t+1}` and by `tanh(c_t)`), passes it at every step, so every step's fusion
+/// recomputed the chain from the first step: quadratic work, 80 kernels of up to 228
+/// instructions in issue 46's bidirectional LSTM over 40 steps (their elementwise kernels 1.5 ms
+/// → 0.36 ms with the bound). Eight: at 4, densenet121's pooled features (read by the layers
+/// of a dense block) and TFLite's int8 softmax steps were stored too; at 8 none of MLPerf
+/// Tiny's models or onnx's light models changes, and a chain is stored every few steps.
+const MAX_RECOMPUTING_FUSIONS: usize = 8;
+
+/// How a refusal by [`MAX_RECOMPUTING_FUSIONS`] starts (the pass stores those values and groups
+/// again).
+const RECOMPUTE_BOUND: &str = "MAX_RECOMPUTING_FUSIONS";
+
+/// Whether an op only moves elements (a broadcast, reshape, slice, transpose, ...): recomputing
+/// it reads what storing it would have, so its copies need no bound.
+fn is_remap(op: &Op) -> bool {
+    table::opcode_info(op.opcode()).is_some_and(|i| i.class == table::Class::Remap)
+}
+
 fn is_heavy(op: &Op) -> bool {
     matches!(op, Op::Dot(_) | Op::Convolution { .. })
 }
@@ -97,6 +122,11 @@ struct Producer {
     ends_conv_epilogue: Option<usize>,
     /// Whether its values are integers of one byte's range (`Range::byte_type`).
     byte_range: bool,
+    /// In how many groups it is computed already.
+    computed_in: usize,
+    /// Whether one of its operands is itself elementwise arithmetic other fusions may compute
+    /// inline (not a parameter, constant, index remap, reduction, dot or convolution).
+    computed_operand: bool,
 }
 
 /// A group being formed.
@@ -144,6 +174,8 @@ impl FusionPass {
             stored_for,
             ends_conv_epilogue,
             byte_range,
+            computed_in,
+            computed_operand,
         } = prod;
         let (pi, ci) = (&c.instructions[p], &c.instructions[i]);
         match &pi.op {
@@ -303,6 +335,13 @@ impl FusionPass {
             return Err(format!(
                 "%{} reads it from memory, so it is stored anyway: recomputing it here saves nothing",
                 c.instructions[u].name
+            ));
+        }
+        if computed_in >= MAX_RECOMPUTING_FUSIONS && computed_operand && !is_remap(&pi.op) {
+            return Err(format!(
+                "{RECOMPUTE_BOUND}: {computed_in} fusions compute it already: its operands \
+                 are computed inline too, so each further copy would drag their chain along (an \
+                 LSTM's cell state recomputed from the first step in every step), so it is stored"
             ));
         }
         let k = copies as u32;
@@ -617,10 +656,39 @@ impl Pass for FusionPass {
     }
 
     fn run(&self, m: &mut Module) -> bool {
-        let c = &m.entry;
+        let ranges = crate::ir::value_range::ranges(m);
+        // Values the bound on recomputing fusions stored: a second grouping reads them from
+        // memory everywhere (the first had let the earliest fusions recompute them).
+        let mut stored = BTreeSet::new();
+        let (groups, log) = loop {
+            let (groups, log, bounded) = self.group(&m.entry, &ranges, &stored);
+            if bounded.is_subset(&stored) {
+                break (groups, log);
+            }
+            stored.extend(bounded);
+        };
+        let changed = groups.iter().any(|g| g.members.len() > 1);
+        if changed {
+            m.entry = build(&m.entry, &groups);
+        }
+        *self.log.lock().expect("log lock") = log;
+        changed
+    }
+}
+
+impl FusionPass {
+    /// One grouping of `c`'s instructions, with its log (in program order), and the values the
+    /// bound on recomputing fusions refused ([`MAX_RECOMPUTING_FUSIONS`]); `stored`: values
+    /// refused as operands of every fusion but their own.
+    fn group(
+        &self,
+        c: &Computation,
+        ranges: &[crate::ir::value_range::Range],
+        stored: &BTreeSet<usize>,
+    ) -> (Vec<Group>, Vec<String>, BTreeSet<usize>) {
         let n = c.instructions.len();
         let (users_of, outs) = users(c);
-        let ranges = crate::ir::value_range::ranges(m);
+        let mut bounded = BTreeSet::new();
         let mut groups: Vec<Group> = Vec::new();
         let mut member_of: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut log = Vec::new();
@@ -684,9 +752,18 @@ impl Pass for FusionPass {
                             .find(|&u| reads_operands_from_memory(&c.instructions[u].op)),
                         ends_conv_epilogue: epilogue_convolution(c, &users_of, p),
                         byte_range: ranges[p].byte_type().is_some(),
+                        computed_in: member_of[p].len(),
+                        computed_operand: c.instructions[p].operands.iter().any(|o| {
+                            let op = &c.instructions[o.index()].op;
+                            is_elemental(op) && !is_remap(op)
+                        }),
                     };
                     let grown = groups[g].expanded.saturating_add(more.saturating_mul(pc));
-                    let verdict = if grown > MAX_EXPANDED_FUSION_COST
+                    let verdict = if stored.contains(&p) {
+                        Err("it is stored (more fusions wanted to recompute it than \
+                             MAX_RECOMPUTING_FUSIONS allows), so recomputing it here saves nothing"
+                            .to_string())
+                    } else if grown > MAX_EXPANDED_FUSION_COST
                         && !matches!(c.instructions[p].op, Op::Parameter { .. } | Op::Constant(_))
                     {
                         Err(format!(
@@ -733,6 +810,9 @@ impl Pass for FusionPass {
                             member_of[p].push(g);
                         }
                         Err(why) => {
+                            if why.starts_with(RECOMPUTE_BOUND) {
+                                bounded.insert(p);
+                            }
                             if !matches!(
                                 c.instructions[p].op,
                                 Op::Parameter { .. } | Op::Constant(_)
@@ -747,13 +827,8 @@ impl Pass for FusionPass {
                 }
             }
         }
-        let changed = groups.iter().any(|g| g.members.len() > 1);
-        if changed {
-            m.entry = build(c, &groups);
-        }
         log.reverse();
-        *self.log.lock().expect("log lock") = log;
-        changed
+        (groups, log, bounded)
     }
 }
 
