@@ -26,7 +26,7 @@ use super::epilogue::{RegEpilogue, TilePos};
 use super::gemm_pack::{self, APack};
 use super::gemm_tiles::{Kind, gemm_tiles, units};
 pub use super::gemm_tiles::{balanced, rows_for_issue};
-use super::vector::{VecCol, vectors};
+use super::vector::{Locality, VecCol, vectors};
 use crate::codegen::core::Kernel;
 use crate::codegen::core::layout::Geometry;
 use crate::codegen::core::packing::Tiles;
@@ -39,6 +39,9 @@ use inkwell::{AddressSpace, IntPredicate};
 /// panel's line this many K steps ahead is prefetched (with 16-float panels, 1 KiB ahead per
 /// stream: about the L3 latency, ~50 ns, at the ~20 GB/s one stream of a core draws).
 const STREAM_PREFETCH_K: u64 = 16;
+
+/// Bytes per cache line of every CPU target (x86-64 and Arm cores alike).
+const CACHE_LINE: usize = 64;
 
 /// The static plan of one GEMM kernel.
 struct Plan {
@@ -53,6 +56,12 @@ struct Plan {
     part_rows: usize,
     /// Split tasks over column chunks (else over row tiles).
     split_cols: bool,
+    /// Column chunks outside the K-blocks ([`chunks_outer`]): each chunk's output tile stays in
+    /// L1 across the K-blocks instead of making a round trip through memory per K-block.
+    chunks_outer: bool,
+    /// Tiles of several rows prefetch the next column chunk's panels at their own K step: the
+    /// packed weight is larger than the L2 and there are at most [`STREAM_ROW_TILES`] row tiles.
+    prefetch_next: bool,
     /// `vdpbf16ps` on bfloat16 pairs (`gemm_bf16.rs`): B is packed in pairs, A is packed per row
     /// block.
     bf16: bool,
@@ -73,6 +82,27 @@ struct Plan {
     /// The bf16 or int8 kernel packs A into per-task slices of the kernel scratch (`gemm_pack.rs`);
     /// `None`: into a stack buffer.
     slices: Option<APack>,
+}
+
+/// Most row tiles of a product whose packed weight streams from beyond the L2 for which the
+/// tiles prefetch the next column chunk's panels ([`Plan::prefetch_next`]): with few row tiles,
+/// the first tile of each chunk waiting on memory is a large share of the time (the 40-row head
+/// of issue 46, 7 row tiles on AVX2, medians of 1-second runs interleaved on a shared AMD EPYC:
+/// 14.8-15.7 ms with it, 15.2-16.7 without, both with [`chunks_outer`]). Into the L2 only: into
+/// the L1 it evicted the current panel where the panels stream from L3 (the bidirectional LSTM's
+/// 40 × 512 → 2 048 products slowed 10-25%). Taller products amortise that wait and would only
+/// pay the extra load slot.
+const STREAM_ROW_TILES: usize = 8;
+
+/// Whether the column chunks of a GEMM run outside its K-blocks: an f32 product (A read in
+/// place, so no packed A is redone per chunk) of several K-blocks whose whole A fits in three
+/// quarters of the L2 (the rest holds the streaming panels), so that every chunk's K-blocks
+/// re-read A from L2 while the chunk's output tile stays in L1 across them. With the K-blocks
+/// outside, the whole output makes a round trip per K-block: the 40 × 1 024 → 8 210 head of
+/// issue 46 (A 160 KB) wrote and re-read its 1.3 MB output four times.
+fn chunks_outer(g: &Geometry, t: &Tiles, kind: Kind, target: &crate::target::Target) -> bool {
+    let f32_a = !kind.bf16 && !kind.vnni;
+    f32_a && g.k > t.kc && (g.m * g.k * 4) as u64 * 4 <= target.l2_bytes * 3
 }
 
 /// Where an output dim of a dot lies in the micro-tile (for a register epilogue).
@@ -197,6 +227,7 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             .filter(|p| self.be.a_pack.get() == Some(*p));
         let (pp, _, split_cols) = units(g, &t);
         let cw = pp * t.nr();
+        let chunks_outer = chunks_outer(g, &t, kind, self.target);
         let plan = Plan {
             t,
             pp,
@@ -206,6 +237,10 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             full_rows: g.m / t.mr,
             part_rows: g.m % t.mr,
             split_cols,
+            chunks_outer,
+            prefetch_next: packed
+                && (g.k * g.n * 4) as u64 > self.target.l2_bytes
+                && g.m.div_ceil(t.mr) <= STREAM_ROW_TILES,
             bf16,
             f16,
             vnni,
@@ -290,64 +325,74 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
                 offs[2] = cg.add(offs[2], cg.mul(bi[j], sc));
             }
             let (a, b, c) = (cg.gep(a, offs[0]), cg.gep(b, offs[1]), cg.gep(c, offs[2]));
-            cg.for_loop(nkb, &mut |cg, kb| {
-                let k0 = cg.mul(kb, t.kc as u64);
-                // One K-block: its length a constant (the `smlad` loop's count of steps is then
-                // known, `quad_dot.rs`).
-                let klen = if nkb == 1 {
-                    cg.i64(g.k as u64)
-                } else {
-                    cg.umin(
-                        cg.i64(t.kc as u64),
-                        cg.b.build_int_sub(cg.i64(g.k as u64), k0, "").unwrap(),
-                    )
-                };
-                let first =
-                    cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(0), "")
-                        .unwrap();
-                let last =
-                    cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(nkb as u64 - 1), "")
-                        .unwrap();
-                cg.for_loop(nrb, &mut |cg, rb| {
-                    let lo = cg.umax(cg.mul(rb, t.mc_tiles as u64), rl);
-                    let hi = cg.umin(cg.mul(cg.add(rb, cg.i64(1)), t.mc_tiles as u64), rh);
-                    let apack = apack.map(|buf| {
-                        let r0 = cg.mul(lo, t.mr as u64);
-                        let r1 = cg.umin(cg.mul(hi, t.mr as u64), cg.i64(g.m as u64));
-                        match plan.vnni {
-                            Some(o) => cg.pack_a_quads(
-                                a,
-                                g,
-                                buf,
-                                t.kc.div_ceil(4),
-                                (r0, r1),
-                                (k0, klen),
-                                (o, plan.a_bytes),
-                            ),
-                            None => {
-                                cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen)
+            // One K-block `kb` of column chunks [cl, ch).
+            let k_block =
+                |cg: &Self, kb: IntValue<'ctx>, (cl, ch): (IntValue<'ctx>, IntValue<'ctx>)| {
+                    let k0 = cg.mul(kb, t.kc as u64);
+                    // One K-block: its length a constant (the `smlad` loop's count of steps is then
+                    // known, `quad_dot.rs`).
+                    let klen = if nkb == 1 {
+                        cg.i64(g.k as u64)
+                    } else {
+                        cg.umin(
+                            cg.i64(t.kc as u64),
+                            cg.b.build_int_sub(cg.i64(g.k as u64), k0, "").unwrap(),
+                        )
+                    };
+                    let first =
+                        cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(0), "")
+                            .unwrap();
+                    let last =
+                        cg.b.build_int_compare(IntPredicate::EQ, kb, cg.i64(nkb as u64 - 1), "")
+                            .unwrap();
+                    cg.for_loop(nrb, &mut |cg, rb| {
+                        let lo = cg.umax(cg.mul(rb, t.mc_tiles as u64), rl);
+                        let hi = cg.umin(cg.mul(cg.add(rb, cg.i64(1)), t.mc_tiles as u64), rh);
+                        let apack = apack.map(|buf| {
+                            let r0 = cg.mul(lo, t.mr as u64);
+                            let r1 = cg.umin(cg.mul(hi, t.mr as u64), cg.i64(g.m as u64));
+                            match plan.vnni {
+                                Some(o) => cg.pack_a_quads(
+                                    a,
+                                    g,
+                                    buf,
+                                    t.kc.div_ceil(4),
+                                    (r0, r1),
+                                    (k0, klen),
+                                    (o, plan.a_bytes),
+                                ),
+                                None => {
+                                    cg.pack_a_pairs(a, g, buf, t.kc.div_ceil(2), (r0, r1), k0, klen)
+                                }
                             }
-                        }
-                        (buf, r0)
-                    });
-                    cg.for_range(cl, ch, &mut |cg, jr| {
-                        cg.for_range(lo, hi, &mut |cg, ir| {
-                            cg.tile_variants(
-                                f,
-                                g,
-                                plan,
-                                tk,
-                                (a, b, c),
-                                ir,
-                                jr,
-                                (k0, klen),
-                                (first, last),
-                                apack,
-                            );
+                            (buf, r0)
+                        });
+                        cg.for_range(cl, ch, &mut |cg, jr| {
+                            cg.for_range(lo, hi, &mut |cg, ir| {
+                                cg.tile_variants(
+                                    f,
+                                    g,
+                                    plan,
+                                    tk,
+                                    (a, b, c),
+                                    ir,
+                                    jr,
+                                    (k0, klen),
+                                    (first, last),
+                                    apack,
+                                );
+                            });
                         });
                     });
+                };
+            if plan.chunks_outer {
+                cg.for_range(cl, ch, &mut |cg, jr| {
+                    let next = cg.add(jr, cg.i64(1));
+                    cg.for_loop(nkb, &mut |cg, kb| k_block(cg, kb, (jr, next)));
                 });
-            });
+            } else {
+                cg.for_loop(nkb, &mut |cg, kb| k_block(cg, kb, (cl, ch)));
+            }
         });
     }
 
@@ -671,7 +716,19 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
             cols.iter().map(|v| self.vec_fmuladd(v.lanes)).collect();
         let kend = self.add(k0, klen);
         let prefetch = rows == 1 && plan.packed;
+        // A tile of several rows: the next chunk's panels at this K step, one line each (past
+        // the last chunk a prefetch reads nothing: it never faults).
+        let next_chunk = (rows > 1 && plan.prefetch_next).then(|| (plan.pp * g.k * t.nr()) as u64);
         self.for_range(k0, kend, &mut |cg, kk| {
+            if let Some(next) = next_chunk {
+                for (v, &base) in cols.iter().zip(&b_base) {
+                    if (v.col * 4) % CACHE_LINE != 0 {
+                        continue;
+                    }
+                    let line = cg.add(base, cg.add(cg.i64(next), cg.mul(kk, b_step)));
+                    cg.prefetch_to(b, line, Locality::L2);
+                }
+            }
             if prefetch {
                 // One line per panel (the vector at the panel's first column), ahead of the loads.
                 let ahead = cg.mul(cg.add(kk, cg.i64(STREAM_PREFETCH_K)), b_step);

@@ -13,6 +13,15 @@ use inkwell::IntPredicate;
 use inkwell::types::VectorType;
 use inkwell::values::{BasicValue, FunctionValue, IntValue, PointerValue, VectorValue};
 
+/// The innermost cache a prefetch fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Locality {
+    /// Every level, L1 included (data needed within the next few hundred cycles).
+    L1,
+    /// The L2 and beyond, not the L1 (data needed after the L1's current contents).
+    L2,
+}
+
 /// One vector of a column chunk: its first column (relative to the chunk), its lanes, and how
 /// many of them are real output columns.
 #[derive(Clone, Copy)]
@@ -264,6 +273,11 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
     /// A read prefetch of the line holding element `p + off` into every cache level. The
     /// address may lie past the buffer (a prefetch never faults), so it is not an inbounds GEP.
     pub(super) fn prefetch(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>) {
+        self.prefetch_to(p, off, Locality::L1);
+    }
+
+    /// Prefetches the line at `p + off` (elements of `p`'s type) into the cache `to`.
+    pub(super) fn prefetch_to(&self, p: PointerValue<'ctx>, off: IntValue<'ctx>, to: Locality) {
         let i8p = self.ctx.i8_type().ptr_type(AddressSpace::default());
         let i32t = self.ctx.i32_type();
         let pf = self
@@ -280,9 +294,17 @@ impl<'a, 'ctx> Cg<'a, 'ctx> {
         let q = unsafe { self.b.build_gep(p, &[off], "").unwrap() };
         let q = self.b.build_pointer_cast(q, i8p, "").unwrap();
         let c = |v: u64| i32t.const_int(v, false);
-        // read, high locality (keep in all levels), data cache.
+        // read, the locality (3: every level, `prefetcht0`; 2: L2 and out, `prefetcht1`), data.
+        let locality = match to {
+            Locality::L1 => 3,
+            Locality::L2 => 2,
+        };
         self.b
-            .build_call(pf, &[q.into(), c(0).into(), c(3).into(), c(1).into()], "")
+            .build_call(
+                pf,
+                &[q.into(), c(0).into(), c(locality).into(), c(1).into()],
+                "",
+            )
             .unwrap();
     }
 
