@@ -50,6 +50,28 @@ impl ConcatRuns {
     /// The concatenations along `m` read from `start` (whose dimension `m` has `extent`
     /// elements) in `comp`, or `None` when there are none worth splitting for.
     pub fn find(comp: &Computation, start: InstId, m: usize, extent: usize) -> Option<ConcatRuns> {
+        Self::find_with(comp, start, m, extent, false)
+    }
+
+    /// [`ConcatRuns::find`] for a loop over an outer dimension `m`, walking also through
+    /// concatenations along other dimensions (they carry `m` unchanged): an LSTM's output, the
+    /// two directions concatenated along one dimension, each the steps along another.
+    pub fn find_outer(
+        comp: &Computation,
+        start: InstId,
+        m: usize,
+        extent: usize,
+    ) -> Option<ConcatRuns> {
+        Self::find_with(comp, start, m, extent, true)
+    }
+
+    fn find_with(
+        comp: &Computation,
+        start: InstId,
+        m: usize,
+        extent: usize,
+        through_others: bool,
+    ) -> Option<ConcatRuns> {
         let mut offsets: HashMap<InstId, usize> = HashMap::new();
         let mut recorded = Vec::new();
         let mut elsewhere: HashSet<InstId> = HashSet::new();
@@ -74,6 +96,9 @@ impl ConcatRuns {
                         starts.push(s + comp.inst(o).shape.dims[m]);
                     }
                     recorded.push(Recorded { id, offset, starts });
+                }
+                Op::Concatenate { .. } if through_others => {
+                    stack.extend(inst.operands.iter().map(|&o| (o, offset)));
                 }
                 Op::ReduceWindow { window, .. }
                     if window.size[m] == 1
