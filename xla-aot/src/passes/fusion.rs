@@ -65,8 +65,7 @@ pub fn cost(op: &Op) -> u32 {
 /// Whether an instruction can be computed element by element from its operands' elements: an
 /// elementwise op or an index remap (the op table's class).
 pub fn is_elemental(op: &Op) -> bool {
-    op.is_elementwise()
-        || table::opcode_info(op.opcode()).is_some_and(|i| i.class == table::Class::Remap)
+    op.is_elementwise() || is_remap(op)
 }
 
 /// Most fusions that may each recompute one value whose operands are computed inline too. The
